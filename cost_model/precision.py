@@ -1,0 +1,85 @@
+"""Number formats: storage bytes per value (scales included) and which tensor-core rate they use.
+
+Bytes per element are floats (4-bit = 0.5 bytes) so that block-scaled formats carry their scale
+overhead: NVFP4 is E2M1 values with an E4M3 scale per 16 values (and one FP32 scale per tensor,
+negligible): 4 + 8/16 = 4.5 bits/value. MXFP4 uses 32-value blocks with E8M0 scales:
+4 + 8/32 = 4.25 bits/value. Sources: the seeds' reading notes §4 ("NVFP4 micro-block scaling") and
+the OCP Microscaling Formats (MX) v1.0 specification.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cost_model.errors import ConfigError
+from cost_model.units import BITS_PER_BYTE
+
+
+class Precision(BaseModel):
+    """One number format as stored in memory and fed to the tensor cores."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    value_bits: float = Field(gt=0)
+    weight_scale_bits_per_value: float = Field(ge=0)  # scale storage amortized per weight value
+    activation_scale_bits_per_value: float = Field(ge=0)  # … per activation value
+    tensor_core_rate: str  # key of HardwareSpec.peak_flop_per_s whose rate this format runs at
+    block_size: int = Field(default=1, ge=1)  # K must be a multiple of this for block scaling
+
+    @property
+    def weight_bytes_per_value(self) -> float:
+        return (self.value_bits + self.weight_scale_bits_per_value) / BITS_PER_BYTE
+
+    @property
+    def activation_bytes_per_value(self) -> float:
+        return (self.value_bits + self.activation_scale_bits_per_value) / BITS_PER_BYTE
+
+    @property
+    def bits_per_value(self) -> float:
+        """Storage bits per value of an activation-style tensor (the seeds' 4.5 for NVFP4)."""
+        return self.value_bits + self.activation_scale_bits_per_value
+
+
+# DeepSeek-V3 technical report (arXiv 2412.19437) §3.3.2: FP8 activations carry one FP32 scale per
+# 1×128 tile, weights one FP32 scale per 128×128 block.
+_FP8_BLOCK = 128
+_FP32_BITS = 32.0
+_E4M3_BITS = 8.0
+_E8M0_BITS = 8.0
+_NVFP4_BLOCK = 16  # seeds: "an FP8 (E4M3) scale to each 16-value micro-block"
+_MXFP4_BLOCK = 32  # OCP MX v1.0: 32-element blocks with an E8M0 shared scale
+
+PRECISIONS: dict[str, Precision] = {
+    p.name: p
+    for p in (
+        Precision(name="fp32", value_bits=32, weight_scale_bits_per_value=0,
+                  activation_scale_bits_per_value=0, tensor_core_rate="tf32"),
+        Precision(name="bf16", value_bits=16, weight_scale_bits_per_value=0,
+                  activation_scale_bits_per_value=0, tensor_core_rate="bf16"),
+        Precision(name="fp16", value_bits=16, weight_scale_bits_per_value=0,
+                  activation_scale_bits_per_value=0, tensor_core_rate="bf16"),
+        Precision(name="fp8", value_bits=8, weight_scale_bits_per_value=0,
+                  activation_scale_bits_per_value=0, tensor_core_rate="fp8"),
+        Precision(name="fp8_block", value_bits=8,
+                  weight_scale_bits_per_value=_FP32_BITS / (_FP8_BLOCK * _FP8_BLOCK),
+                  activation_scale_bits_per_value=_FP32_BITS / _FP8_BLOCK,
+                  tensor_core_rate="fp8", block_size=_FP8_BLOCK),
+        Precision(name="mxfp4", value_bits=4, weight_scale_bits_per_value=_E8M0_BITS / _MXFP4_BLOCK,
+                  activation_scale_bits_per_value=_E8M0_BITS / _MXFP4_BLOCK,
+                  tensor_core_rate="fp4", block_size=_MXFP4_BLOCK),
+        Precision(name="nvfp4", value_bits=4, weight_scale_bits_per_value=_E4M3_BITS / _NVFP4_BLOCK,
+                  activation_scale_bits_per_value=_E4M3_BITS / _NVFP4_BLOCK,
+                  tensor_core_rate="fp4", block_size=_NVFP4_BLOCK),
+    )
+}
+ALIASES = {"fp4": "nvfp4", "e4m3": "fp8", "float8": "fp8", "bfloat16": "bf16", "float16": "fp16"}
+
+
+def get_precision(name: str, field: str = "precision") -> Precision:
+    """The named format; a clear `ConfigError` naming `field` and the known names otherwise."""
+    key = ALIASES.get(name.lower(), name.lower())
+    if key not in PRECISIONS:
+        known = ", ".join(sorted(PRECISIONS))
+        raise ConfigError(f"`{field}` must be one of {known}; got {name!r}")
+    return PRECISIONS[key]

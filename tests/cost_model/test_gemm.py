@@ -1,0 +1,152 @@
+"""GEMM model against the seeds' worked numbers (001: the NVIDIA co-design post; 002: the reading
+notes) and the behaviour of their Figures 4 and 5."""
+
+import numpy as np
+import pytest
+
+from cost_model.gemm import (
+    gemm_cost,
+    intensity_cap_flop_per_byte,
+    tile_efficiency,
+    wave_efficiency,
+)
+from cost_model.hardware import catalog_names, get_hardware
+from cost_model.precision import get_precision
+from cost_model.units import US_PER_S
+
+GB300 = get_hardware("gb300")
+
+# Seeds 001, Table 2: FFN-2 (N = 8192, K = 512) on GB300, 15 PFLOP/s FP4, 8 TB/s; FP4 inputs,
+# FP8 output. Columns: M, math µs, FP4 read µs, FP8 write µs. The table rounds to 2-3 digits.
+TABLE_2 = [(256, 0.14, 0.30, 0.26), (2048, 1.15, 0.37, 2.10), (16384, 9.16, 0.89, 16.8)]
+
+
+@pytest.mark.parametrize("m, math_us, read_us, write_us", TABLE_2, ids=lambda v: str(v))
+def test_table_2_roofline_terms(m, math_us, read_us, write_us):
+    cost = gemm_cost(m, 8192, 512, GB300, "nvfp4", out_precision="fp8")
+    assert GB300.peak_flop_per_s["fp4"] == 15e15 and GB300.hbm_bytes_per_s == 8e12
+    # tolerance: the table's rounding (last printed digit)
+    assert cost.math_s * US_PER_S == pytest.approx(math_us, abs=0.006)
+    assert cost.read_s * US_PER_S == pytest.approx(read_us, abs=0.006)
+    assert cost.write_s * US_PER_S == pytest.approx(write_us, rel=0.01)
+
+
+@pytest.mark.parametrize("m", [2048, 16384])
+def test_table_2_memory_time_exceeds_math(m):
+    """Seeds 001, Table 2 caption: memory time exceeds math time at every token count."""
+    cost = gemm_cost(m, 8192, 512, GB300, "nvfp4", out_precision="fp8")
+    assert cost.read_s + cost.write_s > cost.math_s
+
+
+def test_nvfp4_is_4_5_bits_and_mxfp4_4_25():
+    """Seeds 002 §4: 4 + 8/16 = 4.5 bits/value; MXFP4 4.25 bits/value."""
+    assert get_precision("nvfp4").bits_per_value == 4.5
+    assert get_precision("mxfp4").bits_per_value == 4.25
+
+
+@pytest.mark.parametrize("h_ffn, expected", [(512, 1930), (2048, 6500)])
+def test_intensity_cap(h_ffn, expected):
+    """Seeds 002 §2: I∞ = (2/b)·NK/(N+K) ≈ 1,930 FLOP/byte for H′ = 512, H = 8192 at b = 0.5
+    (NVFP4), and 'roughly 6,500' for H′ = 2048 (the notes round; tolerance 1%)."""
+    assert intensity_cap_flop_per_byte(8192, h_ffn, 0.5) == pytest.approx(expected, rel=0.01)
+
+
+def test_ridge_point_gb300_fp4():
+    """Seeds 002 §2: I* ≈ 15e15 / 8e12 ≈ 1,900 FLOP/byte (exactly 1,875)."""
+    assert GB300.ridge_flop_per_byte(get_precision("nvfp4")) == pytest.approx(1875)
+
+
+def test_tile_efficiency_641():
+    """Seeds 002 §3: N = 640 with B_N = 128 gives η = 1; N = 641 gives 641/768 ≈ 0.83."""
+    assert tile_efficiency(128, 640, 128, 128) == 1.0
+    assert tile_efficiency(128, 641, 128, 128) == pytest.approx(641 / 768)
+
+
+def test_wave_efficiency_150_tiles_on_148_sms():
+    """Seeds 002 §3: P = 148, T = 150: two waves for the work of one plus two tiles, η ≈ 0.51."""
+    assert wave_efficiency(150, 148) == pytest.approx(150 / 296)
+    assert round(float(wave_efficiency(150, 148)), 2) == 0.51
+
+
+def test_gemm_flops_convention():
+    cost = gemm_cost(3, 5, 7, GB300, "bf16")
+    assert cost.flop == 2 * 3 * 5 * 7
+
+
+def _tflops(m, n, k, hw=GB300, dtype="nvfp4"):
+    return gemm_cost(m, n, k, hw, dtype).achieved_flop_per_s / 1e12
+
+
+def test_figure_4_k_saturation():
+    """Seeds 001 Fig. 4 (left), GB300 NVFP4, M = 8192, N = 9728: throughput falls sharply at small
+    K, saturates near K ≈ 6144; 80% of sustained needs K > 3072."""
+    k = np.array([256, 512, 1024, 3072, 6144, 16384])
+    t = _tflops(8192, 9728, k)
+    assert np.all(np.diff(t) > 0)
+    assert t[0] < 0.5 * t[-1]
+    assert t[3] >= 0.8 * t[-1]
+    assert t[4] >= 0.9 * t[-1]
+
+
+def test_figure_4_n_saturation():
+    """Seeds 001 Fig. 4 (right), M = 8192, K = 8448: saturates near N ≈ 6144; 80% needs N > 2560."""
+    n = np.array([256, 512, 2560, 6144, 16384])
+    t = _tflops(8192, n, 8448)
+    assert t[0] < 0.5 * t[-1]
+    assert t[2] >= 0.75 * t[-1]
+    assert t[3] >= 0.9 * t[-1]
+
+
+def test_figure_5_sawtooth_peaks_at_256_and_512_multiples():
+    """Seeds 001 Fig. 5: sweeping N in fine steps, throughput has its local maxima at multiples of
+    256 (clusterMMA) or 512 (CGA) and dips in between (tile quantization). Wave quantization may
+    hide a 256 peak, never a 512 one."""
+    n = np.arange(4096, 6145, 16)
+    t = _tflops(16384, n, 8192)
+    interior = np.arange(1, len(n) - 1)
+    peaks = n[interior][(t[interior] > t[interior - 1]) & (t[interior] > t[interior + 1])]
+    assert len(peaks) >= 4
+    assert np.all(peaks % 256 == 0)
+    assert set(range(4608, 6144, 512)) <= set(peaks.tolist())
+    assert t[n == 4096 + 16][0] < 0.97 * t[n == 4096][0]
+
+
+@pytest.mark.parametrize("name", catalog_names())
+def test_decode_gemm_is_memory_bound_and_near_bandwidth(name):
+    """At M = 1 a GEMM streams its weights: time ≈ weight bytes / achieved bandwidth + overhead."""
+    hw = get_hardware(name)
+    cost = gemm_cost(1, 8192, 8192, hw, "fp8")
+    assert not cost.compute_bound
+    stream_s = 8192 * 8192 / hw.hbm_bytes_per_s
+    assert stream_s < cost.time_s < 1.5 * stream_s + 5e-6
+
+
+@pytest.mark.parametrize("name", catalog_names())
+def test_large_gemm_reaches_its_compute_ceiling(name):
+    hw = get_hardware(name)
+    cost = gemm_cost(16384, 16384, 16384, hw, "bf16")
+    assert cost.compute_bound
+    frac = cost.achieved_flop_per_s / hw.peak_flop_per_s["bf16"]
+    assert 0.5 < frac <= 1.0
+
+
+def test_broadcasts_over_arrays():
+    m = np.array([[1], [64], [4096]])
+    n = np.array([[1024, 4096]])
+    cost = gemm_cost(m, n, 4096, GB300, "fp8")
+    assert cost.time_s.shape == (3, 2)
+    assert np.all(np.diff(cost.time_s, axis=0) >= 0)
+
+
+def test_groups_share_one_overhead():
+    one = gemm_cost(64, 2048, 7168, GB300, "nvfp4")
+    eight = gemm_cost(64, 2048, 7168, GB300, "nvfp4", groups=8)
+    assert eight.flop == 8 * one.flop
+    assert eight.time_s < 8 * one.time_s
+
+
+def test_fp4_on_hopper_is_a_clear_error():
+    from cost_model.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="h200"):
+        gemm_cost(128, 128, 128, get_hardware("h200"), "nvfp4")

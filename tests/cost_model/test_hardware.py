@@ -1,0 +1,239 @@
+"""Hardware catalog: every shipped spec loads, is fully sourced, and matches published figures."""
+
+from __future__ import annotations
+
+import tomllib
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from cost_model.errors import ConfigError
+from cost_model.hardware import catalog_names, get_hardware, spec_from_toml
+from cost_model.precision import get_precision
+
+REQUIRED_NAMES = ("h100-sxm", "h200", "b200", "gb200", "b300", "gb300")
+HOPPER = ("h100-sxm", "h200")
+BLACKWELL = ("b200", "gb200", "b300", "gb300")
+NVL72 = ("gb200", "gb300")
+
+# Every scalar key of the catalog schema (see cost_model/hardware.py and h200.toml).
+SCALAR_KEYS = (
+    "memory.hbm_tb_per_s",
+    "memory.hbm_capacity_gib",
+    "compute.sm_count",
+    "interconnect.scale_up_domain_gpus",
+    "interconnect.scale_up_gb_per_s",
+    "interconnect.scale_up_latency_us",
+    "interconnect.scale_out_gb_per_s",
+    "interconnect.scale_out_latency_us",
+    "overheads.kernel_launch_us",
+)
+
+ALL = pytest.mark.parametrize("name", catalog_names(), ids=str)
+
+
+def _catalog_doc(name: str) -> dict:
+    text = resources.files("cost_model.data.hardware").joinpath(f"{name}.toml").read_text()
+    return tomllib.loads(text)
+
+
+def test_required_names_present():
+    missing = set(REQUIRED_NAMES) - set(catalog_names())
+    assert not missing, f"catalog lacks {sorted(missing)}"
+
+
+@ALL
+def test_spec_loads(name):
+    spec = get_hardware(name)
+    assert spec.name == name  # the file's `name` matches its file name
+    assert spec.description
+
+
+@ALL
+def test_every_number_has_a_source(name):
+    spec = get_hardware(name)
+    keys = list(SCALAR_KEYS) + [f"peak_dense_tflop_per_s.{r}" for r in spec.peak_flop_per_s]
+    keys += [f"gemm_kernels[{i}]" for i in range(len(spec.gemm_kernels))]
+    for key in keys:
+        assert spec.sources.get(key, "").strip(), f"{name}: `{key}` has no source"
+
+
+@ALL
+def test_prior_values_say_so(name):
+    # Unpublished numbers (latencies, launch overhead) must be marked as priors for calibration.
+    spec = get_hardware(name)
+    for key in ("interconnect.scale_up_latency_us", "interconnect.scale_out_latency_us",
+                "overheads.kernel_launch_us"):
+        assert spec.sources[key].startswith("prior:"), f"{name}: `{key}` is not marked prior"
+
+
+@ALL
+def test_peaks_ordered_by_precision(name):
+    peaks = get_hardware(name).peak_flop_per_s
+    assert peaks["tf32"] < peaks["bf16"] < peaks["fp8"]
+    if "fp4" in peaks:
+        assert peaks["fp8"] < peaks["fp4"]
+
+
+@ALL
+def test_scale_up_domain(name):
+    spec = get_hardware(name)
+    assert spec.scale_up_domain_gpus == (72 if name in NVL72 else 8)
+    assert spec.scale_up_bytes_per_s > spec.scale_out_bytes_per_s
+
+
+@ALL
+def test_first_kernel_is_the_full_rate_one(name):
+    kernels = get_hardware(name).gemm_kernels
+    assert kernels[0].relative_peak_frac == 1.0
+    assert all(k.relative_peak_frac <= 1.0 for k in kernels)
+
+
+@pytest.mark.parametrize("name", BLACKWELL, ids=str)
+def test_blackwell_cluster_mma_geometry(name):
+    # seeds/001 Fig. 5: clusterMMA (2 SMs) + CGA give GEMM-N maxima at multiples of 256 and 512.
+    big = get_hardware(name).gemm_kernels[0]
+    assert big.sms_per_tile == 2
+    assert big.tile_n == 256
+    assert big.tile_n * big.cluster_tiles_n == 512
+
+
+@pytest.mark.parametrize("name", HOPPER, ids=str)
+def test_hopper_has_no_fp4(name):
+    spec = get_hardware(name)
+    nvfp4 = get_precision("nvfp4")
+    assert not spec.supports(nvfp4)
+    with pytest.raises(ConfigError, match=name):
+        spec.peak_for(nvfp4)
+
+
+@pytest.mark.parametrize("name", BLACKWELL, ids=str)
+def test_blackwell_has_fp4(name):
+    assert get_hardware(name).supports(get_precision("nvfp4"))
+
+
+@pytest.mark.parametrize(
+    ("name", "rate", "published_tflop_per_s"),
+    [
+        # NVIDIA datasheets / rack specs, dense; see shared/reference/gpu_specs.csv.
+        ("h100-sxm", "bf16", 989.4),
+        ("h200", "fp8", 1978.9),
+        ("b200", "fp4", 9000.0),   # HGX B200: 72 PF dense FP4 / 8 GPUs
+        ("gb200", "fp4", 10000.0),  # GB200 NVL72: 720 PF dense FP4 / 72 GPUs
+        ("b300", "fp4", 13125.0),  # HGX B300: 105 PF dense FP4 / 8 GPUs (gpu_specs.csv)
+        ("gb300", "fp4", 15000.0),  # GB300 NVL72: 1,080 PF dense FP4 / 72 GPUs
+    ],
+    ids=lambda v: str(v),
+)
+def test_published_peaks(name, rate, published_tflop_per_s):
+    got = get_hardware(name).peak_flop_per_s[rate]
+    assert got == pytest.approx(published_tflop_per_s * 1e12, rel=1e-6)
+
+
+def test_gb300_fp4_ridge_point():
+    ridge = get_hardware("gb300").ridge_flop_per_byte(get_precision("nvfp4"))
+    assert ridge == pytest.approx(15e15 / 8e12, rel=1e-9)  # 1,875 FLOP/byte
+    # seeds' reading notes §2: GB300 NVFP4 ridge "≈ 1,900" FLOP/byte; 2% covers their rounding.
+    assert ridge == pytest.approx(1900, rel=0.02)
+
+
+def test_name_lookup_is_case_and_space_insensitive():
+    assert get_hardware(" GB300 ") is get_hardware("gb300")
+
+
+def test_unknown_name_lists_known_names():
+    with pytest.raises(ConfigError, match="`hardware`") as err:
+        get_hardware("h300")
+    for name in REQUIRED_NAMES:
+        assert name in str(err.value)
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "my_gpu.toml"
+    path.write_text(text)
+    return path
+
+
+def test_user_toml_path_loads(tmp_path):
+    text = resources.files("cost_model.data.hardware").joinpath("h200.toml").read_text()
+    path = _write(tmp_path, text.replace('name = "h200"', 'name = "my-h200"'))
+    spec = get_hardware(str(path))
+    assert spec.name == "my-h200"
+    assert spec.hbm_bytes_per_s == get_hardware("h200").hbm_bytes_per_s
+
+
+def test_user_toml_missing_key_names_it(tmp_path):
+    text = resources.files("cost_model.data.hardware").joinpath("h200.toml").read_text()
+    kept = [line for line in text.splitlines() if not line.startswith("hbm_tb_per_s")]
+    path = _write(tmp_path, "\n".join(kept))
+    with pytest.raises(ConfigError, match=r"`memory\.hbm_tb_per_s` is missing"):
+        get_hardware(str(path))
+
+
+def test_user_toml_not_toml_is_config_error(tmp_path):
+    path = _write(tmp_path, "this is = = not toml")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        get_hardware(str(path))
+
+
+def _malformed(edit) -> dict:
+    doc = _catalog_doc("h200")
+    edit(doc)
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("edit", "named_key"),
+    [
+        pytest.param(lambda d: d["memory"].pop("hbm_tb_per_s"), "`memory.hbm_tb_per_s`",
+                     id="missing-key"),
+        pytest.param(lambda d: d["memory"]["hbm_capacity_gib"].pop("source"),
+                     "`memory.hbm_capacity_gib`", id="missing-source"),
+        pytest.param(lambda d: d["compute"]["sm_count"].update(source=""), "`compute.sm_count`",
+                     id="empty-source"),
+        pytest.param(lambda d: d["interconnect"].update(scale_up_gb_per_s=450.0),
+                     "`interconnect.scale_up_gb_per_s`", id="bare-number"),
+        pytest.param(lambda d: d["peak_dense_tflop_per_s"]["bf16"].update(value=-1.0),
+                     "`peak_dense_tflop_per_s.bf16`", id="negative-peak"),
+        pytest.param(lambda d: d["peak_dense_tflop_per_s"]["fp8"].pop("source"),
+                     "`peak_dense_tflop_per_s.fp8`", id="peak-missing-source"),
+        pytest.param(lambda d: d.pop("peak_dense_tflop_per_s"), "`peak_dense_tflop_per_s`",
+                     id="missing-peaks"),
+        pytest.param(lambda d: d["gemm_kernels"][0].pop("source"), "`gemm_kernels[0].source`",
+                     id="kernel-missing-source"),
+        pytest.param(lambda d: d.pop("gemm_kernels"), "`gemm_kernels`", id="missing-kernels"),
+        pytest.param(lambda d: d["memory"]["hbm_tb_per_s"].update(value=-4.8),
+                     "`memory.hbm_tb_per_s` must be > 0; got -4.8",
+                     id="negative-bandwidth"),
+    ],
+)
+def test_malformed_spec_names_the_key(edit, named_key):
+    with pytest.raises(ConfigError) as err:
+        spec_from_toml(_malformed(edit))
+    assert named_key in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        pytest.param(lambda d: d["compute"]["sm_count"].update(value=131.5),
+                     "`compute.sm_count` must be a positive integer; got 131.5", id="fractional-sms"),
+        pytest.param(lambda d: d["memory"]["hbm_tb_per_s"].update(value="fast"),
+                     "`memory.hbm_tb_per_s` must be > 0; got 'fast'", id="not-a-number"),
+        pytest.param(lambda d: d["gemm_kernels"][0].update(tile_m=4),
+                     "`gemm_kernels[0].tile_m`", id="kernel-field"),
+    ],
+)
+def test_bad_values_are_named_in_file_units(mutate, message):
+    doc = _catalog_doc("h200")
+    mutate(doc)
+    with pytest.raises(ConfigError) as err:
+        spec_from_toml(doc)
+    assert message in str(err.value)
+
+
+def test_capacity_is_binary_gib():
+    """HBM 'GB' on datasheets are GiB: nvidia-smi on H200 reports 151,397,597,184 bytes
+    (shared/reference/gpu_specs.csv, aiconfigurator h200_sxm.yaml)."""
+    assert get_hardware("h200").hbm_capacity_bytes == 151_397_597_184
