@@ -1,0 +1,83 @@
+"""Attention math and KV traffic per layer and per GPU (GQA/MHA/MQA and MLA), and KV-cache size.
+
+KV bytes per sequence (seeds, reading notes §5): 2·L·n_kv·d_h·b_kv·S for GQA; for MLA the latent
+cache L·(kv_lora_rank + rope_dim)·b_kv·S. Sliding-window layers keep at most `window` tokens.
+Tensor parallelism beyond the KV heads replicates them: each GPU holds ⌈n_kv/TP⌉ heads.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cost_model.batch import ArchArrays, DeployArrays, Env
+
+FLASH_QUERY_TILE_TOKENS = 128  # FlashAttention re-reads K/V once per 128-query tile (FA2/FA3 Br)
+
+
+def kv_heads_per_gpu(a: ArchArrays, d: DeployArrays):
+    """⌈n_kv / TP⌉: replication once TP exceeds the KV heads (seeds, guideline 7)."""
+    return np.ceil(a.heads_kv / d.tp)
+
+
+def kv_elems_per_token_layer(a: ArchArrays, d: DeployArrays | None = None):
+    """KV-cache elements per token per layer on one GPU (whole model when `d` is None)."""
+    heads = a.heads_kv if d is None else kv_heads_per_gpu(a, d)
+    return np.where(a.mla > 0, a.kv_lora + a.rope_dim, 2.0 * heads * a.head_dim)
+
+
+def kv_cache_bytes_per_sequence(a: ArchArrays, context_tokens, kv_bytes_per_value: float,
+                                d: DeployArrays | None = None):
+    """KV bytes of one sequence of `context_tokens` over all layers (per GPU when `d` given,
+    counting the layers of the busiest pipeline stage)."""
+    per_token = kv_elems_per_token_layer(a, d) * kv_bytes_per_value
+    full_layers = a.layers - a.sliding_layers
+    sliding_tokens = np.minimum(context_tokens, a.window)
+    tokens = full_layers * context_tokens + a.sliding_layers * sliding_tokens
+    stages = 1.0 if d is None else d.pp
+    return per_token * np.ceil(a.layers / stages) / a.layers * tokens
+
+
+def _head_flop_per_key(a: ArchArrays, absorbed: bool):
+    """FLOPs per (query, key) pair per head: scores + weighted values."""
+    gqa = 4.0 * a.head_dim
+    mla_absorbed = 2.0 * (2.0 * a.kv_lora + a.rope_dim)
+    mla_plain = 2.0 * (a.nope_dim + a.rope_dim + a.v_dim)
+    return np.where(a.mla > 0, mla_absorbed if absorbed else mla_plain, gqa)
+
+
+def _layer_mean(a: ArchArrays, context, time_fn):
+    """Average over layers of time_fn(context seen by that layer type)."""
+    full = a.layers - a.sliding_layers
+    return (full * time_fn(context) + a.sliding_layers * time_fn(np.minimum(context, a.window))) \
+        / a.layers
+
+
+def decode_attention_s(a: ArchArrays, d: DeployArrays, env: Env, sequences, context):
+    """Mean per-layer time of decode attention on one GPU: `sequences` decoding at `context`."""
+    seqs = sequences / d.dp
+    heads = a.heads_q / d.tp
+    peak = env.hw.peak_for(env.high) * env.eff.prefill_attention_compute_frac
+    bandwidth = env.hw.hbm_bytes_per_s * env.eff.decode_attention_bandwidth_frac
+    kv_bytes = kv_elems_per_token_layer(a, d) * env.kv.activation_bytes_per_value
+
+    def one(ctx):
+        flop = seqs * ctx * heads * _head_flop_per_key(a, absorbed=True)
+        return np.maximum(flop / peak, seqs * ctx * kv_bytes / bandwidth)
+
+    return np.where(seqs > 0, _layer_mean(a, context, one) + env.hw.kernel_launch_s, 0.0)
+
+
+def prefill_attention_s(a: ArchArrays, d: DeployArrays, env: Env, tokens, mean_context):
+    """Mean per-layer time of causal prefill attention on one GPU: `tokens` new tokens that
+    attend on average to `mean_context` keys (prior context + half the chunk)."""
+    toks = tokens / d.dp
+    heads = a.heads_q / d.tp
+    peak = env.hw.peak_for(env.high) * env.eff.prefill_attention_compute_frac
+    kv_bytes = kv_elems_per_token_layer(a, d) * env.kv.activation_bytes_per_value
+
+    def one(ctx):
+        flop = toks * ctx * heads * _head_flop_per_key(a, absorbed=False)
+        reread = np.ceil(toks / FLASH_QUERY_TILE_TOKENS) * ctx * kv_bytes
+        return np.maximum(flop / peak, reread / env.hw.hbm_bytes_per_s)
+
+    return np.where(toks > 0, _layer_mean(a, mean_context, one) + env.hw.kernel_launch_s, 0.0)

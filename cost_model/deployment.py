@@ -1,0 +1,101 @@
+"""How one model instance is deployed, and the workload it serves.
+
+Parallelism (TensorRT-LLM's mapping, written as four degrees):
+- `tp`: tensor parallelism of attention and dense FFNs inside one attention group;
+- `dp`: attention data parallelism: `dp` attention groups, each with its own requests (and KV);
+- `ep`: expert parallelism of MoE layers over the tp·dp GPUs of a stage; the remaining factor
+  `moe_tp = tp·dp / ep` shards each expert's intermediate dimension;
+- `pp`: pipeline stages.
+GPUs per instance = tp · dp · pp.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from cost_model.architecture import config_error_from
+from cost_model.errors import ConfigError
+from cost_model.precision import get_precision
+
+# TensorRT-LLM's default `max_num_tokens` (tokens per forward, so the prefill chunk size):
+# TensorRT-LLM docs, "Tuning Max Batch Size and Max Num Tokens" (default 8192).
+DEFAULT_PREFILL_CHUNK_TOKENS = 8192
+# Prior: share of the hottest GPU's routed tokens above the mean with an expert load balancer
+# (DeepSeek EPLB / TensorRT-LLM Wide-EP); the seeds' (1+δ) factor. Without one it is larger.
+DEFAULT_MOE_IMBALANCE_FRAC = 0.1
+
+
+class Deployment(BaseModel):
+    """Parallelism and number formats of one model instance."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tp: int = Field(default=1, ge=1, le=1024)
+    ep: int = Field(default=1, ge=1, le=1024)
+    pp: int = Field(default=1, ge=1, le=256)
+    dp: int = Field(default=1, ge=1, le=1024)
+    precision: str = "fp8"  # weights and GEMM activations of the linear layers
+    kv_precision: str | None = None  # KV cache; default: fp8 when `precision` is 8-bit or less
+    moe_imbalance_frac: float = Field(default=DEFAULT_MOE_IMBALANCE_FRAC, ge=0, le=10)
+
+    @model_validator(mode="after")
+    def _check(self) -> Deployment:
+        get_precision(self.precision, "precision")
+        get_precision(self.kv_cache_precision, "kv_precision")
+        if (self.tp * self.dp) % self.ep:
+            raise ConfigError(
+                f"`ep` ({self.ep}) must divide the GPUs of a stage, `tp`·`dp` = {self.tp * self.dp}"
+            )
+        return self
+
+    @property
+    def kv_cache_precision(self) -> str:
+        if self.kv_precision is not None:
+            return self.kv_precision
+        low = get_precision(self.precision).value_bits <= 8
+        return "fp8" if low else "bf16"
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.dp * self.pp
+
+    @property
+    def moe_tp(self) -> int:
+        return self.tp * self.dp // self.ep
+
+
+class Workload(BaseModel):
+    """Request shape: input (ISL) and output (OSL) sequence lengths in tokens."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    isl_tokens: int = Field(default=1024, ge=1, le=10_000_000)
+    osl_tokens: int = Field(default=1024, ge=1, le=10_000_000)
+    prefill_chunk_tokens: int = Field(default=DEFAULT_PREFILL_CHUNK_TOKENS, ge=64)
+
+    @property
+    def mean_decode_context_tokens(self) -> float:
+        """Average context a decode step attends to: ISL plus half the output."""
+        return self.isl_tokens + self.osl_tokens / 2.0
+
+    @property
+    def max_context_tokens(self) -> int:
+        return self.isl_tokens + self.osl_tokens
+
+
+def make_deployment(**fields: Any) -> Deployment:
+    """Build a `Deployment`; invalid fields become one `ConfigError` naming each of them."""
+    try:
+        return Deployment(**fields)
+    except ValidationError as exc:
+        raise config_error_from(exc, "deployment") from None
+
+
+def make_workload(**fields: Any) -> Workload:
+    """Build a `Workload`; invalid fields become one `ConfigError` naming each of them."""
+    try:
+        return Workload(**fields)
+    except ValidationError as exc:
+        raise config_error_from(exc, "workload") from None

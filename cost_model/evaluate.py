@@ -1,0 +1,128 @@
+"""Operating points of architectures × deployments on a GPU: the public, vectorized entry point.
+
+`evaluate_points` takes parallel sequences of architectures and deployments (one candidate each)
+and a concurrency array (or sweeps 1 … the memory limit) and returns arrays of shape
+(candidates, concurrencies). Candidates with different number formats are evaluated in groups.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Sequence
+
+import numpy as np
+
+from cost_model.architecture import Architecture
+from cost_model.batch import ArchArrays, DeployArrays, Env
+from cost_model.deployment import Deployment, Workload
+from cost_model.errors import ConfigError
+from cost_model.frontier import concurrency_grid, frontier_area, pareto_mask
+from cost_model.hardware import HardwareSpec
+from cost_model.memory import max_concurrency
+from cost_model.step import decode_step, prefill_time_s
+
+
+@dataclass(frozen=True)
+class OperatingPoints:
+    """Arrays of shape (candidates, concurrencies); NaN concurrency = no point there."""
+
+    concurrency: np.ndarray
+    tpot_s: np.ndarray
+    ttft_s: np.ndarray
+    tokens_per_s_per_user: np.ndarray  # interactivity x = 1 / TPOT
+    tokens_per_s_per_gpu: np.ndarray  # throughput y, prefill included
+    fits_memory: np.ndarray
+    max_concurrency: np.ndarray  # (candidates, 1)
+    gemm_s: np.ndarray  # TPOT breakdown (seeds' Figure 2)
+    attention_s: np.ndarray
+    communication_s: np.ndarray
+    other_s: np.ndarray
+
+    def frontier_area(self, x_lo: float, x_hi: float, log_x: bool = True) -> np.ndarray:
+        y = np.where(self.fits_memory, self.tokens_per_s_per_gpu, np.nan)
+        return frontier_area(self.tokens_per_s_per_user, y, x_lo, x_hi, log_x)
+
+    def pareto_mask(self) -> np.ndarray:
+        y = np.where(self.fits_memory, self.tokens_per_s_per_gpu, np.nan)
+        return pareto_mask(self.tokens_per_s_per_user, y)
+
+
+def validate_deployment(arch: Architecture, dep: Deployment) -> None:
+    """Raise `ConfigError` naming the first sharding rule `dep` breaks for `arch`."""
+    for message in deployment_violations(arch, dep):
+        raise ConfigError(message)
+
+
+def deployment_violations(arch: Architecture, dep: Deployment) -> list[str]:
+    """Every divisibility rule of the deployment that the architecture breaks, as messages."""
+    rules = [
+        (arch.num_attention_heads % dep.tp == 0,
+         f"`tp` ({dep.tp}) must divide `num_attention_heads` ({arch.num_attention_heads})"),
+        (arch.num_kv_heads % dep.tp == 0 or dep.tp % arch.num_kv_heads == 0,
+         f"`tp` ({dep.tp}) and `num_kv_heads` ({arch.num_kv_heads}) must divide one another"),
+        (arch.num_dense_layers == 0 or arch.intermediate_size % dep.tp == 0,
+         f"`tp` ({dep.tp}) must divide `intermediate_size` ({arch.intermediate_size})"),
+        (dep.pp <= arch.num_layers,
+         f"`pp` ({dep.pp}) must not exceed `num_layers` ({arch.num_layers})"),
+    ]
+    if arch.is_moe:
+        rules += [
+            (arch.num_experts % dep.ep == 0,
+             f"`ep` ({dep.ep}) must divide `num_experts` ({arch.num_experts})"),
+            (arch.moe_intermediate_size % dep.moe_tp == 0,
+             f"`tp`·`dp`/`ep` ({dep.moe_tp}) must divide `moe_intermediate_size` "
+             f"({arch.moe_intermediate_size})"),
+        ]
+    elif dep.ep > 1:
+        rules.append((False, f"`ep` ({dep.ep}) must be 1 for a dense model"))
+    return [message for ok, message in rules if not ok]
+
+
+def _points(a: ArchArrays, d: DeployArrays, env: Env, workload: Workload, concurrency,
+            limit) -> OperatingPoints:
+    isl, osl = float(workload.isl_tokens), float(workload.osl_tokens)
+    c = np.where(np.isfinite(concurrency), concurrency, 1.0)
+    step = decode_step(a, d, env, c, isl, osl)
+    tpot = step.total_s
+    ttft = prefill_time_s(a, d, env, c, isl, float(workload.prefill_chunk_tokens))
+    missing = ~np.isfinite(concurrency)
+    throughput = c * osl / (d.gpus * (ttft + (osl - 1.0) * tpot))
+    nan = lambda v: np.where(missing, np.nan, v)  # noqa: E731
+    return OperatingPoints(
+        concurrency=np.asarray(concurrency, float), tpot_s=nan(tpot), ttft_s=nan(ttft),
+        tokens_per_s_per_user=nan(1.0 / tpot), tokens_per_s_per_gpu=nan(throughput),
+        fits_memory=(c <= limit) & ~missing & (limit >= 1), max_concurrency=limit,
+        gemm_s=nan(step.gemm_s), attention_s=nan(step.attention_s),
+        communication_s=nan(step.communication_s), other_s=nan(step.other_s),
+    )
+
+
+def _group_points(archs, deps, hw: HardwareSpec, workload: Workload, concurrency):
+    env = Env.create(hw, deps[0].precision, deps[0].kv_cache_precision)
+    a = ArchArrays.from_architectures(archs)
+    d = DeployArrays.from_deployments(deps)
+    limit = max_concurrency(a, d, env, float(workload.max_context_tokens),
+                            float(workload.prefill_chunk_tokens))
+    grid = concurrency_grid(limit) if concurrency is None else \
+        np.broadcast_to(np.asarray(concurrency, float).reshape(1, -1), (len(archs), np.size(concurrency)))
+    return _points(a, d, env, workload, grid, limit)
+
+
+def evaluate_points(archs: Sequence[Architecture], deps: Sequence[Deployment], hw: HardwareSpec,
+                    workload: Workload, concurrency=None) -> OperatingPoints:
+    """Operating points of candidate i = (archs[i], deps[i]). `concurrency`: a 1-D array used for
+    every candidate, or None for the sweep 1, 2, 4, … up to each candidate's memory limit."""
+    if len(archs) != len(deps):
+        raise ConfigError(f"`deployments` must match `architectures` one to one; got "
+                          f"{len(deps)} and {len(archs)}")
+    keys = [(d.precision, d.kv_cache_precision) for d in deps]
+    groups = {key: [i for i, k in enumerate(keys) if k == key] for key in dict.fromkeys(keys)}
+    parts = {key: _group_points([archs[i] for i in idx], [deps[i] for i in idx], hw, workload,
+                                concurrency) for key, idx in groups.items()}
+    if len(parts) == 1:
+        return next(iter(parts.values()))
+    order = np.argsort(np.concatenate(list(groups.values())))
+    return OperatingPoints(**{
+        f.name: np.concatenate([getattr(p, f.name) for p in parts.values()])[order]
+        for f in fields(OperatingPoints)
+    })

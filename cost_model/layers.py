@@ -1,0 +1,109 @@
+"""The GEMMs of one pipeline stage's forward pass, with their per-GPU shapes after sharding.
+
+Shapes follow the seeds' Table 1 and reading notes §2 (M = tokens; N, K = model dims), sharded
+by the deployment: attention and dense FFN by TP inside an attention group of tokens/DP, experts
+by EP with each expert's H′ split over moe_tp = TP·DP/EP, vocabulary by TP.
+MoE under uniform routing (seeds): M_expert = C·k/E; the weights actually read are those of the
+experts touched by at least one token, 1 − (1 − k/E)^C of them; the busiest expert holds
+(1+δ) times the mean.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cost_model.batch import ArchArrays, DeployArrays, Env
+from cost_model.gemm import gemm_cost
+
+
+def touched_expert_frac(tokens, top_k, experts):
+    """Expected fraction of experts that receive at least one of `tokens` tokens (uniform)."""
+    miss = np.clip(1.0 - top_k / np.maximum(experts, 1.0), 0.0, 1.0)
+    return 1.0 - miss ** np.maximum(tokens, 0.0)
+
+
+def tokens_per_expert(concurrency, top_k, experts):
+    """The seeds' MoE sizing equation: GEMM-M per expert = C·k/E."""
+    return np.asarray(concurrency, dtype=np.float64) * top_k / np.maximum(experts, 1.0)
+
+
+@dataclass
+class GemmList:
+    """Named GEMMs of a forward: shape, how many run per stage (`count`), and precision class."""
+
+    names: list[str] = field(default_factory=list)
+    dims: list[tuple] = field(default_factory=list)  # (m, n, k, groups, count)
+    high: list[bool] = field(default_factory=list)  # True: BF16 (unquantized), else linear format
+
+    def add(self, name, m, n, k, count, groups=1.0, high=False):
+        self.names.append(name)
+        self.dims.append((m, n, k, groups, count))
+        self.high.append(high)
+
+    def times_s(self, env: Env) -> dict[str, np.ndarray]:
+        """Per-stage time of each named GEMM (count × one GEMM), one vectorized call per format."""
+        out: dict[str, np.ndarray] = {}
+        for high in (False, True):
+            idx = [i for i, h in enumerate(self.high) if h == high]
+            if idx:
+                out.update(self._evaluate(idx, env.high if high else env.linear, env))
+        return out
+
+    def _evaluate(self, idx: list[int], precision, env: Env) -> dict[str, np.ndarray]:
+        shape = np.broadcast_shapes(*(np.shape(x) for i in idx for x in self.dims[i]))
+        stack = [np.stack([np.broadcast_to(np.asarray(self.dims[i][j], float), shape) for i in idx])
+                 for j in range(5)]
+        m, n, k, groups, count = stack
+        live = (m > 0) & (n > 0) & (k > 0) & (groups > 0) & (count > 0)
+        safe = [np.where(live, x, 1.0) for x in (m, n, k, groups)]
+        cost = gemm_cost(*safe[:3], env.hw, precision, groups=safe[3])
+        times = np.where(live, cost.time_s * count, 0.0)
+        return {self.names[i]: times[j] for j, i in enumerate(idx)}
+
+
+def attention_gemms(g: GemmList, a: ArchArrays, d: DeployArrays, decode_tokens, prefill_tokens,
+                    layers):
+    """QKV / MLA projections and the output projection of `layers` layers."""
+    tok = (decode_tokens + prefill_tokens) / d.dp
+    heads = a.heads_q / d.tp
+    gqa, mla = (a.mla <= 0), (a.mla > 0)
+    kv_heads = np.ceil(a.heads_kv / d.tp)
+    g.add("attention/qkv", tok, (heads + 2 * kv_heads) * a.head_dim, a.hidden, layers * gqa)
+    q_in = np.where(a.q_lora > 0, a.q_lora, a.hidden)
+    g.add("attention/q_a", tok, a.q_lora, a.hidden, layers * mla * (a.q_lora > 0))
+    g.add("attention/q_b", tok, heads * (a.nope_dim + a.rope_dim), q_in, layers * mla)
+    g.add("attention/kv_a", tok, a.kv_lora + a.rope_dim, a.hidden, layers * mla)
+    # decode: W_UK / W_UV absorbed into per-head GEMMs (DeepSeek-V2 §2.1.2); prefill: kv_b
+    g.add("attention/absorb_k", decode_tokens / d.dp, a.kv_lora, a.nope_dim, layers * mla,
+          groups=heads)
+    g.add("attention/absorb_v", decode_tokens / d.dp, a.v_dim, a.kv_lora, layers * mla,
+          groups=heads)
+    g.add("attention/kv_b", prefill_tokens / d.dp, heads * (a.nope_dim + a.v_dim), a.kv_lora,
+          layers * mla)
+    g.add("attention/o", tok, a.hidden, heads * a.v_dim, layers)
+
+
+def ffn_gemms(g: GemmList, a: ArchArrays, d: DeployArrays, tokens, dense_layers, moe_layers):
+    """Dense FFN, routed experts (grouped GEMMs), shared experts and router."""
+    tok = tokens / d.dp
+    g.add("mlp/up", tok, a.gate_factor * a.ffn / d.tp, a.hidden, dense_layers)
+    g.add("mlp/down", tok, a.hidden, a.ffn / d.tp, dense_layers)
+    touched = touched_expert_frac(tokens, a.top_k, a.experts)
+    local_touched = a.experts / d.ep * touched
+    m_expert = tokens_per_expert(tokens, a.top_k, a.experts) / np.maximum(touched, 1e-12) \
+        * (1.0 + d.imbalance)
+    g.add("moe/experts_up", m_expert, 2.0 * a.expert_ffn / d.moe_tp, a.hidden, moe_layers,
+          groups=local_touched)
+    g.add("moe/experts_down", m_expert, a.hidden, a.expert_ffn / d.moe_tp, moe_layers,
+          groups=local_touched)
+    g.add("moe/shared_up", tok, 2.0 * a.shared_ffn / d.tp, a.hidden, moe_layers)
+    g.add("moe/shared_down", tok, a.hidden, a.shared_ffn / d.tp, moe_layers)
+    g.add("moe/router", tok, a.experts, a.hidden, moe_layers, high=True)
+
+
+def lm_head_gemm(g: GemmList, a: ArchArrays, d: DeployArrays, decode_tokens, prefill_tokens):
+    """Logits for the decode tokens and the last prefill token of each request (BF16 weights)."""
+    g.add("lm_head", (decode_tokens + np.minimum(prefill_tokens, 1.0)) / d.dp, a.vocab / d.tp,
+          a.hidden, 1.0, high=True)

@@ -1,0 +1,129 @@
+"""Step times: one pipeline stage's forward, decode TPOT, prefill TTFT, with the time breakdown
+GEMM / attention / communication / other (the seeds' Figure 2).
+
+Aggregated serving with in-flight batching: each decode step of `c` sequences also carries the
+steady-state share of new prompts, c·ISL/OSL prefill tokens (every request's ISL tokens are
+prefilled once per OSL generated tokens); TPOT is that step's time, so prefill work is included.
+Pipeline parallelism keeps PP micro-batches of c/PP sequences in flight: TPOT = PP · stage time.
+TTFT is chunked-pipeline prefill of one request (seeds, guideline 6): m chunks through S stages take
+(m + S − 1) stage times, i.e. a bubble of (S−1)/(S−1+m).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from cost_model.attention import decode_attention_s, prefill_attention_s
+from cost_model.batch import ArchArrays, DeployArrays, Env
+from cost_model.communication import all_reduce_s, all_to_all_s, point_to_point_s
+from cost_model.layers import GemmList, attention_gemms, ffn_gemms, lm_head_gemm
+
+ACTIVATION_BYTES = 2.0  # BF16 residual stream between layers and in collectives
+# Non-GEMM kernels per layer with fusion (TensorRT-LLM/vLLM): 2 fused add+RMSNorm(+quant),
+# RoPE + KV-cache write, activation (SwiGLU + quant): prior, refit by calibration.
+OTHER_KERNELS_PER_LAYER = 4
+# Elementwise traffic per token per layer, in units of H activations: two norms (read + write),
+# two residual adds, RoPE: ~12 H-sized reads/writes; the FFN activation adds 3 H′/TP.
+ELEMENTWISE_HIDDEN_PASSES = 12.0
+ELEMENTWISE_FFN_PASSES = 3.0
+STEP_OVERHEAD_KERNELS = 8  # per step: embedding, final norm, sampling, scheduler sync (prior)
+
+
+def bubble_frac(stages, chunks):
+    """Pipeline bubble of S stages with m chunks in flight: (S−1)/(S−1+m) (seeds, §5)."""
+    stages = np.asarray(stages, dtype=np.float64)
+    return (stages - 1.0) / (stages - 1.0 + chunks)
+
+
+@dataclass(frozen=True)
+class StageTime:
+    """Time of one pipeline stage's forward, split as in the seeds' Figure 2 (seconds)."""
+
+    gemm_s: np.ndarray
+    attention_s: np.ndarray
+    communication_s: np.ndarray
+    other_s: np.ndarray
+
+    @property
+    def total_s(self) -> np.ndarray:
+        return self.gemm_s + self.attention_s + self.communication_s + self.other_s
+
+    def scaled(self, factor) -> StageTime:
+        return StageTime(self.gemm_s * factor, self.attention_s * factor,
+                         self.communication_s * factor, self.other_s * factor)
+
+
+def _stage_layers(a: ArchArrays, d: DeployArrays):
+    """Layers on the busiest stage, and its dense-FFN and MoE layers (balanced by type)."""
+    layers = np.ceil(a.layers / d.pp)
+    share = layers / a.layers
+    return layers, a.dense_layers * share, a.moe_layers * share
+
+
+def _communication_s(a, d, env: Env, tokens, dense_layers, moe_layers, layers):
+    """TP all-reduces after attention and FFN; EP all-to-all (dispatch + combine) with DP
+    attention; PP send of the activations to the next stage."""
+    tok = tokens / d.dp
+    hw, eff = env.hw, env.eff
+    tp_reduce = all_reduce_s(tok * a.hidden * ACTIVATION_BYTES, d.tp, hw, eff)
+    attention = layers * tp_reduce
+    dense = dense_layers * tp_reduce
+    routed = tok / d.tp * np.minimum(a.top_k, d.ep) * a.hidden
+    dispatch = all_to_all_s(routed * env.linear.activation_bytes_per_value, d.ep, hw, eff)
+    combine = all_to_all_s(routed * ACTIVATION_BYTES, d.ep, hw, eff)
+    moe_group_reduce = all_reduce_s(tokens * a.hidden * ACTIVATION_BYTES, d.tp * d.dp, hw, eff)
+    moe = moe_layers * np.where(d.dp > 1, dispatch + combine + tp_reduce, moe_group_reduce)
+    send = np.where(d.pp > 1, point_to_point_s(tok * a.hidden * ACTIVATION_BYTES, hw, eff), 0.0)
+    return attention + dense + moe + send
+
+
+def _other_s(a, d, env: Env, tokens, layers, dense_layers):
+    tok = tokens / d.dp
+    passes = ELEMENTWISE_HIDDEN_PASSES * a.hidden + ELEMENTWISE_FFN_PASSES * a.ffn / d.tp * \
+        np.minimum(dense_layers, 1.0)
+    elementwise = tok * passes * ACTIVATION_BYTES / (env.hw.hbm_bytes_per_s *
+                                                    env.eff.for_rate("bf16").bandwidth_ceiling_frac)
+    fixed = OTHER_KERNELS_PER_LAYER * env.hw.kernel_launch_s
+    return layers * (elementwise + fixed) + STEP_OVERHEAD_KERNELS * env.hw.kernel_launch_s / d.pp
+
+
+def stage_forward(a: ArchArrays, d: DeployArrays, env: Env, decode_seqs, context,
+                  prefill_tokens, prefill_context) -> StageTime:
+    """One forward of the busiest stage for a micro-batch of `decode_seqs` decoding sequences at
+    `context` tokens plus `prefill_tokens` prompt tokens attending to `prefill_context` on average
+    (counts for the whole instance, all DP groups). Broadcasts over every argument."""
+    layers, dense_layers, moe_layers = _stage_layers(a, d)
+    tokens = decode_seqs + prefill_tokens
+    gemms = GemmList()
+    attention_gemms(gemms, a, d, decode_seqs, prefill_tokens, layers)
+    ffn_gemms(gemms, a, d, tokens, dense_layers, moe_layers)
+    lm_head_gemm(gemms, a, d, decode_seqs, prefill_tokens)
+    gemm_s = sum(gemms.times_s(env).values())
+    attention_s = layers * (decode_attention_s(a, d, env, decode_seqs, context)
+                            + prefill_attention_s(a, d, env, prefill_tokens, prefill_context))
+    return StageTime(
+        gemm_s=gemm_s, attention_s=attention_s,
+        communication_s=_communication_s(a, d, env, tokens, dense_layers, moe_layers, layers),
+        other_s=_other_s(a, d, env, tokens, layers, dense_layers),
+    )
+
+
+def decode_step(a, d, env: Env, concurrency, isl_tokens, osl_tokens) -> StageTime:
+    """Aggregated steady-state step seen by one sequence (its TPOT), split by kind."""
+    micro = concurrency / d.pp
+    context = isl_tokens + osl_tokens / 2.0
+    prefill = micro * isl_tokens / osl_tokens
+    stage = stage_forward(a, d, env, micro, context, prefill, isl_tokens / 2.0)
+    return stage.scaled(d.pp)
+
+
+def prefill_time_s(a, d, env: Env, concurrency, isl_tokens, chunk_tokens):
+    """TTFT: chunked-pipeline prefill of one request of ISL tokens, batched with the decode
+    micro-batch of the running sequences: (m + S − 1) stage times for m chunks."""
+    chunks = np.ceil(isl_tokens / chunk_tokens)
+    chunk = isl_tokens / chunks
+    micro = concurrency / d.pp
+    stage = stage_forward(a, d, env, micro, isl_tokens, chunk, (isl_tokens - chunk) / 2 + chunk / 2)
+    return (chunks + d.pp - 1.0) * stage.total_s

@@ -1,0 +1,145 @@
+"""`archscout evaluate`: the cost model on one architecture and deployment."""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from cost_model.architecture import Architecture
+from cost_model.batch import ArchArrays, DeployArrays, Env
+from cost_model.deployment import Deployment, make_deployment, make_workload
+from cost_model.evaluate import OperatingPoints, evaluate_points, validate_deployment
+from cost_model.hardware import HardwareSpec, get_hardware
+from cost_model.hf_config import load_architecture
+from cost_model.memory import RESERVED_MEMORY_FRAC, weight_bytes_per_gpu
+from cost_model.params import count_params
+from cost_model.units import GIB_BYTES, MS_PER_S
+from search.tables import format_table, print_json
+
+DEFAULT_WINDOW = (10.0, 1000.0)  # tokens/s/user: from batch-style serving to very fast chat
+BREAKDOWN_PARTS = ("gemm", "attention", "communication", "other")
+
+
+class NoFitError(Exception):
+    """The deployment cannot hold the model at all (exit code 1)."""
+
+
+def params_document(arch: Architecture) -> dict:
+    counts = count_params(arch)
+    return {"total": counts.total_params, "active": counts.active_params,
+            "embedding": counts.embedding_params, "non_embedding": counts.non_embedding_params,
+            "breakdown": {k: v for k, v in counts.items() if v}}
+
+
+def _point(points: OperatingPoints, j: int) -> dict:
+    at = lambda field: float(getattr(points, field)[0, j])  # noqa: E731
+    return {
+        "concurrency": int(points.concurrency[0, j]), "tpot_ms": at("tpot_s") * MS_PER_S,
+        "ttft_ms": at("ttft_s") * MS_PER_S, "tokens_per_s_per_user": at("tokens_per_s_per_user"),
+        "tokens_per_s_per_gpu": at("tokens_per_s_per_gpu"),
+        "fits_memory": bool(points.fits_memory[0, j]),
+        "breakdown_ms": {p: at(f"{p}_s") * MS_PER_S for p in BREAKDOWN_PARTS},
+    }
+
+
+def _shares(point: dict) -> dict:
+    total = sum(point["breakdown_ms"].values())
+    return {p: point["breakdown_ms"][p] / total for p in BREAKDOWN_PARTS}
+
+
+def _weights_gib(arch: Architecture, dep: Deployment, hw: HardwareSpec) -> float:
+    env = Env.create(hw, dep.precision, dep.kv_cache_precision)
+    a, d = ArchArrays.from_architectures([arch]), DeployArrays.from_deployments([dep])
+    return float(weight_bytes_per_gpu(a, d, env)[0, 0]) / GIB_BYTES
+
+
+def _deployment(args: argparse.Namespace) -> Deployment:
+    return make_deployment(tp=args.tp, ep=args.ep, pp=args.pp, dp=args.dp, precision=args.precision,
+                      kv_precision=args.kv_precision)
+
+
+def evaluate_document(args: argparse.Namespace) -> dict:
+    arch = load_architecture(args.model)
+    hw = get_hardware(args.hardware)
+    dep = _deployment(args)
+    validate_deployment(arch, dep)
+    workload = make_workload(isl_tokens=args.isl, osl_tokens=args.osl)
+    points = evaluate_points([arch], [dep], hw, workload, args.concurrency)
+    limit = int(points.max_concurrency[0, 0])
+    usable = hw.hbm_capacity_bytes * (1 - RESERVED_MEMORY_FRAC) / GIB_BYTES
+    weights = _weights_gib(arch, dep, hw)
+    if limit < 1:
+        raise NoFitError(f"{arch.name} does not fit {dep.gpus}× {hw.name} with tp={dep.tp} "
+                         f"ep={dep.ep} pp={dep.pp} dp={dep.dp}: {weights:.1f} GiB of weights per "
+                         f"GPU, {usable:.1f} GiB usable; try more GPUs or a smaller precision")
+    doc = {
+        "model": arch.name, "hardware": hw.name,
+        "deployment": {**dep.model_dump(exclude={"kv_precision"}),
+                       "kv_precision": dep.kv_cache_precision, "gpus": dep.gpus},
+        "workload": {"isl": workload.isl_tokens, "osl": workload.osl_tokens},
+        "params": params_document(arch),
+        "memory": {"weights_gib_per_gpu": weights, "usable_gib_per_gpu": usable,
+                   "max_concurrency": limit},
+        "points": [_point(points, j) for j in range(points.concurrency.shape[1])
+                   if np.isfinite(points.concurrency[0, j])],
+    }
+    if args.concurrency is None:
+        doc.update(_sweep_summary(points, doc["points"], args))
+    return doc
+
+
+def _sweep_summary(points: OperatingPoints, rows: list[dict], args) -> dict:
+    x_lo, x_hi = args.window
+    mask = points.pareto_mask()[0]
+    on_front = [int(c) for c, m in zip(points.concurrency[0], mask) if m]
+    fitting = [r for r in rows if r["fits_memory"]]
+    return {
+        "frontier_area": float(points.frontier_area(x_lo, x_hi, not args.linear_x)[0]),
+        "frontier_window": {"x_lo": x_lo, "x_hi": x_hi, "x_scale": "linear" if args.linear_x
+                            else "log10"},
+        "frontier_concurrencies": on_front,
+        "breakdown": {"latency_first": _shares(fitting[0]), "throughput_first": _shares(fitting[-1])},
+    }
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    doc = evaluate_document(args)
+    if args.json:
+        print_json(doc)
+        return 0
+    p = doc["params"]
+    print(f"{doc['model']} on {doc['deployment']['gpus']}× {doc['hardware']}  "
+          f"params {p['total']:,} total, {p['active']:,} active  "
+          f"weights {doc['memory']['weights_gib_per_gpu']:.1f} GiB/GPU  "
+          f"max concurrency {doc['memory']['max_concurrency']}")
+    rows = [{k: v for k, v in r.items() if k != "breakdown_ms"} for r in doc["points"]]
+    print(format_table(rows))
+    if "frontier_area" in doc:
+        print(f"frontier area {doc['frontier_area']:.4g} (tokens/s/GPU × decades of tokens/s/user"
+              f" in [{doc['frontier_window']['x_lo']:g}, {doc['frontier_window']['x_hi']:g}])")
+        for regime, shares in doc["breakdown"].items():
+            parts = "  ".join(f"{k} {v:.0%}" for k, v in shares.items())
+            print(f"{regime}: {parts}")
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("evaluate", help="cost model on one architecture: points, frontier, area")
+    p.add_argument("model", help="Hugging Face config.json (or its folder) or archscout JSON")
+    p.add_argument("--hardware", required=True, help="catalog name or TOML path")
+    for flag, text in (("--tp", "tensor parallel"), ("--ep", "expert parallel"),
+                       ("--pp", "pipeline stages"), ("--dp", "attention data parallel")):
+        p.add_argument(flag, type=int, default=1, help=f"{text} degree (default 1)")
+    p.add_argument("--precision", default="fp8", help="weights/activations (default fp8)")
+    p.add_argument("--kv-precision", default=None, help="KV cache (default fp8 if precision ≤ 8 "
+                   "bits, else bf16)")
+    p.add_argument("--isl", type=int, default=1024, help="input tokens per request (default 1024)")
+    p.add_argument("--osl", type=int, default=1024, help="output tokens per request (default 1024)")
+    p.add_argument("--concurrency", type=int, nargs="+", default=None,
+                   help="operating points at these concurrencies (default: sweep to memory limit)")
+    p.add_argument("--window", type=float, nargs=2, default=DEFAULT_WINDOW, metavar=("LO", "HI"),
+                   help="interactivity window of the frontier area, tokens/s/user (default 10 1000)")
+    p.add_argument("--linear-x", action="store_true", help="frontier area on a linear x axis")
+    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    p.set_defaults(func=run_evaluate)

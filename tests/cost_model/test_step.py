@@ -1,0 +1,169 @@
+"""Step times, memory, MoE and KV formulas: the seeds' worked numbers and the behaviour of the
+serving model (DESIGN.md Vocabulary)."""
+
+import numpy as np
+import pytest
+
+from cost_model.architecture import Architecture
+from cost_model.attention import kv_cache_bytes_per_sequence
+from cost_model.batch import ArchArrays, DeployArrays
+from cost_model.deployment import Deployment, Workload, make_deployment
+from cost_model.errors import ConfigError
+from cost_model.evaluate import deployment_violations, evaluate_points
+from cost_model.hardware import get_hardware
+from cost_model.layers import tokens_per_expert, touched_expert_frac
+from cost_model.step import bubble_frac
+
+H200 = get_hardware("h200")
+CHAT = Workload(isl_tokens=1024, osl_tokens=1024)
+
+
+def _points(arch, dep, hw=H200, workload=CHAT, concurrency=None):
+    return evaluate_points([arch], [dep], hw, workload, concurrency)
+
+
+def test_bubble_formula():
+    """Seeds 002 §5: bubble = (S−1)/(S−1+m); balanced stages, m chunks in flight."""
+    assert bubble_frac(4, 12) == pytest.approx(3 / 15)
+    assert bubble_frac(1, 5) == 0.0
+
+
+def test_moe_sizing_equation():
+    """Seeds 002 §5: M_expert = C·k/E; for M* = 256, E = 256, k = 8: C ≥ 8,192."""
+    assert tokens_per_expert(8192, 8, 256) == 256
+    assert tokens_per_expert(8191, 8, 256) < 256
+
+
+def test_touched_experts_at_small_batch():
+    """One token touches exactly k of E experts; many tokens touch all of them."""
+    assert touched_expert_frac(1, 8, 256) == pytest.approx(8 / 256)
+    assert touched_expert_frac(10_000, 8, 256) == pytest.approx(1.0)
+
+
+def test_kv_bytes_formula_gqa(load_model):
+    """Seeds 002 §5: KV bytes per sequence = 2·L·n_kv·d_h·b_kv·S (Llama-3.1-8B: L=32, n_kv=8,
+    d_h=128), exact."""
+    a = ArchArrays.from_architectures([load_model("Llama-3.1-8B")])
+    got = kv_cache_bytes_per_sequence(a, 4096, 1.0)[0, 0]
+    assert got == 2 * 32 * 8 * 128 * 1.0 * 4096
+
+
+def test_kv_bytes_formula_mla(load_model):
+    """DESIGN.md: MLA KV = L·(kv_lora_rank + rope_dim)·b_kv·S (DeepSeek-V3: 61·(512+64))."""
+    a = ArchArrays.from_architectures([load_model("DeepSeek-V3")])
+    assert kv_cache_bytes_per_sequence(a, 1000, 2.0)[0, 0] == 61 * (512 + 64) * 2.0 * 1000
+
+
+def test_kv_bytes_sliding_window(load_model):
+    """Gemma-2-9B: 21 global layers keep S tokens, 21 sliding layers at most 4,096."""
+    a = ArchArrays.from_architectures([load_model("gemma-2-9b")])
+    per_token_layer = 2 * 8 * 256 * 2.0
+    assert kv_cache_bytes_per_sequence(a, 8192, 2.0)[0, 0] == \
+        per_token_layer * (21 * 8192 + 21 * 4096)
+
+
+def test_tp_beyond_kv_heads_replicates_the_cache(load_model):
+    """Seeds 002 §5: GQA with n_kv = 8 at TP = 16 stores every KV byte twice."""
+    a = ArchArrays.from_architectures([load_model("Llama-3.1-8B")])
+    whole = kv_cache_bytes_per_sequence(a, 1024, 1.0)[0, 0]
+    for tp, copies in ((8, 1), (16, 2)):
+        d = DeployArrays.from_deployments([Deployment(tp=tp)])
+        per_gpu = kv_cache_bytes_per_sequence(a, 1024, 1.0, d)[0, 0]
+        assert per_gpu * tp == copies * whole
+
+
+def test_decode_at_concurrency_1_is_weight_bound(load_model):
+    """Latency-first decode streams the whole model from HBM each step (seeds 002 §1)."""
+    llama = load_model("Llama-3.1-8B")
+    tpot = _points(llama, Deployment(precision="fp8"), concurrency=[1]).tpot_s[0, 0]
+    weights_s = 8.03e9 * 1.0 / H200.hbm_bytes_per_s  # ~8 GB of FP8 weights at 4.8 TB/s
+    assert weights_s < tpot < 2.0 * weights_s
+
+
+def test_tpot_and_throughput_grow_with_concurrency(load_model):
+    p = _points(load_model("Llama-3.1-8B"), Deployment(precision="fp8"))
+    c = np.isfinite(p.concurrency[0])
+    assert np.all(np.diff(p.tpot_s[0][c]) > 0)
+    assert p.tokens_per_s_per_gpu[0][c][-1] > 20 * p.tokens_per_s_per_gpu[0][c][0]
+
+
+def test_breakdown_sums_to_tpot(load_model):
+    p = _points(load_model("Qwen3-30B-A3B"), Deployment(tp=2, ep=2))
+    parts = p.gemm_s + p.attention_s + p.communication_s + p.other_s
+    assert np.allclose(parts, p.tpot_s, equal_nan=True)
+
+
+def test_long_context_throughput_is_attention_heavy(load_model):
+    """Seeds 001 Fig. 2: long-context throughput-oriented serving spends most time in attention;
+    short-context latency-oriented serving is GEMM (weight) bound."""
+    llama = load_model("Llama-3.1-8B")
+    long = _points(llama, Deployment(), workload=Workload(isl_tokens=32768, osl_tokens=1024),
+                   concurrency=[64])
+    short = _points(llama, Deployment(), concurrency=[1])
+    assert long.attention_s[0, 0] > long.gemm_s[0, 0]
+    assert short.gemm_s[0, 0] > 5 * short.attention_s[0, 0]
+
+
+def test_chunked_pipeline_cuts_ttft_not_throughput(load_model):
+    """Seeds 001 Fig. 9: more PP stages lower first-token latency on long prompts while
+    tokens/s/GPU stays roughly constant."""
+    llama = load_model("Llama-3.1-8B")
+    work = Workload(isl_tokens=65536, osl_tokens=256)
+    one = _points(llama, Deployment(pp=1), workload=work, concurrency=[1])
+    four = _points(llama, Deployment(pp=4), workload=work, concurrency=[1])
+    assert four.ttft_s[0, 0] < 0.5 * one.ttft_s[0, 0]
+
+
+def _resized(arch: Architecture, **changes) -> Architecture:
+    return Architecture(**{**arch.model_dump(), **changes})
+
+
+def test_wider_beats_deeper_at_equal_parameters(load_model):
+    """Seeds guideline 3: for a fixed budget, wider models have lower latency and higher
+    throughput than deeper ones (fewer, larger operations)."""
+    llama = load_model("Llama-3.1-8B")
+    wide = _resized(llama, num_layers=16, hidden_size=5760, num_attention_heads=45,
+                    num_kv_heads=9, intermediate_size=20224)
+    deep = _resized(llama, num_layers=64, hidden_size=2816, num_attention_heads=22,
+                    num_kv_heads=2, intermediate_size=10240)
+    dep = Deployment()
+    areas = [_points(m, dep).frontier_area(10, 1000)[0] for m in (wide, deep)]
+    tpots = [_points(m, dep, concurrency=[1]).tpot_s[0, 0] for m in (wide, deep)]
+    assert areas[0] > areas[1] and tpots[0] < tpots[1]
+
+
+def test_model_that_cannot_fit_has_no_points(load_model):
+    p = _points(load_model("DeepSeek-V3"), Deployment(precision="fp8"))
+    assert p.max_concurrency[0, 0] == 0 and not p.fits_memory.any()
+
+
+def test_lower_precision_fits_more_sequences(load_model):
+    llama = load_model("Llama-3.1-8B")
+    limits = [_points(llama, Deployment(precision=p, kv_precision=p)).max_concurrency[0, 0]
+              for p in ("bf16", "fp8")]
+    assert limits[1] > limits[0]
+
+
+def test_vectorized_equals_one_by_one(load_model):
+    models = [load_model(s) for s in ("Llama-3.1-8B", "Mistral-7B-v0.1", "Qwen3-30B-A3B")]
+    deps = [Deployment(tp=2), Deployment(tp=1, precision="bf16"), Deployment(tp=2, ep=2)]
+    together = evaluate_points(models, deps, H200, CHAT, [1, 64, 512])
+    for i, (m, d) in enumerate(zip(models, deps)):
+        alone = evaluate_points([m], [d], H200, CHAT, [1, 64, 512])
+        assert np.allclose(together.tpot_s[i], alone.tpot_s[0])
+        assert np.allclose(together.tokens_per_s_per_gpu[i], alone.tokens_per_s_per_gpu[0])
+
+
+def test_deployment_rules_name_the_field(load_model):
+    llama = load_model("Llama-3.1-8B")
+    assert "`tp` (3) must divide `num_attention_heads` (32)" in deployment_violations(
+        llama, Deployment(tp=3))
+    assert any("`ep`" in m for m in deployment_violations(load_model("Mixtral-8x7B-v0.1"),
+                                                            Deployment(tp=3, ep=3)))
+
+
+def test_ep_must_divide_stage_gpus():
+    with pytest.raises(ConfigError, match=r"`ep` \(4\) must divide the GPUs of a stage"):
+        make_deployment(tp=2, ep=4)
+    with pytest.raises(ConfigError, match="`tp`"):
+        make_deployment(tp=0)

@@ -1,0 +1,143 @@
+"""`archscout hardware`, `gemm` and `evaluate` through `main(argv)`: the DESIGN.md contract."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from search.cli import main
+
+from tests.conftest import MODEL_CONFIGS
+
+LLAMA = str(MODEL_CONFIGS / "Llama-3.1-8B.json")
+GEMM_KEYS = {"math_us", "read_us", "write_us", "time_us", "bound", "intensity_flop_per_byte",
+             "tile_efficiency", "wave_efficiency", "tflops"}
+POINT_KEYS = {"concurrency", "tpot_ms", "ttft_ms", "tokens_per_s_per_user",
+              "tokens_per_s_per_gpu", "fits_memory"}
+
+
+def _json(capsys, argv):
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _bad(capsys, argv, *fragments):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    for fragment in fragments:
+        assert fragment in err
+
+
+def test_gemm_json_reproduces_table_2(capsys):
+    """Seeds 001 Table 2, M = 2048 row: math 1.15 µs, FP4 read 0.37 µs, FP8 write 2.10 µs."""
+    doc = _json(capsys, ["gemm", "2048", "8192", "512", "--hardware", "gb300", "--dtype", "nvfp4",
+                         "--out-dtype", "fp8", "--json"])
+    assert GEMM_KEYS <= doc.keys()
+    assert doc["math_us"] == pytest.approx(1.15, abs=0.006)
+    assert doc["read_us"] == pytest.approx(0.37, abs=0.006)
+    assert doc["write_us"] == pytest.approx(2.10, abs=0.006)
+    assert doc["bound"] == "memory"
+
+
+def test_gemm_shapes_csv(capsys, tmp_path):
+    shapes = tmp_path / "shapes.csv"
+    shapes.write_text("m,n,k,dtype\n1,4096,4096,fp8\n4096,4096,4096,\n8192,8192,8192,bf16\n")
+    rows = _json(capsys, ["gemm", "--shapes", str(shapes), "--hardware", "h200", "--dtype",
+                          "bf16", "--json"])
+    assert [r["m"] for r in rows] == [1, 4096, 8192]
+    assert [r["dtype"] for r in rows] == ["fp8", "bf16", "bf16"]
+    assert all(GEMM_KEYS <= r.keys() for r in rows)
+
+
+def test_gemm_table_output(capsys):
+    assert main(["gemm", "256", "8192", "512", "--hardware", "gb300", "--dtype", "nvfp4"]) == 0
+    out = capsys.readouterr().out
+    assert "time_us" in out and "memory" in out
+
+
+def test_hardware_catalog(capsys):
+    docs = _json(capsys, ["hardware", "--json"])
+    assert {"h100-sxm", "h200", "b200", "gb200", "b300", "gb300"} <= {d["name"] for d in docs}
+    one = _json(capsys, ["hardware", "gb300", "--json"])
+    assert one["fp4_tflop_per_s"] == 15000 and one["sources"]
+
+
+def test_evaluate_at_one_concurrency(capsys):
+    doc = _json(capsys, ["evaluate", LLAMA, "--hardware", "h200", "--tp", "8", "--precision",
+                         "fp8", "--isl", "1024", "--osl", "1024", "--concurrency", "64", "--json"])
+    assert doc["params"]["total"] == 8_030_261_248  # exact, model_params.csv
+    assert doc["params"]["active"] == 8_030_261_248
+    (point,) = doc["points"]
+    assert POINT_KEYS <= point.keys() and point["concurrency"] == 64 and point["fits_memory"]
+    assert point["tokens_per_s_per_user"] == pytest.approx(1000 / point["tpot_ms"])
+    assert "frontier_area" not in doc
+
+
+def test_evaluate_sweep_has_area_and_breakdown(capsys):
+    doc = _json(capsys, ["evaluate", LLAMA, "--hardware", "h200", "--json"])
+    assert doc["frontier_area"] > 0
+    assert set(doc["breakdown"]) == {"latency_first", "throughput_first"}
+    assert sum(doc["breakdown"]["latency_first"].values()) == pytest.approx(1.0)
+    assert doc["points"][0]["concurrency"] == 1
+    assert doc["points"][-1]["concurrency"] == doc["memory"]["max_concurrency"]
+
+
+def test_evaluate_table_output(capsys):
+    assert main(["evaluate", LLAMA, "--hardware", "b200", "--precision", "nvfp4"]) == 0
+    out = capsys.readouterr().out
+    assert "frontier area" in out and "tokens_per_s_per_gpu" in out
+
+
+def test_model_that_does_not_fit_exits_1(capsys):
+    deepseek = str(MODEL_CONFIGS / "DeepSeek-V3.json")
+    assert main(["evaluate", deepseek, "--hardware", "h200"]) == 1
+    assert "does not fit" in capsys.readouterr().err
+
+
+def test_unknown_hardware_lists_known(capsys):
+    _bad(capsys, ["gemm", "1", "2", "3", "--hardware", "tpu-v9"], "`hardware`", "h200", "gb300")
+
+
+def test_tp_not_dividing_heads(capsys):
+    _bad(capsys, ["evaluate", LLAMA, "--hardware", "h200", "--tp", "3"],
+         "`tp` (3) must divide `num_attention_heads` (32)")
+
+
+def test_unsupported_config_names_the_field(capsys, tmp_path):
+    config = json.loads((MODEL_CONFIGS / "Llama-3.1-8B.json").read_text())
+    config["model_type"] = "falcon"
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    _bad(capsys, ["evaluate", str(path), "--hardware", "h200"], "falcon")
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["gemm", "0", "8", "8", "--hardware", "h200"], "`M`"),
+    (["gemm", "8", "8", "8", "--hardware", "h200", "--dtype", "int3"], "`dtype`"),
+    (["gemm", "8", "8", "8", "--hardware", "h200", "--dtype", "nvfp4"], "h200"),
+    (["evaluate", LLAMA, "--hardware", "h200", "--precision", "fp5"], "`precision`"),
+    (["evaluate", LLAMA, "--hardware", "h200", "--isl", "0"], "`isl_tokens`"),
+    (["evaluate", "/nonexistent/config.json", "--hardware", "h200"], "config.json"),
+    (["evaluate", LLAMA], "--hardware"),
+    (["frobnicate"], "frobnicate"),
+], ids=["zero-m", "bad-dtype", "fp4-on-hopper", "bad-precision", "zero-isl", "missing-file",
+        "missing-flag", "unknown-command"])
+def test_bad_input_is_one_line_exit_2(capsys, argv, fragment):
+    _bad(capsys, argv, fragment)
+
+
+def test_bad_shapes_csv(capsys, tmp_path):
+    shapes = tmp_path / "s.csv"
+    shapes.write_text("m,n\n1,2\n")
+    _bad(capsys, ["gemm", "--shapes", str(shapes), "--hardware", "h200"], "missing ['k']")
+    shapes.write_text("m,n,k\n1,2,x\n")
+    _bad(capsys, ["gemm", "--shapes", str(shapes), "--hardware", "h200"], "`k` on line `2`")
+
+
+def test_console_script_runs():
+    """The installed entry point (pyproject [project.scripts]) answers like main()."""
+    out = subprocess.run([sys.executable, "-m", "search.cli", "hardware"], capture_output=True,
+                         text=True, check=True).stdout
+    assert "gb300" in out
