@@ -19,7 +19,7 @@ from cost_model.errors import ConfigError
 from cost_model.frontier import concurrency_grid, frontier_area, pareto_mask
 from cost_model.hardware import HardwareSpec
 from cost_model.memory import max_concurrency
-from cost_model.step import decode_step, prefill_time_s
+from cost_model.step import serving_times
 
 
 @dataclass(frozen=True)
@@ -82,9 +82,8 @@ def _points(a: ArchArrays, d: DeployArrays, env: Env, workload: Workload, concur
             limit) -> OperatingPoints:
     isl, osl = float(workload.isl_tokens), float(workload.osl_tokens)
     c = np.where(np.isfinite(concurrency), concurrency, 1.0)
-    step = decode_step(a, d, env, c, isl, osl)
+    step, ttft = serving_times(a, d, env, c, isl, osl, float(workload.prefill_chunk_tokens))
     tpot = step.total_s
-    ttft = prefill_time_s(a, d, env, c, isl, float(workload.prefill_chunk_tokens))
     missing = ~np.isfinite(concurrency)
     throughput = c * osl / (d.gpus * (ttft + (osl - 1.0) * tpot))
     nan = lambda v: np.where(missing, np.nan, v)  # noqa: E731

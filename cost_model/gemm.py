@@ -2,8 +2,9 @@
 
 For C[M,N] = A[M,K] · B[K,N] (A = activations, B = weights), the seeds' formulas:
     FLOPs = 2MNK,  read = MK·b_A + NK·b_B,  write = MN·b_C,  I = FLOPs / (read + write).
-The prediction picks, like a GEMM library, the fastest of the hardware's kernel geometries and
-split-K factors. For each it applies, on the dims as given (callers pass dims *after* sharding):
+The prediction picks, like a GEMM library, the fastest of the hardware's kernel geometries; a grid
+smaller than one wave is split along K (a power of two, up to 16, keeping ≥ 256 per split) to
+fill the GPU. For each it applies, on the dims as given (callers pass dims *after* sharding):
     η_tile = MN / (B_M⌈M/B_M⌉ · B_N⌈N/B_N⌉)                       (seeds, reading notes §3)
     η_wave = work units / (slots · ⌈units / slots⌉), in clusters    (seeds, reading notes §3)
     t = max(t_math / (ceil_c · rel · η_tile · η_wave · s_N · s_K), t_mem / ceil_bw) + t_fixed
@@ -14,6 +15,7 @@ Everything broadcasts over numpy arrays of M, N and K.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
@@ -22,7 +24,7 @@ from cost_model.hardware import GemmKernel, HardwareSpec
 from cost_model.precision import Precision, get_precision
 from cost_model.units import gemm_flop
 
-SPLIT_K_FACTORS = (1, 2, 4, 8, 16)  # split-K / stream-K partitions a library may use for small grids
+MAX_SPLIT_K = 16  # split-K / stream-K partitions a library uses to fill the GPU on small grids
 MIN_K_PER_SPLIT = 256  # a split must keep several K-steps of 64-128 to pipeline (CUTLASS split-K)
 PARTIAL_SUM_BYTES = 4.0  # split-K partial sums are FP32
 DEFAULT_OUT_PRECISION = "bf16"  # serving epilogues write BF16 activations unless fused quantization
@@ -71,18 +73,36 @@ class GemmCost:
         return self.flop / self.time_s
 
 
-def _kernel_terms(kernel: GemmKernel, m, n, k, split, groups, sm_count: int):
-    """(η_tile · η_wave, η_tile, η_wave) of one kernel geometry and split-K factor."""
-    tiles_m = np.ceil(np.divide(m, kernel.tile_m))
-    tiles_n = np.ceil(np.divide(n, kernel.tile_n))
-    clusters = (np.ceil(tiles_m / kernel.cluster_tiles_m) * np.ceil(tiles_n / kernel.cluster_tiles_n)
-                * split * groups)
-    tiles_per_cluster = kernel.cluster_tiles_m * kernel.cluster_tiles_n
-    slots = max(sm_count // (kernel.sms_per_tile * tiles_per_cluster), 1)
-    eta_tile = tile_efficiency(m, n, kernel.tile_m, kernel.tile_n)
+@cache
+def _kernel_table(kernels: tuple[GemmKernel, ...], sm_count: int) -> dict[str, np.ndarray]:
+    """Every kernel geometry as 1-D arrays, one entry each, with its concurrent cluster slots."""
+    rows = [(kn.tile_m, kn.tile_n, kn.sms_per_tile, kn.cluster_tiles_m, kn.cluster_tiles_n,
+             kn.relative_peak_frac) for kn in kernels]
+    names = ("tile_m", "tile_n", "sms_per_tile", "cluster_m", "cluster_n", "relative")
+    table = {name: np.array(col, dtype=np.float64) for name, col in zip(names, zip(*rows))}
+    tiles_per_cluster = table["cluster_m"] * table["cluster_n"]
+    table["slots"] = np.maximum(np.floor(sm_count / (table["sms_per_tile"] * tiles_per_cluster)),
+                                1.0)
+    return table
+
+
+def _split_k(clusters, slots, k):
+    """Largest power-of-two split ≤ 16 that neither overfills one wave nor cuts K below 256."""
+    fill = np.maximum(slots / clusters, 1.0)
+    depth = np.maximum(k / MIN_K_PER_SPLIT, 1.0)
+    return np.minimum(2.0 ** np.floor(np.log2(np.minimum(fill, depth))), MAX_SPLIT_K)
+
+
+def _quantization(t: dict[str, np.ndarray], m, n, k, groups):
+    """(η_tile, η_wave, split) of every kernel (axis 0) for every GEMM (remaining axes)."""
+    tiles_m, tiles_n = np.ceil(m / t["tile_m"]), np.ceil(n / t["tile_n"])
+    clusters = np.ceil(tiles_m / t["cluster_m"]) * np.ceil(tiles_n / t["cluster_n"]) * groups
+    split = _split_k(clusters, t["slots"], k)
+    eta_tile = m * n / (t["tile_m"] * tiles_m * t["tile_n"] * tiles_n)
     work = tiles_m * tiles_n * split * groups
-    eta_wave = work / (np.ceil(clusters / slots) * slots * tiles_per_cluster)
-    return eta_tile * eta_wave, eta_tile, eta_wave
+    waves = np.ceil(clusters * split / t["slots"])
+    eta_wave = work / (waves * t["slots"] * t["cluster_m"] * t["cluster_n"])
+    return eta_tile, eta_wave, split
 
 
 def _saturation(dim, half_dim: float):
@@ -92,23 +112,43 @@ def _saturation(dim, half_dim: float):
 
 def _candidates(m, n, k, groups, flop, stream_bytes, hw: HardwareSpec, peak: float,
                 eff: GemmEfficiency):
-    """Predicted time, η_tile and η_wave of every (kernel, split) candidate, stacked on axis 0."""
+    """Predicted time, η_tile and η_wave of every kernel candidate, stacked on axis 0."""
+    table = _kernel_table(hw.gemm_kernels, hw.sm_count)
+    extra = (1,) * np.ndim(flop)
+    t = {name: col.reshape(col.shape + extra) for name, col in table.items()}
+    eta_tile, eta_wave, split = _quantization(t, m, n, k, groups)
+    rate = peak * eff.compute_ceiling_frac * t["relative"] * _saturation(n, eff.n_half_dim) \
+        * _saturation(k / split, eff.k_half_dim)
+    split_extra = split > 1
+    partial_bytes = split_extra * 2.0 * split * groups * m * n * PARTIAL_SUM_BYTES
     bandwidth = hw.hbm_bytes_per_s * eff.bandwidth_ceiling_frac
-    times, tiles, waves = [], [], []
-    saturation_n = _saturation(n, eff.n_half_dim)
-    for kernel in hw.gemm_kernels:
-        rate = peak * eff.compute_ceiling_frac * kernel.relative_peak_frac
-        for split in SPLIT_K_FACTORS:
-            quant, eta_tile, eta_wave = _kernel_terms(kernel, m, n, k, split, groups, hw.sm_count)
-            quant = quant * saturation_n * _saturation(k / split, eff.k_half_dim)
-            partial_bytes = (split > 1) * 2.0 * split * groups * m * n * PARTIAL_SUM_BYTES
-            t = np.maximum(flop / (rate * quant), (stream_bytes + partial_bytes) / bandwidth)
-            invalid = (split > 1) & (np.divide(k, split) < MIN_K_PER_SPLIT)
-            times.append(np.where(invalid, np.inf, t + (split > 1) * hw.kernel_launch_s))
-            tiles.append(eta_tile)
-            waves.append(eta_wave)
-    shape = np.broadcast(m, n, k, groups).shape
-    return [np.stack([np.broadcast_to(x, shape) for x in xs]) for xs in (times, tiles, waves)]
+    time = np.maximum(flop / (rate * eta_tile * eta_wave), (stream_bytes + partial_bytes) / bandwidth)
+    time = time + split_extra * hw.kernel_launch_s
+    return time, np.broadcast_to(eta_tile, time.shape), np.broadcast_to(eta_wave, time.shape)
+
+
+def _precisions(precision, out_precision, weight_precision):
+    a_prec = get_precision(precision, "dtype") if isinstance(precision, str) else precision
+    b_prec = _as_precision(weight_precision, a_prec, "weight_dtype")
+    c_prec = _as_precision(out_precision, get_precision(DEFAULT_OUT_PRECISION), "out_dtype")
+    return a_prec, b_prec, c_prec
+
+
+def _traffic(m, n, k, groups, a_prec: Precision, b_prec: Precision, c_prec: Precision):
+    """(FLOPs, read bytes, write bytes): the seeds' formulas, times the group count."""
+    flop = gemm_flop(m, n, k) * groups
+    read = groups * (m * k * a_prec.activation_bytes_per_value + n * k * b_prec.weight_bytes_per_value)
+    return flop, read, groups * m * n * c_prec.activation_bytes_per_value
+
+
+def gemm_time_s(m, n, k, hw: HardwareSpec, precision: Precision, groups=1.0):
+    """Predicted time only (the hot path of step times): like `gemm_cost(...).time_s` with a
+    BF16 output, for float arrays."""
+    a_prec, b_prec, c_prec = _precisions(precision, None, None)
+    flop, read, write = _traffic(m, n, k, groups, a_prec, b_prec, c_prec)
+    eff = get_efficiency(hw.name).for_rate(a_prec.tensor_core_rate)
+    times = _candidates(m, n, k, groups, flop, read + write, hw, hw.peak_for(a_prec), eff)[0]
+    return times.min(axis=0) + eff.fixed_overhead_s
 
 
 def gemm_cost(m, n, k, hw: HardwareSpec, precision: Precision | str,
@@ -117,22 +157,18 @@ def gemm_cost(m, n, k, hw: HardwareSpec, precision: Precision | str,
     """Cost of C[M,N] = A[M,K]·B[K,N] with A in `precision`, B in `weight_precision` (default: the
     same) and C in `out_precision` (default BF16). Dims broadcast; pass them after sharding.
     `groups` identical GEMMs in one launch (a grouped MoE GEMM) share one fixed overhead."""
-    a_prec = get_precision(precision, "dtype") if isinstance(precision, str) else precision
-    b_prec = _as_precision(weight_precision, a_prec, "weight_dtype")
-    c_prec = _as_precision(out_precision, get_precision(DEFAULT_OUT_PRECISION), "out_dtype")
+    a_prec, b_prec, c_prec = _precisions(precision, out_precision, weight_precision)
     m, n, k, groups = (np.asarray(x, dtype=np.float64) for x in (m, n, k, groups))
     peak = hw.peak_for(a_prec)
-    flop = gemm_flop(m, n, k) * groups
-    read = groups * (m * k * a_prec.activation_bytes_per_value + n * k * b_prec.weight_bytes_per_value)
-    write = groups * m * n * c_prec.activation_bytes_per_value
+    flop, read, write = _traffic(m, n, k, groups, a_prec, b_prec, c_prec)
     eff = get_efficiency(hw.name).for_rate(a_prec.tensor_core_rate)
     times, tiles, waves = _candidates(m, n, k, groups, flop, read + write, hw, peak, eff)
     best = np.argmin(times, axis=0)[None]
-    time_s = np.take_along_axis(times, best, 0)[0] + eff.fixed_overhead_s
     math_time = flop / (peak * eff.compute_ceiling_frac)
     return GemmCost(
         flop=flop, read_bytes=read, write_bytes=write, math_s=flop / peak,
-        read_s=read / hw.hbm_bytes_per_s, write_s=write / hw.hbm_bytes_per_s, time_s=time_s,
+        read_s=read / hw.hbm_bytes_per_s, write_s=write / hw.hbm_bytes_per_s,
+        time_s=np.take_along_axis(times, best, 0)[0] + eff.fixed_overhead_s,
         tile_efficiency=np.take_along_axis(tiles, best, 0)[0],
         wave_efficiency=np.take_along_axis(waves, best, 0)[0],
         compute_bound=math_time >= (read + write) / (hw.hbm_bytes_per_s * eff.bandwidth_ceiling_frac),

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from cost_model.batch import ArchArrays, DeployArrays, Env
-from cost_model.gemm import gemm_cost
+from cost_model.gemm import gemm_time_s
 
 
 def touched_expert_frac(tokens, top_k, experts):
@@ -53,13 +53,14 @@ class GemmList:
 
     def _evaluate(self, idx: list[int], precision, env: Env) -> dict[str, np.ndarray]:
         shape = np.broadcast_shapes(*(np.shape(x) for i in idx for x in self.dims[i]))
-        stack = [np.stack([np.broadcast_to(np.asarray(self.dims[i][j], float), shape) for i in idx])
-                 for j in range(5)]
-        m, n, k, groups, count = stack
+        stacked = np.empty((5, len(idx)) + shape)
+        for row, i in enumerate(idx):
+            for j, value in enumerate(self.dims[i]):
+                stacked[j, row] = value  # numpy broadcasts on assignment, in C
+        m, n, k, groups, count = stacked
         live = (m > 0) & (n > 0) & (k > 0) & (groups > 0) & (count > 0)
         safe = [np.where(live, x, 1.0) for x in (m, n, k, groups)]
-        cost = gemm_cost(*safe[:3], env.hw, precision, groups=safe[3])
-        times = np.where(live, cost.time_s * count, 0.0)
+        times = np.where(live, gemm_time_s(*safe[:3], env.hw, precision, safe[3]) * count, 0.0)
         return {self.names[i]: times[j] for j, i in enumerate(idx)}
 
 

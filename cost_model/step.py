@@ -110,20 +110,40 @@ def stage_forward(a: ArchArrays, d: DeployArrays, env: Env, decode_seqs, context
     )
 
 
+def _decode_args(concurrency, d, isl_tokens, osl_tokens):
+    """(decode seqs, context, prefill tokens, prefill context) of the steady-state decode step."""
+    micro = concurrency / d.pp
+    return micro, isl_tokens + osl_tokens / 2.0, micro * isl_tokens / osl_tokens, isl_tokens / 2.0
+
+
+def _prefill_args(concurrency, d, isl_tokens, chunk_tokens):
+    """… of one chunk of a new request's prefill, batched with the decode micro-batch."""
+    chunks = np.ceil(isl_tokens / chunk_tokens)
+    return concurrency / d.pp, isl_tokens, isl_tokens / chunks, isl_tokens / 2.0
+
+
 def decode_step(a, d, env: Env, concurrency, isl_tokens, osl_tokens) -> StageTime:
     """Aggregated steady-state step seen by one sequence (its TPOT), split by kind."""
-    micro = concurrency / d.pp
-    context = isl_tokens + osl_tokens / 2.0
-    prefill = micro * isl_tokens / osl_tokens
-    stage = stage_forward(a, d, env, micro, context, prefill, isl_tokens / 2.0)
-    return stage.scaled(d.pp)
+    return stage_forward(a, d, env, *_decode_args(concurrency, d, isl_tokens, osl_tokens)) \
+        .scaled(d.pp)
 
 
 def prefill_time_s(a, d, env: Env, concurrency, isl_tokens, chunk_tokens):
     """TTFT: chunked-pipeline prefill of one request of ISL tokens, batched with the decode
     micro-batch of the running sequences: (m + S − 1) stage times for m chunks."""
+    stage = stage_forward(a, d, env, *_prefill_args(concurrency, d, isl_tokens, chunk_tokens))
+    return (np.ceil(isl_tokens / chunk_tokens) + d.pp - 1.0) * stage.total_s
+
+
+def serving_times(a, d, env: Env, concurrency, isl_tokens, osl_tokens, chunk_tokens):
+    """(decode step as StageTime, TTFT in s) from one vectorized forward: the decode and the
+    prefill cases are stacked on a new leading axis, so numpy's per-call cost is paid once."""
+    shape = np.broadcast_shapes(np.shape(concurrency), d.pp.shape)
+    cases = zip(_decode_args(concurrency, d, isl_tokens, osl_tokens),
+                _prefill_args(concurrency, d, isl_tokens, chunk_tokens))
+    stacked = [np.stack([np.broadcast_to(x, shape), np.broadcast_to(y, shape)]) for x, y in cases]
+    both = stage_forward(a, d, env, *stacked)
+    decode = StageTime(both.gemm_s[0], both.attention_s[0], both.communication_s[0],
+                       both.other_s[0]).scaled(d.pp)
     chunks = np.ceil(isl_tokens / chunk_tokens)
-    chunk = isl_tokens / chunks
-    micro = concurrency / d.pp
-    stage = stage_forward(a, d, env, micro, isl_tokens, chunk, (isl_tokens - chunk) / 2 + chunk / 2)
-    return (chunks + d.pp - 1.0) * stage.total_s
+    return decode, (chunks + d.pp - 1.0) * both.total_s[1]
