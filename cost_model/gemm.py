@@ -65,6 +65,11 @@ class GemmCost:
     compute_bound: np.ndarray  # bool: the predicted time is set by math, not memory
 
     @property
+    def roofline_compute_bound(self) -> np.ndarray:
+        """The seeds' classification at peak: math time ≥ read + write time."""
+        return self.math_s >= self.read_s + self.write_s
+
+    @property
     def intensity_flop_per_byte(self) -> np.ndarray:
         return self.flop / (self.read_bytes + self.write_bytes)
 
@@ -112,7 +117,8 @@ def _saturation(dim, half_dim: float):
 
 def _candidates(m, n, k, groups, flop, stream_bytes, hw: HardwareSpec, peak: float,
                 eff: GemmEfficiency):
-    """Predicted time, η_tile and η_wave of every kernel candidate, stacked on axis 0."""
+    """Predicted time, η_tile, η_wave and whether math sets the time, for every kernel candidate
+    (stacked on axis 0)."""
     table = _kernel_table(hw.gemm_kernels, hw.sm_count)
     extra = (1,) * np.ndim(flop)
     t = {name: col.reshape(col.shape + extra) for name, col in table.items()}
@@ -122,9 +128,11 @@ def _candidates(m, n, k, groups, flop, stream_bytes, hw: HardwareSpec, peak: flo
     split_extra = split > 1
     partial_bytes = split_extra * 2.0 * split * groups * m * n * PARTIAL_SUM_BYTES
     bandwidth = hw.hbm_bytes_per_s * eff.bandwidth_ceiling_frac
-    time = np.maximum(flop / (rate * eta_tile * eta_wave), (stream_bytes + partial_bytes) / bandwidth)
-    time = time + split_extra * hw.kernel_launch_s
-    return time, np.broadcast_to(eta_tile, time.shape), np.broadcast_to(eta_wave, time.shape)
+    math = flop / (rate * eta_tile * eta_wave)
+    memory = (stream_bytes + partial_bytes) / bandwidth
+    time = np.maximum(math, memory) + split_extra * hw.kernel_launch_s
+    shape = time.shape
+    return time, np.broadcast_to(eta_tile, shape), np.broadcast_to(eta_wave, shape), math >= memory
 
 
 def _precisions(precision, out_precision, weight_precision):
@@ -162,16 +170,14 @@ def gemm_cost(m, n, k, hw: HardwareSpec, precision: Precision | str,
     peak = hw.peak_for(a_prec)
     flop, read, write = _traffic(m, n, k, groups, a_prec, b_prec, c_prec)
     eff = get_efficiency(hw.name).for_rate(a_prec.tensor_core_rate)
-    times, tiles, waves = _candidates(m, n, k, groups, flop, read + write, hw, peak, eff)
+    times, tiles, waves, math_bound = _candidates(m, n, k, groups, flop, read + write, hw, peak, eff)
     best = np.argmin(times, axis=0)[None]
-    math_time = flop / (peak * eff.compute_ceiling_frac)
+    pick = lambda x: np.take_along_axis(np.broadcast_to(x, times.shape), best, 0)[0]  # noqa: E731
     return GemmCost(
         flop=flop, read_bytes=read, write_bytes=write, math_s=flop / peak,
         read_s=read / hw.hbm_bytes_per_s, write_s=write / hw.hbm_bytes_per_s,
-        time_s=np.take_along_axis(times, best, 0)[0] + eff.fixed_overhead_s,
-        tile_efficiency=np.take_along_axis(tiles, best, 0)[0],
-        wave_efficiency=np.take_along_axis(waves, best, 0)[0],
-        compute_bound=math_time >= (read + write) / (hw.hbm_bytes_per_s * eff.bandwidth_ceiling_frac),
+        time_s=pick(times) + eff.fixed_overhead_s, tile_efficiency=pick(tiles),
+        wave_efficiency=pick(waves), compute_bound=pick(math_bound),
     )
 
 

@@ -16,7 +16,7 @@ from cost_model.units import GIB_BYTES, GIGA, TERA, US_PER_S
 from search.tables import format_table, print_json
 
 GEMM_KEYS = ("m", "n", "k", "dtype", "out_dtype", "math_us", "read_us", "write_us", "time_us",
-             "bound", "intensity_flop_per_byte", "tile_efficiency", "wave_efficiency", "tflops")
+             "bound", "roofline_bound", "intensity_flop_per_byte", "tile_efficiency", "wave_efficiency", "tflops")
 
 
 def hardware_summary(hw: HardwareSpec) -> dict:
@@ -55,9 +55,11 @@ def gemm_rows(m, n, k, hw: HardwareSpec, dtype: str, out_dtype: str) -> list[dic
         "tflops": cost.achieved_flop_per_s / TERA,
     }
     bound = np.where(cost.compute_bound, "compute", "memory")
+    roofline = np.where(cost.roofline_compute_bound, "compute", "memory")
     return [
         {"m": int(m[i]), "n": int(n[i]), "k": int(k[i]), "dtype": dtype, "out_dtype": out_dtype,
-         **{key: float(np.ravel(v)[i]) for key, v in columns.items()}, "bound": str(bound[i])}
+         **{key: float(np.ravel(v)[i]) for key, v in columns.items()}, "bound": str(bound[i]),
+         "roofline_bound": str(roofline[i])}
         for i in range(len(m))
     ]
 
