@@ -1,9 +1,10 @@
 """Step times: one pipeline stage's forward, decode TPOT, prefill TTFT, with the time breakdown
 GEMM / attention / communication / other (the seeds' Figure 2).
 
-Aggregated serving with in-flight batching: each decode step of `c` sequences also carries the
-steady-state share of new prompts, c·ISL/OSL prefill tokens (every request's ISL tokens are
-prefilled once per OSL generated tokens); TPOT is that step's time, so prefill work is included.
+Aggregated serving with in-flight batching: in steady state each decode step of `c` sequences
+must also absorb c·ISL/OSL prompt tokens (every request's ISL tokens are prefilled once per OSL
+generated tokens); the engine runs them as prefill chunks batched into decode steps, and TPOT
+carries their amortized cost, so prefill work is included in throughput.
 Pipeline parallelism keeps PP micro-batches of c/PP sequences in flight: TPOT = PP · stage time.
 TTFT is chunked-pipeline prefill of one request (seeds, guideline 6): m chunks through S stages take
 (m + S − 1) stage times, i.e. a bubble of (S−1)/(S−1+m).
@@ -50,9 +51,21 @@ class StageTime:
     def total_s(self) -> np.ndarray:
         return self.gemm_s + self.attention_s + self.communication_s + self.other_s
 
+    def _parts(self):
+        return self.gemm_s, self.attention_s, self.communication_s, self.other_s
+
     def scaled(self, factor) -> StageTime:
-        return StageTime(self.gemm_s * factor, self.attention_s * factor,
-                         self.communication_s * factor, self.other_s * factor)
+        return StageTime(*(x * factor for x in self._parts()))
+
+    def plus(self, other: StageTime, factor=1.0) -> StageTime:
+        return StageTime(*(x + factor * y for x, y in zip(self._parts(), other._parts())))
+
+    def minus(self, other: StageTime) -> StageTime:
+        return self.plus(other, -1.0)
+
+    def part(self, index) -> StageTime:
+        """The slice `index` of a leading axis (e.g. stacked cases)."""
+        return StageTime(*(x[index] for x in self._parts()))
 
 
 def _stage_layers(a: ArchArrays, d: DeployArrays):
@@ -110,40 +123,30 @@ def stage_forward(a: ArchArrays, d: DeployArrays, env: Env, decode_seqs, context
     )
 
 
-def _decode_args(concurrency, d, isl_tokens, osl_tokens):
-    """(decode seqs, context, prefill tokens, prefill context) of the steady-state decode step."""
+def _forward_args(concurrency, d, isl_tokens, osl_tokens, chunk_tokens):
+    """Arguments of stage_forward for (a) a decode-only step and (b) the same step carrying one
+    prefill chunk, stacked on a new leading axis so numpy's per-call cost is paid once."""
     micro = concurrency / d.pp
-    return micro, isl_tokens + osl_tokens / 2.0, micro * isl_tokens / osl_tokens, isl_tokens / 2.0
-
-
-def _prefill_args(concurrency, d, isl_tokens, chunk_tokens):
-    """… of one chunk of a new request's prefill, batched with the decode micro-batch."""
-    chunks = np.ceil(isl_tokens / chunk_tokens)
-    return concurrency / d.pp, isl_tokens, isl_tokens / chunks, isl_tokens / 2.0
-
-
-def decode_step(a, d, env: Env, concurrency, isl_tokens, osl_tokens) -> StageTime:
-    """Aggregated steady-state step seen by one sequence (its TPOT), split by kind."""
-    return stage_forward(a, d, env, *_decode_args(concurrency, d, isl_tokens, osl_tokens)) \
-        .scaled(d.pp)
-
-
-def prefill_time_s(a, d, env: Env, concurrency, isl_tokens, chunk_tokens):
-    """TTFT: chunked-pipeline prefill of one request of ISL tokens, batched with the decode
-    micro-batch of the running sequences: (m + S − 1) stage times for m chunks."""
-    stage = stage_forward(a, d, env, *_prefill_args(concurrency, d, isl_tokens, chunk_tokens))
-    return (np.ceil(isl_tokens / chunk_tokens) + d.pp - 1.0) * stage.total_s
+    chunk = isl_tokens / np.ceil(isl_tokens / chunk_tokens)
+    shape = np.broadcast_shapes(np.shape(concurrency), d.pp.shape)
+    decode_seqs = np.broadcast_to(micro, shape)
+    context = isl_tokens + osl_tokens / 2.0
+    return (np.stack([decode_seqs, decode_seqs]), context, np.array([0.0, chunk]).reshape(2, 1, 1),
+            isl_tokens / 2.0)
 
 
 def serving_times(a, d, env: Env, concurrency, isl_tokens, osl_tokens, chunk_tokens):
-    """(decode step as StageTime, TTFT in s) from one vectorized forward: the decode and the
-    prefill cases are stacked on a new leading axis, so numpy's per-call cost is paid once."""
-    shape = np.broadcast_shapes(np.shape(concurrency), d.pp.shape)
-    cases = zip(_decode_args(concurrency, d, isl_tokens, osl_tokens),
-                _prefill_args(concurrency, d, isl_tokens, chunk_tokens))
-    stacked = [np.stack([np.broadcast_to(x, shape), np.broadcast_to(y, shape)]) for x, y in cases]
-    both = stage_forward(a, d, env, *stacked)
-    decode = StageTime(both.gemm_s[0], both.attention_s[0], both.communication_s[0],
-                       both.other_s[0]).scaled(d.pp)
+    """(TPOT as a StageTime breakdown, TTFT in s) of aggregated serving at `concurrency`.
+
+    TPOT = decode step + (prefill tokens per step / chunk) × (cost a chunk adds to a step), all
+    × PP: in steady state every step must absorb micro·ISL/OSL prompt tokens, which the engine
+    runs as chunks of ≤ `chunk_tokens` batched with the decode micro-batch (a chunk reads each
+    weight, and each MoE expert, once).
+    TTFT = (m + S − 1) chunk steps + half a step of waiting for the step in progress."""
+    both = stage_forward(a, d, env, *_forward_args(concurrency, d, isl_tokens, osl_tokens,
+                                                    chunk_tokens))
     chunks = np.ceil(isl_tokens / chunk_tokens)
-    return decode, (chunks + d.pp - 1.0) * both.total_s[1]
+    chunks_per_step = concurrency / d.pp * isl_tokens / osl_tokens / (isl_tokens / chunks)
+    decode = both.part(0).plus(both.part(1).minus(both.part(0)), chunks_per_step).scaled(d.pp)
+    ttft = (chunks + d.pp - 1.0) * both.part(1).total_s + decode.total_s / (2.0 * d.pp)
+    return decode, ttft
