@@ -1,0 +1,306 @@
+"""The architecture of a decoder-only LLM: one frozen pydantic model, derived values as properties.
+
+Conventions (the same as transformers' modeling code, which `params.py` counts exactly):
+
+- Attention is GQA (`attention_kind="gqa"`; MHA is n_kv = n_q, MQA is n_kv = 1) or DeepSeek MLA
+  (`"mla"`): queries through an optional low-rank `q_lora_rank`, keys/values through the latent
+  `kv_lora_rank` plus one shared RoPE key of `qk_rope_head_dim`; for MLA `head_dim` is the query/key
+  head width `qk_nope_head_dim + qk_rope_head_dim` and `num_kv_heads == num_attention_heads`.
+- MoE placement (Qwen2/3-MoE `decoder_sparse_step`, DeepSeek `first_k_dense_replace`): layer i
+  (0-based) is MoE iff `num_experts > 0`, `i >= first_dense_layers` and
+  `(i + 1) % moe_layer_period == 0`; every other layer has a dense MLP of `intermediate_size`.
+- Sliding-window attention: `layer_types` names each layer's attention ("full_attention" or
+  "sliding_attention", as in transformers); `None` means every layer uses `sliding_window` when it
+  is set and full attention when it is `None`.
+- Biases: `qkv_bias` on the q/k/v projections (MLA: on `q_a_proj` and `kv_a_proj`), `o_bias` on
+  the output projection, `mlp_bias` on dense and shared-expert MLPs, `router_bias` on the router,
+  `expert_bias` on routed experts; `attention_sinks` is one learned logit per query head (gpt-oss).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, model_validator
+
+from cost_model.errors import ConfigError
+
+Positive = Annotated[StrictInt, Field(ge=1)]
+NonNegative = Annotated[StrictInt, Field(ge=0)]
+LayerType = Literal["full_attention", "sliding_attention"]
+FULL_ATTENTION: LayerType = "full_attention"
+SLIDING_ATTENTION: LayerType = "sliding_attention"
+
+_MLA_DIM_FIELDS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+_MOE_ONLY_FIELDS = (
+    "experts_per_token", "moe_intermediate_size", "num_shared_experts",
+    "shared_expert_intermediate_size", "first_dense_layers",
+)  # fmt: skip
+
+
+class Architecture(BaseModel):
+    """Shape of a decoder-only transformer LM; every field a transformers config can express."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1)
+    family: str = Field(default="custom", min_length=1)  # HF model_type it came from
+    vocab_size: Positive
+    hidden_size: Positive
+    num_layers: Positive
+    num_attention_heads: Positive
+    num_kv_heads: Positive
+    head_dim: Positive  # independent of hidden_size / num_attention_heads
+    max_position_embeddings: Positive
+    # attention
+    attention_kind: Literal["gqa", "mla"] = "gqa"
+    q_lora_rank: NonNegative = 0  # MLA; 0 = uncompressed q_proj
+    kv_lora_rank: NonNegative = 0  # MLA
+    qk_nope_head_dim: NonNegative = 0  # MLA
+    qk_rope_head_dim: NonNegative = 0  # MLA
+    v_head_dim: NonNegative = 0  # MLA
+    qk_norm: StrictBool = False  # RMSNorm over head_dim on q and k (Qwen3)
+    attention_sinks: StrictBool = False  # one learned logit per query head (gpt-oss)
+    sliding_window: Positive | None = None
+    layer_types: tuple[LayerType, ...] | None = None
+    # dense MLP
+    intermediate_size: NonNegative  # width of dense-layer MLPs; unused when no layer is dense
+    gated_mlp: StrictBool = True  # gate and up projections (SwiGLU / GeGLU)
+    hidden_act: str = Field(default="silu", min_length=1)
+    # mixture of experts
+    num_experts: NonNegative = 0  # routed experts per MoE layer; 0 = dense model
+    experts_per_token: NonNegative = 0
+    moe_intermediate_size: NonNegative = 0
+    num_shared_experts: NonNegative = 0
+    shared_expert_intermediate_size: NonNegative = 0  # total width of the shared expert(s)
+    first_dense_layers: NonNegative = 0
+    moe_layer_period: Positive = 1
+    # biases, norms, embeddings
+    qkv_bias: StrictBool = False
+    o_bias: StrictBool = False
+    mlp_bias: StrictBool = False
+    router_bias: StrictBool = False
+    expert_bias: StrictBool = False
+    norms_per_layer: Annotated[StrictInt, Field(ge=1, le=4)] = 2  # on the residual path (Gemma-2: 4)
+    tie_word_embeddings: StrictBool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_shared_width(cls, data: Any) -> Any:
+        """`shared_expert_intermediate_size` defaults to num_shared_experts * moe_intermediate_size."""
+        if isinstance(data, dict) and data.get("shared_expert_intermediate_size") is None:
+            shared, width = data.get("num_shared_experts", 0), data.get("moe_intermediate_size", 0)
+            if isinstance(shared, int) and isinstance(width, int):
+                data = {**data, "shared_expert_intermediate_size": shared * width}
+        return data
+
+    @model_validator(mode="after")
+    def _cross_field_rules(self) -> Self:
+        for rule in (_check_heads, _check_mla, _check_moe, _check_moe_layers, _check_sliding):
+            rule(self)
+        return self
+
+    # ---- attention ---------------------------------------------------------------------------
+    @property
+    def attention_variant(self) -> Literal["mha", "gqa", "mqa", "mla"]:
+        if self.attention_kind == "mla":
+            return "mla"
+        if self.num_kv_heads == self.num_attention_heads:
+            return "mha"
+        return "mqa" if self.num_kv_heads == 1 else "gqa"
+
+    @property
+    def q_dim(self) -> int:
+        """Output width of the query projection (MLA: n_q * (nope + rope) = n_q * head_dim)."""
+        return self.num_attention_heads * self.head_dim
+
+    @property
+    def value_head_dim(self) -> int:
+        """Width of one value head (GQA: head_dim; MLA: v_head_dim)."""
+        return self.v_head_dim if self.attention_kind == "mla" else self.head_dim
+
+    @property
+    def attention_out_in_dim(self) -> int:
+        """Input width of o_proj: n_q * value head width."""
+        return self.num_attention_heads * self.value_head_dim
+
+    @property
+    def kv_dim_per_token_per_layer_elems(self) -> int:
+        """KV-cache elements per token per layer: 2*n_kv*d_h (GQA), kv_lora_rank + rope dim (MLA)."""
+        if self.attention_kind == "mla":
+            return self.kv_lora_rank + self.qk_rope_head_dim
+        return 2 * self.num_kv_heads * self.head_dim
+
+    @property
+    def layer_is_sliding(self) -> tuple[bool, ...]:
+        if self.sliding_window is None:
+            return (False,) * self.num_layers
+        if self.layer_types is None:
+            return (True,) * self.num_layers
+        return tuple(kind == SLIDING_ATTENTION for kind in self.layer_types)
+
+    @property
+    def num_sliding_layers(self) -> int:
+        if self.sliding_window is None:
+            return 0
+        return self.num_layers if self.layer_types is None else self.layer_types.count(SLIDING_ATTENTION)
+
+    @property
+    def num_full_attention_layers(self) -> int:
+        return self.num_layers - self.num_sliding_layers
+
+    @property
+    def sliding_pattern(self) -> Literal["none", "all", "mixed"]:
+        """Whether no layer, every layer or some layers use sliding-window attention."""
+        sliding = self.num_sliding_layers
+        return "none" if sliding == 0 else "all" if sliding == self.num_layers else "mixed"
+
+    # ---- MLP / MoE ---------------------------------------------------------------------------
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
+    def layer_is_moe(self) -> tuple[bool, ...]:
+        return tuple(self._is_moe_layer(i) for i in range(self.num_layers))
+
+    def _is_moe_layer(self, layer: int) -> bool:
+        after_dense = layer >= self.first_dense_layers
+        return self.is_moe and after_dense and (layer + 1) % self.moe_layer_period == 0
+
+    @property
+    def num_moe_layers(self) -> int:
+        """Layers i >= first_dense_layers with (i + 1) a multiple of moe_layer_period."""
+        if not self.is_moe:
+            return 0
+        period, first = self.moe_layer_period, min(self.first_dense_layers, self.num_layers)
+        return self.num_layers // period - first // period
+
+    @property
+    def num_dense_layers(self) -> int:
+        return self.num_layers - self.num_moe_layers
+
+
+def periodic_layer_types(num_layers: int, full_attention_period: int) -> tuple[LayerType, ...]:
+    """Sliding layers with every `full_attention_period`-th layer full (Gemma-2, gpt-oss: 2)."""
+    if full_attention_period < 1:
+        raise ConfigError(f"`full_attention_period` ({full_attention_period}) must be >= 1")
+    is_full = [(i + 1) % full_attention_period == 0 for i in range(num_layers)]
+    return tuple(FULL_ATTENTION if full else SLIDING_ATTENTION for full in is_full)
+
+
+def make_architecture(**fields: Any) -> Architecture:
+    """Build an `Architecture`, turning pydantic's ValidationError into a `ConfigError`."""
+    try:
+        return Architecture(**fields)
+    except ValidationError as exc:
+        raise config_error_from(exc, str(fields.get("name", "architecture"))) from exc
+
+
+def config_error_from(exc: ValidationError, source: str) -> ConfigError:
+    """One `ConfigError` whose message names every bad field, its rule and its value."""
+    return ConfigError(f"{source}: " + "; ".join(_describe(err) for err in exc.errors()))
+
+
+def _describe(err: Any) -> str:
+    if err["type"] == "value_error":  # our cross-field rules: the message already names fields
+        return str(err["ctx"]["error"])
+    field = ".".join(str(part) for part in err["loc"]) or "architecture"
+    value = err.get("input")
+    shown = "missing" if err["type"] == "missing" else repr(value)
+    return f"`{field}` ({shown}): {err['msg']}"
+
+
+# ---- cross-field rules (each raises ValueError naming the fields, the rule and the values) -----
+
+
+def _check_heads(arch: Architecture) -> None:
+    n_q, n_kv = arch.num_attention_heads, arch.num_kv_heads
+    if n_q % n_kv:
+        raise ValueError(f"`num_attention_heads` ({n_q}) must be divisible by `num_kv_heads` ({n_kv})")
+
+
+def _check_mla(arch: Architecture) -> None:
+    if arch.attention_kind == "gqa":
+        _require_zero(arch, _MLA_DIM_FIELDS, "when `attention_kind` is 'gqa'")
+        return
+    for field in ("kv_lora_rank", "qk_rope_head_dim", "v_head_dim"):
+        if getattr(arch, field) < 1:
+            raise ValueError(f"`{field}` ({getattr(arch, field)}) must be >= 1 for MLA")
+    qk_dim = arch.qk_nope_head_dim + arch.qk_rope_head_dim
+    if arch.head_dim != qk_dim:
+        raise ValueError(
+            f"`head_dim` ({arch.head_dim}) must equal `qk_nope_head_dim` + `qk_rope_head_dim` "
+            f"({qk_dim}) for MLA"
+        )
+    if arch.num_kv_heads != arch.num_attention_heads:
+        raise ValueError(
+            f"`num_kv_heads` ({arch.num_kv_heads}) must equal `num_attention_heads` "
+            f"({arch.num_attention_heads}) for MLA"
+        )
+    for flag in ("qk_norm", "attention_sinks"):
+        if getattr(arch, flag):
+            raise ValueError(f"`{flag}` (True) is not supported with `attention_kind` 'mla'")
+
+
+def _check_moe(arch: Architecture) -> None:
+    if not arch.is_moe:
+        _require_zero(arch, _MOE_ONLY_FIELDS, "for a dense model (`num_experts` = 0)")
+        _require_value(arch, ("moe_layer_period", "router_bias", "expert_bias"), (1, False, False))
+        return
+    k, n_experts = arch.experts_per_token, arch.num_experts
+    if not 1 <= k <= n_experts:
+        raise ValueError(f"`experts_per_token` ({k}) must be between 1 and `num_experts` ({n_experts})")
+    if arch.moe_intermediate_size < 1:
+        raise ValueError(f"`moe_intermediate_size` ({arch.moe_intermediate_size}) must be >= 1 for MoE")
+    has_shared, width = arch.num_shared_experts > 0, arch.shared_expert_intermediate_size
+    if has_shared != (width > 0):
+        raise ValueError(
+            f"`shared_expert_intermediate_size` ({width}) must be > 0 iff "
+            f"`num_shared_experts` ({arch.num_shared_experts}) > 0"
+        )
+
+
+def _check_moe_layers(arch: Architecture) -> None:
+    for field in ("first_dense_layers", "moe_layer_period"):
+        if getattr(arch, field) > arch.num_layers:
+            raise ValueError(
+                f"`{field}` ({getattr(arch, field)}) must be <= `num_layers` ({arch.num_layers})"
+            )
+    if arch.is_moe and arch.num_moe_layers == 0:
+        raise ValueError(
+            f"`num_experts` ({arch.num_experts}) > 0 but no layer is MoE (`first_dense_layers` = "
+            f"{arch.first_dense_layers}, `moe_layer_period` = {arch.moe_layer_period})"
+        )
+    if arch.num_dense_layers > 0 and arch.intermediate_size < 1:
+        raise ValueError(
+            f"`intermediate_size` ({arch.intermediate_size}) must be >= 1: "
+            f"{arch.num_dense_layers} layers are dense"
+        )
+
+
+def _check_sliding(arch: Architecture) -> None:
+    if arch.layer_types is None:
+        return
+    if arch.sliding_window is None:
+        raise ValueError("`layer_types` must be None when `sliding_window` is None")
+    if len(arch.layer_types) != arch.num_layers:
+        raise ValueError(
+            f"`layer_types` ({len(arch.layer_types)} entries) must have one entry per layer "
+            f"(`num_layers` = {arch.num_layers})"
+        )
+
+
+def _require_zero(arch: Architecture, fields: tuple[str, ...], when: str) -> None:
+    for field in fields:
+        if getattr(arch, field) != 0:
+            raise ValueError(f"`{field}` ({getattr(arch, field)}) must be 0 {when}")
+
+
+def _require_value(arch: Architecture, fields: tuple[str, ...], values: tuple[object, ...]) -> None:
+    for field, value in zip(fields, values, strict=True):
+        if getattr(arch, field) != value:
+            raise ValueError(
+                f"`{field}` ({getattr(arch, field)}) must be {value} for a dense model "
+                "(`num_experts` = 0)"
+            )

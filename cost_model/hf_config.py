@@ -1,0 +1,372 @@
+"""Hugging Face `config.json` <-> `Architecture`, and loading either format from a file.
+
+Import reads the keys transformers' modeling code reads for each supported `model_type`, with
+the defaults of transformers' config class for absent keys (`TRANSFORMERS_DEFAULTS`, checked
+against transformers in the tests). A key this module does not read and whose name suggests a
+shape (hidden, head, layer, expert, lora, window, bias, …) is refused, as is a read key whose value
+cannot be represented; other keys (token ids, rope, dropout, dtype, quantization) are ignored.
+Export (`architecture_to_hf_config`, in `hf_export`) is re-exported here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from cost_model.architecture import (
+    FULL_ATTENTION, SLIDING_ATTENTION, Architecture, config_error_from, periodic_layer_types,
+)  # fmt: skip
+from cost_model.errors import ConfigError
+from cost_model.hf_export import EXPORT_ORDER, architecture_to_hf_config
+
+__all__ = [
+    "ARCHSCOUT_JSON_KEY", "ARCHSCOUT_JSON_VERSION", "EXPORT_ORDER", "SUPPORTED_MODEL_TYPES",
+    "TRANSFORMERS_DEFAULTS",
+    "architecture_from_hf_config", "architecture_from_json_dict", "architecture_to_hf_config",
+    "architecture_to_json_dict", "load_architecture",
+]  # fmt: skip
+
+ARCHSCOUT_JSON_KEY = "archscout_architecture"  # marker (and format version) of our own JSON
+ARCHSCOUT_JSON_VERSION = 1
+
+_COMMON_KEYS = (
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "head_dim", "hidden_act", "max_position_embeddings", "tie_word_embeddings",
+)  # fmt: skip
+# Keys whose names look shape-related but that change neither parameters nor attention span.
+_HARMLESS_KEYS = frozenset({
+    "rms_norm_eps", "layer_norm_eps", "norm_topk_prob", "attention_dropout", "hidden_dropout",
+    "attn_logit_softcapping", "output_hidden_states", "output_attentions", "output_router_logits",
+    "router_aux_loss_coef", "router_jitter_noise", "original_max_position_embeddings", "num_labels",
+    "query_pre_attn_scalar", "chunk_size_feed_forward", "num_beams", "num_beam_groups",
+    "num_return_sequences", "no_repeat_ngram_size", "encoder_no_repeat_ngram_size",
+})  # fmt: skip
+# Generic PretrainedConfig keys (full dumps of older transformers) that would change the shape.
+_FIXED_FOR_ALL = {
+    "pruned_heads": ({},), "add_cross_attention": (False,), "cross_attention_hidden_size": (None,),
+    "tie_encoder_decoder": (False,),
+}  # fmt: skip
+_SHAPE_STEMS = (
+    "intermediate", "hidden", "head", "layer", "expert", "lora", "vocab", "embed", "rank", "dim",
+    "size", "bias", "norm", "window", "moe", "sparse", "shared", "group", "num", "kv", "tie", "sink",
+    "proj", "mlp", "attn", "attention", "qk", "ffn", "width", "depth", "rout",
+)  # fmt: skip
+
+
+def _defaults(common: tuple[Any, ...], **extra: Any) -> dict[str, Any]:
+    return {**dict(zip(_COMMON_KEYS, common, strict=True)), **extra}
+
+
+# transformers 5.24 config-class defaults of every key read below (None: derived, e.g. head_dim
+# = hidden_size // num_attention_heads, num_key_value_heads = num_attention_heads). The tuple is
+# (vocab, hidden, intermediate, layers, heads, kv heads, head_dim, act, max positions, tied).
+TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
+    "llama": _defaults(
+        (32000, 4096, 11008, 32, 32, None, None, "silu", 2048, False), attention_bias=False,
+        mlp_bias=False,
+    ),
+    "mistral": _defaults(
+        (32000, 4096, 14336, 32, 32, 8, None, "silu", 131072, False), sliding_window=4096,
+    ),
+    "mixtral": _defaults(
+        (32000, 4096, 14336, 32, 32, 8, None, "silu", 131072, False), sliding_window=None,
+        num_experts_per_tok=2, num_local_experts=8,
+    ),
+    "qwen2": _defaults(
+        (151936, 4096, 22016, 32, 32, 32, None, "silu", 32768, False), use_sliding_window=False,
+        sliding_window=4096, max_window_layers=28, layer_types=None,
+    ),
+    "qwen3": _defaults(
+        (151936, 4096, 22016, 32, 32, 32, 128, "silu", 32768, False), attention_bias=False,
+        use_sliding_window=False, sliding_window=4096, max_window_layers=28, layer_types=None,
+    ),
+    "qwen3_moe": _defaults(
+        (151936, 2048, 6144, 24, 32, 4, None, "silu", 32768, False), attention_bias=False,
+        use_sliding_window=False, sliding_window=4096, decoder_sparse_step=1, moe_intermediate_size=768,
+        num_experts_per_tok=8, num_experts=128, mlp_only_layers=None,
+    ),
+    "deepseek_v3": _defaults(
+        (129280, 7168, 18432, 61, 128, 128, None, "silu", 4096, False), attention_bias=False,
+        moe_intermediate_size=2048, n_shared_experts=1, n_routed_experts=256, num_experts_per_tok=8,
+        first_k_dense_replace=3, kv_lora_rank=512, q_lora_rank=1536, qk_rope_head_dim=64,
+        qk_nope_head_dim=128, v_head_dim=128,
+    ),
+    "gpt_oss": _defaults(
+        (201088, 2880, 2880, 36, 64, 8, 64, "silu", 131072, False), attention_bias=True,
+        num_local_experts=128, num_experts_per_tok=4, sliding_window=128, layer_types=None,
+    ),
+    "gemma2": _defaults(
+        (256000, 2304, 9216, 26, 8, 4, 256, None, 8192, True), attention_bias=False,
+        hidden_activation="gelu_pytorch_tanh", sliding_window=4096, layer_types=None,
+    ),
+    "phi3": _defaults((32064, 3072, 8192, 32, 32, None, None, "silu", 4096, False), sliding_window=None),
+}
+SUPPORTED_MODEL_TYPES = tuple(TRANSFORMERS_DEFAULTS)
+
+
+@dataclass(frozen=True)
+class _Family:
+    read: Callable[[Mapping[str, Any]], dict[str, Any]]  # Architecture fields beyond the common ones
+    ignored: frozenset[str] = frozenset()  # shape-looking keys transformers does not use here
+    fixed: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)  # keys allowed with these values
+    aliases: Mapping[str, str] = field(default_factory=dict)  # alias -> key read
+
+
+# ---- import ------------------------------------------------------------------------------------
+
+
+def architecture_from_hf_config(config: Mapping[str, Any], name: str | None = None) -> Architecture:
+    """The `Architecture` of a Hugging Face config dict (one of `SUPPORTED_MODEL_TYPES`)."""
+    model_type = config.get("model_type")
+    if model_type not in _FAMILIES:
+        supported = ", ".join(SUPPORTED_MODEL_TYPES)
+        raise ConfigError(f"`model_type` ({model_type!r}) is not supported; supported: {supported}")
+    family = _FAMILIES[model_type]
+    given = _resolve_aliases(config, family)
+    _check_keys(given, model_type, family)
+    merged = {**TRANSFORMERS_DEFAULTS[model_type], **given}
+    label = name or str(config.get("_name_or_path") or model_type)
+    fields = {"name": label, "family": model_type, **_common_fields(merged), **family.read(merged)}
+    try:
+        return Architecture(**fields)
+    except ValidationError as exc:
+        raise config_error_from(exc, f"{label} ({model_type})") from exc
+
+
+def _resolve_aliases(config: Mapping[str, Any], family: _Family) -> dict[str, Any]:
+    given = dict(config)
+    for alias, key in family.aliases.items():
+        if alias not in given:
+            continue
+        value = given.pop(alias)
+        if key in given and given[key] != value:
+            raise ConfigError(f"`{alias}` ({value!r}) must equal `{key}` ({given[key]!r})")
+        given[key] = value
+    return given
+
+
+def _check_keys(given: Mapping[str, Any], model_type: str, family: _Family) -> None:
+    read, fixed = TRANSFORMERS_DEFAULTS[model_type].keys(), {**_FIXED_FOR_ALL, **family.fixed}
+    for key, value in given.items():
+        if key in fixed and value not in fixed[key]:
+            allowed = " or ".join(repr(v) for v in fixed[key])
+            raise ConfigError(
+                f"`{key}` ({value!r}) is not supported for model_type `{model_type}`: must be {allowed}"
+            )
+        known = key in read or key in family.ignored or key in fixed or key in _HARMLESS_KEYS
+        if not known and _looks_shape_related(key):
+            raise ConfigError(
+                f"`{key}` ({value!r}) is not supported for model_type `{model_type}`: archscout does not "
+                "read it and it may change the model's shape"
+            )
+
+
+def _looks_shape_related(key: str) -> bool:
+    tokens = [token for token in re.split(r"[^a-z0-9]+", key.lower()) if token]
+    return any(token == "n" or token.startswith(_SHAPE_STEMS) for token in tokens)
+
+
+def _int(config: Mapping[str, Any], key: str, minimum: int = 1) -> int:
+    value = config[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"`{key}` ({value!r}) must be an integer >= {minimum}")
+    return value
+
+
+def _common_fields(c: Mapping[str, Any]) -> dict[str, Any]:
+    hidden, heads = _int(c, "hidden_size"), _int(c, "num_attention_heads")
+    return {
+        "vocab_size": c["vocab_size"],
+        "hidden_size": hidden,
+        "num_layers": _int(c, "num_hidden_layers"),
+        "num_attention_heads": heads,
+        "num_kv_heads": heads if c["num_key_value_heads"] is None else c["num_key_value_heads"],
+        "head_dim": hidden // heads if c["head_dim"] is None else c["head_dim"],
+        "intermediate_size": c["intermediate_size"],
+        "hidden_act": c["hidden_act"],
+        "max_position_embeddings": c["max_position_embeddings"],
+        "tie_word_embeddings": c["tie_word_embeddings"],
+    }
+
+
+def _biases(c: Mapping[str, Any]) -> dict[str, Any]:
+    return {"qkv_bias": c["attention_bias"], "o_bias": c["attention_bias"]}
+
+
+def _uniform_sliding(window: int | None) -> dict[str, Any]:
+    """Every layer uses the window (Mistral, Mixtral, Phi-3, Qwen3-MoE in transformers)."""
+    return {"sliding_window": window, "layer_types": None}
+
+
+def _layer_types(c: Mapping[str, Any], window: int | None, default: tuple[str, ...]) -> dict[str, Any]:
+    """Per-layer pattern, canonical: None when no layer or every layer slides."""
+    types = c["layer_types"] if c["layer_types"] is not None else default
+    allowed = (FULL_ATTENTION, SLIDING_ATTENTION)
+    layers = c["num_hidden_layers"]
+    if not isinstance(types, list | tuple) or len(types) != layers or not set(types) <= set(allowed):
+        raise ConfigError(
+            f"`layer_types` ({types!r}) must list {allowed} once per layer ({layers} layers)"
+        )
+    sliding = types.count(SLIDING_ATTENTION)
+    if window is None or sliding == 0:
+        return _uniform_sliding(None)
+    if sliding == layers:
+        return _uniform_sliding(window)
+    return {"sliding_window": window, "layer_types": tuple(types)}
+
+
+def _moe(c: Mapping[str, Any], experts_key: str, width_key: str) -> dict[str, Any]:
+    return {
+        "num_experts": c[experts_key],
+        "experts_per_token": c["num_experts_per_tok"],
+        "moe_intermediate_size": c[width_key],
+    }
+
+
+def _read_llama(c: Mapping[str, Any]) -> dict[str, Any]:
+    return {**_biases(c), "mlp_bias": c["mlp_bias"]}
+
+
+def _read_mistral(c: Mapping[str, Any]) -> dict[str, Any]:
+    return _uniform_sliding(c["sliding_window"])
+
+
+def _read_mixtral(c: Mapping[str, Any]) -> dict[str, Any]:
+    """Mixtral's `intermediate_size` is the expert width; there are no dense layers."""
+    experts = _moe(c, "num_local_experts", "intermediate_size")
+    return {**experts, "intermediate_size": 0, **_read_mistral(c)}
+
+
+def _qwen_window(c: Mapping[str, Any]) -> int | None:
+    return c["sliding_window"] if c["use_sliding_window"] else None
+
+
+def _read_qwen2(c: Mapping[str, Any]) -> dict[str, Any]:
+    """Qwen2 always has q/k/v biases; layers from `max_window_layers` on slide."""
+    first_sliding, layers = c["max_window_layers"], range(c["num_hidden_layers"])
+    default = tuple(SLIDING_ATTENTION if i >= first_sliding else FULL_ATTENTION for i in layers)
+    return {"qkv_bias": True, **_layer_types(c, _qwen_window(c), default)}
+
+
+def _read_qwen3(c: Mapping[str, Any]) -> dict[str, Any]:
+    return {**_read_qwen2(c), **_biases(c), "qk_norm": True}
+
+
+def _read_qwen3_moe(c: Mapping[str, Any]) -> dict[str, Any]:
+    fields = {**_biases(c), "qk_norm": True, **_uniform_sliding(_qwen_window(c))}
+    if c["num_experts"] == 0:
+        return fields
+    dense = sorted(set(c["mlp_only_layers"] or ()))
+    if dense != list(range(len(dense))):
+        raise ConfigError(
+            f"`mlp_only_layers` ({dense}) is not supported: only leading layers 0..k-1 can be dense"
+        )
+    placement = {"first_dense_layers": len(dense), "moe_layer_period": c["decoder_sparse_step"]}
+    return {**fields, **_moe(c, "num_experts", "moe_intermediate_size"), **placement}
+
+
+def _read_deepseek_v3(c: Mapping[str, Any]) -> dict[str, Any]:
+    nope, rope = _int(c, "qk_nope_head_dim", 0), _int(c, "qk_rope_head_dim")
+    mla = {
+        "attention_kind": "mla", "q_lora_rank": c["q_lora_rank"] or 0, "kv_lora_rank": c["kv_lora_rank"],
+        "qk_nope_head_dim": nope, "qk_rope_head_dim": rope, "v_head_dim": c["v_head_dim"],
+        "head_dim": nope + rope, "num_kv_heads": c["num_attention_heads"], **_biases(c),
+    }  # fmt: skip
+    first_dense = _int(c, "first_k_dense_replace", 0)
+    if first_dense >= c["num_hidden_layers"]:
+        return mla  # every layer dense: the routed-expert keys are unused
+    moe = {"num_shared_experts": c["n_shared_experts"] or 0, "first_dense_layers": first_dense}
+    return {**mla, **_moe(c, "n_routed_experts", "moe_intermediate_size"), **moe}
+
+
+def _read_gpt_oss(c: Mapping[str, Any]) -> dict[str, Any]:
+    """gpt-oss: biased experts and router, attention sinks, alternating sliding/full layers."""
+    default = periodic_layer_types(c["num_hidden_layers"], 2)
+    flags = {"router_bias": True, "expert_bias": True, "attention_sinks": True, **_biases(c)}
+    layers = _layer_types(c, c["sliding_window"], default)
+    experts = _moe(c, "num_local_experts", "intermediate_size")
+    return {**experts, "intermediate_size": 0, **flags, **layers}
+
+
+def _read_gemma2(c: Mapping[str, Any]) -> dict[str, Any]:
+    """Gemma-2: pre/post norms around attention and MLP, `hidden_activation`, alternating layers."""
+    default = periodic_layer_types(c["num_hidden_layers"], 2)
+    layers = _layer_types(c, c["sliding_window"], default)
+    return {"norms_per_layer": 4, "hidden_act": c["hidden_activation"], **_biases(c), **layers}
+
+
+_NO_BIAS = {"attention_bias": (False,), "mlp_bias": (False,)}
+_EXPERT_ALIAS = {"num_experts": "num_local_experts"}
+_FAMILIES: dict[str, _Family] = {
+    "llama": _Family(_read_llama),
+    "mistral": _Family(_read_mistral, fixed=_NO_BIAS),
+    "mixtral": _Family(_read_mixtral, fixed=_NO_BIAS, aliases=_EXPERT_ALIAS),
+    "qwen2": _Family(_read_qwen2, fixed={"attention_bias": (True,), "mlp_bias": (False,)}),
+    "qwen3": _Family(_read_qwen3, fixed={"mlp_bias": (False,)}),
+    "qwen3_moe": _Family(
+        _read_qwen3_moe, ignored=frozenset({"max_window_layers"}), fixed={"mlp_bias": (False,)},
+        aliases={"num_local_experts": "num_experts"},
+    ),
+    "deepseek_v3": _Family(
+        _read_deepseek_v3,
+        # MTP layers are not built by transformers; its config class recomputes (q)k head dims
+        ignored=frozenset({
+            "num_nextn_predict_layers", "num_mtp_layers", "head_dim", "qk_head_dim", "n_group",
+            "topk_group", "ep_size", "routed_scaling_factor",
+        }),
+        fixed={"moe_layer_freq": (1,), "mlp_bias": (False,)},
+        aliases={"num_local_experts": "n_routed_experts"},
+    ),
+    "gpt_oss": _Family(
+        _read_gpt_oss, fixed={"mlp_bias": (False,)},
+        aliases={**_EXPERT_ALIAS, "experts_per_token": "num_experts_per_tok"},
+    ),
+    "gemma2": _Family(
+        _read_gemma2, ignored=frozenset({"hidden_act", "sliding_window_size"}),  # legacy duplicates
+        fixed={"use_bidirectional_attention": (None, False)},
+    ),
+    "phi3": _Family(_read_mistral, fixed=_NO_BIAS),  # fused qkv / gate_up: same count as unfused
+}
+
+
+# ---- our own JSON and files ---------------------------------------------------------------------
+
+
+def architecture_to_json_dict(arch: Architecture) -> dict[str, Any]:
+    """Our own JSON: `arch.model_dump()` plus the `archscout_architecture` marker (format version)."""
+    return {ARCHSCOUT_JSON_KEY: ARCHSCOUT_JSON_VERSION, **arch.model_dump(mode="json")}
+
+
+def architecture_from_json_dict(doc: Mapping[str, Any], source: str = "architecture") -> Architecture:
+    fields = dict(doc)
+    version = fields.pop(ARCHSCOUT_JSON_KEY, ARCHSCOUT_JSON_VERSION)
+    if version != ARCHSCOUT_JSON_VERSION:
+        raise ConfigError(
+            f"{source}: `{ARCHSCOUT_JSON_KEY}` ({version!r}) must be {ARCHSCOUT_JSON_VERSION}"
+        )
+    try:
+        return Architecture.model_validate(fields)
+    except ValidationError as exc:
+        raise config_error_from(exc, source) from exc
+
+
+def load_architecture(path: str | Path) -> Architecture:
+    """Read a Hugging Face config.json (or a model folder holding one) or our own JSON."""
+    file = Path(path)
+    file = file / "config.json" if file.is_dir() else file
+    try:
+        doc = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"`{file}` cannot be read as JSON: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise ConfigError(f"`{file}` must hold a JSON object; got {type(doc).__name__}")
+    if ARCHSCOUT_JSON_KEY in doc or "model_type" not in doc:
+        return architecture_from_json_dict(doc, f"{file} (archscout JSON: no `model_type`)")
+    default_name = file.parent.name if file.name == "config.json" else file.stem
+    return architecture_from_hf_config(doc, name=str(doc.get("_name_or_path") or default_name))

@@ -1,0 +1,207 @@
+"""`Architecture` -> Hugging Face config dict: the most natural `model_type` that is exact.
+
+Each exportable model_type has rules: what transformers' modeling code for it can express (one
+`attention_bias` for q/k/v/o, which sliding patterns, which MoE placements, …). The
+architecture's own family is used when it fits, else the first fitting model_type of
+`EXPORT_ORDER`; transformers builds from the exported config a model of exactly
+`count_params(arch)` parameters (checked in tests/cost_model/test_hf_config.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from cost_model.architecture import FULL_ATTENTION, SLIDING_ATTENTION, Architecture
+from cost_model.errors import ConfigError
+
+EXPORT_ORDER = (
+    "llama", "mistral", "qwen2", "qwen3", "gemma2", "mixtral", "qwen3_moe", "gpt_oss", "deepseek_v3",
+)  # fmt: skip
+_CLASS_NAMES = {
+    "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
+    "qwen3": "Qwen3ForCausalLM", "gemma2": "Gemma2ForCausalLM", "mixtral": "MixtralForCausalLM",
+    "qwen3_moe": "Qwen3MoeForCausalLM", "gpt_oss": "GptOssForCausalLM",
+    "deepseek_v3": "DeepseekV3ForCausalLM",
+}  # fmt: skip
+_BOTH = (False, True)
+_ANY_SLIDING = ("none", "all", "mixed")
+_UNIFORM_SLIDING = ("none", "all")
+_OMIT = object()  # marks an exported key to leave out
+Rules = dict[str, tuple[Any, tuple[Any, ...]]]  # rule name -> (actual value, allowed values)
+
+
+def architecture_to_hf_config(arch: Architecture) -> dict[str, Any]:
+    """A config dict that `transformers.AutoConfig.for_model(**d)` (or `from_pretrained` on a
+    folder holding it as config.json) loads into a model of exactly `count_params(arch)`."""
+    family = _export_family(arch)
+    common = {
+        "model_type": family, "architectures": [_CLASS_NAMES[family]], "_name_or_path": arch.name,
+        "vocab_size": arch.vocab_size, "hidden_size": arch.hidden_size,
+        "intermediate_size": arch.intermediate_size, "num_hidden_layers": arch.num_layers,
+        "num_attention_heads": arch.num_attention_heads, "num_key_value_heads": arch.num_kv_heads,
+        "head_dim": arch.head_dim, "hidden_act": arch.hidden_act,
+        "max_position_embeddings": arch.max_position_embeddings,
+        "tie_word_embeddings": arch.tie_word_embeddings,
+    }  # fmt: skip
+    merged = {**common, **_EXPORTERS[family](arch)}
+    return {key: value for key, value in merged.items() if value is not _OMIT}
+
+
+# ---- which model_type ----------------------------------------------------------------------------
+
+
+def _export_family(arch: Architecture) -> str:
+    """`arch.family` when it fits, else the first model_type in `EXPORT_ORDER` that does."""
+    candidates = ((arch.family,) if arch.family in EXPORT_ORDER else ()) + EXPORT_ORDER
+    broken = {family: _broken_rules(arch, family) for family in candidates}
+    fitting = [family for family in candidates if not broken[family]]
+    if fitting:
+        return fitting[0]
+    closest = min(EXPORT_ORDER, key=lambda family: len(broken[family]))
+    raise ConfigError(
+        f"cannot export `{arch.name}` as a Hugging Face config: no supported model_type represents "
+        f"it; the closest, `{closest}`, needs " + ", ".join(broken[closest])
+    )
+
+
+def _broken_rules(arch: Architecture, family: str) -> list[str]:
+    rules = _FAMILY_RULES[family](arch)
+    return [
+        f"`{key}` in {allowed} (got {actual!r})"
+        for key, (actual, allowed) in rules.items()
+        if actual not in allowed
+    ]
+
+
+def _rules(arch: Architecture, **allowed: tuple[Any, ...] | None) -> Rules:
+    """What a model_type needs: a plain dense GQA model, with `allowed` overriding (None: any)."""
+    plain = {
+        "attention_kind": ("gqa",), "gated_mlp": (True,), "norms_per_layer": (2,),
+        "qk_norm": (False,), "qkv_bias": (False,), "o_bias": (False,), "mlp_bias": (False,),
+        "router_bias": (False,), "expert_bias": (False,), "attention_sinks": (False,),
+        "is_moe": (False,), "num_shared_experts": (0,), "first_dense_layers": (0,),
+        "moe_layer_period": (1,), "sliding_pattern": ("none",),
+    }  # fmt: skip
+    merged = {**plain, **allowed}
+    return {key: (getattr(arch, key), values) for key, values in merged.items() if values is not None}
+
+
+def _same_bias(arch: Architecture) -> dict[str, tuple[Any, ...]]:
+    """One `attention_bias` key sets the q, k, v and o biases together."""
+    return {"qkv_bias": _BOTH, "o_bias": (arch.qkv_bias,)}
+
+
+def _heads_divide_hidden(arch: Architecture) -> Rules:
+    """LlamaConfig and Gemma2Config refuse hidden_size % num_attention_heads != 0."""
+    remainder = arch.hidden_size % arch.num_attention_heads
+    return {"hidden_size % num_attention_heads": (remainder, (0,))}
+
+
+def _deepseek_rules(arch: Architecture) -> Rules:
+    """MLA, dense or MoE; transformers makes the shared experts n_shared * moe_intermediate wide."""
+    mla = _rules(
+        arch, **_same_bias(arch), attention_kind=("mla",), is_moe=_BOTH, num_shared_experts=None,
+        first_dense_layers=None,
+    )  # fmt: skip
+    width = (arch.num_shared_experts * arch.moe_intermediate_size,)
+    return {**mla, "shared_expert_intermediate_size": (arch.shared_expert_intermediate_size, width)}
+
+
+_FAMILY_RULES: dict[str, Callable[[Architecture], Rules]] = {
+    "llama": lambda a: {**_rules(a, **_same_bias(a), mlp_bias=_BOTH), **_heads_divide_hidden(a)},
+    "mistral": lambda a: _rules(a, sliding_pattern=_UNIFORM_SLIDING),
+    "qwen2": lambda a: _rules(a, qkv_bias=(True,), sliding_pattern=_ANY_SLIDING),
+    "qwen3": lambda a: _rules(a, **_same_bias(a), qk_norm=(True,), sliding_pattern=_ANY_SLIDING),
+    "gemma2": lambda a: {
+        **_rules(a, **_same_bias(a), norms_per_layer=(4,), sliding_pattern=_ANY_SLIDING),
+        **_heads_divide_hidden(a),
+    },
+    "mixtral": lambda a: _rules(a, is_moe=(True,), sliding_pattern=_UNIFORM_SLIDING),
+    "qwen3_moe": lambda a: _rules(
+        a, **_same_bias(a), is_moe=(True,), qk_norm=(True,), first_dense_layers=None,
+        moe_layer_period=None, sliding_pattern=_UNIFORM_SLIDING,
+    ),
+    "gpt_oss": lambda a: _rules(
+        a, **_same_bias(a), is_moe=(True,), router_bias=(True,), expert_bias=(True,),
+        attention_sinks=(True,), sliding_pattern=_ANY_SLIDING,
+    ),
+    "deepseek_v3": _deepseek_rules,
+}  # fmt: skip
+
+
+# ---- the keys of each model_type -----------------------------------------------------------------
+
+
+def _window(arch: Architecture) -> int | None:
+    return arch.sliding_window if arch.num_sliding_layers else None
+
+
+def _bias(arch: Architecture) -> dict[str, Any]:
+    return {"attention_bias": arch.qkv_bias}  # q, k, v and o (the rules ensure o_bias == qkv_bias)
+
+
+def _export_layer_types(arch: Architecture) -> dict[str, Any]:
+    types = [SLIDING_ATTENTION if sliding else FULL_ATTENTION for sliding in arch.layer_is_sliding]
+    return {"sliding_window": _window(arch), "layer_types": types}
+
+
+def _export_qwen2(arch: Architecture) -> dict[str, Any]:
+    """Qwen2 always has q/k/v biases (no key); `layer_types` overrides `max_window_layers`."""
+    window = {"use_sliding_window": arch.num_sliding_layers > 0, "max_window_layers": arch.num_layers}
+    return {**window, **_export_layer_types(arch)}
+
+
+def _export_gemma2(arch: Architecture) -> dict[str, Any]:
+    activation = {"hidden_act": _OMIT, "hidden_activation": arch.hidden_act}
+    scaling = {"query_pre_attn_scalar": arch.head_dim}  # 1/sqrt(head_dim), as Gemma-2 2B and 9B
+    return {**activation, **_bias(arch), **scaling, **_export_layer_types(arch)}
+
+
+def _export_mixtral(arch: Architecture) -> dict[str, Any]:
+    """Mixtral's `intermediate_size` is the expert width."""
+    experts = {"num_local_experts": arch.num_experts, "num_experts_per_tok": arch.experts_per_token}
+    return {**experts, "intermediate_size": arch.moe_intermediate_size, "sliding_window": _window(arch)}
+
+
+def _export_qwen3_moe(arch: Architecture) -> dict[str, Any]:
+    return {
+        **_bias(arch), "num_experts": arch.num_experts, "num_experts_per_tok": arch.experts_per_token,
+        "moe_intermediate_size": arch.moe_intermediate_size, "norm_topk_prob": True,
+        "decoder_sparse_step": arch.moe_layer_period,
+        "mlp_only_layers": list(range(arch.first_dense_layers)),
+        "use_sliding_window": arch.num_sliding_layers > 0, "sliding_window": _window(arch),
+    }  # fmt: skip
+
+
+def _export_gpt_oss(arch: Architecture) -> dict[str, Any]:
+    return {**_bias(arch), **_export_mixtral(arch), **_export_layer_types(arch)}
+
+
+def _export_deepseek_v3(arch: Architecture) -> dict[str, Any]:
+    """MLA; one routing group (n_group = topk_group = 1) so that any expert count routes."""
+    mla = {
+        "q_lora_rank": arch.q_lora_rank or None, "kv_lora_rank": arch.kv_lora_rank,
+        "qk_nope_head_dim": arch.qk_nope_head_dim, "qk_rope_head_dim": arch.qk_rope_head_dim,
+        "v_head_dim": arch.v_head_dim, "head_dim": _OMIT, **_bias(arch),
+    }  # fmt: skip
+    if not arch.is_moe:
+        return {**mla, "first_k_dense_replace": arch.num_layers}
+    return {
+        **mla, "n_routed_experts": arch.num_experts, "num_experts_per_tok": arch.experts_per_token,
+        "n_shared_experts": arch.num_shared_experts, "moe_intermediate_size": arch.moe_intermediate_size,
+        "first_k_dense_replace": arch.first_dense_layers, "n_group": 1, "topk_group": 1,
+    }  # fmt: skip
+
+
+_EXPORTERS: dict[str, Callable[[Architecture], dict[str, Any]]] = {
+    "llama": lambda arch: {**_bias(arch), "mlp_bias": arch.mlp_bias},
+    "mistral": lambda arch: {"sliding_window": _window(arch)},
+    "qwen2": _export_qwen2,
+    "qwen3": lambda arch: {**_bias(arch), **_export_qwen2(arch)},
+    "gemma2": _export_gemma2,
+    "mixtral": _export_mixtral,
+    "qwen3_moe": _export_qwen3_moe,
+    "gpt_oss": _export_gpt_oss,
+    "deepseek_v3": _export_deepseek_v3,
+}

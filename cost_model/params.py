@@ -1,0 +1,209 @@
+"""Exact parameter counts (a named breakdown) and forward FLOPs per token of an `Architecture`.
+
+Counts equal the unique parameters transformers instantiates for the same config (a tied lm_head
+is counted once, as the embedding); buffers (RoPE tables, DeepSeek's router correction bias) and
+DeepSeek's multi-token-prediction layers, which transformers does not build, are not parameters.
+`active_params` follows `validation/model_params.csv`: the total minus the routed experts a token
+does not use, (E - k) of E in every MoE layer; embedding and lm_head are included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+import numpy as np
+
+from cost_model.architecture import Architecture
+from cost_model.units import gemm_flop
+
+BREAKDOWN_KEYS = (
+    "embedding", "attention/q", "attention/kv", "attention/o", "attention/norm", "attention/sinks",
+    "mlp/gate", "mlp/up", "mlp/down", "moe/router", "moe/experts", "moe/shared", "norm", "lm_head",
+)  # fmt: skip
+TOTAL_KEY = "total"
+
+
+@dataclass(frozen=True, eq=False)
+class ParamBreakdown(Mapping[str, int]):
+    """Parameters by component, summed over layers; `breakdown["total"]` is their sum."""
+
+    parts: Mapping[str, int]
+    active_params: int
+
+    def __getitem__(self, key: str) -> int:
+        return self.total_params if key == TOTAL_KEY else self.parts[key]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.parts
+        yield TOTAL_KEY
+
+    def __len__(self) -> int:
+        return len(self.parts) + 1
+
+    @property
+    def total_params(self) -> int:
+        return sum(self.parts.values())
+
+    @property
+    def embedding_params(self) -> int:
+        """Input embedding (a tied lm_head shares it)."""
+        return self.parts["embedding"]
+
+    @property
+    def lm_head_params(self) -> int:
+        """Untied output projection; 0 when tied to the embedding."""
+        return self.parts["lm_head"]
+
+    @property
+    def non_embedding_params(self) -> int:
+        return self.total_params - self.embedding_params - self.lm_head_params
+
+
+def count_params(arch: Architecture) -> ParamBreakdown:
+    """Exact parameter count of `arch`, by component, with the per-token active count."""
+    parts = dict.fromkeys(BREAKDOWN_KEYS, 0)
+    parts["embedding"] = arch.vocab_size * arch.hidden_size
+    parts["lm_head"] = 0 if arch.tie_word_embeddings else arch.vocab_size * arch.hidden_size
+    parts["norm"] = (arch.num_layers * arch.norms_per_layer + 1) * arch.hidden_size  # + final norm
+    _add(parts, _attention_params(arch), arch.num_layers)
+    _add(parts, _mlp_params(arch, arch.intermediate_size, "mlp"), arch.num_dense_layers)
+    _add(parts, _moe_params(arch), arch.num_moe_layers)
+    unused_experts = arch.num_experts - arch.experts_per_token
+    inactive = arch.num_moe_layers * unused_experts * _expert_params(arch)
+    return ParamBreakdown(MappingProxyType(parts), sum(parts.values()) - inactive)
+
+
+def _add(parts: dict[str, int], per_layer: Mapping[str, int], num_layers: int) -> None:
+    for key, count in per_layer.items():
+        parts[key] += count * num_layers
+
+
+def _attention_params(arch: Architecture) -> dict[str, int]:
+    counts = _mla_params(arch) if arch.attention_kind == "mla" else _gqa_params(arch)
+    counts["attention/sinks"] = arch.num_attention_heads if arch.attention_sinks else 0
+    return counts
+
+
+def _gqa_params(arch: Architecture) -> dict[str, int]:
+    hidden, q_dim, kv_dim = arch.hidden_size, arch.q_dim, 2 * arch.num_kv_heads * arch.head_dim
+    return {
+        "attention/q": (hidden + arch.qkv_bias) * q_dim,
+        "attention/kv": (hidden + arch.qkv_bias) * kv_dim,
+        "attention/o": (arch.attention_out_in_dim + arch.o_bias) * hidden,
+        "attention/norm": 2 * arch.head_dim if arch.qk_norm else 0,
+    }
+
+
+def _mla_params(arch: Architecture) -> dict[str, int]:
+    """DeepSeek MLA: q_a/q_b (or q_proj), kv_a_proj_with_mqa, kv_b_proj, o_proj, latent norms."""
+    hidden, rank_q, rank_kv = arch.hidden_size, arch.q_lora_rank, arch.kv_lora_rank
+    if rank_q:
+        q_params = (hidden + arch.qkv_bias) * rank_q + rank_q * arch.q_dim
+    else:
+        q_params = hidden * arch.q_dim  # transformers: an uncompressed q_proj has no bias
+    kv_up_dim = arch.num_attention_heads * (arch.qk_nope_head_dim + arch.v_head_dim)
+    kv_params = (hidden + arch.qkv_bias) * (rank_kv + arch.qk_rope_head_dim) + rank_kv * kv_up_dim
+    return {
+        "attention/q": q_params,
+        "attention/kv": kv_params,
+        "attention/o": (arch.attention_out_in_dim + arch.o_bias) * hidden,
+        "attention/norm": rank_q + rank_kv,  # q_a_layernorm, kv_a_layernorm
+    }
+
+
+def _mlp_params(arch: Architecture, width: int, prefix: str) -> dict[str, int]:
+    """One dense MLP of `width` with `mlp_bias`: keys prefix/gate, prefix/up, prefix/down."""
+    hidden, bias = arch.hidden_size, arch.mlp_bias
+    up = (hidden + bias) * width
+    gate = up if arch.gated_mlp else 0
+    return {f"{prefix}/gate": gate, f"{prefix}/up": up, f"{prefix}/down": (width + bias) * hidden}
+
+
+def _expert_params(arch: Architecture) -> int:
+    """One routed expert: gate (if gated), up and down projections, plus biases (gpt-oss)."""
+    width, hidden = arch.moe_intermediate_size, arch.hidden_size
+    in_projections = 2 if arch.gated_mlp else 1
+    weights = (in_projections + 1) * hidden * width
+    biases = in_projections * width + hidden if arch.expert_bias else 0
+    return weights + biases
+
+
+def _moe_params(arch: Architecture) -> dict[str, int]:
+    if not arch.is_moe:
+        return {}
+    shared = _mlp_params(arch, arch.shared_expert_intermediate_size, "shared")
+    return {
+        "moe/router": (arch.hidden_size + arch.router_bias) * arch.num_experts,
+        "moe/experts": arch.num_experts * _expert_params(arch),
+        "moe/shared": sum(shared.values()),
+    }
+
+
+# ---- FLOPs ---------------------------------------------------------------------------------------
+
+
+def flops_per_token(arch: Architecture, context_tokens: float | np.ndarray = 0) -> float | np.ndarray:
+    """Forward FLOPs for one token attending to `context_tokens` earlier tokens (2 FLOP per MAC).
+
+    = weight GEMMs with the active experts (`matmul_flop_per_token`) + attention scores and
+    values at that context (`attention_flop_per_token`). Averaging over a causal prompt is the
+    caller's job. Broadcasts over an array of contexts.
+    """
+    return matmul_flop_per_token(arch) + attention_flop_per_token(arch, context_tokens)
+
+
+def matmul_flop_per_token(arch: Architecture) -> float:
+    """FLOPs of every weight GEMM one token goes through: k experts, router and lm_head included."""
+    layers = (
+        arch.num_layers * _gemms_flop(_attention_gemms(arch))
+        + arch.num_dense_layers * _gemms_flop(_mlp_gemms(arch, arch.intermediate_size))
+        + arch.num_moe_layers * _moe_layer_flop(arch)
+    )
+    return float(layers + gemm_flop(1, arch.vocab_size, arch.hidden_size))
+
+
+def attention_flop_per_token(
+    arch: Architecture, context_tokens: float | np.ndarray = 0
+) -> float | np.ndarray:
+    """FLOPs of q·Kᵀ and softmax·V for one token over `context_tokens` (sliding layers: the window).
+
+    MLA is counted in its expanded form (keys of nope + rope, values of v_head_dim per head).
+    """
+    context = np.asarray(context_tokens, dtype=np.float64)
+    full = arch.num_full_attention_layers * context
+    window = context if arch.sliding_window is None else np.minimum(context, arch.sliding_window)
+    attended = full + arch.num_sliding_layers * window
+    per_head = gemm_flop(1, attended, arch.head_dim) + gemm_flop(1, attended, arch.value_head_dim)
+    flop = arch.num_attention_heads * per_head
+    return float(flop) if np.ndim(flop) == 0 else flop
+
+
+def _gemms_flop(gemms: list[tuple[int, int]]) -> float:
+    """FLOPs for one token through weight matrices given as (out_features, in_features)."""
+    return float(sum(gemm_flop(1, out_dim, in_dim) for out_dim, in_dim in gemms))
+
+
+def _attention_gemms(arch: Architecture) -> list[tuple[int, int]]:
+    hidden = arch.hidden_size
+    out = [(hidden, arch.attention_out_in_dim)]
+    if arch.attention_kind == "gqa":
+        return [(arch.q_dim, hidden), (2 * arch.num_kv_heads * arch.head_dim, hidden), *out]
+    rank_q, rank_kv = arch.q_lora_rank, arch.kv_lora_rank
+    q_gemms = [(rank_q, hidden), (arch.q_dim, rank_q)] if rank_q else [(arch.q_dim, hidden)]
+    kv_up_dim = arch.num_attention_heads * (arch.qk_nope_head_dim + arch.v_head_dim)
+    kv_gemms = [(rank_kv + arch.qk_rope_head_dim, hidden), (kv_up_dim, rank_kv)]
+    return [*q_gemms, *kv_gemms, *out]
+
+
+def _mlp_gemms(arch: Architecture, width: int) -> list[tuple[int, int]]:
+    up = [(width, arch.hidden_size)] * (2 if arch.gated_mlp else 1)
+    return [*up, (arch.hidden_size, width)]
+
+
+def _moe_layer_flop(arch: Architecture) -> float:
+    router = gemm_flop(1, arch.num_experts, arch.hidden_size)
+    experts = arch.experts_per_token * _gemms_flop(_mlp_gemms(arch, arch.moe_intermediate_size))
+    shared = _gemms_flop(_mlp_gemms(arch, arch.shared_expert_intermediate_size))
+    return float(router) + experts + (shared if arch.num_shared_experts else 0.0)

@@ -1,0 +1,171 @@
+"""Architecture: bounds, cross-field rules (messages name field, rule and value), derived values."""
+
+import itertools
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from cost_model.architecture import (
+    FULL_ATTENTION, SLIDING_ATTENTION, Architecture, make_architecture, periodic_layer_types,
+)  # fmt: skip
+from cost_model.errors import ConfigError, CostModelError
+from cost_model.hf_config import load_architecture
+
+MODEL_CONFIGS = Path(__file__).resolve().parents[2].parent / "shared" / "validation" / "model_configs"
+
+DENSE = dict(
+    name="dense", vocab_size=1000, hidden_size=256, num_layers=4, num_attention_heads=8, num_kv_heads=2,
+    head_dim=32, intermediate_size=512, max_position_embeddings=4096,
+)  # fmt: skip
+MOE = dict(DENSE, name="moe", num_experts=8, experts_per_token=2, moe_intermediate_size=64)
+MLA = dict(
+    DENSE, name="mla", attention_kind="mla", num_kv_heads=8, head_dim=24, q_lora_rank=64, kv_lora_rank=32,
+    qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
+)  # fmt: skip
+
+
+def _arch(base: dict, **changes) -> Architecture:
+    return Architecture(**{**base, **changes})
+
+
+@pytest.mark.parametrize(
+    ("fields", "variant"),
+    [
+        (dict(DENSE, num_kv_heads=8), "mha"),
+        (DENSE, "gqa"),
+        (dict(DENSE, num_kv_heads=1), "mqa"),
+        (MLA, "mla"),
+    ],
+    ids=["mha", "gqa", "mqa", "mla"],
+)
+def test_attention_variant(fields, variant):
+    assert Architecture(**fields).attention_variant == variant
+
+
+def test_gqa_derived_dims():
+    arch = Architecture(**DENSE)
+    assert arch.q_dim == 8 * 32
+    assert arch.kv_dim_per_token_per_layer_elems == 2 * 2 * 32
+    assert arch.attention_out_in_dim == 8 * 32
+    assert (arch.is_moe, arch.num_moe_layers, arch.num_dense_layers) == (False, 0, 4)
+
+
+def test_mla_derived_dims_deepseek_v3():
+    # DeepSeek-V3 (arXiv:2412.19437 §2.1 / its config.json): 128 heads of nope 128 + rope 64,
+    # latent 512 + rope 64 cached per token and layer, v_head_dim 128, 3 dense + 58 MoE layers.
+    arch = load_architecture(MODEL_CONFIGS / "DeepSeek-V3.json")
+    assert arch.q_dim == 128 * (128 + 64)
+    assert arch.kv_dim_per_token_per_layer_elems == 512 + 64
+    assert arch.attention_out_in_dim == 128 * 128
+    assert (arch.num_dense_layers, arch.num_moe_layers) == (3, 58)
+
+
+@pytest.mark.parametrize(
+    ("stem", "sliding", "full"),
+    [
+        ("gemma-2-9b", 21, 21), ("Mistral-7B-v0.1", 32, 0), ("Phi-3-mini-4k-instruct", 32, 0),
+        ("Llama-3.1-8B", 0, 32),
+    ],  # fmt: skip
+    ids=["gemma2-alternating", "mistral-all-sliding", "phi3-all-sliding", "llama-no-window"],
+)
+def test_sliding_layer_counts(stem, sliding, full):
+    # transformers 5.24: Gemma2 layer i slides iff i is even; Mistral/Phi-3 slide on every layer.
+    arch = load_architecture(MODEL_CONFIGS / f"{stem}.json")
+    assert (arch.num_sliding_layers, arch.num_full_attention_layers) == (sliding, full)
+
+
+def test_moe_layer_placement_first_dense_and_period():
+    arch = _arch(MOE, num_layers=8, first_dense_layers=3, moe_layer_period=2)
+    assert arch.layer_is_moe == (False, False, False, True, False, True, False, True)
+    assert (arch.num_moe_layers, arch.num_dense_layers) == (3, 5)
+
+
+def test_moe_layer_count_equals_per_layer_placement():
+    for layers, first, period in itertools.product(range(1, 9), range(9), range(1, 9)):
+        placement = [i >= first and (i + 1) % period == 0 for i in range(layers)]
+        if any(placement) and period <= layers:
+            arch = _arch(MOE, num_layers=layers, first_dense_layers=first, moe_layer_period=period)
+            assert (arch.num_moe_layers, list(arch.layer_is_moe)) == (sum(placement), placement)
+
+
+def test_shared_expert_width_defaults_to_count_times_expert_width():
+    arch = _arch(MOE, num_shared_experts=2)
+    assert arch.shared_expert_intermediate_size == 2 * 64
+    explicit = _arch(MOE, num_shared_experts=1, shared_expert_intermediate_size=96)
+    assert explicit.shared_expert_intermediate_size == 96
+
+
+def test_periodic_layer_types():
+    assert periodic_layer_types(4, 2) == (SLIDING_ATTENTION, FULL_ATTENTION) * 2
+    assert periodic_layer_types(6, 6).count(FULL_ATTENTION) == 1  # Gemma-3 style 5:1
+    with pytest.raises(ConfigError, match=r"`full_attention_period` \(0\)"):
+        periodic_layer_types(4, 0)
+
+
+def test_frozen_and_no_extra_fields():
+    arch = Architecture(**DENSE)
+    with pytest.raises(ValidationError):
+        arch.hidden_size = 512
+    with pytest.raises(ConfigError, match=r"`hidden_dim` \(1\): Extra inputs are not permitted"):
+        make_architecture(**DENSE, hidden_dim=1)
+
+
+def test_json_round_trip():
+    arch = _arch(MOE, sliding_window=128, layer_types=periodic_layer_types(4, 2), qk_norm=True)
+    assert Architecture.model_validate(arch.model_dump(mode="json")) == arch
+
+
+BAD = [
+    ("heads-divisible", DENSE, dict(num_attention_heads=30, num_kv_heads=8),
+     "`num_attention_heads` (30) must be divisible by `num_kv_heads` (8)"),
+    ("hidden-positive", DENSE, dict(hidden_size=0),
+     "`hidden_size` (0): Input should be greater than or equal to 1"),
+    ("layers-int", DENSE, dict(num_layers=2.5), "`num_layers` (2.5)"),
+    ("bool-not-int", DENSE, dict(vocab_size=True), "`vocab_size` (True)"),
+    ("window-positive", DENSE, dict(sliding_window=0), "`sliding_window` (0)"),
+    ("norms-bound", DENSE, dict(norms_per_layer=5), "`norms_per_layer` (5)"),
+    ("mla-field-on-gqa", DENSE, dict(kv_lora_rank=512),
+     "`kv_lora_rank` (512) must be 0 when `attention_kind` is 'gqa'"),
+    ("mla-head-dim", MLA, dict(head_dim=32),
+     "`head_dim` (32) must equal `qk_nope_head_dim` + `qk_rope_head_dim` (24) for MLA"),
+    ("mla-latent", MLA, dict(kv_lora_rank=0), "`kv_lora_rank` (0) must be >= 1 for MLA"),
+    ("mla-kv-heads", MLA, dict(num_kv_heads=2),
+     "`num_kv_heads` (2) must equal `num_attention_heads` (8) for MLA"),
+    ("mla-qk-norm", MLA, dict(qk_norm=True),
+     "`qk_norm` (True) is not supported with `attention_kind` 'mla'"),
+    ("top-k-above-experts", MOE, dict(experts_per_token=9),
+     "`experts_per_token` (9) must be between 1 and `num_experts` (8)"),
+    ("top-k-zero", MOE, dict(experts_per_token=0), "`experts_per_token` (0) must be between 1"),
+    ("moe-width", MOE, dict(moe_intermediate_size=0), "`moe_intermediate_size` (0) must be >= 1 for MoE"),
+    ("moe-field-on-dense", DENSE, dict(experts_per_token=2),
+     "`experts_per_token` (2) must be 0 for a dense model (`num_experts` = 0)"),
+    ("router-bias-on-dense", DENSE, dict(router_bias=True),
+     "`router_bias` (True) must be False for a dense model"),
+    ("shared-width-without-shared", MOE, dict(shared_expert_intermediate_size=64),
+     "`shared_expert_intermediate_size` (64) must be > 0 iff `num_shared_experts` (0) > 0"),
+    ("first-dense-too-many", MOE, dict(first_dense_layers=5),
+     "`first_dense_layers` (5) must be <= `num_layers` (4)"),
+    ("period-too-long", MOE, dict(moe_layer_period=5),
+     "`moe_layer_period` (5) must be <= `num_layers` (4)"),
+    ("no-moe-layer", MOE, dict(first_dense_layers=4), "`num_experts` (8) > 0 but no layer is MoE"),
+    ("dense-width", MOE, dict(first_dense_layers=1, intermediate_size=0),
+     "`intermediate_size` (0) must be >= 1: 1 layers are dense"),
+    ("layer-types-without-window", DENSE, dict(layer_types=periodic_layer_types(4, 2)),
+     "`layer_types` must be None when `sliding_window` is None"),
+    ("layer-types-length", DENSE, dict(sliding_window=64, layer_types=periodic_layer_types(3, 2)),
+     "`layer_types` (3 entries) must have one entry per layer (`num_layers` = 4)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("base", "changes", "message"), [c[1:] for c in BAD], ids=[c[0] for c in BAD])
+def test_invalid_fields_name_field_rule_and_value(base, changes, message):
+    with pytest.raises(ConfigError) as info:
+        make_architecture(**{**base, **changes})
+    assert message in str(info.value)
+    assert isinstance(info.value, CostModelError) and isinstance(info.value, ValueError)
+
+
+def test_direct_construction_raises_pydantic_validation_error():
+    with pytest.raises(ValidationError, match="must be divisible by"):
+        _arch(DENSE, num_attention_heads=30, num_kv_heads=8)

@@ -1,0 +1,291 @@
+"""Hugging Face config import (defaults, refusals), export (exact in transformers), file loading."""
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from cost_model.architecture import Architecture, periodic_layer_types
+from cost_model.errors import ConfigError
+from cost_model.hf_config import (
+    ARCHSCOUT_JSON_KEY, SUPPORTED_MODEL_TYPES, TRANSFORMERS_DEFAULTS, architecture_from_hf_config,
+    architecture_to_hf_config, architecture_to_json_dict, load_architecture,
+)  # fmt: skip
+from cost_model.params import count_params
+
+REPO = Path(__file__).resolve().parents[2]
+MODEL_CONFIGS = REPO.parent / "shared" / "validation" / "model_configs"
+TEST_CONFIGS = REPO / "tests" / "data" / "hf_configs"
+CONFIG_FILES = sorted(MODEL_CONFIGS.glob("*.json")) + sorted(TEST_CONFIGS.glob("*.json"))
+EXPORTED_AS = {"Phi-3-mini-4k-instruct": "mistral"}  # no phi3 export: same model, unfused, windowed
+
+
+def _config(stem: str) -> dict:
+    path = MODEL_CONFIGS / f"{stem}.json"
+    path = path if path.exists() else TEST_CONFIGS / f"{stem}.json"
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _transformers_model(config_or_dir: dict | Path) -> tuple[int, int]:
+    """(parameters, sliding-window layers) of the model transformers builds, on the meta device."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    if isinstance(config_or_dir, Path):
+        config = transformers.AutoConfig.from_pretrained(config_or_dir)
+    else:
+        config = transformers.AutoConfig.for_model(**config_or_dir)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(config)
+    return sum(parameter.numel() for parameter in model.parameters()), _sliding_layers(config)
+
+
+def _sliding_layers(config) -> int:
+    """Layers whose attention transformers 5.24 restricts to `config.sliding_window`."""
+    if getattr(config, "sliding_window", None) is None:
+        return 0
+    types = getattr(config, "layer_types", None)
+    return types.count("sliding_attention") if types else config.num_hidden_layers
+
+
+def _same_shape(first: Architecture, second: Architecture) -> bool:
+    """Equal but for name and family (and an unused dense width: Mixtral/gpt-oss have no key)."""
+    unused = {} if second.num_dense_layers else {"intermediate_size": second.intermediate_size}
+    return first.model_copy(update={"name": second.name, "family": second.family, **unused}) == second
+
+
+# ---- import ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model_type", SUPPORTED_MODEL_TYPES)
+def test_defaults_equal_transformers_config_class(model_type):
+    transformers = pytest.importorskip("transformers")
+    config_class = transformers.CONFIG_MAPPING[model_type]
+    declared = {field.name: field.default for field in dataclasses.fields(config_class)}
+    for key, value in TRANSFORMERS_DEFAULTS[model_type].items():
+        # a key the config class does not declare is read with getattr(config, key, derived): None
+        assert declared.get(key) == value, f"{model_type}.{key}"
+
+
+# 32 heads: divisible by every family's default num_key_value_heads (4, 8, 32)
+# vocab: above every family's default token ids (Phi-3 pads with 32000)
+MINIMAL = dict(
+    vocab_size=40000, hidden_size=128, num_hidden_layers=2, num_attention_heads=32, intermediate_size=256,
+)
+MINIMAL_MOE = {
+    "mixtral": {"num_local_experts": 4},  # experts as wide as intermediate_size
+    "gpt_oss": {"num_local_experts": 4},
+    "qwen3_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32},
+    "deepseek_v3": {"n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+                    "first_k_dense_replace": 1},
+}
+
+
+@pytest.mark.parametrize("model_type", SUPPORTED_MODEL_TYPES)
+def test_absent_keys_take_transformers_defaults(model_type):
+    """head_dim, kv heads, tying, windows… absent: counts and windows still equal transformers'."""
+    config = {"model_type": model_type, **MINIMAL, **MINIMAL_MOE.get(model_type, {})}
+    arch = architecture_from_hf_config(config)
+    params, sliding = _transformers_model(config)
+    assert (count_params(arch).total_params, arch.num_sliding_layers) == (params, sliding)
+
+
+@pytest.mark.parametrize(
+    ("model_type", "tied", "head_dim"),
+    [("gemma2", True, 256), ("qwen3", False, 128), ("llama", False, 4), ("gpt_oss", False, 64)],
+)
+def test_documented_family_defaults(model_type, tied, head_dim):
+    # transformers 5.24 configuration_*.py: Gemma2 ties embeddings, Qwen3 head_dim 128, Llama
+    # derives hidden/heads = 128/32, gpt-oss head_dim 64.
+    extra = {"num_local_experts": 4} if model_type == "gpt_oss" else {}
+    arch = architecture_from_hf_config({"model_type": model_type, **MINIMAL, **extra})
+    assert (arch.tie_word_embeddings, arch.head_dim) == (tied, head_dim)
+
+
+@pytest.mark.parametrize("model_type", SUPPORTED_MODEL_TYPES)
+def test_full_dump_of_default_config_is_accepted(model_type):
+    """`PretrainedConfig.to_dict()` holds every attribute, derived ones included (qk_head_dim…)."""
+    transformers = pytest.importorskip("transformers")
+    full = transformers.CONFIG_MAPPING[model_type]().to_dict()
+    assert architecture_from_hf_config(full) == architecture_from_hf_config({"model_type": model_type})
+
+
+def test_unsupported_model_type_is_named_with_the_supported_list():
+    with pytest.raises(ConfigError, match=r"`model_type` \('falcon'\) is not supported; supported: llama, "):
+        architecture_from_hf_config({"model_type": "falcon", **MINIMAL})
+
+
+REFUSED = [
+    ("llama-experts", "Llama-3.1-8B", {"num_local_experts": 8}, "`num_local_experts` (8) is not supported"),
+    ("llama-window", "Llama-3.1-8B", {"sliding_window": 4096}, "`sliding_window` (4096) is not supported"),
+    ("mistral-layer-types", "Mistral-7B-v0.1", {"layer_types": ["full_attention"] * 32}, "`layer_types`"),
+    ("phi3-qk-layernorm", "Phi-3-mini-4k-instruct", {"qk_layernorm": True}, "`qk_layernorm` (True)"),
+    ("mistral-bias", "Mistral-7B-v0.1", {"attention_bias": True},
+     "`attention_bias` (True) is not supported for model_type `mistral`: must be False"),
+    ("qwen2-no-bias", "Qwen2.5-0.5B", {"attention_bias": False}, "`attention_bias` (False)"),
+    ("qwen3-moe-scattered-dense", "Qwen3-30B-A3B", {"mlp_only_layers": [0, 5]},
+     "`mlp_only_layers` ([0, 5]) is not supported: only leading layers 0..k-1 can be dense"),
+    ("deepseek-moe-freq", "DeepSeek-V3", {"moe_layer_freq": 2}, "`moe_layer_freq` (2) is not supported"),
+    ("gemma2-bidirectional", "gemma-2-9b", {"use_bidirectional_attention": True},
+     "`use_bidirectional_attention` (True)"),
+    ("gemma2-layer-types-length", "gemma-2-9b", {"layer_types": ["full_attention"] * 3},
+     "`layer_types` (['full_attention', 'full_attention', 'full_attention']) must list"),
+    ("gpt-oss-alias-conflict", "gpt-oss-20b", {"experts_per_token": 2},
+     "`experts_per_token` (2) must equal `num_experts_per_tok` (4)"),
+    ("zero-hidden", "Llama-3.1-8B", {"hidden_size": 0}, "`hidden_size` (0) must be an integer >= 1"),
+    ("pruned-heads", "Llama-3.1-8B", {"pruned_heads": {"0": [1]}}, "`pruned_heads` ({'0': [1]})"),
+    ("heads-divisible", "Llama-3.1-8B", {"num_attention_heads": 30},
+     "`num_attention_heads` (30) must be divisible by `num_kv_heads` (8)"),
+    ("top-k", "Mixtral-8x7B-v0.1", {"num_experts_per_tok": 9},
+     "`experts_per_token` (9) must be between 1 and `num_experts` (8)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("stem", "change", "message"), [c[1:] for c in REFUSED], ids=[c[0] for c in REFUSED]
+)
+def test_refused_configs_name_the_field_and_value(stem, change, message):
+    with pytest.raises(ConfigError) as info:
+        architecture_from_hf_config({**_config(stem), **change})
+    assert message in str(info.value)
+
+
+def test_harmless_keys_are_ignored():
+    config = _config("Llama-3.1-8B")
+    noisy = {**config, "rope_scaling": None, "quantization_config": {"quant_method": "fp8"},
+             "use_cache": False, "custom_flag": True, "attention_dropout": 0.1, "output_hidden_states": True}
+    assert architecture_from_hf_config(noisy) == architecture_from_hf_config(config)
+
+
+@pytest.mark.parametrize(
+    ("stem", "alias", "key"),
+    [
+        ("Mixtral-8x7B-v0.1", "num_experts", "num_local_experts"),
+        ("Qwen3-30B-A3B", "num_local_experts", "num_experts"),
+        ("DeepSeek-V3", "num_local_experts", "n_routed_experts"),
+    ],
+    ids=["mixtral", "qwen3_moe", "deepseek_v3"],
+)  # fmt: skip
+def test_attribute_map_aliases(stem, alias, key):
+    config = _config(stem)
+    aliased = {alias if name == key else name: value for name, value in config.items()}
+    assert architecture_from_hf_config(aliased) == architecture_from_hf_config(config)
+
+
+# ---- export ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", CONFIG_FILES, ids=[path.stem for path in CONFIG_FILES])
+def test_export_round_trips_exactly_through_transformers(path, tmp_path):
+    arch = load_architecture(path)
+    exported = architecture_to_hf_config(arch)
+    assert exported["model_type"] == EXPORTED_AS.get(path.stem, arch.family)
+    (tmp_path / "config.json").write_text(json.dumps(exported), encoding="utf-8")
+    params, sliding = _transformers_model(tmp_path)  # AutoConfig.from_pretrained(folder)
+    # source: transformers 5.24 meta-device model of the exported config; tolerance 0
+    assert (params, sliding) == (count_params(arch).total_params, arch.num_sliding_layers)
+    assert _same_shape(load_architecture(tmp_path), arch)
+
+
+BASE = dict(
+    name="custom", vocab_size=1000, hidden_size=128, num_layers=4, num_attention_heads=4, num_kv_heads=2,
+    head_dim=32, intermediate_size=256, max_position_embeddings=4096,
+)  # fmt: skip
+MOE = dict(BASE, num_experts=8, experts_per_token=2, moe_intermediate_size=64)
+MLA = dict(
+    BASE, attention_kind="mla", num_kv_heads=4, head_dim=24, kv_lora_rank=32, qk_nope_head_dim=16,
+    qk_rope_head_dim=8, v_head_dim=16,
+)  # fmt: skip
+EXPORTABLE = [
+    ("dense-gqa", BASE, "llama"),
+    ("heads-not-dividing-hidden", dict(BASE, hidden_size=130), "mistral"),
+    ("all-sliding", dict(BASE, sliding_window=64), "mistral"),
+    ("qkv-bias-only", dict(BASE, qkv_bias=True), "qwen2"),
+    ("qk-norm-mixed-sliding",
+     dict(BASE, qk_norm=True, sliding_window=64, layer_types=periodic_layer_types(4, 3)), "qwen3"),
+    ("sandwich-norms",
+     dict(BASE, norms_per_layer=4, tie_word_embeddings=True, hidden_act="gelu_pytorch_tanh"), "gemma2"),
+    ("moe", MOE, "mixtral"),
+    ("moe-qk-norm-dense-first-period-2", dict(MOE, qk_norm=True, first_dense_layers=1, moe_layer_period=2),
+     "qwen3_moe"),
+    ("moe-sinks-biases-no-window",
+     dict(MOE, router_bias=True, expert_bias=True, attention_sinks=True), "gpt_oss"),
+    ("dense-mla", MLA, "deepseek_v3"),
+    ("mla-moe-shared-q-lora",
+     dict(MLA, num_experts=8, experts_per_token=2, moe_intermediate_size=64, num_shared_experts=2,
+          first_dense_layers=1, q_lora_rank=48), "deepseek_v3"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("fields", "model_type"), [c[1:] for c in EXPORTABLE], ids=[c[0] for c in EXPORTABLE]
+)
+def test_custom_architectures_export_exactly(fields, model_type):
+    arch = Architecture(**fields)
+    exported = architecture_to_hf_config(arch)
+    assert exported["model_type"] == model_type
+    # source: transformers 5.24 meta-device model; tolerance 0
+    assert _transformers_model(exported) == (count_params(arch).total_params, arch.num_sliding_layers)
+    assert _same_shape(architecture_from_hf_config(exported), arch)
+
+
+NOT_EXPORTABLE = [
+    ("ungated-mlp", dict(BASE, gated_mlp=False), "`gated_mlp` in (True,) (got False)"),
+    ("gqa-shared-experts", dict(MOE, num_shared_experts=1), "`num_shared_experts` in (0,) (got 1)"),
+    ("mixed-sliding-plain", dict(BASE, sliding_window=64, layer_types=periodic_layer_types(4, 2)),
+     "the closest, `llama`, needs `sliding_pattern` in ('none',) (got 'mixed')"),
+    ("mla-moe-period",
+     dict(MLA, num_experts=4, experts_per_token=1, moe_intermediate_size=16, moe_layer_period=2),
+     "the closest, `deepseek_v3`, needs `moe_layer_period` in (1,) (got 2)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"), [c[1:] for c in NOT_EXPORTABLE], ids=[c[0] for c in NOT_EXPORTABLE]
+)
+def test_unrepresentable_architectures_are_refused(fields, message):
+    with pytest.raises(ConfigError, match="cannot export `custom`") as info:
+        architecture_to_hf_config(Architecture(**fields))
+    assert message in str(info.value)
+
+
+# ---- files -------------------------------------------------------------------------------------
+
+
+def test_our_json_round_trips(tmp_path):
+    arch = Architecture(**dict(MOE, sliding_window=64, layer_types=periodic_layer_types(4, 2)))
+    marked, plain = tmp_path / "marked.json", tmp_path / "plain.json"
+    marked.write_text(json.dumps(architecture_to_json_dict(arch)), encoding="utf-8")
+    plain.write_text(json.dumps(arch.model_dump(mode="json")), encoding="utf-8")
+    assert load_architecture(marked) == load_architecture(plain) == arch
+
+
+def test_hf_folder_is_named_after_it(tmp_path):
+    folder = tmp_path / "Llama-3.1-8B"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(_config("Llama-3.1-8B")), encoding="utf-8")
+    assert load_architecture(folder).name == "Llama-3.1-8B"
+
+
+BAD_FILES = [
+    ("not-json", "{", "cannot be read as JSON"),
+    ("not-an-object", "[1, 2]", "must hold a JSON object; got list"),
+    ("extra-field", json.dumps({**BASE, "hidden_dim": 1}),
+     "`hidden_dim` (1): Extra inputs are not permitted"),
+    ("missing-field", json.dumps({k: v for k, v in BASE.items() if k != "head_dim"}), "`head_dim` (missing)"),
+    ("future-version", json.dumps({ARCHSCOUT_JSON_KEY: 2, **BASE}), f"`{ARCHSCOUT_JSON_KEY}` (2) must be 1"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "message"), [c[1:] for c in BAD_FILES], ids=[c[0] for c in BAD_FILES])
+def test_bad_files_raise_config_error(tmp_path, text, message):
+    path = tmp_path / "arch.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_architecture(path)
+    assert message in str(info.value)
+
+
+def test_missing_file_raises_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="cannot be read as JSON"):
+        load_architecture(tmp_path / "absent.json")

@@ -1,0 +1,192 @@
+"""Exact parameter counts (vs transformers and published numbers) and FLOPs per token."""
+
+import csv
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cost_model.architecture import Architecture
+from cost_model.hf_config import load_architecture
+from cost_model.params import (
+    BREAKDOWN_KEYS, attention_flop_per_token, count_params, flops_per_token, matmul_flop_per_token,
+)  # fmt: skip
+
+REPO = Path(__file__).resolve().parents[2]
+VALIDATION = REPO.parent / "shared" / "validation"
+MODEL_CONFIGS = VALIDATION / "model_configs"
+TEST_CONFIGS = REPO / "tests" / "data" / "hf_configs"
+CONFIG_FILES = sorted(MODEL_CONFIGS.glob("*.json")) + sorted(TEST_CONFIGS.glob("*.json"))
+with open(VALIDATION / "model_params.csv", newline="", encoding="utf-8") as _file:
+    CSV_ROWS = list(csv.DictReader(_file))
+B = 1e9
+
+
+def _load(stem: str) -> Architecture:
+    path = MODEL_CONFIGS / f"{stem}.json"
+    return load_architecture(path if path.exists() else TEST_CONFIGS / f"{stem}.json")
+
+
+# ---- the development set: validation/model_params.csv ------------------------------------------
+
+
+@pytest.mark.parametrize("row", CSV_ROWS, ids=[row["model"] for row in CSV_ROWS])
+def test_counts_equal_validation_csv(row):
+    counts = count_params(_load(row["model"]))
+    # source: validation/model_params.csv (transformers' own counts); tolerance 0
+    assert counts.total_params == int(row["transformers_params"])
+    assert counts.embedding_params == int(row["transformers_embedding_params"])
+    tied = row["tie_word_embeddings"] == "True"
+    assert counts.lm_head_params == (0 if tied else int(row["transformers_lm_head_params"]))
+    # active = total - unused routed experts; includes embedding and lm_head (the CSV's notes)
+    active = row["transformers_active_params"]
+    assert counts.active_params == (int(float(active)) if active else counts.total_params)
+
+
+# ---- every config against transformers itself (meta device: nothing is allocated) -------------
+
+
+def _transformers_group(name: str) -> str:
+    """Our coarse component of one transformers parameter name."""
+    rules = [
+        ("embed_tokens", "embedding"), ("lm_head", "lm_head"), (".self_attn.", "attention"),
+        (".mlp.experts.", "moe/experts"), (".mlp.shared_experts.", "moe/shared"),
+        (".mlp.gate.", "moe/router"), (".mlp.router.", "moe/router"), (".mlp.", "mlp"),
+    ]  # fmt: skip
+    return next((group for marker, group in rules if marker in name), "norm")
+
+
+def _our_group(key: str) -> str:
+    return key.split("/")[0] if key.startswith(("attention/", "mlp/")) else key
+
+
+@cache
+def _transformers_counts(path: Path) -> tuple[dict[str, int], int, int]:
+    """(params by coarse group, routed experts E, top-k) of the transformers model of `path`."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    config = transformers.AutoConfig.from_pretrained(path)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(config)
+    groups: dict[str, int] = {}
+    for name, parameter in model.named_parameters():  # unique: a tied lm_head appears once
+        groups[_transformers_group(name)] = groups.get(_transformers_group(name), 0) + parameter.numel()
+    experts = getattr(config, "num_local_experts", 0) or 0
+    return groups, experts, getattr(config, "num_experts_per_tok", 0) or 0
+
+
+@pytest.mark.parametrize("path", CONFIG_FILES, ids=[path.stem for path in CONFIG_FILES])
+def test_counts_equal_transformers_meta_model(path):
+    groups, experts, top_k = _transformers_counts(path)
+    counts = count_params(load_architecture(path))
+    ours: dict[str, int] = {}
+    for key in BREAKDOWN_KEYS:
+        ours[_our_group(key)] = ours.get(_our_group(key), 0) + counts[key]
+    # source: sum(p.numel() for p in model.parameters()) of transformers 5.24; tolerance 0
+    assert counts.total_params == sum(groups.values())
+    assert {key: value for key, value in ours.items() if value} == groups
+    inactive = groups.get("moe/experts", 0) * (experts - top_k) // experts if experts else 0
+    assert counts.active_params == counts.total_params - inactive
+
+
+# ---- published numbers ---------------------------------------------------------------------------
+
+PUBLISHED = [
+    # (config, quantity, published value, tolerance, source)
+    ("gemma-2-2b", "non_embedding_params", 2_024_517_888, 0, "Gemma 2 report (arXiv:2408.00118) Table 2"),
+    ("gemma-2-9b", "non_embedding_params", 8_324_201_984, 0, "Gemma 2 report Table 2; validation CSV notes"),
+    ("Llama-3.2-1B", "total_params", 1.23 * B, 0.01 * B, "Meta Llama 3.2 model card: 1.23B"),
+    ("Qwen2.5-0.5B", "total_params", 0.49 * B, 0.005 * B, "Qwen2.5-0.5B model card: 0.49B"),
+    ("Qwen2.5-0.5B", "non_embedding_params", 0.36 * B, 0.005 * B, "Qwen2.5-0.5B card: 0.36B non-embedding"),
+    ("Qwen3-0.6B", "total_params", 0.6 * B, 0.005 * B, "Qwen3-0.6B model card: 0.6B"),
+    ("Qwen3-0.6B", "non_embedding_params", 0.44 * B, 0.005 * B, "Qwen3-0.6B card: 0.44B non-embedding"),
+    ("gpt-oss-20b", "total_params", 20.91 * B, 0.005 * B, "gpt-oss model card (arXiv:2508.10925) Table 1"),
+    ("gpt-oss-20b", "active_without_embedding", 3.61 * B, 0.005 * B, "same table (unembedding counted)"),
+    ("Moonlight-16B-A3B", "non_embedding_params", 15.29 * B, 0.005 * B, "Moonlight (arXiv:2502.16982)"),
+    ("Moonlight-16B-A3B", "active_non_embedding", 2.24 * B, 0.005 * B, "Moonlight: 2.24B activated"),
+]  # fmt: skip
+
+
+def _quantity(stem: str, quantity: str) -> int:
+    counts = count_params(_load(stem))
+    derived = {
+        "active_without_embedding": counts.active_params - counts.embedding_params,
+        "active_non_embedding": counts.active_params - counts.embedding_params - counts.lm_head_params,
+    }
+    return derived[quantity] if quantity in derived else getattr(counts, quantity)
+
+
+@pytest.mark.parametrize(
+    ("stem", "quantity", "published", "tolerance", "source"),
+    PUBLISHED,
+    ids=[f"{case[0]}-{case[1]}" for case in PUBLISHED],
+)
+def test_counts_match_published_numbers(stem, quantity, published, tolerance, source):
+    assert abs(_quantity(stem, quantity) - published) <= tolerance, source
+
+
+def test_breakdown_is_a_read_only_named_mapping():
+    counts = count_params(_load("Mixtral-8x7B-v0.1"))
+    assert list(counts) == [*BREAKDOWN_KEYS, "total"]
+    assert counts["total"] == sum(counts.parts.values()) == counts.total_params
+    assert counts["moe/router"] == 32 * 8 * 4096  # one 4096 -> 8 router per layer, no bias
+    with pytest.raises(TypeError):
+        counts.parts["total"] = 0  # type: ignore[index]
+
+
+# ---- FLOPs per token -----------------------------------------------------------------------------
+
+
+def _has_biases(arch: Architecture) -> bool:
+    return any((arch.qkv_bias, arch.o_bias, arch.mlp_bias, arch.router_bias, arch.expert_bias))
+
+
+# biases are parameters but not GEMM weights
+BIAS_FREE = [path for path in CONFIG_FILES if not _has_biases(load_architecture(path))]
+
+
+@pytest.mark.parametrize("path", BIAS_FREE, ids=[path.stem for path in BIAS_FREE])
+def test_matmul_flop_is_two_per_active_weight(path):
+    arch = load_architecture(path)
+    counts = count_params(arch)
+    not_gemm = counts.embedding_params + counts["norm"] + counts["attention/norm"] + counts["attention/sinks"]
+    tied_head = arch.vocab_size * arch.hidden_size if arch.tie_word_embeddings else 0
+    # Kaplan et al. 2020 (arXiv:2001.08361) Table 1: C_forward = 2N (N: active non-embedding
+    # weights, plus the output projection); tolerance 0
+    assert matmul_flop_per_token(arch) == 2 * (counts.active_params - not_gemm + tied_head)
+
+
+def test_attention_flop_llama_matches_palm_formula():
+    arch = _load("Llama-3.1-8B")
+    context = 8192
+    # PaLM (arXiv:2204.02311) App. B: training 6N + 12·L·H·Q·T per token; the forward is one third
+    expected = 4 * arch.num_layers * arch.num_attention_heads * arch.head_dim * context
+    assert attention_flop_per_token(arch, context) == expected
+    assert flops_per_token(arch, context) == matmul_flop_per_token(arch) + expected
+
+
+def test_attention_flop_sliding_window_caps_context():
+    arch = _load("Mistral-7B-v0.1")  # window 4096 on every layer
+    assert attention_flop_per_token(arch, 8192) == attention_flop_per_token(arch, 4096)
+    assert attention_flop_per_token(arch, 1000) == 4 * 32 * 32 * 128 * 1000
+
+
+def test_attention_flop_gemma2_half_the_layers_slide():
+    arch = _load("gemma-2-9b")
+    per_token_and_context = 4 * arch.num_attention_heads * arch.head_dim
+    assert attention_flop_per_token(arch, 8192) == per_token_and_context * (21 * 8192 + 21 * 4096)
+
+
+def test_attention_flop_mla_uses_expanded_heads():
+    arch = _load("DeepSeek-V3")
+    # per head: q·k over nope 128 + rope 64, softmax·v over v_head_dim 128
+    assert attention_flop_per_token(arch, 1000) == 61 * 128 * 2 * 1000 * (192 + 128)
+
+
+def test_flops_broadcast_over_contexts():
+    arch = _load("Qwen3-30B-A3B")
+    contexts = np.array([0, 1024, 32768])
+    expected = [flops_per_token(arch, int(context)) for context in contexts]
+    np.testing.assert_array_equal(flops_per_token(arch, contexts), expected)
+    assert isinstance(flops_per_token(arch), float)
