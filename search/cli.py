@@ -7,6 +7,7 @@ traceback only with --debug); 1 a valid request with no feasible answer.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 
@@ -36,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return args.func(args)
+    except BrokenPipeError:  # the reader (e.g. `| head`) closed stdout: not an error of ours
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
+        return EXIT_OK
     except evaluate_command.NoFitError as exc:
         print(f"archscout: {exc}", file=sys.stderr)
         return EXIT_INFEASIBLE

@@ -1,0 +1,361 @@
+"""Compare the cost model's operating points with published serving measurements.
+
+Reads `serving_published.csv` (the development set in the shared `validation/` folder), evaluates
+every aggregated-serving row on a catalog GPU whose model the importer supports, and reports the
+relative error pred/meas − 1 of TPOT, TTFT and output tokens/s/GPU, by model × GPU, then for dense
+vs MoE models, then the rows left out and why. Nothing here is fitted to these rows.
+
+Row conventions (the CSV's own notes and TensorRT-LLM's mapping):
+- "max (offline, all requests queued)" rows (trtllm-bench throughput) have no concurrency: they
+  are compared with the model's highest-throughput point of the sweep 1 … min(memory limit,
+  trtllm-bench's batch cap of 4096) (regime "max"); rows with a number are evaluated at that
+  concurrency (regime "fixed").
+- an empty `ep` is 1: TensorRT-LLM's `Mapping` defaults to moe_ep_size = 1 (MoE TP) when neither
+  moe size is given.
+- `attention_dp` True with tp = T maps to tp = 1, dp = T (cost_model/deployment.py).
+- "fp4" on NVIDIA GPUs is NVFP4; "fp8" on a DeepSeek-V3-family model is its native block-scaled
+  FP8 (`fp8_block`).
+
+Usage: python tests/benchmarks/validate_serving.py [--data DIR] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from pydantic import ValidationError
+
+from cost_model.architecture import Architecture, config_error_from
+from cost_model.deployment import Deployment, Workload
+from cost_model.errors import ConfigError
+from cost_model.evaluate import deployment_violations, evaluate_points
+from cost_model.hardware import HardwareSpec, catalog_names, get_hardware
+from cost_model.hf_config import load_architecture
+from cost_model.units import MS_PER_S
+
+DEFAULT_DATA_DIR = Path(__file__).resolve().parents[3] / "shared" / "validation"
+CSV_NAME = "serving_published.csv"
+HF_CONFIG_DIR = Path(__file__).resolve().parents[1] / "data" / "hf_configs"
+
+# CSV model name -> config file: "data:" under the data folder, "tests:" under tests/data/hf_configs.
+MODEL_CONFIGS = {
+    "DeepSeek-R1": "data:model_configs/DeepSeek-V3.json",  # R1 and R1-0528 share V3's shape
+    "DeepSeek-R1-0528": "data:model_configs/DeepSeek-V3.json",
+    "DeepSeek-V3": "data:model_configs/DeepSeek-V3.json",
+    "Llama-3.1-8B": "data:model_configs/Llama-3.1-8B.json",
+    "Llama-3.1-8B-Instruct": "data:model_configs/Llama-3.1-8B.json",
+    "Qwen3-30B-A3B": "data:model_configs/Qwen3-30B-A3B.json",
+    "Llama-3.3-70B-Instruct": "tests:serving_Llama-3.3-70B-Instruct.json",
+    "Llama-3.1-405B": "tests:serving_Llama-3.1-405B-Instruct.json",
+    "Llama-3.1-405B-Instruct": "tests:serving_Llama-3.1-405B-Instruct.json",
+    "Llama-2-70B": "tests:serving_Llama-2-70B.json",
+    "Qwen3-235B-A22B": "tests:serving_Qwen3-235B-A22B.json",
+}
+UNSUPPORTED_PREFIXES = {"Llama-4-": "llama4"}  # model_type our importer does not read
+MAX_CONCURRENCY_PREFIX = "max"
+# trtllm-bench caps the engine's total batch at 4096 requests ("Cap total batch size to avoid decoder
+# buffer size becoming too large"): tensorrt_llm/bench/build/tuning.py, finetune_setting().
+TRTLLM_BENCH_MAX_BATCH = 4096
+SPEC_DECODE_NONE = ("", "none")
+AGG_MODES = ("", "agg")
+METRICS = ("tpot", "ttft", "tokens_per_s_per_gpu")
+METRIC_LABELS = ("TPOT", "TTFT", "tok/s/GPU")
+ABS_WIDTH, BIAS_WIDTH = 15, 7  # printed columns: median |error|, signed median
+REQUIRED_COLUMNS = (
+    "model", "gpu", "num_gpus", "precision", "tp", "ep", "pp", "isl", "osl", "concurrency",
+    "output_tokens_per_s_per_gpu", "tpot_ms", "ttft_ms", "mode", "attention_dp", "spec_decode",
+)
+WEIGHTS_DO_NOT_FIT = "weights and workspace do not fit memory (no concurrency fits)"
+
+
+class Skip(Exception):
+    """A row the comparison leaves out; the message is the reason."""
+
+
+@dataclass(frozen=True)
+class Measured:
+    tpot_s: float | None
+    ttft_s: float | None
+    tokens_per_s_per_gpu: float | None
+
+
+@dataclass
+class Result:
+    model: str
+    gpu: str
+    regime: str
+    is_moe: bool
+    deployment: str
+    isl_tokens: int
+    osl_tokens: int
+    concurrency: float
+    measured: dict[str, float | None]
+    predicted: dict[str, float]
+    error_frac: dict[str, float | None] = field(default_factory=dict)
+
+
+# ---- parsing ---------------------------------------------------------------------------------
+
+
+def _number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if np.isfinite(value) else None
+
+
+def _int_or(text: str, default: int) -> int:
+    value = _number(text)
+    return default if value is None else int(value)
+
+
+def _measured(row: dict[str, str]) -> Measured:
+    tpot_ms, ttft_ms = _number(row["tpot_ms"]), _number(row["ttft_ms"])
+    return Measured(
+        tpot_s=None if tpot_ms is None else tpot_ms / MS_PER_S,
+        ttft_s=None if ttft_ms is None else ttft_ms / MS_PER_S,
+        tokens_per_s_per_gpu=_number(row["output_tokens_per_s_per_gpu"]),
+    )
+
+
+def _precision(row: dict[str, str], arch: Architecture) -> str:
+    text = row["precision"].strip().lower()
+    if text.startswith("fp4"):
+        return "nvfp4"
+    if text.startswith("fp8"):
+        return "fp8_block" if arch.family == "deepseek_v3" else "fp8"
+    raise Skip(f"precision not mapped: {row['precision']!r}")
+
+
+def _deployment(row: dict[str, str], arch: Architecture) -> Deployment:
+    tp, ep, pp = _int_or(row["tp"], 1), _int_or(row["ep"], 1), _int_or(row["pp"], 1)
+    dp = 1
+    if row["attention_dp"].strip().lower() == "true":
+        tp, dp = 1, tp
+    try:
+        return Deployment(tp=tp, ep=ep, pp=pp, dp=dp, precision=_precision(row, arch))
+    except ValidationError as exc:  # Deployment's own rules surface as pydantic errors
+        raise Skip(str(config_error_from(exc, "invalid deployment"))) from exc
+
+
+def _workload(row: dict[str, str]) -> Workload:
+    isl, osl = _number(row["isl"]), _number(row["osl"])
+    if isl is None or osl is None:
+        raise Skip("no ISL/OSL in the row")
+    return Workload(isl_tokens=int(isl), osl_tokens=int(osl))
+
+
+def _regime(row: dict[str, str]) -> tuple[str, float | None]:
+    text = row["concurrency"].strip()
+    if text.lower().startswith(MAX_CONCURRENCY_PREFIX):
+        return "max", None
+    value = _number(text)
+    if value is None or value < 1:
+        raise Skip(f"concurrency not a number: {text!r}")
+    return "fixed", value
+
+
+# ---- checks that leave a row out -------------------------------------------------------------
+
+
+def _check_serving_mode(row: dict[str, str]) -> None:
+    if row["mode"].strip().lower() not in AGG_MODES:
+        raise Skip(f"{row['mode']} serving (only aggregated is modelled)")
+    spec = row["spec_decode"].strip().lower()
+    if spec not in SPEC_DECODE_NONE or "speculative" in row["precision"].lower():
+        raise Skip("speculative decoding (not modelled)")
+
+
+def _hardware(row: dict[str, str]) -> HardwareSpec:
+    name = row["gpu"].strip().lower()
+    if name not in catalog_names():
+        raise Skip(f"GPU not in catalog: {row['gpu']}")
+    return get_hardware(name)
+
+
+def _config_path(model: str, data_dir: Path) -> Path:
+    for prefix, family in UNSUPPORTED_PREFIXES.items():
+        if model.startswith(prefix):
+            raise Skip(f"unsupported family: {family}")
+    if model not in MODEL_CONFIGS:
+        raise Skip(f"no config for model: {model}")
+    where, name = MODEL_CONFIGS[model].split(":", 1)
+    return data_dir / name if where == "data" else HF_CONFIG_DIR / name
+
+
+def _check_deployment(row: dict[str, str], arch: Architecture, dep: Deployment) -> None:
+    violations = deployment_violations(arch, dep)
+    if violations:
+        raise Skip(f"invalid deployment: {violations[0]}")
+    num_gpus = _number(row["num_gpus"])
+    if num_gpus is not None and int(num_gpus) != dep.gpus:
+        raise Skip(f"num_gpus ({int(num_gpus)}) differs from tp·dp·pp ({dep.gpus})")
+
+
+# ---- evaluation ------------------------------------------------------------------------------
+
+
+def _predict_fixed(arch: Architecture, dep: Deployment, hw: HardwareSpec, workload: Workload,
+                   concurrency: float) -> dict[str, float]:
+    p = evaluate_points([arch], [dep], hw, workload, concurrency=np.array([concurrency]))
+    if p.max_concurrency[0, 0] < 1:
+        raise Skip(WEIGHTS_DO_NOT_FIT)
+    if not p.fits_memory[0, 0]:
+        raise Skip("the row's concurrency exceeds the model's memory limit")
+    return {"tpot": float(p.tpot_s[0, 0]), "ttft": float(p.ttft_s[0, 0]),
+            "tokens_per_s_per_gpu": float(p.tokens_per_s_per_gpu[0, 0]), "concurrency": concurrency}
+
+
+def _predict_max(arch: Architecture, dep: Deployment, hw: HardwareSpec,
+                 workload: Workload) -> dict[str, float]:
+    p = evaluate_points([arch], [dep], hw, workload)
+    allowed = p.fits_memory[0] & (p.concurrency[0] <= TRTLLM_BENCH_MAX_BATCH)
+    throughput = np.where(allowed, p.tokens_per_s_per_gpu[0], np.nan)
+    if not np.any(np.isfinite(throughput)):
+        raise Skip(WEIGHTS_DO_NOT_FIT)
+    best = int(np.nanargmax(throughput))
+    return {"tpot": float(p.tpot_s[0, best]), "ttft": float(p.ttft_s[0, best]),
+            "tokens_per_s_per_gpu": float(throughput[best]), "concurrency": float(p.concurrency[0, best])}
+
+
+def _errors(measured: Measured, predicted: dict[str, float]) -> dict[str, float | None]:
+    pairs = {"tpot": measured.tpot_s, "ttft": measured.ttft_s,
+             "tokens_per_s_per_gpu": measured.tokens_per_s_per_gpu}
+    return {m: None if meas is None or meas <= 0 else predicted[m] / meas - 1.0 for m, meas in pairs.items()}
+
+
+def _describe(dep: Deployment) -> str:
+    return f"tp{dep.tp} ep{dep.ep} pp{dep.pp} dp{dep.dp} {dep.precision}"
+
+
+def evaluate_row(row: dict[str, str], data_dir: Path, archs: dict[Path, Architecture]) -> Result:
+    """The comparison for one CSV row; raises `Skip` with the reason when it has none."""
+    path = _config_path(row["model"], data_dir)
+    hw = _hardware(row)
+    _check_serving_mode(row)
+    workload, (regime, concurrency) = _workload(row), _regime(row)
+    if path not in archs:
+        archs[path] = load_architecture(path)
+    arch = archs[path]
+    dep = _deployment(row, arch)
+    _check_deployment(row, arch, dep)
+    try:
+        predicted = (_predict_max(arch, dep, hw, workload) if regime == "max"
+                     else _predict_fixed(arch, dep, hw, workload, concurrency))
+    except ConfigError as exc:
+        raise Skip(f"cost model refused the row: {exc}") from exc
+    measured = _measured(row)
+    return Result(row["model"], row["gpu"], regime, arch.is_moe, _describe(dep), workload.isl_tokens,
+                  workload.osl_tokens, predicted.pop("concurrency"), measured.__dict__, predicted,
+                  _errors(measured, predicted))
+
+
+def evaluate_all(rows: list[dict[str, str]], data_dir: Path) -> tuple[list[Result], Counter]:
+    results, skipped, archs = [], Counter(), {}
+    for row in rows:
+        try:
+            results.append(evaluate_row(row, data_dir, archs))
+        except Skip as reason:
+            skipped[str(reason)] += 1
+    return results, skipped
+
+
+# ---- summaries -------------------------------------------------------------------------------
+
+
+def _stats(results: list[Result]) -> dict[str, dict[str, float | int | None]]:
+    out = {}
+    for metric in METRICS:
+        errs = np.array([r.error_frac[metric] for r in results if r.error_frac[metric] is not None])
+        out[metric] = {"n": int(errs.size),
+                       "median_abs_error_frac": float(np.median(np.abs(errs))) if errs.size else None,
+                       "median_error_frac": float(np.median(errs)) if errs.size else None}
+    return out
+
+
+def summarize(results: list[Result], skipped: Counter) -> dict:
+    groups = defaultdict(list)
+    for r in results:
+        groups[(r.model, r.gpu, r.regime)].append(r)
+    by_group = [{"model": m, "gpu": g, "regime": reg, "rows": len(rs), "metrics": _stats(rs)}
+                for (m, g, reg), rs in sorted(groups.items())]
+    overall = {kind: _stats([r for r in results if r.is_moe == (kind == "moe")]) for kind in ("dense", "moe")}
+    return {"rows_evaluated": len(results), "rows_skipped": sum(skipped.values()), "groups": by_group,
+            "overall": overall, "skipped": dict(skipped.most_common()),
+            "rows": [r.__dict__ for r in results]}
+
+
+# ---- printing --------------------------------------------------------------------------------
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:+.0f}%"
+
+
+def _abs_pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.0f}%"
+
+
+def _cells(stats: dict) -> str:
+    return "".join(f"{_abs_pct(stats[m]['median_abs_error_frac']):>{ABS_WIDTH}}"
+                   f"{_pct(stats[m]['median_error_frac']):>{BIAS_WIDTH}}" for m in METRICS)
+
+
+def _header(first: str) -> str:
+    return first + "".join(f"{label + ' |e|':>{ABS_WIDTH}}{'bias':>{BIAS_WIDTH}}" for label in METRIC_LABELS)
+
+
+def print_report(summary: dict, data_path: Path) -> None:
+    print(f"serving validation: {data_path}")
+    print(f"rows evaluated {summary['rows_evaluated']}, skipped {summary['rows_skipped']}; "
+          "error = pred/meas - 1: median |error| then signed median (bias)")
+    print("regime: fixed = at the row's concurrency; max = best throughput up to min(memory limit, "
+          f"{TRTLLM_BENCH_MAX_BATCH}) vs trtllm-bench offline max load\n")
+    print(_header(f"{'model':<26} {'gpu':<9} {'regime':<6} {'n':>4}"))
+    for g in summary["groups"]:
+        print(f"{g['model']:<26} {g['gpu']:<9} {g['regime']:<6} {g['rows']:>4}{_cells(g['metrics'])}")
+    print("\noverall (n per metric: TPOT / TTFT / tok/s/GPU)")
+    print(_header(f"{'models':<26} {'n':>21}"))
+    for kind, stats in summary["overall"].items():
+        counts = "/".join(str(stats[m]["n"]) for m in METRICS)
+        print(f"{kind:<26} {counts:>21}{_cells(stats)}")
+    print("\nskipped rows by reason")
+    for reason, count in summary["skipped"].items():
+        print(f"{count:>5}  {reason}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA_DIR,
+                        help=f"folder holding {CSV_NAME} and model_configs/ (default: %(default)s)")
+    parser.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
+    args = parser.parse_args(argv)
+    data_path = args.data / CSV_NAME
+    if not data_path.is_file():
+        print(f"`--data`: {data_path} does not exist", file=sys.stderr)
+        return 2
+    with data_path.open(newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or ())]
+        rows = list(reader)
+    if missing:
+        print(f"`--data`: {data_path} lacks the column(s) {', '.join(missing)}", file=sys.stderr)
+        return 2
+    summary = summarize(*evaluate_all(rows, args.data))
+    if args.json:
+        print(json.dumps({"data": str(data_path), **summary}, indent=1))
+    else:
+        print_report(summary, data_path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
