@@ -7,6 +7,7 @@ Booleans become 0/1 floats; cost formulas select with `np.where`, never with `if
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from functools import cached_property
 from typing import Sequence
 
 import numpy as np
@@ -15,6 +16,7 @@ from cost_model.architecture import Architecture
 from cost_model.deployment import Deployment
 from cost_model.efficiency import Efficiency, get_efficiency
 from cost_model.errors import ConfigError
+from cost_model.gemm import GemmRates
 from cost_model.hardware import HardwareSpec
 from cost_model.precision import Precision, get_precision
 
@@ -108,6 +110,14 @@ class Env:
     linear: Precision  # weights and activations of linear layers
     kv: Precision
     high: Precision  # unquantized parts: embeddings, LM head, router, attention math
+
+    @cached_property
+    def linear_rates(self) -> GemmRates:
+        return GemmRates.of(self.hw, self.linear)
+
+    @cached_property
+    def high_rates(self) -> GemmRates:
+        return GemmRates.of(self.hw, self.high)
 
     @classmethod
     def create(cls, hw: HardwareSpec, precision: str, kv_precision: str) -> Env:

@@ -14,7 +14,7 @@ Everything broadcasts over numpy arrays of M, N and K.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cache
 
 import numpy as np
@@ -110,53 +110,79 @@ def _quantization(t: dict[str, np.ndarray], m, n, k, groups):
     return eta_tile, eta_wave, split
 
 
-def _saturation(dim, half_dim: float):
+def _saturation(dim, half_dim):
     """dim / (dim + half_dim): the small-dimension saturation of the efficiency layer."""
     return dim / (dim + half_dim)
 
 
-def _candidates(m, n, k, groups, flop, stream_bytes, hw: HardwareSpec, peak: float,
-                eff: GemmEfficiency):
+@dataclass(frozen=True)
+class GemmRates:
+    """Everything a GEMM's time needs besides its shape: peak, efficiency coefficients and bytes
+    per element of A, B and C. Fields are floats, or arrays that broadcast over many GEMMs
+    (e.g. quantized and BF16 GEMMs of one forward evaluated together)."""
+
+    peak_flop_per_s: float | np.ndarray
+    compute_ceiling_frac: float | np.ndarray
+    bandwidth_ceiling_frac: float | np.ndarray
+    n_half_dim: float | np.ndarray
+    k_half_dim: float | np.ndarray
+    fixed_overhead_s: float | np.ndarray
+    a_bytes_per_value: float | np.ndarray
+    b_bytes_per_value: float | np.ndarray
+    c_bytes_per_value: float | np.ndarray
+
+    @classmethod
+    def of(cls, hw: HardwareSpec, a_prec: Precision, b_prec: Precision | None = None,
+           c_prec: Precision | None = None) -> GemmRates:
+        eff: GemmEfficiency = get_efficiency(hw.name).for_rate(a_prec.tensor_core_rate)
+        return cls(
+            peak_flop_per_s=hw.peak_for(a_prec), compute_ceiling_frac=eff.compute_ceiling_frac,
+            bandwidth_ceiling_frac=eff.bandwidth_ceiling_frac, n_half_dim=eff.n_half_dim,
+            k_half_dim=eff.k_half_dim, fixed_overhead_s=eff.fixed_overhead_s,
+            a_bytes_per_value=a_prec.activation_bytes_per_value,
+            b_bytes_per_value=(b_prec or a_prec).weight_bytes_per_value,
+            c_bytes_per_value=(c_prec or get_precision(DEFAULT_OUT_PRECISION))
+            .activation_bytes_per_value,
+        )
+
+    @classmethod
+    def select(cls, mask, if_true: GemmRates, if_false: GemmRates) -> GemmRates:
+        """Field-wise np.where(mask, if_true, if_false)."""
+        return cls(**{f.name: np.where(mask, getattr(if_true, f.name), getattr(if_false, f.name))
+                      for f in fields(cls)})
+
+
+def _traffic(m, n, k, groups, r: GemmRates):
+    """(FLOPs, read bytes, write bytes): the seeds' formulas, times the group count."""
+    flop = gemm_flop(m, n, k) * groups
+    read = groups * (m * k * r.a_bytes_per_value + n * k * r.b_bytes_per_value)
+    return flop, read, groups * m * n * r.c_bytes_per_value
+
+
+def _candidates(m, n, k, groups, flop, stream_bytes, hw: HardwareSpec, r: GemmRates):
     """Predicted time, η_tile, η_wave and whether math sets the time, for every kernel candidate
     (stacked on axis 0)."""
     table = _kernel_table(hw.gemm_kernels, hw.sm_count)
     extra = (1,) * np.ndim(flop)
     t = {name: col.reshape(col.shape + extra) for name, col in table.items()}
     eta_tile, eta_wave, split = _quantization(t, m, n, k, groups)
-    rate = peak * eff.compute_ceiling_frac * t["relative"] * _saturation(n, eff.n_half_dim) \
-        * _saturation(k / split, eff.k_half_dim)
+    rate = r.peak_flop_per_s * r.compute_ceiling_frac * t["relative"] \
+        * _saturation(n, r.n_half_dim) * _saturation(k / split, r.k_half_dim)
     split_extra = split > 1
     partial_bytes = split_extra * 2.0 * split * groups * m * n * PARTIAL_SUM_BYTES
-    bandwidth = hw.hbm_bytes_per_s * eff.bandwidth_ceiling_frac
     math = flop / (rate * eta_tile * eta_wave)
-    memory = (stream_bytes + partial_bytes) / bandwidth
+    memory = (stream_bytes + partial_bytes) / (hw.hbm_bytes_per_s * r.bandwidth_ceiling_frac)
     time = np.maximum(math, memory) + split_extra * hw.kernel_launch_s
     shape = time.shape
     return time, np.broadcast_to(eta_tile, shape), np.broadcast_to(eta_wave, shape), math >= memory
 
 
-def _precisions(precision, out_precision, weight_precision):
-    a_prec = get_precision(precision, "dtype") if isinstance(precision, str) else precision
-    b_prec = _as_precision(weight_precision, a_prec, "weight_dtype")
-    c_prec = _as_precision(out_precision, get_precision(DEFAULT_OUT_PRECISION), "out_dtype")
-    return a_prec, b_prec, c_prec
-
-
-def _traffic(m, n, k, groups, a_prec: Precision, b_prec: Precision, c_prec: Precision):
-    """(FLOPs, read bytes, write bytes): the seeds' formulas, times the group count."""
-    flop = gemm_flop(m, n, k) * groups
-    read = groups * (m * k * a_prec.activation_bytes_per_value + n * k * b_prec.weight_bytes_per_value)
-    return flop, read, groups * m * n * c_prec.activation_bytes_per_value
-
-
-def gemm_time_s(m, n, k, hw: HardwareSpec, precision: Precision, groups=1.0):
-    """Predicted time only (the hot path of step times): like `gemm_cost(...).time_s` with a
-    BF16 output, for float arrays."""
-    a_prec, b_prec, c_prec = _precisions(precision, None, None)
-    flop, read, write = _traffic(m, n, k, groups, a_prec, b_prec, c_prec)
-    eff = get_efficiency(hw.name).for_rate(a_prec.tensor_core_rate)
-    times = _candidates(m, n, k, groups, flop, read + write, hw, hw.peak_for(a_prec), eff)[0]
-    return times.min(axis=0) + eff.fixed_overhead_s
+def gemm_time_s(m, n, k, groups, hw: HardwareSpec, rates: GemmRates):
+    """Predicted time only (the hot path of step times): `gemm_cost(...).time_s` for float
+    arrays and precomputed `GemmRates`."""
+    flop, read, write = _traffic(m, n, k, groups, rates)
+    times = _candidates(m, n, k, groups, flop, read + write, hw, rates)[0]
+    return times.min(axis=0) + rates.fixed_overhead_s
 
 
 def gemm_cost(m, n, k, hw: HardwareSpec, precision: Precision | str,
@@ -165,18 +191,20 @@ def gemm_cost(m, n, k, hw: HardwareSpec, precision: Precision | str,
     """Cost of C[M,N] = A[M,K]·B[K,N] with A in `precision`, B in `weight_precision` (default: the
     same) and C in `out_precision` (default BF16). Dims broadcast; pass them after sharding.
     `groups` identical GEMMs in one launch (a grouped MoE GEMM) share one fixed overhead."""
-    a_prec, b_prec, c_prec = _precisions(precision, out_precision, weight_precision)
+    a_prec = get_precision(precision, "dtype") if isinstance(precision, str) else precision
+    rates = GemmRates.of(hw, a_prec, _as_precision(weight_precision, a_prec, "weight_dtype"),
+                         _as_precision(out_precision, get_precision(DEFAULT_OUT_PRECISION),
+                                       "out_dtype"))
     m, n, k, groups = (np.asarray(x, dtype=np.float64) for x in (m, n, k, groups))
-    peak = hw.peak_for(a_prec)
-    flop, read, write = _traffic(m, n, k, groups, a_prec, b_prec, c_prec)
-    eff = get_efficiency(hw.name).for_rate(a_prec.tensor_core_rate)
-    times, tiles, waves, math_bound = _candidates(m, n, k, groups, flop, read + write, hw, peak, eff)
+    flop, read, write = _traffic(m, n, k, groups, rates)
+    times, tiles, waves, math_bound = _candidates(m, n, k, groups, flop, read + write, hw, rates)
     best = np.argmin(times, axis=0)[None]
     pick = lambda x: np.take_along_axis(np.broadcast_to(x, times.shape), best, 0)[0]  # noqa: E731
+    peak = rates.peak_flop_per_s
     return GemmCost(
         flop=flop, read_bytes=read, write_bytes=write, math_s=flop / peak,
         read_s=read / hw.hbm_bytes_per_s, write_s=write / hw.hbm_bytes_per_s,
-        time_s=pick(times) + eff.fixed_overhead_s, tile_efficiency=pick(tiles),
+        time_s=pick(times) + rates.fixed_overhead_s, tile_efficiency=pick(tiles),
         wave_efficiency=pick(waves), compute_bound=pick(math_bound),
     )
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from cost_model.batch import ArchArrays, DeployArrays, Env
-from cost_model.gemm import gemm_time_s
+from cost_model.gemm import GemmRates, gemm_time_s
 
 
 def touched_expert_frac(tokens, top_k, experts):
@@ -33,6 +33,7 @@ def tokens_per_expert(concurrency, top_k, experts):
 class GemmList:
     """Named GEMMs of a forward: shape, how many run per stage (`count`), and precision class."""
 
+    shape: tuple[int, ...]  # every dimension broadcasts to this shape
     names: list[str] = field(default_factory=list)
     dims: list[tuple] = field(default_factory=list)  # (m, n, k, groups, count)
     high: list[bool] = field(default_factory=list)  # True: BF16 (unquantized), else linear format
@@ -43,25 +44,19 @@ class GemmList:
         self.high.append(high)
 
     def times_s(self, env: Env) -> dict[str, np.ndarray]:
-        """Per-stage time of each named GEMM (count × one GEMM), one vectorized call per format."""
-        out: dict[str, np.ndarray] = {}
-        for high in (False, True):
-            idx = [i for i, h in enumerate(self.high) if h == high]
-            if idx:
-                out.update(self._evaluate(idx, env.high if high else env.linear, env))
-        return out
-
-    def _evaluate(self, idx: list[int], precision, env: Env) -> dict[str, np.ndarray]:
-        shape = np.broadcast_shapes(*(np.shape(x) for i in idx for x in self.dims[i]))
-        stacked = np.empty((5, len(idx)) + shape)
-        for row, i in enumerate(idx):
-            for j, value in enumerate(self.dims[i]):
+        """Per-stage time of each named GEMM (count × one GEMM), in one vectorized call."""
+        shape = self.shape
+        stacked = np.empty((5, len(self.dims)) + shape)
+        for row, dims in enumerate(self.dims):
+            for j, value in enumerate(dims):
                 stacked[j, row] = value  # numpy broadcasts on assignment, in C
         m, n, k, groups, count = stacked
         live = (m > 0) & (n > 0) & (k > 0) & (groups > 0) & (count > 0)
-        safe = [np.where(live, x, 1.0) for x in (m, n, k, groups)]
-        times = np.where(live, gemm_time_s(*safe[:3], env.hw, precision, safe[3]) * count, 0.0)
-        return {self.names[i]: times[j] for j, i in enumerate(idx)}
+        m, n, k, groups = (np.where(live, x, 1.0) for x in (m, n, k, groups))
+        high = np.array(self.high).reshape((-1,) + (1,) * len(shape))
+        rates = GemmRates.select(high, env.high_rates, env.linear_rates)
+        times = np.where(live, gemm_time_s(m, n, k, groups, env.hw, rates) * count, 0.0)
+        return dict(zip(self.names, times))
 
 
 def attention_gemms(g: GemmList, a: ArchArrays, d: DeployArrays, decode_tokens, prefill_tokens,

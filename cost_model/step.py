@@ -109,7 +109,8 @@ def stage_forward(a: ArchArrays, d: DeployArrays, env: Env, decode_seqs, context
     (counts for the whole instance, all DP groups). Broadcasts over every argument."""
     layers, dense_layers, moe_layers = _stage_layers(a, d)
     tokens = decode_seqs + prefill_tokens
-    gemms = GemmList()
+    shape = np.broadcast_shapes(np.shape(tokens), np.shape(prefill_context), a.hidden.shape)
+    gemms = GemmList(shape)
     attention_gemms(gemms, a, d, decode_seqs, prefill_tokens, layers)
     ffn_gemms(gemms, a, d, tokens, dense_layers, moe_layers)
     lm_head_gemm(gemms, a, d, decode_seqs, prefill_tokens)

@@ -153,11 +153,11 @@ def test_fp4_on_hopper_is_a_clear_error():
 
 
 def test_hot_path_time_equals_full_cost():
-    from cost_model.gemm import gemm_time_s
+    from cost_model.gemm import GemmRates, gemm_time_s
 
     m = np.array([[1.0], [300.0], [8192.0]])
     n = np.array([[576.0, 4096.0, 28672.0]])
     for name in ("h200", "gb300"):
         hw = get_hardware(name)
-        fast = gemm_time_s(m, n, 7168.0, hw, get_precision("fp8"), 4.0)
+        fast = gemm_time_s(m, n, 7168.0, 4.0, hw, GemmRates.of(hw, get_precision("fp8")))
         assert np.allclose(fast, gemm_cost(m, n, 7168, hw, "fp8", groups=4).time_s)
