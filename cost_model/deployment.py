@@ -25,6 +25,9 @@ DEFAULT_PREFILL_CHUNK_TOKENS = 8192
 # Prior: share of the hottest GPU's routed tokens above the mean with an expert load balancer
 # (DeepSeek EPLB / TensorRT-LLM Wide-EP); the seeds' (1+δ) factor. Without one it is larger.
 DEFAULT_MOE_IMBALANCE_FRAC = 0.1
+# Sequences one engine instance (attention group) batches at most: TensorRT-LLM's trtllm-bench
+# caps max_batch_size at 4096 (tensorrt_llm/bench/build/tuning.py, finetune_setting()).
+DEFAULT_MAX_BATCH_SEQUENCES = 4096
 
 
 class Deployment(BaseModel):
@@ -74,6 +77,7 @@ class Workload(BaseModel):
     isl_tokens: int = Field(default=1024, ge=1, le=10_000_000)
     osl_tokens: int = Field(default=1024, ge=1, le=10_000_000)
     prefill_chunk_tokens: int = Field(default=DEFAULT_PREFILL_CHUNK_TOKENS, ge=64)
+    max_batch_sequences: int = Field(default=DEFAULT_MAX_BATCH_SEQUENCES, ge=1)  # per DP group
 
     @property
     def mean_decode_context_tokens(self) -> float:

@@ -32,7 +32,7 @@ class OperatingPoints:
     tokens_per_s_per_user: np.ndarray  # interactivity x = 1 / TPOT
     tokens_per_s_per_gpu: np.ndarray  # throughput y, prefill included
     fits_memory: np.ndarray
-    max_concurrency: np.ndarray  # (candidates, 1)
+    max_concurrency: np.ndarray  # (candidates, 1): fits memory and the engine's batch cap
     gemm_s: np.ndarray  # TPOT breakdown (seeds' Figure 2)
     attention_s: np.ndarray
     communication_s: np.ndarray
@@ -79,7 +79,7 @@ def deployment_violations(arch: Architecture, dep: Deployment) -> list[str]:
 
 
 def _points(a: ArchArrays, d: DeployArrays, env: Env, workload: Workload, concurrency,
-            limit) -> OperatingPoints:
+            memory_limit, limit) -> OperatingPoints:
     isl, osl = float(workload.isl_tokens), float(workload.osl_tokens)
     c = np.where(np.isfinite(concurrency), concurrency, 1.0)
     step, ttft = serving_times(a, d, env, c, isl, osl, float(workload.prefill_chunk_tokens))
@@ -90,7 +90,7 @@ def _points(a: ArchArrays, d: DeployArrays, env: Env, workload: Workload, concur
     return OperatingPoints(
         concurrency=np.asarray(concurrency, float), tpot_s=nan(tpot), ttft_s=nan(ttft),
         tokens_per_s_per_user=nan(1.0 / tpot), tokens_per_s_per_gpu=nan(throughput),
-        fits_memory=(c <= limit) & ~missing & (limit >= 1), max_concurrency=limit,
+        fits_memory=(c <= memory_limit) & ~missing & (memory_limit >= 1), max_concurrency=limit,
         gemm_s=nan(step.gemm_s), attention_s=nan(step.attention_s),
         communication_s=nan(step.communication_s), other_s=nan(step.other_s),
     )
@@ -100,11 +100,15 @@ def _group_points(archs, deps, hw: HardwareSpec, workload: Workload, concurrency
     env = Env.create(hw, deps[0].precision, deps[0].kv_cache_precision)
     a = ArchArrays.from_architectures(archs)
     d = DeployArrays.from_deployments(deps)
-    limit = max_concurrency(a, d, env, float(workload.max_context_tokens),
-                            float(workload.prefill_chunk_tokens))
-    grid = concurrency_grid(limit) if concurrency is None else \
-        np.broadcast_to(np.asarray(concurrency, float).reshape(1, -1), (len(archs), np.size(concurrency)))
-    return _points(a, d, env, workload, grid, limit)
+    memory_limit = max_concurrency(a, d, env, float(workload.max_context_tokens),
+                                   float(workload.prefill_chunk_tokens))
+    limit = np.minimum(memory_limit, workload.max_batch_sequences * d.dp)
+    if concurrency is None:
+        grid = concurrency_grid(limit)
+    else:
+        grid = np.broadcast_to(np.asarray(concurrency, float).reshape(1, -1),
+                               (len(archs), np.size(concurrency)))
+    return _points(a, d, env, workload, grid, memory_limit, limit)
 
 
 def evaluate_points(archs: Sequence[Architecture], deps: Sequence[Deployment], hw: HardwareSpec,

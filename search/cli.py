@@ -12,7 +12,8 @@ import sys
 import traceback
 
 from cost_model.errors import CostModelError
-from search import cost_commands, evaluate_command
+from search import cost_commands, evaluate_command, study_commands
+from search.runner import NoFeasibleError
 
 EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -28,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     cost_commands.add_parsers(sub)
     evaluate_command.add_parser(sub)
+    study_commands.add_parsers(sub)
     return parser
 
 
@@ -40,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # the reader (e.g. `| head`) closed stdout: not an error of ours
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
         return EXIT_OK
-    except evaluate_command.NoFitError as exc:
+    except (evaluate_command.NoFitError, NoFeasibleError) as exc:
         print(f"archscout: {exc}", file=sys.stderr)
         return EXIT_INFEASIBLE
     except CostModelError as exc:

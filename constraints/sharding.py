@@ -1,0 +1,123 @@
+"""Constraints on how the architecture shards: alignment, block scaling, divisibility and KV
+replication (seeds 002 §3 "alignment ladder … after sharding", §4 NVFP4, §5, guideline 7)."""
+
+from __future__ import annotations
+
+import math
+
+from cost_model.architecture import Architecture
+from cost_model.deployment import Deployment
+from cost_model.evaluate import deployment_violations
+from cost_model.precision import get_precision
+from constraints.shapes import GemmDim, gemm_dims
+from constraints.violation import Violation
+
+FULL_WASTE_FRAC = 1.0  # a fractional shard (8192/6) cannot be tiled at all
+NO_REPLICATION = 1  # KV copies per KV head when TP does not exceed the KV heads
+
+
+def padding_waste_frac(size: float, multiple: int) -> float:
+    """Padding share of the padded dim: (⌈d/a⌉a − d)/(⌈d/a⌉a); 1 for a fractional shard."""
+    if not float(size).is_integer():
+        return FULL_WASTE_FRAC
+    padded = math.ceil(size / multiple) * multiple
+    return (padded - size) / padded
+
+
+def _is_multiple(dim: GemmDim, multiple: int) -> bool:
+    return dim.is_integer and int(dim.size) % multiple == 0
+
+
+def _why_not_multiple(dim: GemmDim, multiple: int) -> str:
+    if not dim.is_integer:
+        return f"{dim.describe()} is not an integer, let alone a multiple of {multiple}"
+    padded = math.ceil(dim.size / multiple) * multiple
+    waste = padding_waste_frac(dim.size, multiple)
+    return f"{dim.describe()} is not a multiple of {multiple} (pads to {padded}: {waste:.1%} waste)"
+
+
+def check_alignment(arch: Architecture, dep: Deployment, multiple: int = 128) -> Violation:
+    """Every GEMM dim after sharding a multiple of `multiple`; value = summed padding waste."""
+    dims = gemm_dims(arch, dep)
+    wastes = [padding_waste_frac(dim.size, multiple) for dim in dims]
+    bad = [dim for dim in dims if not _is_multiple(dim, multiple)]
+    if not bad:
+        return Violation("alignment", 0.0, f"ok: all {len(dims)} GEMM dims after sharding "
+                         f"(TP={dep.tp}, EP={dep.ep}) are multiples of {multiple}")
+    worst = dims[max(range(len(dims)), key=wastes.__getitem__)]
+    others = "".join(f"; also {dim.describe()}" for dim in bad if dim is not worst)
+    summary = f"{len(bad)} of {len(dims)} GEMM dims misaligned, summed waste {sum(wastes):.2f}"
+    return Violation("alignment", sum(wastes),
+                     f"{_why_not_multiple(worst, multiple)}{others} ({summary})")
+
+
+def check_nvfp4_block(arch: Architecture, dep: Deployment) -> Violation:
+    """Block-scaled formats (nvfp4, mxfp4, fp8_block) need every GEMM K a multiple of the block
+    (seeds 002 §4: "micro-block scaling assumes the reduction dimension is a multiple of 16");
+    value = number of offending K dims."""
+    precision = get_precision(dep.precision)
+    block = precision.block_size
+    if block == 1:
+        return Violation("nvfp4_block", 0.0,
+                         f"ok: `precision` {precision.name} is not block-scaled")
+    reductions = [dim for dim in gemm_dims(arch, dep) if dim.reduction]
+    bad = [dim for dim in reductions if not _is_multiple(dim, block)]
+    if not bad:
+        return Violation("nvfp4_block", 0.0, f"ok: all {len(reductions)} GEMM K dims are "
+                         f"multiples of the {precision.name} block ({block})")
+    listed = "; ".join(dim.describe() for dim in bad)
+    return Violation("nvfp4_block", float(len(bad)),
+                     f"`precision` {precision.name} scales blocks of {block} along K, but "
+                     f"{len(bad)} K dim(s) are not multiples of {block}: {listed}")
+
+
+def pipeline_violations(arch: Architecture, dep: Deployment) -> list[str]:
+    """A balanced PP split: whole layers per stage, and (MoE) as many MoE layers per stage."""
+    pp, layers = dep.pp, arch.num_layers
+    if pp == 1 or pp > layers:  # pp > layers is already one of `deployment_violations`
+        return []
+    broken = []
+    if layers % pp:
+        broken.append(f"`pp` ({pp}) must divide `num_layers` ({layers}) for a balanced split")
+    if arch.is_moe and arch.num_moe_layers % pp:
+        broken.append(f"`pp` ({pp}) must divide the {arch.num_moe_layers} MoE layers "
+                      f"(`num_layers` {layers} less {arch.num_dense_layers} dense) so that every "
+                      "stage holds as many")
+    return broken
+
+
+def check_divisibility(arch: Architecture, dep: Deployment) -> Violation:
+    """Heads by TP, KV heads vs TP, experts by EP, expert H′ by moe_tp, a balanced PP split;
+    value = number of broken rules."""
+    broken = deployment_violations(arch, dep) + pipeline_violations(arch, dep)
+    if not broken:
+        return Violation("divisibility", 0.0, f"ok: heads, experts and layers divide evenly "
+                         f"under TP={dep.tp}, EP={dep.ep}, PP={dep.pp}, DP={dep.dp}")
+    return Violation("divisibility", float(len(broken)), "; ".join(broken))
+
+
+def check_kv_replication(arch: Architecture, dep: Deployment) -> Violation:
+    """TP beyond the KV heads replicates the KV cache (seeds 002 §5, guideline 7); value = extra
+    copies per KV byte stored: ⌈n_kv/TP⌉·TP/n_kv − 1 (GQA), TP − 1 (MLA's shared latent)."""
+    if arch.attention_kind == "mla":
+        return _mla_replication(dep)
+    n_kv, tp = arch.num_kv_heads, dep.tp
+    copies = math.ceil(n_kv / tp) * tp / n_kv
+    if copies == NO_REPLICATION:
+        return Violation("kv_replication", 0.0, f"ok: TP={tp} shards the {n_kv} KV heads "
+                         "without replication")
+    relation = "exceeds" if tp > n_kv else "does not divide"
+    per_gpu = math.ceil(n_kv / tp)
+    return Violation("kv_replication", copies - NO_REPLICATION,
+                     f"TP={tp} {relation} `num_kv_heads` ({n_kv}): each GPU holds ⌈{n_kv}/{tp}⌉ = "
+                     f"{per_gpu} KV heads, so the KV cache is stored {copies:.3g}× over")
+
+
+def _mla_replication(dep: Deployment) -> Violation:
+    tp = dep.tp
+    if tp == NO_REPLICATION:
+        return Violation("kv_replication", 0.0, "ok: MLA latent cache with TP=1 is not replicated")
+    return Violation("kv_replication", float(tp - NO_REPLICATION),
+                     "MLA's latent KV cache (`kv_lora_rank` + `qk_rope_head_dim`, shared by all "
+                     f"heads) is replicated on every one of the TP={tp} ranks; attention DP "
+                     f"(TP=1, DP={tp * dep.dp}) avoids it")

@@ -1,0 +1,117 @@
+"""Score a batch of candidates in one vectorized pass: objectives, constraints, attributes.
+
+Everything a trial records comes from here, so the runner, `pareto` and `show` agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from constraints import CONSTRAINT_NAMES, ConstraintRules, Violation, check_candidate
+from cost_model.deployment import make_workload
+from cost_model.hardware import get_hardware
+from cost_model.params import count_params
+from cost_model.errors import ConfigError
+from objectives.accuracy import predict_loss, ptq_estimate, ranking_loss_nats
+from objectives.serving import ServingScores, Window, serving_scores
+from search.space import Candidate
+from search.spec import StudySpec
+
+
+@dataclass
+class Outcome:
+    """What one trial records: objective values (None = the candidate is not a model),
+    every constraint, and user attributes for reports and the dashboard."""
+
+    values: list[float] | None
+    constraints: dict[str, Violation] = field(default_factory=dict)
+    attrs: dict = field(default_factory=dict)
+
+    def feasible(self, hard: Sequence[str]) -> bool:
+        return self.values is not None and all(self.constraints[n].value <= 0 for n in hard)
+
+
+def constraint_rules(spec: StudySpec) -> ConstraintRules:
+    return ConstraintRules(
+        alignment=spec.constraints.alignment, total_params=spec.budget.total_params,
+        active_params=spec.budget.active_params, params_tolerance_frac=spec.budget.tolerance_frac,
+        max_gpus=spec.hardware.max_gpus, aspect_ratio_min=spec.constraints.aspect_ratio_min,
+        aspect_ratio_max=spec.constraints.aspect_ratio_max,
+    )
+
+
+# Soft unless a study names it in `constraints.hard`: KV replication is already priced by the
+# cost model (memory and attention time), so it is reported, not forbidden.
+DEFAULT_SOFT = ("kv_replication",)
+
+
+def hard_constraints(spec: StudySpec) -> tuple[str, ...]:
+    chosen = spec.constraints.hard
+    if chosen is None:
+        return tuple(n for n in CONSTRAINT_NAMES if n not in DEFAULT_SOFT)
+    return tuple(n for n in CONSTRAINT_NAMES if n in chosen)
+
+
+def window(spec: StudySpec) -> Window:
+    w = spec.workload
+    return Window(w.interactivity_min, w.interactivity_max, w.x_scale == "log")
+
+
+def score_valid(spec: StudySpec, cands: Sequence[Candidate]) -> ServingScores:
+    ttft_c = spec.objectives.ttft_concurrency if "ttft_ms" in spec.objectives.names else None
+    workload = make_workload(isl_tokens=spec.workload.isl_tokens,
+                             osl_tokens=spec.workload.osl_tokens)
+    return serving_scores([c.arch for c in cands], [c.deployment for c in cands],
+                          get_hardware(spec.hardware.gpu), workload, window(spec), ttft_c)
+
+
+def _ptq_attrs(serving_precision: str, tokens_per_param: float) -> dict:
+    """Serving quantization's accuracy estimate, reported beside the loss, never folded in."""
+    try:
+        ptq = ptq_estimate(serving_precision, tokens_per_param)
+    except ConfigError:  # formats without PTQ evidence (bf16 needs none; mxfp4 has none)
+        return {}
+    return {"ptq_accuracy_delta_points": list(ptq.accuracy_delta_points),
+            "ptq_flags": list(ptq.flags)}
+
+
+def _outcome(spec: StudySpec, cand: Candidate, scores: ServingScores, i: int,
+             rules: ConstraintRules) -> Outcome:
+    counts = count_params(cand.arch)
+    tokens, trained_in = spec.budget.training_tokens, spec.budget.training_precision
+    loss = predict_loss(cand.arch, tokens, trained_in)
+    # §7.2 of the accuracy notes: rank on the pessimistic end of the bands when a hard flag fires
+    ranked = ranking_loss_nats(cand.arch, tokens, trained_in) if loss.hard_flags else loss.loss_nats
+    metrics = {"frontier_area": float(scores.frontier_area[i]), "loss": ranked,
+               "ttft_ms": float(np.nan_to_num(scores.ttft_ms[i], nan=1e9)),
+               "gpus": float(scores.gpus[i])}
+    checks = check_candidate(cand.arch, cand.deployment, rules, float(scores.max_concurrency[i]))
+    dep = cand.deployment
+    attrs = {
+        "architecture": cand.arch.name, "frontier_area": metrics["frontier_area"],
+        "loss_proxy": loss.loss_nats, "params_total": counts.total_params,
+        "params_active": counts.active_params, "gpus": dep.gpus,
+        "deployment": f"tp{dep.tp} ep{dep.ep} pp{dep.pp} dp{dep.dp} {dep.precision} "
+                      f"kv-{dep.kv_cache_precision}",
+        "max_concurrency": int(scores.max_concurrency[i]), "loss_flags": list(loss.flags),
+        "loss_central": loss.loss_nats, **_ptq_attrs(dep.precision, tokens / loss.effective_params),
+    }
+    return Outcome([metrics[n] for n in spec.objectives.names], checks, attrs)
+
+
+def evaluate_batch(spec: StudySpec, cands: Sequence[Candidate]) -> list[Outcome]:
+    """Outcomes of `cands`, in order; invalid shapes get `values=None` and their reason."""
+    valid = [i for i, c in enumerate(cands) if c.valid]
+    outcomes = [Outcome(None, attrs={"invalid": c.invalid_reason}) for c in cands]
+    if valid:
+        scores = score_valid(spec, [cands[i] for i in valid])
+        rules = constraint_rules(spec)
+        for j, i in enumerate(valid):
+            outcomes[i] = _outcome(spec, cands[i], scores, j, rules)
+    hard = hard_constraints(spec)
+    for outcome in outcomes:
+        outcome.attrs["feasible"] = outcome.feasible(hard)
+    return outcomes

@@ -1,0 +1,138 @@
+"""Run (or resume) a study: ask a batch, build and score it in one vectorized pass, record
+constraints and attributes, tell, make the batch durable, repeat until the study holds the
+requested number of finished trials. Never reads `study.trials` inside the loop."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+
+import optuna
+from optuna.trial import TrialState
+from tqdm import tqdm
+
+from search.evaluation import Outcome, evaluate_batch, hard_constraints
+from search.space import build_candidate, suggest_params
+from search.spec import SpecError, StudySpec
+from search.storage import StorageHandle
+
+FINISHED = (TrialState.COMPLETE, TrialState.FAIL)
+SPEC_ATTR = "archscout_spec"
+# Fields that may change between runs of one study without changing what was searched.
+RESUMABLE_FIELDS = {"trials", "seed", "batch_size", "description", "sampler"}
+
+
+class NoFeasibleError(Exception):
+    """A study finished with no feasible candidate (exit code 1)."""
+
+
+@dataclass
+class RunSummary:
+    finished: int = 0  # finished trials in the study after the run
+    ran: int = 0  # trials this process finished
+    feasible: int = 0  # feasible trials this process finished
+    best_area: float = float("nan")
+    rejected_by: Counter = field(default_factory=Counter)  # hard constraint -> trials it rejected
+
+
+def make_sampler(spec: StudySpec, seed: int) -> optuna.samplers.BaseSampler:
+    if spec.sampler == "nsga2":
+        return optuna.samplers.NSGAIISampler(population_size=max(spec.batch_size, 20), seed=seed)
+    if spec.sampler == "tpe":
+        return optuna.samplers.TPESampler(multivariate=True, constant_liar=True, seed=seed)
+    return optuna.samplers.RandomSampler(seed=seed)
+
+
+def _comparable(spec: StudySpec) -> dict:
+    return spec.model_dump(mode="json", exclude=RESUMABLE_FIELDS)
+
+
+def _check_same_spec(study: optuna.Study, spec: StudySpec) -> None:
+    stored = study.user_attrs.get(SPEC_ATTR)
+    if stored is None:
+        study.set_user_attr(SPEC_ATTR, spec.model_dump(mode="json"))
+        return
+    old = {k: v for k, v in stored.items() if k not in RESUMABLE_FIELDS}
+    changed = sorted(k for k in old.keys() | _comparable(spec).keys()
+                     if old.get(k) != _comparable(spec).get(k))
+    if changed:
+        raise SpecError(f"study `{spec.name}` exists in this storage with a different spec "
+                        f"(changed: {', '.join(changed)}); give the new study another `name`")
+
+
+def open_study(spec: StudySpec, handle: StorageHandle, seed: int) -> optuna.Study:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(study_name=spec.name, storage=handle.storage,
+                                directions=spec.objectives.directions,
+                                sampler=make_sampler(spec, seed), load_if_exists=True)
+    if study.directions != [optuna.study.StudyDirection[d.upper()]
+                            for d in spec.objectives.directions]:
+        raise SpecError(f"study `{spec.name}` exists with other objectives; use another `name`")
+    _check_same_spec(study, spec)
+    handle.flush()
+    return study
+
+
+def finished_trials(study: optuna.Study) -> int:
+    return len(study.get_trials(deepcopy=False, states=FINISHED))
+
+
+def _record(trial: optuna.Trial, outcome: Outcome, hard: tuple[str, ...]) -> None:
+    for key, value in outcome.attrs.items():
+        trial.set_user_attr(key, value)
+    for name, violation in outcome.constraints.items():
+        if name in hard:
+            trial.set_constraint(name, float(violation.value))
+        trial.set_user_attr(f"constraint:{name}", [float(violation.value), violation.message])
+
+
+def run_batch(study: optuna.Study, spec: StudySpec, size: int, hard: tuple[str, ...],
+              summary: RunSummary) -> None:
+    trials = [study.ask() for _ in range(size)]
+    cands = [build_candidate(spec, suggest_params(t, spec.space)) for t in trials]
+    for trial, outcome in zip(trials, evaluate_batch(spec, cands)):
+        _record(trial, outcome, hard)
+        if outcome.values is None:
+            study.tell(trial, state=TrialState.FAIL)
+            summary.rejected_by["shape"] += 1
+            continue
+        study.tell(trial, outcome.values)
+        _count(summary, outcome, hard)
+    summary.ran += size
+
+
+def _count(summary: RunSummary, outcome: Outcome, hard: tuple[str, ...]) -> None:
+    broken = [n for n in hard if outcome.constraints[n].value > 0]
+    summary.rejected_by.update(broken)
+    if not broken:
+        summary.feasible += 1
+        area = outcome.attrs["frontier_area"]
+        if not summary.best_area >= area:  # NaN-safe maximum
+            summary.best_area = area
+
+
+def run_study(spec: StudySpec, handle: StorageHandle, target_trials: int, seed: int,
+              show_progress: bool = True) -> RunSummary:
+    """Run until the study holds `target_trials` finished trials (resuming what is there)."""
+    study = open_study(spec, handle, seed)
+    summary = RunSummary(finished=finished_trials(study))
+    study.sampler = make_sampler(spec, seed + summary.finished)  # resumed runs draw anew
+    hard = hard_constraints(spec)
+    bar = tqdm(total=target_trials, initial=summary.finished, unit="trial", file=sys.stderr,
+               disable=not show_progress, dynamic_ncols=True)
+    while summary.finished < target_trials:
+        size = min(spec.batch_size, target_trials - summary.finished)
+        run_batch(study, spec, size, hard, summary)
+        handle.flush()
+        summary.finished = finished_trials(study) if handle.shared else summary.finished + size
+        bar.update(size)
+        bar.set_postfix_str(f"feasible {summary.feasible}, best area {summary.best_area:.4g}")
+    bar.close()
+    return summary
+
+
+def describe_rejections(summary: RunSummary) -> str:
+    """'memory_fit rejected 120, params_budget rejected 64' (most frequent first)."""
+    parts = [f"{name} rejected {count}" for name, count in summary.rejected_by.most_common()]
+    return ", ".join(parts) or "no trial ran"

@@ -1,0 +1,119 @@
+"""The search space: the only place that calls `trial.suggest_*`.
+
+The space is static per parameter name (Optuna's samplers need the same names and choices on
+every trial); dependent sizes are derived: query heads = num_kv_heads × q_per_kv (GQA
+divisibility by construction), EP is reduced to a divisor of TP·DP (and to 1 for dense models),
+top-k is capped at the expert count. `build_candidate(spec, params)` is deterministic, so the
+report and export rebuild exactly the candidate a trial evaluated.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import optuna
+
+from cost_model.architecture import Architecture, make_architecture
+from cost_model.deployment import Deployment, make_deployment
+from cost_model.errors import ConfigError
+from search.spec import Dimension, Space, StudySpec
+
+DEPLOYMENT_PARAMS = ("tp", "ep", "pp", "dp", "precision", "kv_precision")
+MIN_MAX_POSITION = 4096
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One trial's design: an architecture and its deployment, or why it is not a model."""
+
+    params: dict
+    arch: Architecture | None
+    deployment: Deployment | None
+    invalid_reason: str = ""
+
+    @property
+    def valid(self) -> bool:
+        return self.arch is not None and self.deployment is not None
+
+
+def searched_dimensions(space: Space) -> dict[str, Dimension]:
+    """Dimensions with more than one option (the ones Optuna samples), by name."""
+    dims = {name: getattr(space, name) for name in Space.model_fields}
+    return {name: dim for name, dim in dims.items() if len(dim.options) > 1}
+
+
+def suggest_params(trial: optuna.Trial, space: Space) -> dict:
+    """Sample every searched dimension; fixed ones take their value. Returns all params."""
+    params = {}
+    for name in Space.model_fields:
+        dim: Dimension = getattr(space, name)
+        if len(dim.options) == 1:
+            params[name] = dim.options[0]
+        elif dim.choices is not None:
+            params[name] = trial.suggest_categorical(name, dim.choices)
+        else:
+            params[name] = trial.suggest_int(name, dim.min, dim.max, step=dim.step)
+    return params
+
+
+def _shape_name(p: dict) -> str:
+    heads = p["num_kv_heads"] * p["q_per_kv"]
+    name = f"H{p['hidden_size']}-L{p['num_layers']}-A{heads}x{p['head_dim']}kv{p['num_kv_heads']}"
+    if p["num_experts"]:
+        name += f"-E{p['num_experts']}k{min(p['experts_per_token'], p['num_experts'])}" \
+                f"x{p['moe_intermediate_size']}s{p['num_shared_experts']}"
+    if p["intermediate_size"]:
+        name += f"-F{p['intermediate_size']}"
+    return name
+
+
+def _moe_fields(p: dict) -> dict:
+    if not p["num_experts"]:
+        return {}
+    return dict(
+        num_experts=p["num_experts"],
+        experts_per_token=min(p["experts_per_token"], p["num_experts"]),
+        moe_intermediate_size=p["moe_intermediate_size"],
+        num_shared_experts=p["num_shared_experts"],
+        first_dense_layers=min(p["first_dense_layers"], p["num_layers"] - 1),
+    )
+
+
+def build_architecture(p: dict, max_context_tokens: int) -> Architecture:
+    if not p["num_experts"] and p["intermediate_size"] < 1:
+        raise ConfigError(f"`intermediate_size` ({p['intermediate_size']}) must be > 0 for a "
+                          "dense model (`num_experts` = 0)")
+    dense_width = p["intermediate_size"] if (not p["num_experts"] or p["first_dense_layers"]) else 0
+    return make_architecture(
+        name=_shape_name(p), family="custom", vocab_size=p["vocab_size"],
+        hidden_size=p["hidden_size"], num_layers=p["num_layers"],
+        num_attention_heads=p["num_kv_heads"] * p["q_per_kv"], num_kv_heads=p["num_kv_heads"],
+        head_dim=p["head_dim"], intermediate_size=dense_width,
+        max_position_embeddings=max(MIN_MAX_POSITION, 2 ** math.ceil(math.log2(max_context_tokens))),
+        **_moe_fields(p),
+    )
+
+
+def build_deployment(p: dict, is_moe: bool) -> Deployment:
+    stage_gpus = p["tp"] * p["dp"]
+    ep = math.gcd(p["ep"], stage_gpus) if is_moe else 1
+    return make_deployment(tp=p["tp"], ep=ep, pp=p["pp"], dp=p["dp"], precision=p["precision"],
+                           kv_precision=p["kv_precision"])
+
+
+def build_candidate(spec: StudySpec, params: dict) -> Candidate:
+    """The candidate of a parameter set (all params, fixed ones included)."""
+    context = spec.workload.isl_tokens + spec.workload.osl_tokens
+    try:
+        arch = build_architecture(params, context)
+        return Candidate(params, arch, build_deployment(params, arch.is_moe))
+    except ConfigError as exc:
+        return Candidate(params, None, None, invalid_reason=str(exc))
+
+
+def complete_params(spec: StudySpec, sampled: dict) -> dict:
+    """A trial's stored params plus the fixed dimensions (which Optuna does not store)."""
+    params = {name: getattr(spec.space, name).options[0] for name in Space.model_fields}
+    params.update(sampled)
+    return params

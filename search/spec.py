@@ -1,0 +1,231 @@
+"""Study specification: a TOML file validated into a frozen pydantic `StudySpec`.
+
+Unknown keys are errors naming their path; ranges are checked (min ≤ max, steps > 0); every
+error becomes one `SpecError` line naming the field, the rule and the bad value.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from cost_model.errors import ConfigError
+from cost_model.hardware import get_hardware
+from cost_model.precision import get_precision
+from constraints import CONSTRAINT_NAMES
+from objectives.serving import OBJECTIVES
+
+OBJECTIVE_DIRECTIONS = {name: o.direction for name, o in OBJECTIVES.items()}
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class SpecError(ConfigError):
+    """The study file is invalid (exit code 2)."""
+
+
+class Dimension(BaseModel):
+    """One searched quantity: `{ value = x }`, `{ choices = [...] }` or `{ min, max, step }`."""
+
+    model_config = _FROZEN
+
+    value: int | str | None = None
+    choices: list[int] | list[str] | None = Field(default=None, min_length=1)
+    min: int | None = None
+    max: int | None = None
+    step: int = Field(default=1, ge=1)
+
+    @model_validator(mode="after")
+    def _one_form(self) -> Dimension:
+        forms = [self.value is not None, self.choices is not None,
+                 self.min is not None or self.max is not None]
+        if sum(forms) != 1:
+            raise ValueError("give exactly one of `value`, `choices` or `min`/`max`")
+        if forms[2] and (self.min is None or self.max is None):
+            raise ValueError("a range needs both `min` and `max`")
+        if forms[2] and self.min > self.max:
+            raise ValueError(f"`min` ({self.min}) must be <= `max` ({self.max})")
+        if forms[2] and (self.max - self.min) % self.step:
+            raise ValueError(f"`max` − `min` ({self.max - self.min}) must be a multiple of "
+                             f"`step` ({self.step})")
+        return self
+
+    @property
+    def options(self) -> list:
+        """Every value this dimension can take, in order."""
+        if self.value is not None:
+            return [self.value]
+        if self.choices is not None:
+            return list(self.choices)
+        return list(range(self.min, self.max + 1, self.step))
+
+
+def _fixed(value) -> Dimension:
+    return Dimension(value=value)
+
+
+class Space(BaseModel):
+    """Searched architecture and deployment. Query heads = num_kv_heads × q_per_kv, so GQA
+    divisibility holds by construction; EP is reduced to a divisor of TP·DP."""
+
+    model_config = _FROZEN
+
+    hidden_size: Dimension
+    num_layers: Dimension
+    head_dim: Dimension = _fixed(128)
+    num_kv_heads: Dimension = _fixed(8)
+    q_per_kv: Dimension = _fixed(4)
+    intermediate_size: Dimension = _fixed(0)  # dense FFN H′ (0: no dense layers in an MoE)
+    vocab_size: Dimension = _fixed(128256)
+    num_experts: Dimension = _fixed(0)  # 0 = dense model
+    experts_per_token: Dimension = _fixed(1)
+    moe_intermediate_size: Dimension = _fixed(0)
+    num_shared_experts: Dimension = _fixed(0)
+    first_dense_layers: Dimension = _fixed(0)
+    tp: Dimension = _fixed(1)
+    ep: Dimension = _fixed(1)
+    pp: Dimension = _fixed(1)
+    dp: Dimension = _fixed(1)
+    precision: Dimension = _fixed("fp8")
+    kv_precision: Dimension = _fixed("fp8")
+
+    @model_validator(mode="after")
+    def _known_precisions(self) -> Space:
+        for field in ("precision", "kv_precision"):
+            for name in getattr(self, field).options:
+                get_precision(str(name), f"space.{field}")
+        return self
+
+
+class Budget(BaseModel):
+    model_config = _FROZEN
+
+    total_params: float | None = Field(default=None, gt=0)
+    active_params: float | None = Field(default=None, gt=0)
+    tolerance_frac: float = Field(default=0.1, gt=0, le=10)
+    training_tokens: float = Field(gt=0)
+    training_precision: str = "bf16"  # the format the model is trained in (serving may quantize)
+
+    @model_validator(mode="after")
+    def _known_precision(self) -> Budget:
+        get_precision(self.training_precision, "budget.training_precision")
+        return self
+
+
+class Hardware(BaseModel):
+    model_config = _FROZEN
+
+    gpu: str
+    max_gpus: int = Field(default=8, ge=1, le=100_000)
+
+    @model_validator(mode="after")
+    def _known(self) -> Hardware:
+        get_hardware(self.gpu)
+        return self
+
+
+class WorkloadSpec(BaseModel):
+    model_config = _FROZEN
+
+    isl_tokens: int = Field(ge=1, le=10_000_000)
+    osl_tokens: int = Field(ge=1, le=10_000_000)
+    interactivity_min: float = Field(default=10.0, gt=0)  # tokens/s/user, the window's x_lo
+    interactivity_max: float = Field(default=1000.0, gt=0)  # x_hi
+    x_scale: Literal["log", "linear"] = "log"
+
+    @model_validator(mode="after")
+    def _window(self) -> WorkloadSpec:
+        if self.interactivity_min >= self.interactivity_max:
+            raise ValueError(f"`interactivity_min` ({self.interactivity_min}) must be < "
+                             f"`interactivity_max` ({self.interactivity_max})")
+        return self
+
+
+class Constraints(BaseModel):
+    model_config = _FROZEN
+
+    alignment: Literal[128, 256, 512] = 128
+    hard: list[str] | None = None  # None: every constraint but kv_replication is hard
+
+    @model_validator(mode="after")
+    def _known(self) -> Constraints:
+        for name in self.hard or []:
+            if name not in CONSTRAINT_NAMES:
+                raise ValueError(f"`{name}` is not a constraint; known: "
+                                 f"{', '.join(CONSTRAINT_NAMES)}")
+        return self
+    aspect_ratio_min: float | None = Field(default=None, gt=0)  # hidden_size / num_layers
+    aspect_ratio_max: float | None = Field(default=None, gt=0)
+
+
+class Objectives(BaseModel):
+    model_config = _FROZEN
+
+    names: list[str] = Field(default=["frontier_area", "loss"], min_length=1)
+    ttft_concurrency: int = Field(default=1, ge=1)
+
+    @model_validator(mode="after")
+    def _known(self) -> Objectives:
+        for name in self.names:
+            if name not in OBJECTIVE_DIRECTIONS:
+                known = ", ".join(OBJECTIVE_DIRECTIONS)
+                raise ValueError(f"`{name}` is not an objective; known: {known}")
+        if len(set(self.names)) != len(self.names):
+            raise ValueError(f"objectives must not repeat; got {self.names}")
+        return self
+
+    @property
+    def directions(self) -> list[str]:
+        return [OBJECTIVE_DIRECTIONS[n] for n in self.names]
+
+
+class StudySpec(BaseModel):
+    """A whole study: what to search, for which hardware and workload, scored how."""
+
+    model_config = _FROZEN
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,80}$")
+    description: str = ""
+    sampler: Literal["nsga2", "tpe", "random"] = "nsga2"
+    trials: int = Field(ge=1, le=10_000_000)
+    seed: int = Field(default=0, ge=0)
+    batch_size: int = Field(default=64, ge=1, le=4096)
+    budget: Budget
+    hardware: Hardware
+    workload: WorkloadSpec
+    space: Space
+    constraints: Constraints = Constraints()
+    objectives: Objectives = Objectives()
+
+
+def _describe(err: dict[str, Any]) -> str:
+    path = ".".join(str(p) for p in err["loc"] if p != "__root__")
+    if err["type"] == "value_error":
+        message = str(err["ctx"]["error"])
+        return f"`{path}`: {message}" if path else message
+    if err["type"] == "extra_forbidden":
+        return f"`{path}` is not a known key"
+    if err["type"] == "missing":
+        return f"`{path}` is required"
+    return f"`{path}` ({err.get('input')!r}): {err['msg']}"
+
+
+def spec_from_dict(doc: dict[str, Any], source: str = "study") -> StudySpec:
+    try:
+        return StudySpec.model_validate(doc)
+    except ValidationError as exc:
+        raise SpecError(f"{source}: {_describe(exc.errors()[0])}") from None
+
+
+def load_spec(path: str | Path) -> StudySpec:
+    """Read and validate a study TOML file."""
+    file = Path(path)
+    if not file.is_file():
+        raise SpecError(f"study file {str(file)!r} does not exist")
+    try:
+        doc = tomllib.loads(file.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{file}: not valid TOML: {exc}") from None
+    return spec_from_dict(doc, str(file))
