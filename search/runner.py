@@ -32,6 +32,7 @@ class RunSummary:
     finished: int = 0  # finished trials in the study after the run
     ran: int = 0  # trials this process finished
     feasible: int = 0  # feasible trials this process finished
+    feasible_before: int = 0  # feasible trials the study held when this process started
     best_area: float = float("nan")
     rejected_by: Counter = field(default_factory=Counter)  # hard constraint -> trials it rejected
 
@@ -112,11 +113,20 @@ def _count(summary: RunSummary, outcome: Outcome, hard: tuple[str, ...]) -> None
             summary.best_area = area
 
 
+def _resume_summary(study: optuna.Study) -> RunSummary:
+    """Counters of what the study already holds, so the progress bar shows the whole study."""
+    done = study.get_trials(deepcopy=False, states=FINISHED)
+    feasible = [t for t in done if t.user_attrs.get("feasible")]
+    areas = [t.user_attrs.get("frontier_area", float("nan")) for t in feasible]
+    return RunSummary(finished=len(done), feasible_before=len(feasible),
+                      best_area=max(areas, default=float("nan")))
+
+
 def run_study(spec: StudySpec, handle: StorageHandle, target_trials: int, seed: int,
               show_progress: bool = True) -> RunSummary:
     """Run until the study holds `target_trials` finished trials (resuming what is there)."""
     study = open_study(spec, handle, seed)
-    summary = RunSummary(finished=finished_trials(study))
+    summary = _resume_summary(study)
     study.sampler = make_sampler(spec, seed + summary.finished)  # resumed runs draw anew
     hard = hard_constraints(spec)
     bar = tqdm(total=target_trials, initial=summary.finished, unit="trial", file=sys.stderr,
@@ -127,7 +137,8 @@ def run_study(spec: StudySpec, handle: StorageHandle, target_trials: int, seed: 
         handle.flush()
         summary.finished = finished_trials(study) if handle.shared else summary.finished + size
         bar.update(size)
-        bar.set_postfix_str(f"feasible {summary.feasible}, best area {summary.best_area:.4g}")
+        feasible = summary.feasible_before + summary.feasible
+        bar.set_postfix_str(f"feasible {feasible}, best area {summary.best_area:.4g}")
     bar.close()
     return summary
 
