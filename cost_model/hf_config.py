@@ -356,6 +356,9 @@ def architecture_from_json_dict(doc: Mapping[str, Any], source: str = "architect
         raise config_error_from(exc, source) from exc
 
 
+ARCHSCOUT_RECORD_KEY = "archscout_record"  # marker (and format version) of a full trial record
+
+
 def load_architecture(path: str | Path) -> Architecture:
     """Read a Hugging Face config.json (or a model folder holding one) or our own JSON."""
     file = Path(path)
@@ -366,6 +369,8 @@ def load_architecture(path: str | Path) -> Architecture:
         raise ConfigError(f"`{file}` cannot be read as JSON: {exc}") from exc
     if not isinstance(doc, dict):
         raise ConfigError(f"`{file}` must hold a JSON object; got {type(doc).__name__}")
+    if ARCHSCOUT_RECORD_KEY in doc:  # a trial record written by `archscout export --format json`
+        return architecture_from_json_dict(doc.get("architecture", {}), f"{file} (archscout record)")
     if ARCHSCOUT_JSON_KEY in doc or "model_type" not in doc:
         return architecture_from_json_dict(doc, f"{file} (archscout JSON: no `model_type`)")
     default_name = file.parent.name if file.name == "config.json" else file.stem

@@ -12,7 +12,7 @@ import sys
 import traceback
 
 from cost_model.errors import CostModelError
-from search import cost_commands, evaluate_command, study_commands
+from search import cost_commands, evaluate_command, inspect_commands, study_commands
 from search.runner import NoFeasibleError
 
 EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT = 0, 1, 2
@@ -30,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     cost_commands.add_parsers(sub)
     evaluate_command.add_parser(sub)
     study_commands.add_parsers(sub)
+    inspect_commands.add_parsers(sub)
     return parser
 
 

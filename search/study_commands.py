@@ -8,6 +8,7 @@ from pathlib import Path
 
 import optuna
 
+from search.arrow_export import write_pareto_files
 from search.report import pareto_document
 from search.runner import NoFeasibleError, RunSummary, describe_rejections, open_study, run_study
 from search.spec import StudySpec, load_spec
@@ -102,6 +103,7 @@ def run_pareto(args: argparse.Namespace) -> int:
     spec = load_spec(args.study)
     handle = open_storage(Path(args.study), spec, args.storage, shared=True)
     doc = pareto_document(spec, load_study(spec, handle))
+    write_pareto_files(doc, args.parquet, args.csv)
     if args.json:
         print_json(doc)
     else:
@@ -125,4 +127,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("study", help="study file (TOML)")
     p.add_argument("--storage", default=None, help="Optuna storage URL (default: the study's)")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    p.add_argument("--parquet", metavar="PATH", default=None, help="also write the table as "
+                   "Parquet (versioned schema)")
+    p.add_argument("--csv", metavar="PATH", default=None, help="also write the table as CSV")
     p.set_defaults(func=run_pareto)

@@ -29,12 +29,12 @@ def format_table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None =
     return "\n".join(lines)
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """JSON-safe: NaN/inf become null, numpy scalars become Python numbers."""
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     if hasattr(value, "item"):
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
@@ -44,5 +44,5 @@ def _plain(value: Any) -> Any:
 
 def print_json(document: Any) -> None:
     """One JSON document on stdout, nothing else."""
-    json.dump(_plain(document), sys.stdout, indent=2, allow_nan=False)
+    json.dump(plain(document), sys.stdout, indent=2, allow_nan=False)
     sys.stdout.write("\n")

@@ -1,0 +1,262 @@
+"""What `show` prints and `export` writes about one trial: our full record (JSON), a Hugging Face
+`config.json`, or the vLLM serving arguments of its deployment. Files are written atomically: a
+temporary file in the target's folder, renamed over the target; on any error nothing is left.
+
+Every number is recomputed from the trial's rebuilt candidate (`score_valid` is deterministic),
+so the record agrees with what the trial evaluated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+from optuna.trial import FrozenTrial
+
+from constraints import CONSTRAINT_NAMES
+from cost_model.architecture import Architecture
+from cost_model.deployment import DEFAULT_MAX_BATCH_SEQUENCES, Deployment
+from cost_model.errors import ConfigError
+from cost_model.evaluate import OperatingPoints
+from cost_model.hf_config import (
+    ARCHSCOUT_RECORD_KEY,
+    architecture_to_hf_config,
+    architecture_to_json_dict,
+)
+from cost_model.units import MS_PER_S
+from objectives.serving import ServingScores
+from search.evaluate_command import BREAKDOWN_PARTS, params_document
+from search.evaluation import hard_constraints, score_valid
+from search.space import Candidate
+from search.spec import StudySpec
+from search.tables import plain
+
+RECORD_KEY = ARCHSCOUT_RECORD_KEY  # marker (and format version) of a trial record
+RECORD_VERSION = 1
+FORMATS = ("hf", "json", "vllm")
+HF_CONFIG_NAME = "config.json"
+
+# vLLM `--quantization` of each serving precision (None: unquantized checkpoint, no flag). Names
+# from vLLM's QuantizationMethods: "fp8" (also reads block-scaled FP8 checkpoints),
+# "modelopt_fp4" (NVIDIA ModelOpt NVFP4), "mxfp4" (OCP MX FP4).
+VLLM_QUANTIZATION = {"fp32": None, "fp16": None, "bf16": None, "fp8": "fp8", "fp8_block": "fp8",
+                     "nvfp4": "modelopt_fp4", "mxfp4": "mxfp4"}
+# vLLM `--kv-cache-dtype`: "auto" stores the KV cache in the model's dtype.
+VLLM_KV_CACHE_DTYPE = {"fp32": "auto", "fp16": "auto", "bf16": "auto", "fp8": "fp8",
+                       "fp8_block": "fp8"}
+# `--max-num-seqs` is per engine (one per DP rank); capped at the batch the cost model assumes.
+VLLM_MAX_NUM_SEQS_CAP = DEFAULT_MAX_BATCH_SEQUENCES
+VLLM_MODEL_PLACEHOLDER = "/path/to/{name}"  # the folder holding config.json and the weights
+
+
+class ExportError(ConfigError):
+    """An output that cannot be produced or written (exit code 2)."""
+
+
+# ---- atomic files -------------------------------------------------------------------------------
+
+
+def write_atomic(path: Path, write: Callable[[Path], None], option: str = "-o") -> Path:
+    """Call `write(tmp)` on a temporary file beside `path`, then rename it onto `path`; errors
+    name the command-line `option` that gave the path."""
+    path = Path(path)
+    try:
+        fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise ExportError(f"`{option}` ({path}) cannot be written: {exc.strerror}") from None
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        write(tmp)
+        os.chmod(tmp, _new_file_mode())  # mkstemp makes 0600; a plain new file follows the umask
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise ExportError(f"`{option}` ({path}) cannot be written: {exc.strerror or exc}") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def _new_file_mode() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def write_json(path: Path, document: dict) -> Path:
+    text = json.dumps(plain(document), indent=2, allow_nan=False, ensure_ascii=False) + "\n"
+    return write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+# ---- the trial record ---------------------------------------------------------------------------
+
+
+def deployment_document(dep: Deployment) -> dict:
+    return {"tp": dep.tp, "ep": dep.ep, "pp": dep.pp, "dp": dep.dp, "precision": dep.precision,
+            "kv_precision": dep.kv_cache_precision, "gpus": dep.gpus, "moe_tp": dep.moe_tp}
+
+
+def workload_document(spec: StudySpec) -> dict:
+    w = spec.workload
+    return {"isl_tokens": w.isl_tokens, "osl_tokens": w.osl_tokens,
+            "interactivity_min": w.interactivity_min, "interactivity_max": w.interactivity_max,
+            "x_scale": w.x_scale}
+
+
+def _columns(points: OperatingPoints) -> list[int]:
+    """Grid columns with a point, one per concurrency (the grid can repeat its last value)."""
+    seen, keep = set(), []
+    for j, c in enumerate(points.concurrency[0]):
+        if np.isfinite(c) and c not in seen:
+            seen.add(c)
+            keep.append(j)
+    return keep
+
+
+def frontier_points(points: OperatingPoints) -> list[dict]:
+    """Every operating point of the sweep, with whether it is on the candidate's frontier."""
+    on_front = points.pareto_mask()[0]
+    at = lambda field, j: float(getattr(points, field)[0, j])  # noqa: E731
+    return [{"concurrency": int(points.concurrency[0, j]), "tpot_ms": at("tpot_s", j) * MS_PER_S,
+             "ttft_ms": at("ttft_s", j) * MS_PER_S,
+             "tokens_per_s_per_user": at("tokens_per_s_per_user", j),
+             "tokens_per_s_per_gpu": at("tokens_per_s_per_gpu", j),
+             "fits_memory": bool(points.fits_memory[0, j]), "on_frontier": bool(on_front[j])}
+            for j in _columns(points)]
+
+
+def _breakdown_at(points: OperatingPoints, j: int) -> dict:
+    time_ms = {p: float(getattr(points, f"{p}_s")[0, j]) * MS_PER_S for p in BREAKDOWN_PARTS}
+    total_ms = sum(time_ms.values())
+    return {"concurrency": int(points.concurrency[0, j]), "tpot_ms": total_ms, "time_ms": time_ms,
+            "share_frac": {p: t / total_ms for p, t in time_ms.items()}}
+
+
+def time_breakdown(points: OperatingPoints) -> dict:
+    """TPOT by part at the latency-first (c = 1) and throughput-first (largest fitting c) points."""
+    fitting = [j for j in _columns(points) if points.fits_memory[0, j]]
+    if not fitting:
+        return {"latency_first": None, "throughput_first": None}
+    return {"latency_first": _breakdown_at(points, fitting[0]),
+            "throughput_first": _breakdown_at(points, fitting[-1])}
+
+
+def constraints_document(spec: StudySpec, trial: FrozenTrial) -> dict:
+    """Each recorded constraint: violation value (<= 0 satisfied), message, hard or reported."""
+    hard = hard_constraints(spec)
+    doc = {}
+    for name in CONSTRAINT_NAMES:
+        recorded = trial.user_attrs.get(f"constraint:{name}")
+        if recorded is not None:
+            value, message = recorded
+            doc[name] = {"value": value, "satisfied": value <= 0, "hard": name in hard,
+                         "message": message}
+    return doc
+
+
+def _loss_document(trial: FrozenTrial) -> dict:
+    keys = ("loss_proxy", "loss_flags", "ptq_accuracy_delta_points", "ptq_flags")
+    return {k: trial.user_attrs[k] for k in keys if k in trial.user_attrs}
+
+
+def _serving_document(scores: ServingScores) -> dict:
+    return {"frontier_area": float(scores.frontier_area[0]),
+            "max_concurrency": int(scores.max_concurrency[0]),
+            "frontier": frontier_points(scores.points),
+            "breakdown": time_breakdown(scores.points)}
+
+
+def trial_record(spec: StudySpec, trial: FrozenTrial, cand: Candidate) -> dict:
+    """Our full record of one valid trial (what `show --json` prints, `export --format json`
+    writes)."""
+    constraints = constraints_document(spec, trial)
+    feasible = all(c["satisfied"] for c in constraints.values() if c["hard"])
+    return {
+        RECORD_KEY: RECORD_VERSION, "study": spec.name, "trial": trial.number,
+        "hardware": spec.hardware.gpu, "workload": workload_document(spec),
+        "architecture": architecture_to_json_dict(cand.arch), "params": params_document(cand.arch),
+        "deployment": deployment_document(cand.deployment),
+        "objectives": dict(zip(spec.objectives.names, trial.values)), "feasible": feasible,
+        **_serving_document(score_valid(spec, [cand])),
+        "constraints": constraints, "loss": _loss_document(trial),
+    }
+
+
+# ---- serving-engine arguments -------------------------------------------------------------------
+
+
+def _vllm_quantization(dep: Deployment) -> str | None:
+    if dep.precision not in VLLM_QUANTIZATION:
+        raise ExportError(f"`precision` ({dep.precision}) has no vLLM `--quantization`; supported: "
+                          f"{', '.join(VLLM_QUANTIZATION)}")
+    return VLLM_QUANTIZATION[dep.precision]
+
+
+def _vllm_kv_cache_dtype(dep: Deployment) -> str:
+    kv = dep.kv_cache_precision
+    if kv not in VLLM_KV_CACHE_DTYPE:
+        raise ExportError(f"`kv_precision` ({kv}) has no vLLM `--kv-cache-dtype`; supported: "
+                          f"{', '.join(VLLM_KV_CACHE_DTYPE)}")
+    return VLLM_KV_CACHE_DTYPE[kv]
+
+
+def _vllm_notes(arch: Architecture, dep: Deployment) -> list[str]:
+    notes = []
+    if arch.is_moe and 1 < dep.ep < dep.tp * dep.dp:
+        notes.append(f"vLLM's expert parallelism spans TP·DP = {dep.tp * dep.dp} GPUs; the cost "
+                     f"model evaluated EP = {dep.ep} (experts also sharded {dep.moe_tp}-way)")
+    return notes
+
+
+def vllm_command(args: dict) -> str:
+    words = ["vllm", "serve", args["model"]]
+    for key, value in args.items():
+        flag = "--" + key.replace("_", "-")
+        if key == "model" or value is None or value is False:
+            continue
+        words += [flag] if value is True else [flag, str(value)]
+    return shlex.join(words)
+
+
+def vllm_document(spec: StudySpec, cand: Candidate, max_concurrency: int) -> dict:
+    """`vllm serve` arguments of the candidate's deployment (one engine per DP rank)."""
+    arch, dep = cand.arch, cand.deployment
+    per_engine = max(1, min(max_concurrency // dep.dp, VLLM_MAX_NUM_SEQS_CAP))
+    args = {
+        "model": VLLM_MODEL_PLACEHOLDER.format(name=arch.name),
+        "tensor_parallel_size": dep.tp, "pipeline_parallel_size": dep.pp,
+        "data_parallel_size": dep.dp, "enable_expert_parallel": arch.is_moe and dep.ep > 1,
+        "quantization": _vllm_quantization(dep), "kv_cache_dtype": _vllm_kv_cache_dtype(dep),
+        "max_model_len": spec.workload.isl_tokens + spec.workload.osl_tokens,
+        "max_num_seqs": per_engine,
+    }
+    return {**args, "command": vllm_command(args), "notes": _vllm_notes(arch, dep)}
+
+
+# ---- export -------------------------------------------------------------------------------------
+
+
+def export_target(path: Path, fmt: str) -> Path:
+    """Where a format goes: a directory holds the HF export as config.json."""
+    path = Path(path)
+    if path.is_dir():
+        if fmt != "hf":
+            raise ExportError(f"`-o` ({path}) is a directory; give a file path for --format {fmt}")
+        return path / HF_CONFIG_NAME
+    return path
+
+
+def export_document(spec: StudySpec, trial: FrozenTrial, cand: Candidate, fmt: str) -> dict:
+    if fmt == "hf":
+        return architecture_to_hf_config(cand.arch)
+    if fmt == "vllm":
+        limit = int(score_valid(spec, [cand]).max_concurrency[0])
+        return vllm_document(spec, cand, limit)
+    if fmt == "json":
+        return trial_record(spec, trial, cand)
+    raise ExportError(f"`--format` ({fmt!r}) must be one of {', '.join(FORMATS)}")

@@ -1,0 +1,189 @@
+"""`archscout show`, `export` and `plot`: look at one trial, write it as a config, draw the
+Pareto set's frontiers. (`pareto --parquet/--csv` is `arrow_export.write_pareto_files`.)"""
+
+from __future__ import annotations
+
+import argparse
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from cost_model.errors import ConfigError
+from search.export import FORMATS, export_document, export_target, trial_record, write_json
+from search.plot import DEFAULT_TOP, write_frontier_plot
+from search.report import pareto_document
+from search.runner import NoFeasibleError
+from search.space import Candidate, build_candidate, complete_params
+from search.spec import StudySpec, load_spec
+from search.study_commands import load_study, open_storage
+from search.tables import format_table, print_json
+
+
+class TrialError(ConfigError):
+    """A trial number that names no valid, finished trial (exit code 2)."""
+
+
+@contextmanager
+def opened_study(args: argparse.Namespace) -> Iterator[tuple[StudySpec, optuna.Study]]:
+    spec = load_spec(args.study)
+    handle = open_storage(Path(args.study), spec, args.storage, shared=True)
+    try:
+        yield spec, load_study(spec, handle)
+    finally:
+        handle.close()
+
+
+def find_trial(spec: StudySpec, study: optuna.Study, number: int) -> tuple[FrozenTrial, Candidate]:
+    """The finished, valid trial `number` and its rebuilt candidate."""
+    trials = study.get_trials(deepcopy=False)
+    trial = next((t for t in trials if t.number == number), None)
+    if trial is None:
+        span = f"0 … {len(trials) - 1}" if trials else "none yet"
+        raise TrialError(f"`TRIAL` ({number}) is not a trial of study `{spec.name}` "
+                         f"(trials: {span})")
+    if trial.state == TrialState.FAIL:
+        why = trial.user_attrs.get("invalid", "no reason recorded")
+        raise TrialError(f"`TRIAL` ({number}) failed: its shape is not a model ({why})")
+    if trial.state != TrialState.COMPLETE:
+        raise TrialError(f"`TRIAL` ({number}) is {trial.state.name.lower()}, not complete")
+    cand = build_candidate(spec, complete_params(spec, trial.params))
+    if not cand.valid:
+        raise TrialError(f"`TRIAL` ({number}) no longer builds: {cand.invalid_reason}")
+    return trial, cand
+
+
+# ---- show ---------------------------------------------------------------------------------------
+
+
+def _shape_line(arch: dict) -> str:
+    keys = ("hidden_size", "num_layers", "num_attention_heads", "num_kv_heads", "head_dim",
+            "intermediate_size", "vocab_size", "num_experts", "experts_per_token",
+            "moe_intermediate_size", "num_shared_experts", "first_dense_layers")
+    moe = ("experts_per_token", "moe_intermediate_size", "num_shared_experts", "first_dense_layers")
+    return "  ".join(f"{k} {arch[k]}" for k in keys if arch["num_experts"] or k not in moe)
+
+
+def _params_rows(params: dict) -> list[dict]:
+    total = params["total"]
+    return [{"component": k, "params": f"{v:,}", "share": f"{v / total:.1%}"}
+            for k, v in params["breakdown"].items() if k != "total"]
+
+
+def _breakdown_rows(breakdown: dict) -> list[dict]:
+    rows = []
+    for regime, b in breakdown.items():
+        if b is None:
+            continue
+        row = {"regime": regime, "concurrency": b["concurrency"], "tpot_ms": b["tpot_ms"]}
+        for part, ms in b["time_ms"].items():
+            row[f"{part}_ms"] = f"{ms:.4g} ({b['share_frac'][part]:.0%})"
+        rows.append(row)
+    return rows
+
+
+def _constraint_rows(constraints: dict) -> list[dict]:
+    return [{"constraint": name, "kind": "hard" if c["hard"] else "soft",
+             "ok": "yes" if c["satisfied"] else "NO", "value": c["value"], "message": c["message"]}
+            for name, c in constraints.items()]
+
+
+def _point_rows(points: list[dict]) -> list[dict]:
+    return [{**{k: v for k, v in p.items() if k not in ("fits_memory", "on_frontier")},
+             "fits": "yes" if p["fits_memory"] else "no",
+             "frontier": "*" if p["on_frontier"] else ""} for p in points]
+
+
+def print_record(rec: dict) -> None:
+    d, p, w = rec["deployment"], rec["params"], rec["workload"]
+    print(f"trial {rec['trial']} of `{rec['study']}`: {rec['architecture']['name']} on "
+          f"{d['gpus']}× {rec['hardware']} (ISL {w['isl_tokens']} / OSL {w['osl_tokens']})"
+          f"{'' if rec['feasible'] else '  [INFEASIBLE]'}")
+    print(f"shape: {_shape_line(rec['architecture'])}")
+    print(f"params: {p['total']:,} total, {p['active']:,} active")
+    print(format_table(_params_rows(p)))
+    print(f"deployment: tp {d['tp']}  ep {d['ep']}  pp {d['pp']}  dp {d['dp']}  "
+          f"precision {d['precision']}  kv {d['kv_precision']}  max concurrency "
+          f"{rec['max_concurrency']}")
+    print("objectives: " + "  ".join(f"{k} {v:.6g}" for k, v in rec["objectives"].items()))
+    print(f"frontier area {rec['frontier_area']:.6g} (window [{w['interactivity_min']:g}, "
+          f"{w['interactivity_max']:g}] tokens/s/user, {w['x_scale']} x); * = on the frontier")
+    print(format_table(_point_rows(rec["frontier"])))
+    print("time per output token by part:")
+    print(format_table(_breakdown_rows(rec["breakdown"])))
+    print(format_table(_constraint_rows(rec["constraints"])))
+    loss = rec["loss"]
+    print(f"loss proxy {loss.get('loss_proxy', float('nan')):.4f} nats (central estimate)")
+    for flag in loss.get("loss_flags", []):
+        print(f"  flag: {flag}")
+
+
+def run_show(args: argparse.Namespace) -> int:
+    with opened_study(args) as (spec, study):
+        trial, cand = find_trial(spec, study, args.trial)
+        record = trial_record(spec, trial, cand)
+    if args.json:
+        print_json(record)
+    else:
+        print_record(record)
+    return 0
+
+
+# ---- export and plot ----------------------------------------------------------------------------
+
+
+def run_export(args: argparse.Namespace) -> int:
+    target = export_target(Path(args.output), args.format)
+    with opened_study(args) as (spec, study):
+        trial, cand = find_trial(spec, study, args.trial)
+        document = export_document(spec, trial, cand, args.format)
+    write_json(target, document)
+    print(f"wrote {args.format} export of trial {trial.number} ({cand.arch.name}) to {target}")
+    return 0
+
+
+def run_plot(args: argparse.Namespace) -> int:
+    if args.top < 1:
+        raise ConfigError(f"`--top` ({args.top}) must be >= 1")
+    with opened_study(args) as (spec, study):
+        doc = pareto_document(spec, study)
+    if not doc["pareto"]:
+        raise NoFeasibleError(f"no feasible candidate in {doc['trials']} trials of "
+                              f"`{spec.name}`: nothing to plot")
+    path = write_frontier_plot(spec, doc, Path(args.output), args.top)
+    shown = min(args.top, len(doc["pareto"]))
+    print(f"wrote {path}: frontiers of the top {shown} of {len(doc['pareto'])} Pareto "
+          f"architectures")
+    return 0
+
+
+def _study_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("study", help="study file (TOML)")
+    p.add_argument("--storage", default=None, help="Optuna storage URL (default: the study's)")
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("show", help="one trial: shape, deployment, frontier, time breakdown, "
+                       "constraints")
+    _study_arguments(s)
+    s.add_argument("trial", type=int, help="trial number")
+    s.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    s.set_defaults(func=run_show)
+
+    e = sub.add_parser("export", help="one trial as a Hugging Face config.json, our JSON record "
+                       "or vLLM serving arguments")
+    _study_arguments(e)
+    e.add_argument("trial", type=int, help="trial number")
+    e.add_argument("--format", required=True, choices=FORMATS, help="hf | json | vllm")
+    e.add_argument("-o", "--output", required=True, help="file (or, for hf, a folder: "
+                   "FOLDER/config.json)")
+    e.set_defaults(func=run_export)
+
+    p = sub.add_parser("plot", help="frontier plot (throughput vs interactivity) of the Pareto set")
+    _study_arguments(p)
+    p.add_argument("-o", "--output", required=True, help="image file (.png, .svg, .pdf)")
+    p.add_argument("--top", type=int, default=DEFAULT_TOP, help="architectures drawn, by "
+                   f"frontier area (default {DEFAULT_TOP})")
+    p.set_defaults(func=run_plot)
