@@ -1,15 +1,24 @@
-"""The efficiency layer: per GPU and rate class, the coefficients that turn a roofline into a
+"""The efficiency layer: per GPU and number format, the coefficients that turn a roofline into a
 prediction. They are data (TOML package data under `data/efficiency/`), not code, so that
 `archscout calibrate` can refit them; each carries its source (a measurement or a stated prior).
 
-Coefficients (all interpretable):
+GEMM coefficients, under `[gemm.<format>]` (bf16, fp8, fp8_block, nvfp4, …; a format without its
+own entry uses its tensor-core rate's: fp4 → nvfp4, else bf16), all interpretable:
 - `compute_ceiling_frac`: best sustained fraction of dense peak FLOP/s for large aligned GEMMs;
 - `bandwidth_ceiling_frac`: best sustained fraction of HBM bandwidth for streaming kernels;
 - `fixed_overhead_us`: time every GEMM pays regardless of size (launch, pipeline fill and drain);
 - `n_half_dim`, `k_half_dim`: small-dimension saturation: the math rate is scaled by
   N/(N + n_half)·K/(K + k_half) (a thin tile or a short K loop cannot keep the tensor cores fed);
-- attention: `decode_bandwidth_frac` (KV streaming), `prefill_compute_frac` (flash attention);
-- communication: `scale_up_bandwidth_frac`, `scale_out_bandwidth_frac` (achieved bus bandwidth).
+- `overlap_frac`: share of the shorter of math and memory time hidden under the longer
+  (1: the seeds' roofline max; 0: their sum);
+- `split_k_overhead_us`: extra time of a split-K launch (partial-sum reduction, serialization);
+  large where the library does not split K;
+- `sm_bandwidth_gb_per_s`: what one SM streams from HBM; caps grids too small to busy every SM;
+- `quantize_fixed_us`, `quantize_bandwidth_frac` (quantized formats): the kernel that turns BF16
+  activations into the GEMM's format: fixed time and fraction of HBM bandwidth it sustains.
+`[gemm.<format>.fit]` (optional) records how a calibration fitted them: source, points, errors.
+Other coefficients: attention `decode_bandwidth_frac` (KV streaming), `prefill_compute_frac`
+(flash attention); communication `scale_up_bandwidth_frac`, `scale_out_bandwidth_frac`.
 """
 
 from __future__ import annotations
@@ -18,13 +27,16 @@ import tomllib
 from functools import cache
 from importlib import resources
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cost_model.errors import ConfigError
-from cost_model.units import US_PER_S
+from cost_model.precision import Precision
+from cost_model.units import GIGA, US_PER_S
 
 _PACKAGE = "cost_model.data.efficiency"
 DEFAULT_FILE = "default"  # used for hardware without a file of its own (e.g. a user's TOML)
+POINTS_FILE = "gemm_points"  # measured GEMM times shipped for lookups, not a GPU's coefficients
+RATE_FORMATS = {"fp8": "fp8", "fp4": "nvfp4", "bf16": "bf16"}  # entry a rate class falls back to
 
 
 class GemmEfficiency(BaseModel):
@@ -35,6 +47,25 @@ class GemmEfficiency(BaseModel):
     fixed_overhead_s: float = Field(ge=0)
     n_half_dim: float = Field(ge=0)
     k_half_dim: float = Field(ge=0)
+    overlap_frac: float = Field(ge=0, le=1)
+    split_k_overhead_s: float = Field(ge=0)
+    sm_bandwidth_bytes_per_s: float = Field(gt=0)
+    quantize_fixed_s: float = Field(default=0.0, ge=0)
+    quantize_bandwidth_frac: float = Field(default=1.0, gt=0, le=1)
+
+
+class GemmFit(BaseModel):
+    """How one `[gemm.<format>]` entry was fitted: absolute relative errors of predicted time
+    (kernel + activation quantization) over the measured shapes, after and before (roofline)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    source: str
+    points: int = Field(ge=1)
+    median_abs_error_frac: float = Field(ge=0)
+    p90_abs_error_frac: float = Field(ge=0)
+    roofline_median_abs_error_frac: float = Field(ge=0)
+    roofline_p90_abs_error_frac: float = Field(ge=0)
 
 
 class Efficiency(BaseModel):
@@ -44,7 +75,8 @@ class Efficiency(BaseModel):
 
     hardware: str
     version: str
-    gemm: dict[str, GemmEfficiency]  # by tensor-core rate class: bf16, fp8, fp4
+    gemm: dict[str, GemmEfficiency]  # by number format: bf16, fp8, fp8_block, nvfp4, …
+    gemm_fits: dict[str, GemmFit] = {}  # by format, for the entries a calibration fitted
     decode_attention_bandwidth_frac: float = Field(gt=0, le=1)
     prefill_attention_compute_frac: float = Field(gt=0, le=1)
     scale_up_bandwidth_frac: float = Field(gt=0, le=1)
@@ -52,15 +84,22 @@ class Efficiency(BaseModel):
     sources: dict[str, str]
 
     def for_rate(self, rate: str) -> GemmEfficiency:
-        if rate not in self.gemm:
-            return self.gemm["bf16"]  # a rate class without data falls back to the bf16 fit
-        return self.gemm[rate]
+        """The entry of a tensor-core rate class (bf16, fp8, fp4); bf16's when it has none."""
+        return self.gemm.get(RATE_FORMATS.get(rate, rate), self.gemm["bf16"])
+
+    def for_precision(self, precision: Precision) -> GemmEfficiency:
+        """The format's own entry (fp8_block, nvfp4, …), else its rate class's."""
+        if precision.name in self.gemm:
+            return self.gemm[precision.name]
+        return self.for_rate(precision.tensor_core_rate)
 
 
-def _value(table: dict, path: str, sources: dict[str, str]) -> float:
+def _value(table: dict, path: str, sources: dict[str, str], default: float | None = None) -> float:
     entry = table
     for part in path.split("."):
         if not isinstance(entry, dict) or part not in entry:
+            if default is not None:
+                return default
             raise ConfigError(f"`{path}` is missing from the efficiency file")
         entry = entry[part]
     if not isinstance(entry, dict) or "value" not in entry or not entry.get("source"):
@@ -69,24 +108,46 @@ def _value(table: dict, path: str, sources: dict[str, str]) -> float:
     return float(entry["value"])
 
 
-def _gemm(doc: dict, rate: str, sources: dict[str, str]) -> GemmEfficiency:
-    prefix = f"gemm.{rate}"
-    return GemmEfficiency(
-        compute_ceiling_frac=_value(doc, f"{prefix}.compute_ceiling_frac", sources),
-        bandwidth_ceiling_frac=_value(doc, f"{prefix}.bandwidth_ceiling_frac", sources),
-        fixed_overhead_s=_value(doc, f"{prefix}.fixed_overhead_us", sources) / US_PER_S,
-        n_half_dim=_value(doc, f"{prefix}.n_half_dim", sources),
-        k_half_dim=_value(doc, f"{prefix}.k_half_dim", sources),
-    )
+def _gemm(doc: dict, fmt: str, sources: dict[str, str]) -> GemmEfficiency:
+    prefix = f"gemm.{fmt}"
+    value = lambda key, default=None: _value(doc, f"{prefix}.{key}", sources, default)  # noqa: E731
+    try:
+        return GemmEfficiency(
+            compute_ceiling_frac=value("compute_ceiling_frac"),
+            bandwidth_ceiling_frac=value("bandwidth_ceiling_frac"),
+            fixed_overhead_s=value("fixed_overhead_us") / US_PER_S,
+            n_half_dim=value("n_half_dim"), k_half_dim=value("k_half_dim"),
+            overlap_frac=value("overlap_frac"),
+            split_k_overhead_s=value("split_k_overhead_us") / US_PER_S,
+            sm_bandwidth_bytes_per_s=value("sm_bandwidth_gb_per_s") * GIGA,
+            quantize_fixed_s=value("quantize_fixed_us", 0.0) / US_PER_S,
+            quantize_bandwidth_frac=value("quantize_bandwidth_frac", 1.0),
+        )
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise ConfigError(f"`{prefix}.{err['loc'][0]}`: {err['msg']}; got {err.get('input')!r}") \
+            from None
+
+
+def _fit(doc: dict, fmt: str) -> GemmFit | None:
+    table = doc["gemm"][fmt].get("fit")
+    if table is None:
+        return None
+    try:
+        return GemmFit(**table)
+    except (TypeError, ValidationError) as exc:
+        raise ConfigError(f"`gemm.{fmt}.fit` is malformed: {exc}") from None
 
 
 def efficiency_from_toml(doc: dict) -> Efficiency:
     sources: dict[str, str] = {}
-    gemm = {rate: _gemm(doc, rate, sources) for rate in doc.get("gemm", {})}
+    gemm = {fmt: _gemm(doc, fmt, sources) for fmt in doc.get("gemm", {})}
     if "bf16" not in gemm:
-        raise ConfigError("`gemm.bf16` efficiency is required (the fallback for other rates)")
+        raise ConfigError("`gemm.bf16` efficiency is required (the fallback for other formats)")
+    fits = {fmt: fit for fmt in gemm if (fit := _fit(doc, fmt)) is not None}
     return Efficiency(
         hardware=str(doc.get("hardware", "")), version=str(doc.get("version", "")), gemm=gemm,
+        gemm_fits=fits,
         decode_attention_bandwidth_frac=_value(doc, "attention.decode_bandwidth_frac", sources),
         prefill_attention_compute_frac=_value(doc, "attention.prefill_compute_frac", sources),
         scale_up_bandwidth_frac=_value(doc, "communication.scale_up_bandwidth_frac", sources),
@@ -96,8 +157,10 @@ def efficiency_from_toml(doc: dict) -> Efficiency:
 
 
 def efficiency_names() -> list[str]:
+    """GPUs with coefficients of their own, plus `default`."""
     files = resources.files(_PACKAGE).iterdir()
-    return sorted(f.name[: -len(".toml")] for f in files if f.name.endswith(".toml"))
+    names = (f.name[: -len(".toml")] for f in files if f.name.endswith(".toml"))
+    return sorted(name for name in names if name != POINTS_FILE)
 
 
 @cache

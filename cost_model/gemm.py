@@ -2,13 +2,25 @@
 
 For C[M,N] = A[M,K] · B[K,N] (A = activations, B = weights), the seeds' formulas:
     FLOPs = 2MNK,  read = MK·b_A + NK·b_B,  write = MN·b_C,  I = FLOPs / (read + write).
-The prediction picks, like a GEMM library, the fastest of the hardware's kernel geometries; a grid
-smaller than one wave is split along K (a power of two, up to 16, keeping ≥ 256 per split) to
-fill the GPU. For each it applies, on the dims as given (callers pass dims *after* sharding):
+The prediction picks, like a GEMM library, the fastest of the hardware's kernel geometries, each
+run whole or split along K (a power of two, up to 16, keeping ≥ 256 per split, enough to fill the
+GPU). For each candidate, on the dims as given (callers pass dims *after* sharding):
     η_tile = MN / (B_M⌈M/B_M⌉ · B_N⌈N/B_N⌉)                       (seeds, reading notes §3)
     η_wave = work units / (slots · ⌈units / slots⌉), in clusters    (seeds, reading notes §3)
-    t = max(t_math / (ceil_c · rel · η_tile · η_wave · s_N · s_K), t_mem / ceil_bw) + t_fixed
-with the small-dimension saturation s_N = N/(N + n_half), s_K = K_split/(K_split + k_half).
+    t_math = FLOPs / (peak · ceil_c · rel · η_tile · η_wave · s_N · s_K)
+    t_mem  = bytes / min(HBM · ceil_bw, busy SMs · B_SM)
+    t = max(t_math, t_mem) + (1 − overlap)·min(t_math, t_mem) + [split] t_split + t_fixed
+with the small-dimension saturation s_N = N/(N + n_half), s_K = K_split/(K_split + k_half); B_SM
+what one SM can stream (Little's law: its loads in flight / memory latency), which caps small
+grids; and `overlap` the share of the shorter phase hidden under the longer (1 is the seeds'
+roofline max, 0 no overlap at all).
+The coefficients are per GPU and format, fitted to measured kernels (`cost_model.efficiency`).
+
+Quantized activations (FP8, NVFP4) are written by some kernel; when they arrive in BF16 a
+quantization kernel reads them and writes the quantized copy (and its scales):
+    t_quant = t_q,fixed + M·K·(b_BF16 + b_A) / (HBM · quant_bw)
+It is reported apart (`quantize_s`) because serving engines fuse it into the kernel before the GEMM;
+measured GEMM tables that quantize inside the timed op compare to `time_s + quantize_s`.
 Everything broadcasts over numpy arrays of M, N and K.
 """
 
@@ -28,6 +40,7 @@ MAX_SPLIT_K = 16  # split-K / stream-K partitions a library uses to fill the GPU
 MIN_K_PER_SPLIT = 256  # a split must keep several K-steps of 64-128 to pipeline (CUTLASS split-K)
 PARTIAL_SUM_BYTES = 4.0  # split-K partial sums are FP32
 DEFAULT_OUT_PRECISION = "bf16"  # serving epilogues write BF16 activations unless fused quantization
+QUANTIZE_FROM_PRECISION = "bf16"  # activations reach a quantization kernel in BF16
 
 
 def tile_efficiency(m, n, tile_m, tile_n):
@@ -51,7 +64,8 @@ def intensity_cap_flop_per_byte(n, k, bytes_per_value):
 @dataclass(frozen=True)
 class GemmCost:
     """Cost of GEMMs (arrays broadcast from the inputs). `*_s` at peak are the seeds' roofline
-    terms; `time_s` is the prediction with quantization and the efficiency layer."""
+    terms; `time_s` is the predicted kernel time with tile/wave quantization and the efficiency
+    layer; `quantize_s` the activation-quantization kernel before it, when there is one."""
 
     flop: np.ndarray
     read_bytes: np.ndarray
@@ -63,6 +77,7 @@ class GemmCost:
     tile_efficiency: np.ndarray
     wave_efficiency: np.ndarray
     compute_bound: np.ndarray  # bool: the predicted time is set by math, not memory
+    quantize_s: np.ndarray  # quantizing BF16 activations for this GEMM (0 if A is not quantized)
 
     @property
     def roofline_compute_bound(self) -> np.ndarray:
@@ -80,7 +95,8 @@ class GemmCost:
 
 @cache
 def _kernel_table(kernels: tuple[GemmKernel, ...], sm_count: int) -> dict[str, np.ndarray]:
-    """Every kernel geometry as 1-D arrays, one entry each, with its concurrent cluster slots."""
+    """Every kernel geometry as 1-D arrays (one entry each): tile, SMs per tile, cluster shape,
+    relative ceiling, concurrent cluster slots and the tiles those slots hold."""
     rows = [(kn.tile_m, kn.tile_n, kn.sms_per_tile, kn.cluster_tiles_m, kn.cluster_tiles_n,
              kn.relative_peak_frac) for kn in kernels]
     names = ("tile_m", "tile_n", "sms_per_tile", "cluster_m", "cluster_n", "relative")
@@ -88,31 +104,27 @@ def _kernel_table(kernels: tuple[GemmKernel, ...], sm_count: int) -> dict[str, n
     tiles_per_cluster = table["cluster_m"] * table["cluster_n"]
     table["slots"] = np.maximum(np.floor(sm_count / (table["sms_per_tile"] * tiles_per_cluster)),
                                 1.0)
+    table["slot_tiles"] = table["slots"] * tiles_per_cluster
+    table["tile_area"] = table["tile_m"] * table["tile_n"]
     return table
 
 
-def _split_k(clusters, slots, k):
-    """Largest power-of-two split ≤ 16 that neither overfills one wave nor cuts K below 256."""
-    fill = np.maximum(slots / clusters, 1.0)
-    depth = np.maximum(k / MIN_K_PER_SPLIT, 1.0)
-    return np.minimum(2.0 ** np.floor(np.log2(np.minimum(fill, depth))), MAX_SPLIT_K)
-
-
-def _quantization(t: dict[str, np.ndarray], m, n, k, groups):
-    """(η_tile, η_wave, split) of every kernel (axis 0) for every GEMM (remaining axes)."""
-    tiles_m, tiles_n = np.ceil(m / t["tile_m"]), np.ceil(n / t["tile_n"])
-    clusters = np.ceil(tiles_m / t["cluster_m"]) * np.ceil(tiles_n / t["cluster_n"]) * groups
-    split = _split_k(clusters, t["slots"], k)
-    eta_tile = m * n / (t["tile_m"] * tiles_m * t["tile_n"] * tiles_n)
-    work = tiles_m * tiles_n * split * groups
-    waves = np.ceil(clusters * split / t["slots"])
-    eta_wave = work / (waves * t["slots"] * t["cluster_m"] * t["cluster_n"])
-    return eta_tile, eta_wave, split
+def _split_k(clusters, slots, depth):
+    """Largest power of two ≤ 16 that neither overfills one wave nor cuts K below 256 per split
+    (`depth` = max(K/256, 1)); frexp gives floor(log2) exactly and cheaply."""
+    room = np.minimum(np.maximum(slots / clusters, 1.0), depth)
+    return np.minimum(np.ldexp(0.5, np.frexp(room)[1]), MAX_SPLIT_K)
 
 
 def _saturation(dim, half_dim):
     """dim / (dim + half_dim): the small-dimension saturation of the efficiency layer."""
     return dim / (dim + half_dim)
+
+
+def overlapped(math_s, memory_s, overlap_frac):
+    """Math and memory time of one kernel when `overlap_frac` of the shorter runs hidden under
+    the longer: 1 is the seeds' roofline max(math, memory), 0 their sum."""
+    return np.maximum(math_s, memory_s) + (1.0 - overlap_frac) * np.minimum(math_s, memory_s)
 
 
 @dataclass(frozen=True)
@@ -127,18 +139,33 @@ class GemmRates:
     n_half_dim: float | np.ndarray
     k_half_dim: float | np.ndarray
     fixed_overhead_s: float | np.ndarray
+    overlap_frac: float | np.ndarray
+    split_k_overhead_s: float | np.ndarray
+    sm_bandwidth_bytes_per_s: float | np.ndarray
+    quantize_fixed_s: float | np.ndarray
+    quantize_bandwidth_frac: float | np.ndarray
+    quantize_bytes_per_value: float | np.ndarray  # BF16 read + quantized write; 0: not quantized
     a_bytes_per_value: float | np.ndarray
     b_bytes_per_value: float | np.ndarray
     c_bytes_per_value: float | np.ndarray
 
     @classmethod
     def of(cls, hw: HardwareSpec, a_prec: Precision, b_prec: Precision | None = None,
-           c_prec: Precision | None = None) -> GemmRates:
-        eff: GemmEfficiency = get_efficiency(hw.name).for_rate(a_prec.tensor_core_rate)
+           c_prec: Precision | None = None, eff: GemmEfficiency | None = None) -> GemmRates:
+        """The rates of `hw` for A in `a_prec`, with the shipped efficiency coefficients of that
+        GPU and format unless `eff` is given (calibration passes trial coefficients)."""
+        eff = eff or get_efficiency(hw.name).for_precision(a_prec)
+        source = get_precision(QUANTIZE_FROM_PRECISION).activation_bytes_per_value
+        quantized = a_prec.activation_bytes_per_value < source
         return cls(
             peak_flop_per_s=hw.peak_for(a_prec), compute_ceiling_frac=eff.compute_ceiling_frac,
             bandwidth_ceiling_frac=eff.bandwidth_ceiling_frac, n_half_dim=eff.n_half_dim,
             k_half_dim=eff.k_half_dim, fixed_overhead_s=eff.fixed_overhead_s,
+            overlap_frac=eff.overlap_frac, split_k_overhead_s=eff.split_k_overhead_s,
+            sm_bandwidth_bytes_per_s=eff.sm_bandwidth_bytes_per_s,
+            quantize_fixed_s=eff.quantize_fixed_s,
+            quantize_bandwidth_frac=eff.quantize_bandwidth_frac,
+            quantize_bytes_per_value=(source + a_prec.activation_bytes_per_value) * quantized,
             a_bytes_per_value=a_prec.activation_bytes_per_value,
             b_bytes_per_value=(b_prec or a_prec).weight_bytes_per_value,
             c_bytes_per_value=(c_prec or get_precision(DEFAULT_OUT_PRECISION))
@@ -159,30 +186,58 @@ def _traffic(m, n, k, groups, r: GemmRates):
     return flop, read, groups * m * n * r.c_bytes_per_value
 
 
-def _candidates(m, n, k, groups, flop, stream_bytes, hw: HardwareSpec, r: GemmRates):
-    """Predicted time, η_tile, η_wave and whether math sets the time, for every kernel candidate
-    (stacked on axis 0)."""
+def _candidates(m, n, k, groups, stream_bytes, hw: HardwareSpec, r: GemmRates,
+                detail: bool = False):
+    """Predicted time of every kernel geometry (axis 0), run whole and split along K (a list of
+    two arrays); with `detail`, also η_tile, η_wave and whether math sets the time."""
     table = _kernel_table(hw.gemm_kernels, hw.sm_count)
-    extra = (1,) * np.ndim(flop)
+    extra = (1,) * max(np.ndim(stream_bytes), np.ndim(r.peak_flop_per_s), np.ndim(m), np.ndim(n),
+                       np.ndim(k))
     t = {name: col.reshape(col.shape + extra) for name, col in table.items()}
-    eta_tile, eta_wave, split = _quantization(t, m, n, k, groups)
-    rate = r.peak_flop_per_s * r.compute_ceiling_frac * t["relative"] \
-        * _saturation(n, r.n_half_dim) * _saturation(k / split, r.k_half_dim)
-    split_extra = split > 1
-    partial_bytes = split_extra * 2.0 * split * groups * m * n * PARTIAL_SUM_BYTES
-    math = flop / (rate * eta_tile * eta_wave)
-    memory = (stream_bytes + partial_bytes) / (hw.hbm_bytes_per_s * r.bandwidth_ceiling_frac)
-    time = np.maximum(math, memory) + split_extra * hw.kernel_launch_s
-    shape = time.shape
-    return time, np.broadcast_to(eta_tile, shape), np.broadcast_to(eta_wave, shape), math >= memory
+    tiles_m, tiles_n = np.ceil(m / t["tile_m"]), np.ceil(n / t["tile_n"])
+    padded = tiles_m * tiles_n * t["tile_area"]  # M·N / η_tile
+    tiles = tiles_m * tiles_n * groups
+    clusters = np.ceil(tiles_m / t["cluster_m"]) * np.ceil(tiles_n / t["cluster_n"]) * groups
+    # math time at full waves and an unsaturated K loop: FLOPs / (peak·ceil·rel·s_N·η_tile)
+    math_rate = r.peak_flop_per_s * r.compute_ceiling_frac * _saturation(n, r.n_half_dim)
+    math_full = padded * ((2.0 * groups * k) / math_rate / t["relative"])
+    bandwidth = np.minimum(hw.hbm_bytes_per_s * r.bandwidth_ceiling_frac,
+                           hw.sm_count * r.sm_bandwidth_bytes_per_s)
+    tile_bandwidth = t["sms_per_tile"] * r.sm_bandwidth_bytes_per_s
+    hidden = 1.0 - r.overlap_frac
+    split = _split_k(clusters, t["slots"], np.maximum(k / MIN_K_PER_SPLIT, 1.0))
+    splits = split > 1
+    variants = (  # (busy tiles, waves, K-loop factor 1/s_K, extra bytes, extra time)
+        (tiles, np.ceil(clusters / t["slots"]), 1.0 + r.k_half_dim / k, stream_bytes, 0.0),
+        (tiles * split, np.ceil(clusters * split / t["slots"]), 1.0 + r.k_half_dim * split / k,
+         stream_bytes + splits * split * ((2.0 * PARTIAL_SUM_BYTES) * groups * m * n),
+         splits * r.split_k_overhead_s),
+    )
+    out = []
+    for busy, waves, k_loop, memory_bytes, extra_s in variants:
+        eta_wave = busy / (waves * t["slot_tiles"])
+        math = math_full * k_loop / eta_wave
+        memory = memory_bytes / np.minimum(bandwidth, busy * tile_bandwidth)
+        time = np.maximum(math, memory) + hidden * np.minimum(math, memory) + extra_s
+        eta_tile = np.multiply(m, n, dtype=np.float64) / padded if detail else None
+        out.append((time, eta_tile, eta_wave, math >= memory) if detail else time)
+    return out
 
 
 def gemm_time_s(m, n, k, groups, hw: HardwareSpec, rates: GemmRates):
-    """Predicted time only (the hot path of step times): `gemm_cost(...).time_s` for float
-    arrays and precomputed `GemmRates`."""
-    flop, read, write = _traffic(m, n, k, groups, rates)
-    times = _candidates(m, n, k, groups, flop, read + write, hw, rates)[0]
-    return times.min(axis=0) + rates.fixed_overhead_s
+    """Predicted GEMM kernel time only (the hot path of step times): `gemm_cost(...).time_s` for
+    float arrays and precomputed `GemmRates`."""
+    _, read, write = _traffic(m, n, k, groups, rates)
+    whole, split = _candidates(m, n, k, groups, read + write, hw, rates)
+    return np.minimum(whole.min(axis=0), split.min(axis=0)) + rates.fixed_overhead_s
+
+
+def quantize_time_s(m, k, groups, hw: HardwareSpec, rates: GemmRates):
+    """Time of the kernel that quantizes BF16 activations A[M,K] for the GEMM (0 when A is not
+    quantized): a fixed cost plus reading BF16 and writing the quantized values and scales."""
+    bytes_moved = groups * np.multiply(m, k, dtype=np.float64) * rates.quantize_bytes_per_value
+    stream_s = bytes_moved / (hw.hbm_bytes_per_s * rates.quantize_bandwidth_frac)
+    return np.where(rates.quantize_bytes_per_value > 0, rates.quantize_fixed_s + stream_s, 0.0)
 
 
 def gemm_cost(m, n, k, hw: HardwareSpec, precision: Precision | str,
@@ -197,15 +252,17 @@ def gemm_cost(m, n, k, hw: HardwareSpec, precision: Precision | str,
                                        "out_dtype"))
     m, n, k, groups = (np.asarray(x, dtype=np.float64) for x in (m, n, k, groups))
     flop, read, write = _traffic(m, n, k, groups, rates)
-    times, tiles, waves, math_bound = _candidates(m, n, k, groups, flop, read + write, hw, rates)
+    found = _candidates(m, n, k, groups, read + write, hw, rates, detail=True)
+    times, tiles, waves, math_bound = (np.concatenate(np.broadcast_arrays(*x)) for x in zip(*found))
     best = np.argmin(times, axis=0)[None]
-    pick = lambda x: np.take_along_axis(np.broadcast_to(x, times.shape), best, 0)[0]  # noqa: E731
+    pick = lambda x: np.take_along_axis(x, best, 0)[0]  # noqa: E731
     peak = rates.peak_flop_per_s
     return GemmCost(
         flop=flop, read_bytes=read, write_bytes=write, math_s=flop / peak,
         read_s=read / hw.hbm_bytes_per_s, write_s=write / hw.hbm_bytes_per_s,
         time_s=pick(times) + rates.fixed_overhead_s, tile_efficiency=pick(tiles),
         wave_efficiency=pick(waves), compute_bound=pick(math_bound),
+        quantize_s=np.broadcast_to(quantize_time_s(m, k, groups, hw, rates), flop.shape),
     )
 
 

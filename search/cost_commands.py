@@ -13,6 +13,7 @@ from cost_model.gemm import DEFAULT_OUT_PRECISION, gemm_cost
 from cost_model.hardware import HardwareSpec, catalog_names, get_hardware
 from cost_model.precision import get_precision
 from cost_model.units import GIB_BYTES, GIGA, TERA, US_PER_S
+from search.calibration import measured_time_s
 from search.tables import format_table, print_json
 
 GEMM_KEYS = ("m", "n", "k", "dtype", "out_dtype", "math_us", "read_us", "write_us", "time_us",
@@ -59,9 +60,19 @@ def gemm_rows(m, n, k, hw: HardwareSpec, dtype: str, out_dtype: str) -> list[dic
     return [
         {"m": int(m[i]), "n": int(n[i]), "k": int(k[i]), "dtype": dtype, "out_dtype": out_dtype,
          **{key: float(np.ravel(v)[i]) for key, v in columns.items()}, "bound": str(bound[i]),
-         "roofline_bound": str(roofline[i])}
+         "roofline_bound": str(roofline[i]),
+         "measured_us": _measured_us(hw, dtype, out_dtype, int(m[i]), int(n[i]), int(k[i]))}
         for i in range(len(m))
     ]
+
+
+def _measured_us(hw: HardwareSpec, dtype: str, out_dtype: str, m: int, n: int, k: int):
+    """The calibration tables' measured time of this shape (BF16 output, BF16 activations
+    quantized inside the timed op), or None."""
+    if out_dtype != DEFAULT_OUT_PRECISION:
+        return None
+    time_s = measured_time_s(hw.name, dtype, m, n, k)
+    return None if time_s is None else time_s * US_PER_S
 
 
 def _positive_int(text: str, field: str) -> int:

@@ -1,0 +1,297 @@
+"""`archscout calibrate`: fit the GEMM efficiency layer on measured kernel tables and write the
+coefficients (with their source, version and fit error) as the package's efficiency TOML files.
+
+    archscout calibrate                          # every catalog GPU, aiconfigurator-core tables
+    archscout calibrate --hardware gb300 --framework sglang
+    archscout calibrate --hardware h200 --source my_gemms.parquet --output fitted/
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import tempfile
+import tomllib
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from cost_model.efficiency import DEFAULT_FILE, POINTS_FILE
+from cost_model.errors import ConfigError
+from cost_model.hardware import get_hardware
+from search.calibration import (
+    AIC_SYSTEMS,
+    COEFFICIENTS,
+    DEFAULT_FRAMEWORK,
+    FIT_SAMPLE_POINTS,
+    GemmFitResult,
+    MeasuredGemms,
+    aiconfigurator_table,
+    aiconfigurator_version,
+    fit_hardware,
+    measured_gemms,
+    read_table,
+)
+from search.tables import format_table, print_json
+
+EFFICIENCY_PACKAGE = "cost_model.data.efficiency"
+AIC_SOURCE = "aiconfigurator"
+POINT_M = (1, 16, 64, 256, 1024, 4096, 16384)  # the grid of measured times shipped for lookups
+POINT_NK = (512, 1024, 2048, 4096, 7168, 8192, 16384)
+SIGNIFICANT = 4  # digits written for fitted coefficients and measured times
+MIN_SAMPLE = 100  # rows a fit needs to pin ten coefficients
+PINNED_SOURCE = ("pinned to gemm.bf16.fixed_overhead_us: a GEMM kernel's launch and pipeline "
+                 "fill do not depend on the format; the rest of the measured floor is the "
+                 "quantization kernel's (quantize_fixed_us)")
+NO_BF16_SOURCE = "set to 0: without BF16 rows the whole measured floor is the GEMM kernel's"
+
+
+def _package_dir() -> Path:
+    return Path(str(resources.files(EFFICIENCY_PACKAGE)))
+
+
+def _round(value: float) -> float:
+    return float(f"{value:.{SIGNIFICANT}g}") if math.isfinite(value) else value
+
+
+def _toml_value(value) -> str:
+    if isinstance(value, str):
+        return json.dumps(value)  # a TOML basic string (same escapes as JSON)
+    if isinstance(value, float) and math.isnan(value):
+        return "nan"
+    if isinstance(value, float) and math.isinf(value):
+        return "inf"
+    return repr(value)
+
+
+def _sourced(name: str, value: float, source: str) -> str:
+    return f"{name} = {{ value = {_toml_value(_round(value))}, source = {json.dumps(source)} }}"
+
+
+# ---- efficiency files -----------------------------------------------------------------------
+
+def _fit_source(r: GemmFitResult) -> str:
+    return f"fitted by archscout calibrate to the measured {r.dtype} GEMMs of gemm.{r.dtype}.fit"
+
+
+def _snapped(name: str, value: float) -> float:
+    """A fitted value within 1e-4 of its range from a bound is that bound (e.g. 0, not 1e-12)."""
+    _, low, high, _ = COEFFICIENTS[name]
+    if low is None:
+        return value
+    tolerance = 1e-4 * (high - low)
+    return low if abs(value - low) < tolerance else high if abs(value - high) < tolerance else value
+
+
+def _gemm_section(r: GemmFitResult) -> list[str]:
+    lines = [f"[gemm.{r.dtype}]"]
+    for name in (n for n in COEFFICIENTS if n in r.coefficients):
+        pinned = NO_BF16_SOURCE if name == "quantize_fixed_us" else PINNED_SOURCE
+        source = pinned if name in r.pinned else _fit_source(r)
+        lines.append(_sourced(name, _snapped(name, r.coefficients[name]), source))
+    lines += [f"[gemm.{r.dtype}.fit]", f"source = {json.dumps(r.source)}",
+              f"points = {r.points}"]
+    for key in ("median_abs_error_frac", "p90_abs_error_frac", "roofline_median_abs_error_frac",
+                "roofline_p90_abs_error_frac"):
+        lines.append(f"{key} = {_round(getattr(r, key))}")
+    return lines + [""]
+
+
+def _kept_section(prefix: str, table: dict) -> list[str]:
+    """Re-emit a `{ value, source }` section (and nested tables) of the previous file."""
+    lines = [f"[{prefix}]"]
+    nested = []
+    for key, entry in table.items():
+        if isinstance(entry, dict) and "value" in entry:
+            lines.append(_sourced(key, float(entry["value"]), str(entry["source"])))
+        elif isinstance(entry, dict):
+            nested += _kept_section(f"{prefix}.{key}", entry)
+        else:
+            lines.append(f"{key} = {_toml_value(entry)}")
+    return lines + [""] + nested
+
+
+def efficiency_toml(hardware: str, version: str, results: list[GemmFitResult],
+                    previous: dict) -> str:
+    """The efficiency file of one GPU: fitted GEMM entries, the previous file's other GEMM
+    entries (formats not refitted) and its attention and communication coefficients."""
+    fitted = {r.dtype for r in results}
+    lines = [f"# Efficiency coefficients of {hardware}: GEMM entries fitted by `archscout calibrate`",
+             "# (cost_model/efficiency.py documents every coefficient).",
+             f"hardware = {json.dumps(hardware)}", f"version = {json.dumps(version)}", ""]
+    for r in results:
+        lines += _gemm_section(r)
+    for fmt, table in previous.get("gemm", {}).items():
+        if fmt not in fitted:
+            lines += _kept_section(f"gemm.{fmt}", table)
+    for section in ("attention", "communication"):
+        lines += _kept_section(section, previous[section])
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def default_results(all_results: dict[str, list[GemmFitResult]]) -> list[GemmFitResult]:
+    """Per format, the median of every GPU's fitted coefficients: priors for unknown GPUs."""
+    by_format: dict[str, list[GemmFitResult]] = {}
+    for results in all_results.values():
+        for r in results:
+            by_format.setdefault(r.dtype, []).append(r)
+    out = []
+    for fmt, rs in by_format.items():
+        names = list(rs[0].coefficients)
+        coefficients = {n: float(np.median([r.coefficients[n] for r in rs])) for n in names}
+        source = "median of the fitted " + ", ".join(r.hardware for r in rs) + " entries"
+        out.append(GemmFitResult(
+            hardware=DEFAULT_FILE, dtype=fmt, coefficients=coefficients, pinned=(),
+            points=sum(r.points for r in rs),
+            **{key: float(np.median([getattr(r, key) for r in rs])) for key in (
+                "median_abs_error_frac", "p90_abs_error_frac", "roofline_median_abs_error_frac",
+                "roofline_p90_abs_error_frac")}, source=source))
+    return out
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write to a temporary file in the same folder, then rename over `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.chmod(tmp, 0o644)  # package data: readable by everyone, like the files it replaces
+    os.replace(tmp, path)
+
+
+def _previous(output: Path, name: str) -> dict:
+    for folder in (output, _package_dir()):
+        for candidate in (name, DEFAULT_FILE):
+            path = folder / f"{candidate}.toml"
+            if path.is_file():
+                return tomllib.loads(path.read_text())
+    raise ConfigError(f"no efficiency file to take {name}'s attention/communication entries from")
+
+
+# ---- shipped measured points ----------------------------------------------------------------
+
+def _grid_times(data: MeasuredGemms) -> list[float]:
+    """Measured µs on the POINT_M × POINT_NK × POINT_NK grid (m-major), nan where not measured."""
+    lookup = {(int(m), int(n), int(k)): t for m, n, k, t in
+              zip(data.m, data.n, data.k, data.time_s)}
+    return [_round(lookup.get((m, n, k), math.nan) * 1e6) for m in POINT_M for n in POINT_NK
+            for k in POINT_NK]
+
+
+def _times(value) -> list[float]:
+    """Grid times from a list or from the file's space-separated string."""
+    return [float(v) for v in (value.split() if isinstance(value, str) else value)]
+
+
+def points_toml(previous: dict, tables: dict[str, list[MeasuredGemms]],
+                framework: str, versions: dict[str, str]) -> str:
+    """The shipped grid of measured GEMM times: refreshed GPUs replace their previous entries."""
+    merged = {hw: doc for hw, doc in previous.items() if hw not in tables}
+    for hw, datas in tables.items():
+        merged[hw] = {"source": datas[0].source, "framework": framework,
+                      "framework_version": versions[hw],
+                      **{d.dtype: {"time_us": _grid_times(d)} for d in datas}}
+    lines = ["# Measured GEMM times (µs) shipped for `archscout gemm` lookups: a grid subset of",
+             "# the calibration tables (BF16 activations quantized inside the timed op). Each",
+             "# time_us lists m-major, then n, then k, as one space-separated string (nan: not",
+             "# measured): tomllib reads one long string far faster than a long float array.",
+             f"m = {list(POINT_M)}", f"n = {list(POINT_NK)}", f"k = {list(POINT_NK)}", ""]
+    for hw, doc in sorted(merged.items()):
+        if not isinstance(doc, dict):
+            continue
+        lines.append(f"[{json.dumps(hw)}]")
+        lines += [f"{key} = {_toml_value(doc[key])}" for key in ("source", "framework",
+                                                                  "framework_version")]
+        for fmt, entry in doc.items():
+            if isinstance(entry, dict):
+                values = " ".join(_toml_value(float(v)) for v in _times(entry["time_us"]))
+                lines += [f"[{json.dumps(hw)}.{fmt}]", f"time_us = {json.dumps(values)}"]
+        lines.append("")
+    return "\n".join(lines)
+
+
+# ---- the command ----------------------------------------------------------------------------
+
+def _load(args: argparse.Namespace, hardware: str) -> tuple[list[MeasuredGemms], str]:
+    if args.source == AIC_SOURCE:
+        path, version = aiconfigurator_table(hardware, args.framework, args.framework_version)
+        source = (f"aiconfigurator-core {aiconfigurator_version()} {AIC_SYSTEMS[hardware]} "
+                  f"gemm/{args.framework}/{version}")
+    else:
+        path, version = Path(args.source), Path(args.source).name
+        source = f"measured table {path.name}"
+    tables, skipped = measured_gemms(read_table(path), hardware, source)
+    if not tables:
+        raise ConfigError(f"`--source` {path} has no rows of a modeled format (skipped: "
+                          f"{', '.join(skipped) or 'none'})")
+    return tables, version
+
+
+def _hardware_names(args: argparse.Namespace) -> list[str]:
+    names = args.hardware or list(AIC_SYSTEMS)
+    if args.source != AIC_SOURCE and len(names) != 1:
+        raise ConfigError("`--hardware` must name exactly one GPU when `--source` is a file")
+    for name in names:
+        get_hardware(name)  # a clear error for unknown names
+    return names
+
+
+def _summary(r: GemmFitResult) -> dict:
+    c = r.coefficients
+    return {"hardware": r.hardware, "dtype": r.dtype, "points": r.points,
+            "roofline_median": r.roofline_median_abs_error_frac,
+            "roofline_p90": r.roofline_p90_abs_error_frac,
+            "median": r.median_abs_error_frac, "p90": r.p90_abs_error_frac,
+            **{name: c.get(name, math.nan) for name in (
+                "compute_ceiling_frac", "bandwidth_ceiling_frac", "fixed_overhead_us",
+                "quantize_fixed_us")}}
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    if args.sample < MIN_SAMPLE:
+        raise ConfigError(f"`--sample` must be at least {MIN_SAMPLE}; got {args.sample}")
+    output = Path(args.output) if args.output else _package_dir()
+    all_results, tables, versions = {}, {}, {}
+    for name in _hardware_names(args):
+        datas, versions[name] = _load(args, name)
+        hw = get_hardware(name)
+        all_results[name] = fit_hardware(datas, hw, args.sample)
+        tables[name] = datas
+        version = f"calibrated: {datas[0].source}"
+        write_atomic(output / f"{name}.toml", efficiency_toml(
+            name, version, all_results[name], _previous(output, name)))
+    if args.source == AIC_SOURCE and set(all_results) == set(AIC_SYSTEMS):
+        write_atomic(output / f"{DEFAULT_FILE}.toml", efficiency_toml(
+            DEFAULT_FILE, "median of the calibrated GPUs", default_results(all_results),
+            _previous(output, DEFAULT_FILE)))
+    if args.source == AIC_SOURCE:
+        points = output / f"{POINTS_FILE}.toml"
+        previous = tomllib.loads(points.read_text()) if points.is_file() else {}
+        write_atomic(points, points_toml(previous, tables, args.framework, versions))
+    rows = [_summary(r) for results in all_results.values() for r in results]
+    if args.json:
+        print_json({"output": str(output), "fits": rows})
+    else:
+        print(format_table(rows))
+        print(f"\nwrote {', '.join(sorted(all_results))} to {output}")
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    cal = sub.add_parser("calibrate", help="fit the GEMM efficiency layer to measured kernels")
+    cal.add_argument("--hardware", action="append",
+                     help="catalog GPU to fit (repeatable; default: every GPU with a table)")
+    cal.add_argument("--source", default=AIC_SOURCE,
+                     help="'aiconfigurator' (pip install aiconfigurator-core) or a Parquet/CSV "
+                          "with columns gemm_dtype,m,n,k,latency (ms)")
+    cal.add_argument("--framework", default=DEFAULT_FRAMEWORK,
+                     help=f"aiconfigurator framework tables (default {DEFAULT_FRAMEWORK})")
+    cal.add_argument("--framework-version", help="its version folder (default: the newest)")
+    cal.add_argument("--output", help="folder for the TOML files (default: the package data)")
+    cal.add_argument("--sample", type=int, default=FIT_SAMPLE_POINTS,
+                     help=f"rows each fit uses (default {FIT_SAMPLE_POINTS:,}); errors use all")
+    cal.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    cal.set_defaults(func=run_calibrate)
