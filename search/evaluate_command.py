@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import numpy as np
 
@@ -103,9 +104,25 @@ def _sweep_summary(points: OperatingPoints, rows: list[dict], args) -> dict:
     }
 
 
+def _write_plot(args: argparse.Namespace, doc: dict | None = None) -> None:
+    """`--plot FILE`: without `doc`, only check the file's format (before any work); with it,
+    draw the model's operating points and frontier. Imported here: matplotlib is slow to load
+    and only this option needs it."""
+    from search.plot import image_format, write_model_frontier_plot
+
+    if doc is None:
+        image_format(Path(args.plot), "--plot")
+    else:
+        write_model_frontier_plot(doc, Path(args.plot), tuple(args.window), not args.linear_x)
+
+
 def run_evaluate(args: argparse.Namespace) -> int:
+    if args.plot is not None:
+        _write_plot(args)
     doc = evaluate_document(args)
-    if args.json:
+    if args.plot is not None:
+        _write_plot(args, doc)
+    if args.json:  # stdout holds the document alone
         print_json(doc)
         return 0
     p = doc["params"]
@@ -121,6 +138,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
         for regime, shares in doc["breakdown"].items():
             parts = "  ".join(f"{k} {v:.0%}" for k, v in shares.items())
             print(f"{regime}: {parts}")
+    if args.plot is not None:
+        print(f"wrote {args.plot}: operating points and frontier of {doc['model']}")
     return 0
 
 
@@ -141,5 +160,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--window", type=float, nargs=2, default=DEFAULT_WINDOW, metavar=("LO", "HI"),
                    help="interactivity window of the frontier area, tokens/s/user (default 10 1000)")
     p.add_argument("--linear-x", action="store_true", help="frontier area on a linear x axis")
+    p.add_argument("--plot", default=None, metavar="FILE.png", help="also draw the operating "
+                   "points and frontier (throughput vs interactivity) to this image file")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
     p.set_defaults(func=run_evaluate)

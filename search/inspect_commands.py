@@ -1,5 +1,6 @@
 """`archscout show`, `export` and `plot`: look at one trial, write it as a config, draw the
-Pareto set's frontiers. (`pareto --parquet/--csv` is `arrow_export.write_pareto_files`.)"""
+Pareto set's frontiers, a trial's time breakdown or roofline, or the hypervolume history.
+(`pareto --parquet/--csv` is `arrow_export.write_pareto_files`.)"""
 
 from __future__ import annotations
 
@@ -12,8 +13,15 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from cost_model.errors import ConfigError
+from search.evaluation import trial_details
 from search.export import FORMATS, export_document, export_target, trial_record, write_json
-from search.plot import DEFAULT_TOP, write_frontier_plot
+from search.plot import DEFAULT_TOP, image_format, write_figure, write_frontier_plot
+from search.plot_kinds import (
+    breakdown_figure,
+    history_figure,
+    hypervolume_history,
+    roofline_figure,
+)
 from search.report import pareto_document
 from search.runner import NoFeasibleError
 from search.space import Candidate, build_candidate, complete_params
@@ -45,7 +53,7 @@ def find_trial(spec: StudySpec, study: optuna.Study, number: int) -> tuple[Froze
         raise TrialError(f"`TRIAL` ({number}) is not a trial of study `{spec.name}` "
                          f"(trials: {span})")
     if trial.state == TrialState.FAIL:
-        why = trial.user_attrs.get("invalid", "no reason recorded")
+        why = trial_details(trial.user_attrs).get("invalid", "no reason recorded")
         raise TrialError(f"`TRIAL` ({number}) failed: its shape is not a model ({why})")
     if trial.state != TrialState.COMPLETE:
         raise TrialError(f"`TRIAL` ({number}) is {trial.state.name.lower()}, not complete")
@@ -144,18 +152,64 @@ def run_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_plot(args: argparse.Namespace) -> int:
+PLOT_KINDS = ("frontier", "breakdown", "roofline", "history")
+CANDIDATE_KINDS = ("breakdown", "roofline")  # plots of one trial (`--trial`)
+
+
+def _check_plot_args(args: argparse.Namespace) -> None:
+    image_format(Path(args.output))  # a bad suffix fails before any work
     if args.top < 1:
         raise ConfigError(f"`--top` ({args.top}) must be >= 1")
-    with opened_study(args) as (spec, study):
-        doc = pareto_document(spec, study)
+    if args.trial is not None and args.kind not in CANDIDATE_KINDS:
+        raise ConfigError(f"`--trial` ({args.trial}) applies to --kind "
+                          f"{' | '.join(CANDIDATE_KINDS)}, not {args.kind}")
+
+
+def _no_feasible(spec: StudySpec, trials: int) -> NoFeasibleError:
+    return NoFeasibleError(f"no feasible candidate in {trials} trials of `{spec.name}`: "
+                           f"nothing to plot")
+
+
+def _plot_frontier(args, spec: StudySpec, study: optuna.Study) -> str:
+    doc = pareto_document(spec, study)
     if not doc["pareto"]:
-        raise NoFeasibleError(f"no feasible candidate in {doc['trials']} trials of "
-                              f"`{spec.name}`: nothing to plot")
-    path = write_frontier_plot(spec, doc, Path(args.output), args.top)
+        raise _no_feasible(spec, doc["trials"])
+    write_frontier_plot(spec, doc, Path(args.output), args.top)
     shown = min(args.top, len(doc["pareto"]))
-    print(f"wrote {path}: frontiers of the top {shown} of {len(doc['pareto'])} Pareto "
-          f"architectures")
+    return f"frontiers of the top {shown} of {len(doc['pareto'])} Pareto architectures"
+
+
+def _plot_candidate(args, spec: StudySpec, study: optuna.Study) -> str:
+    number = args.trial
+    if number is None:  # the top-ranked Pareto architecture
+        doc = pareto_document(spec, study)
+        if not doc["pareto"]:
+            raise _no_feasible(spec, doc["trials"])
+        number = doc["pareto"][0]["trial"]
+    trial, cand = find_trial(spec, study, number)
+    draw = {"breakdown": breakdown_figure, "roofline": roofline_figure}[args.kind]
+    write_figure(lambda: draw(spec, trial.number, cand), Path(args.output))
+    what = {"breakdown": "time per output token by part", "roofline": "GEMMs on the roofline"}
+    return f"{what[args.kind]} of trial {trial.number} ({cand.arch.name})"
+
+
+def _plot_history(args, spec: StudySpec, study: optuna.Study) -> str:
+    history = hypervolume_history(spec, study)
+    if not len(history.hypervolume):
+        raise _no_feasible(spec, len(history.finished_trials))
+    write_figure(lambda: history_figure(spec, history), Path(args.output))
+    return (f"hypervolume over {len(history.finished_trials)} trials "
+            f"(final {history.hypervolume[-1]:.3f}; {int(history.feasible_cumulative[-1])} "
+            f"feasible)")
+
+
+def run_plot(args: argparse.Namespace) -> int:
+    _check_plot_args(args)
+    plot = {"frontier": _plot_frontier, "breakdown": _plot_candidate,
+            "roofline": _plot_candidate, "history": _plot_history}[args.kind]
+    with opened_study(args) as (spec, study):
+        what = plot(args, spec, study)
+    print(f"wrote {args.output}: {what}")
     return 0
 
 
@@ -181,9 +235,16 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    "FOLDER/config.json)")
     e.set_defaults(func=run_export)
 
-    p = sub.add_parser("plot", help="frontier plot (throughput vs interactivity) of the Pareto set")
+    p = sub.add_parser("plot", help="plot the study: Pareto frontiers, one trial's time "
+                       "breakdown or GEMM roofline, or hypervolume over trials")
     _study_arguments(p)
     p.add_argument("-o", "--output", required=True, help="image file (.png, .svg, .pdf)")
-    p.add_argument("--top", type=int, default=DEFAULT_TOP, help="architectures drawn, by "
-                   f"frontier area (default {DEFAULT_TOP})")
+    p.add_argument("--kind", choices=PLOT_KINDS, default="frontier", help="frontier: throughput "
+                   "vs interactivity of the Pareto set (default); breakdown: TPOT by part at "
+                   "latency- and throughput-first serving; roofline: a trial's GEMMs on the GPU "
+                   "roofline; history: hypervolume and feasible trials over trials")
+    p.add_argument("--top", type=int, default=DEFAULT_TOP, help="frontier: architectures drawn, "
+                   f"by frontier area (default {DEFAULT_TOP})")
+    p.add_argument("--trial", type=int, default=None, help="breakdown, roofline: the trial "
+                   "(default: the top-ranked Pareto architecture)")
     p.set_defaults(func=run_plot)
