@@ -12,7 +12,14 @@ import sys
 import traceback
 
 from cost_model.errors import CostModelError
-from search import cost_commands, evaluate_command, inspect_commands, study_commands
+from search import (
+    calibrate_command,
+    cost_commands,
+    evaluate_command,
+    inspect_commands,
+    lint_command,
+    study_commands,
+)
 from search.runner import NoFeasibleError
 
 EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT = 0, 1, 2
@@ -30,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     cost_commands.add_parsers(sub)
     evaluate_command.add_parser(sub)
     study_commands.add_parsers(sub)
+    lint_command.add_parser(sub)
+    calibrate_command.add_parser(sub)
     inspect_commands.add_parsers(sub)
     return parser
 

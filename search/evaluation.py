@@ -21,6 +21,19 @@ from search.space import Candidate
 from search.spec import StudySpec
 
 
+# User attributes written on every trial as their own columns (optuna-dashboard shows them; its
+# 0.21 release does not show Optuna 5's set_constraint feasibility, hence `feasible`). The rest
+# goes into one `details` attribute: each attribute is a storage write (a transaction on RDB).
+COLUMN_ATTRS = ("frontier_area", "loss_proxy", "params_total", "params_active", "deployment",
+                "feasible")
+DETAILS_ATTR = "details"
+
+
+def trial_details(user_attrs: dict) -> dict:
+    """The `details` of a stored trial (constraints, flags, …); {} when absent."""
+    return dict(user_attrs.get(DETAILS_ATTR) or {})
+
+
 @dataclass
 class Outcome:
     """What one trial records: objective values (None = the candidate is not a model),
@@ -114,4 +127,13 @@ def evaluate_batch(spec: StudySpec, cands: Sequence[Candidate]) -> list[Outcome]
     hard = hard_constraints(spec)
     for outcome in outcomes:
         outcome.attrs["feasible"] = outcome.feasible(hard)
+        outcome.attrs["constraints"] = {n: [float(v.value), v.message]
+                                        for n, v in outcome.constraints.items()}
     return outcomes
+
+
+def stored_attrs(outcome: Outcome) -> dict:
+    """The user attributes a trial stores: the dashboard columns plus one `details` dict."""
+    columns = {k: outcome.attrs[k] for k in COLUMN_ATTRS if k in outcome.attrs}
+    details = {k: v for k, v in outcome.attrs.items() if k not in COLUMN_ATTRS}
+    return {**columns, DETAILS_ATTR: details}

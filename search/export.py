@@ -31,7 +31,7 @@ from cost_model.hf_config import (
 from cost_model.units import MS_PER_S
 from objectives.serving import ServingScores
 from search.evaluate_command import BREAKDOWN_PARTS, params_document
-from search.evaluation import hard_constraints, score_valid
+from search.evaluation import hard_constraints, score_valid, trial_details
 from search.space import Candidate
 from search.spec import StudySpec
 from search.tables import plain
@@ -149,9 +149,10 @@ def time_breakdown(points: OperatingPoints) -> dict:
 def constraints_document(spec: StudySpec, trial: FrozenTrial) -> dict:
     """Each recorded constraint: violation value (<= 0 satisfied), message, hard or reported."""
     hard = hard_constraints(spec)
+    stored = trial_details(trial.user_attrs).get("constraints", {})
     doc = {}
     for name in CONSTRAINT_NAMES:
-        recorded = trial.user_attrs.get(f"constraint:{name}")
+        recorded = stored.get(name)
         if recorded is not None:
             value, message = recorded
             doc[name] = {"value": value, "satisfied": value <= 0, "hard": name in hard,
@@ -160,8 +161,9 @@ def constraints_document(spec: StudySpec, trial: FrozenTrial) -> dict:
 
 
 def _loss_document(trial: FrozenTrial) -> dict:
+    attrs = {**trial_details(trial.user_attrs), **trial.user_attrs}
     keys = ("loss_proxy", "loss_flags", "ptq_accuracy_delta_points", "ptq_flags")
-    return {k: trial.user_attrs[k] for k in keys if k in trial.user_attrs}
+    return {k: attrs[k] for k in keys if k in attrs}
 
 
 def _serving_document(scores: ServingScores) -> dict:

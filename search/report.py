@@ -15,7 +15,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from cost_model.frontier import frontier_area, pareto_mask
-from search.evaluation import hard_constraints, score_valid, window
+from search.evaluation import hard_constraints, score_valid, trial_details, window
 from search.space import DEPLOYMENT_PARAMS, Candidate, build_candidate, complete_params
 from search.spec import StudySpec
 
@@ -99,7 +99,7 @@ def _item(spec: StudySpec, best: Record, group: list[Record]) -> dict:
         "architecture": _architecture_doc(best.candidate),
         "deployment": _deployment_doc(best.candidate),
         "deployments_evaluated": sorted({r.trial.user_attrs.get("deployment", "") for r in group}),
-        "frontier": envelope["frontier"], "flags": attrs.get("loss_flags", []),
+        "frontier": envelope["frontier"], "flags": trial_details(attrs).get("loss_flags", []),
         "values": dict(zip(spec.objectives.names, best.trial.values)),
     }
 

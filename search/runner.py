@@ -12,7 +12,8 @@ import optuna
 from optuna.trial import TrialState
 from tqdm import tqdm
 
-from search.evaluation import Outcome, evaluate_batch, hard_constraints
+from search.evaluation import Outcome, evaluate_batch, hard_constraints, stored_attrs
+from search.resilience import ask_batch, fail_orphans, mark_alive, with_retries
 from search.space import build_candidate, suggest_params
 from search.spec import SpecError, StudySpec
 from search.storage import StorageHandle
@@ -80,17 +81,17 @@ def finished_trials(study: optuna.Study) -> int:
 
 
 def _record(trial: optuna.Trial, outcome: Outcome, hard: tuple[str, ...]) -> None:
-    for key, value in outcome.attrs.items():
+    for key, value in stored_attrs(outcome).items():
         trial.set_user_attr(key, value)
     for name, violation in outcome.constraints.items():
         if name in hard:
             trial.set_constraint(name, float(violation.value))
-        trial.set_user_attr(f"constraint:{name}", [float(violation.value), violation.message])
 
 
 def run_batch(study: optuna.Study, spec: StudySpec, size: int, hard: tuple[str, ...],
               summary: RunSummary) -> None:
-    trials = [study.ask() for _ in range(size)]
+    trials = ask_batch(study, size)
+    mark_alive(study, trials)
     cands = [build_candidate(spec, suggest_params(t, spec.space)) for t in trials]
     for trial, outcome in zip(trials, evaluate_batch(spec, cands)):
         _record(trial, outcome, hard)
@@ -113,6 +114,12 @@ def _count(summary: RunSummary, outcome: Outcome, hard: tuple[str, ...]) -> None
             summary.best_area = area
 
 
+def _one_batch(study, handle: StorageHandle, spec: StudySpec, size: int, hard, summary) -> None:
+    fail_orphans(study, handle)
+    run_batch(study, spec, size, hard, summary)
+    handle.flush()
+
+
 def _resume_summary(study: optuna.Study) -> RunSummary:
     """Counters of what the study already holds, so the progress bar shows the whole study."""
     done = study.get_trials(deepcopy=False, states=FINISHED)
@@ -125,7 +132,7 @@ def _resume_summary(study: optuna.Study) -> RunSummary:
 def run_study(spec: StudySpec, handle: StorageHandle, target_trials: int, seed: int,
               show_progress: bool = True) -> RunSummary:
     """Run until the study holds `target_trials` finished trials (resuming what is there)."""
-    study = open_study(spec, handle, seed)
+    study = with_retries(lambda: open_study(spec, handle, seed), "opening the study")
     summary = _resume_summary(study)
     study.sampler = make_sampler(spec, seed + summary.finished)  # resumed runs draw anew
     hard = hard_constraints(spec)
@@ -133,9 +140,9 @@ def run_study(spec: StudySpec, handle: StorageHandle, target_trials: int, seed: 
                disable=not show_progress, dynamic_ncols=True)
     while summary.finished < target_trials:
         size = min(spec.batch_size, target_trials - summary.finished)
-        run_batch(study, spec, size, hard, summary)
-        handle.flush()
-        summary.finished = finished_trials(study) if handle.shared else summary.finished + size
+        with_retries(lambda: _one_batch(study, handle, spec, size, hard, summary), "a batch")
+        summary.finished = with_retries(lambda: finished_trials(study), "counting trials") \
+            if handle.shared else summary.finished + size
         bar.update(size)
         feasible = summary.feasible_before + summary.feasible
         bar.set_postfix_str(f"feasible {feasible}, best area {summary.best_area:.4g}")

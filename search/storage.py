@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -23,6 +24,11 @@ from cost_model.errors import ConfigError
 OUTPUT_DIR = "out"  # beside the study file; git-ignored (studies/out/)
 JOURNAL_NAME = "study.journal"
 OWNER_LOCK_NAME = "study.journal.owner"
+SIZE_RECORD_NAME = "study.journal.size"  # bytes known durable: a shorter file was truncated
+# RDB heartbeats (Optuna RDBStorage): a worker records one per asked trial; trials of a worker
+# silent for the grace period are failed by the next batch of any worker. Batches take < 1 s.
+HEARTBEAT_INTERVAL_S = 10
+HEARTBEAT_GRACE_S = 60
 
 
 class StorageError(ConfigError):
@@ -60,11 +66,14 @@ class StorageHandle:
     lock_fd: int | None = None
     shared: bool = True  # several processes may write (no batching)
     url: str | None = None
+    journal_path: Path | None = None
     _closed: bool = field(default=False, repr=False)
 
     def flush(self) -> None:
         if self.backend is not None:
             self.backend.flush()
+        if self.journal_path is not None:
+            _record_size(self.journal_path)
 
     def close(self) -> None:
         if not self._closed:
@@ -89,17 +98,62 @@ def _take_owner_lock(path: Path) -> int:
     return fd
 
 
+def _record_size(path: Path) -> None:
+    """Remember how many bytes of the journal are durable (atomically replaced)."""
+    record = path.with_name(SIZE_RECORD_NAME)
+    tmp = record.with_suffix(".tmp")
+    tmp.write_text(str(path.stat().st_size if path.exists() else 0))
+    os.replace(tmp, record)
+
+
+def _check_not_truncated(path: Path) -> None:
+    record = path.with_name(SIZE_RECORD_NAME)
+    if not record.exists():
+        return
+    expected = int(record.read_text() or 0)
+    actual = path.stat().st_size if path.exists() else 0
+    if actual < expected:
+        raise StorageError(f"`storage` {path} is truncated: {actual} bytes, {expected} were "
+                           "written; restore it from a backup or remove its folder to start anew")
+
+
+def _drop_partial_line(path: Path) -> None:
+    """Cut an unfinished last line (a write interrupted by a crash, never acknowledged), so the
+    next append does not glue onto it. Only the owner of the journal may do this."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with open(path, "rb+") as f:
+        f.seek(-1, os.SEEK_END)
+        if f.read(1) == b"\n":
+            return
+        f.seek(0)
+        data = f.read()
+        f.truncate(data.rfind(b"\n") + 1)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _journal(backend: BaseJournalBackend, path: Path) -> JournalStorage:
+    try:
+        return JournalStorage(backend)
+    except (ValueError, KeyError, TypeError) as exc:  # malformed log lines
+        raise StorageError(f"`storage` {path} is corrupt ({exc}); restore it from a backup or "
+                           "remove its folder to start anew") from None
+
+
 def open_default(path: Path, shared: bool) -> StorageHandle:
     """The journal file at `path`: batched with an owner lock, or shared between processes."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    _check_not_truncated(path)
     file_backend = JournalFileBackend(str(path))
     if shared:
-        return StorageHandle(JournalStorage(file_backend), f"journal {path} (shared)",
-                             url=f"journal:{path}")
+        return StorageHandle(_journal(file_backend, path), f"journal {path} (shared)",
+                             url=f"journal:{path}", journal_path=path)
     fd = _take_owner_lock(path)
+    _drop_partial_line(path)
     backend = BatchedJournalBackend(file_backend)
-    return StorageHandle(JournalStorage(backend), f"journal {path}", backend=backend, lock_fd=fd,
-                         shared=False, url=f"journal:{path}")
+    return StorageHandle(_journal(backend, path), f"journal {path}", backend=backend, lock_fd=fd,
+                         shared=False, url=f"journal:{path}", journal_path=path)
 
 
 def open_url(url: str) -> StorageHandle:
@@ -113,6 +167,26 @@ def open_url(url: str) -> StorageHandle:
         raise StorageError(f"`--storage` must be an Optuna storage URL (sqlite:///…, "
                            f"postgresql://…) or journal:PATH; got {url!r}")
     try:
-        return StorageHandle(optuna.storages.get_storage(url), url.split("@")[-1], url=url)
+        with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna 5.0
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            storage = optuna.storages.RDBStorage(
+                url, heartbeat_interval=HEARTBEAT_INTERVAL_S, grace_period=HEARTBEAT_GRACE_S,
+                engine_kwargs={"pool_pre_ping": True})  # reconnect after a database restart
     except Exception as exc:  # noqa: BLE001 - SQLAlchemy raises many types; report one line
-        raise StorageError(f"`--storage` {url!r} cannot be opened: {exc}".splitlines()[0]) from None
+        raise StorageError(f"`--storage` {_redact(url)!r} cannot be opened: "
+                           f"{_first_line(exc)}") from None
+    return StorageHandle(storage, _redact(url), url=url)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _redact(url: str) -> str:
+    """The URL without its password, for messages."""
+    scheme, sep, rest = url.partition("://")
+    if "@" not in rest:
+        return url
+    credentials, _, host = rest.rpartition("@")
+    user = credentials.split(":", 1)[0]
+    return f"{scheme}{sep}{user}:***@{host}"

@@ -37,7 +37,7 @@ def make_study(folder: Path, trials: int = 64, batch_size: int = 32) -> Path:
     spec = load_spec(path)
     handle = open_storage(path, spec, None, shared=True)
     load_study(spec, handle).add_trial(create_trial(
-        state=TrialState.FAIL, user_attrs={"invalid": INVALID_REASON}))
+        state=TrialState.FAIL, user_attrs={"details": {"invalid": INVALID_REASON}}))
     handle.close()
     return path
 

@@ -166,3 +166,36 @@ def test_changed_spec_is_refused_on_resume(tmp_path, capsys):
 def test_bad_storage_url(tmp_path, capsys):
     _bad(capsys, ["search", str(_copy_study(tmp_path)), "--storage", "nonsense"], 2,
          "`--storage`")
+
+
+def test_crash_mid_append_is_repaired_on_resume(tmp_path, capsys):
+    """A write cut by a crash leaves half a line; the next run drops it (it was never
+    acknowledged) instead of gluing new logs onto it."""
+    study = _copy_study(tmp_path)
+    assert main(["search", str(study), "--trials", "64", "--no-progress"]) == 0
+    journal = tmp_path / "out" / "quickstart" / "study.journal"
+    with open(journal, "ab") as f:
+        f.write(b'{"op_code":5,"worker_id":"x","study_id":0,"datetime_sta')
+    assert main(["search", str(study), "--trials", "128", "--no-progress"]) == 0
+    assert len(_finished(study)) == 128
+
+
+def test_truncated_journal_is_a_clear_error(tmp_path, capsys):
+    study = _copy_study(tmp_path)
+    assert main(["search", str(study), "--trials", "64", "--no-progress"]) == 0
+    capsys.readouterr()
+    journal = tmp_path / "out" / "quickstart" / "study.journal"
+    journal.write_bytes(journal.read_bytes()[: journal.stat().st_size // 2])
+    _bad(capsys, ["search", str(study), "--trials", "128", "--no-progress"], 2, "is truncated")
+    _bad(capsys, ["pareto", str(study)], 2, "is truncated")
+
+
+def test_corrupt_journal_is_a_clear_error(tmp_path, capsys):
+    study = _copy_study(tmp_path)
+    assert main(["search", str(study), "--trials", "64", "--no-progress"]) == 0
+    capsys.readouterr()
+    journal = tmp_path / "out" / "quickstart" / "study.journal"
+    lines = journal.read_bytes().split(b"\n")
+    lines[3] = b"{" + b"x" * (len(lines[3]) - 1)  # same size: corrupt, not truncated
+    journal.write_bytes(b"\n".join(lines))
+    _bad(capsys, ["pareto", str(study)], 2, "is corrupt")

@@ -1,0 +1,159 @@
+"""Scale-out on a real PostgreSQL server and the faults around it: several worker processes on
+one study, kill -9 of a worker, the database restarted mid-study, stale trials failed by
+heartbeat. `.ci/run` installs and starts the server and sets ARCHSCOUT_TEST_POSTGRES_URL."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import moocore
+import numpy as np
+import optuna
+import pytest
+import sqlalchemy
+from optuna.trial import TrialState
+
+from search.cli import main
+from search.report import pareto_document
+from search.resilience import fail_orphans
+from search.spec import load_spec
+from search.storage import StorageHandle, open_url
+
+REPO = Path(__file__).resolve().parents[2]
+URL = os.environ.get("ARCHSCOUT_TEST_POSTGRES_URL")
+if not URL and os.environ.get("CI"):
+    raise RuntimeError("CI must provide ARCHSCOUT_TEST_POSTGRES_URL (see .ci/run)")
+pytestmark = pytest.mark.skipif(not URL, reason="no PostgreSQL server (set "
+                                 "ARCHSCOUT_TEST_POSTGRES_URL; .ci/run starts one)")
+FINISHED = (TrialState.COMPLETE, TrialState.FAIL)
+
+
+def _study_file(tmp_path: Path) -> Path:
+    """A copy of the quickstart under a fresh study name (one database, many tests)."""
+    name = f"pg-{uuid.uuid4().hex[:10]}"
+    text = (REPO / "studies" / "quickstart.toml").read_text()
+    target = tmp_path / f"{name}.toml"
+    target.write_text(text.replace('name = "quickstart"', f'name = "{name}"'))
+    return target
+
+
+def _trials(study_path: Path) -> list:
+    spec = load_spec(study_path)
+    study = optuna.load_study(study_name=spec.name, storage=URL)
+    return study.get_trials(deepcopy=False)
+
+
+def test_workers_share_one_study(tmp_path, capsys):
+    study = _study_file(tmp_path)
+    argv = ["search", str(study), "--storage", URL, "--trials", "192", "--workers", "3",
+            "--no-progress"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    trials = _trials(study)
+    assert len(trials) >= 192
+    assert all(t.state in FINISHED for t in trials)  # nothing left RUNNING
+    assert sorted(t.number for t in trials) == list(range(len(trials)))
+    workers = {t.user_attrs.get("worker") for t in trials} - {None}
+    assert len(workers) == 3  # every process contributed
+    spec = load_spec(study)
+    doc = pareto_document(spec, optuna.load_study(study_name=spec.name, storage=URL))
+    _same_front_as_a_reader(spec, trials, doc)
+
+
+def _same_front_as_a_reader(spec, trials, doc):
+    """A reader with nothing but the stored trials finds the same non-dominated set."""
+    feasible = [t for t in trials if t.state == TrialState.COMPLETE and t.user_attrs["feasible"]]
+    values = np.array([t.values for t in feasible])
+    keep = moocore.is_nondominated(values, maximise=[True, False], keep_weakly=True)
+    front = {t.number for t, k in zip(feasible, keep) if k}
+    reported = {item["trial"] for item in doc["pareto"]}
+    assert reported <= front and reported
+
+
+def _worker(study: Path, trials: int) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "search.cli", "search", str(study), "--storage", URL,
+           "--trials", str(trials), "--no-progress"]
+    return subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def _wait_for(study: Path, count: int, proc: subprocess.Popen, limit_s: float = 90.0):
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            if sum(t.state in FINISHED for t in _trials(study)) >= count:
+                return
+        except KeyError:  # the study is not created yet
+            pass
+        assert proc.poll() is None, proc.stderr.read()
+        time.sleep(0.2)
+    raise AssertionError(f"fewer than {count} trials after {limit_s} s")
+
+
+def test_kill_9_of_a_worker_keeps_finished_trials(tmp_path, capsys):
+    study = _study_file(tmp_path)
+    proc = _worker(study, 100_000)
+    _wait_for(study, 64, proc)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = {t.number: t.values for t in _trials(study) if t.state == TrialState.COMPLETE}
+    target = len(_trials(study)) + 64
+    assert main(["search", str(study), "--storage", URL, "--trials", str(target),
+                 "--no-progress"]) == 0
+    after = {t.number: t.values for t in _trials(study) if t.state == TrialState.COMPLETE}
+    assert {n: after[n] for n in before} == before
+
+
+def test_stale_trials_are_failed_by_heartbeat(tmp_path):
+    """A trial whose worker stopped beating is failed by the next worker's batch."""
+    storage = optuna.storages.RDBStorage(URL, heartbeat_interval=1, grace_period=1)
+    name = f"stale-{uuid.uuid4().hex[:10]}"
+    study = optuna.create_study(study_name=name, storage=storage)
+    orphan = study.ask()
+    storage.record_heartbeat(orphan._trial_id)
+    time.sleep(2.5)
+    fail_orphans(study, StorageHandle(storage, "test"))  # the study wraps it in Optuna's cache
+    assert storage.get_trial(orphan._trial_id).state == TrialState.FAIL
+
+
+@pytest.mark.skipif(shutil.which("pg_ctlcluster") is None or os.geteuid() != 0,
+                    reason="restarting the server needs Debian's pg_ctlcluster as root")
+def test_database_restart_mid_study(tmp_path):
+    study = _study_file(tmp_path)
+    proc = _worker(study, 192)
+    _wait_for(study, 64, proc)
+    version = sorted(os.listdir("/usr/lib/postgresql"))[-1]
+    subprocess.run(["pg_ctlcluster", version, "main", "stop"], check=True)
+    time.sleep(3.0)  # an outage long enough that the worker meets it
+    subprocess.run(["pg_ctlcluster", version, "main", "start"], check=True)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert sum(t.state in FINISHED for t in _trials(study)) >= 192
+    assert "Traceback" not in err  # an outage the worker met is one retry line per attempt
+
+
+def test_unreachable_database_is_one_clear_line(tmp_path, capsys):
+    study = _study_file(tmp_path)
+    bad = "postgresql://archscout:wrong@127.0.0.1:1/archscout"
+    assert main(["search", str(study), "--storage", bad, "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "`--storage`" in err and "wrong" not in err
+
+
+def test_workers_record_heartbeats(tmp_path, capsys):
+    """Every trial a worker asks carries a heartbeat row (the study's storage is Optuna's cache
+    around RDBStorage, which must still be recognised)."""
+    study = _study_file(tmp_path)
+    assert main(["search", str(study), "--storage", URL, "--trials", "32", "--no-progress"]) == 0
+    storage = optuna.storages.RDBStorage(URL)
+    loaded = optuna.load_study(study_name=load_spec(study).name, storage=storage)
+    ids = [t._trial_id for t in loaded.get_trials(deepcopy=False)]
+    with storage.engine.connect() as conn:
+        rows = conn.execute(sqlalchemy.text(
+            "SELECT count(*) FROM trial_heartbeats WHERE trial_id = ANY(:ids)"), {"ids": ids})
+        assert rows.scalar() == len(ids)
