@@ -52,6 +52,12 @@ def _layer_mean(a: ArchArrays, context, time_fn):
         / a.layers
 
 
+def attention_overhead_s(env: Env) -> float:
+    """Fixed time of one attention kernel: the calibrated overhead, else the kernel launch."""
+    fixed = env.eff.attention_fixed_overhead_s
+    return env.hw.kernel_launch_s if fixed is None else fixed
+
+
 def decode_attention_s(a: ArchArrays, d: DeployArrays, env: Env, sequences, context):
     """Mean per-layer time of decode attention on one GPU: `sequences` decoding at `context`."""
     seqs = sequences / d.dp
@@ -64,7 +70,7 @@ def decode_attention_s(a: ArchArrays, d: DeployArrays, env: Env, sequences, cont
         flop = seqs * ctx * heads * _head_flop_per_key(a, absorbed=True)
         return np.maximum(flop / peak, seqs * ctx * kv_bytes / bandwidth)
 
-    return np.where(seqs > 0, _layer_mean(a, context, one) + env.hw.kernel_launch_s, 0.0)
+    return np.where(seqs > 0, _layer_mean(a, context, one) + attention_overhead_s(env), 0.0)
 
 
 def prefill_attention_s(a: ArchArrays, d: DeployArrays, env: Env, tokens, mean_context):
@@ -80,4 +86,4 @@ def prefill_attention_s(a: ArchArrays, d: DeployArrays, env: Env, tokens, mean_c
         reread = np.ceil(toks / FLASH_QUERY_TILE_TOKENS) * ctx * kv_bytes
         return np.maximum(flop / peak, reread / env.hw.hbm_bytes_per_s)
 
-    return np.where(toks > 0, _layer_mean(a, mean_context, one) + env.hw.kernel_launch_s, 0.0)
+    return np.where(toks > 0, _layer_mean(a, mean_context, one) + attention_overhead_s(env), 0.0)

@@ -23,9 +23,12 @@ def _link(group_gpus, hw: HardwareSpec, eff: Efficiency):
 
 
 def all_reduce_s(message_bytes, group_gpus, hw: HardwareSpec, eff: Efficiency):
-    """Ring all-reduce of `message_bytes` per GPU: α + 2(n−1)/n · bytes / β; 0 when n = 1."""
+    """Ring all-reduce of `message_bytes` per GPU: α + 2(n−1)/n · bytes / β; 0 when n = 1.
+    Inside the scale-up domain α is the calibrated all-reduce latency when there is one."""
     n = np.asarray(group_gpus, dtype=np.float64)
     latency, bandwidth = _link(n, hw, eff)
+    if eff.all_reduce_latency_s is not None:
+        latency = np.where(n <= hw.scale_up_domain_gpus, eff.all_reduce_latency_s, latency)
     time = latency + 2.0 * (n - 1.0) / n * message_bytes / bandwidth
     return np.where(n > 1, time, 0.0)
 

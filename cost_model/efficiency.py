@@ -19,6 +19,10 @@ own entry uses its tensor-core rate's: fp4 → nvfp4, else bf16), all interpreta
 `[gemm.<format>.fit]` (optional) records how a calibration fitted them: source, points, errors.
 Other coefficients: attention `decode_bandwidth_frac` (KV streaming), `prefill_compute_frac`
 (flash attention); communication `scale_up_bandwidth_frac`, `scale_out_bandwidth_frac`.
+Optional, set by a calibration on measured kernels: attention `fixed_overhead_us` (time every
+attention kernel pays: launch, scheduling, the softmax/reduction epilogue; default: the catalog's
+`kernel_launch_us`) and communication `all_reduce_latency_us` (α of an all-reduce inside the
+scale-up domain; default: the catalog's `scale_up_latency_us`).
 """
 
 from __future__ import annotations
@@ -81,6 +85,8 @@ class Efficiency(BaseModel):
     prefill_attention_compute_frac: float = Field(gt=0, le=1)
     scale_up_bandwidth_frac: float = Field(gt=0, le=1)
     scale_out_bandwidth_frac: float = Field(gt=0, le=1)
+    attention_fixed_overhead_s: float | None = Field(default=None, ge=0)  # None: kernel launch
+    all_reduce_latency_s: float | None = Field(default=None, ge=0)  # None: catalog scale-up α
     sources: dict[str, str]
 
     def for_rate(self, rate: str) -> GemmEfficiency:
@@ -106,6 +112,14 @@ def _value(table: dict, path: str, sources: dict[str, str], default: float | Non
         raise ConfigError(f"`{path}` must be a table {{ value = …, source = \"…\" }}")
     sources[path] = str(entry["source"])
     return float(entry["value"])
+
+
+def _optional_us(doc: dict, path: str, sources: dict[str, str]) -> float | None:
+    """An optional `{ value, source }` entry in µs, in seconds; None when absent."""
+    section, _, key = path.partition(".")
+    if key not in doc.get(section, {}):
+        return None
+    return _value(doc, path, sources) / US_PER_S
 
 
 def _gemm(doc: dict, fmt: str, sources: dict[str, str]) -> GemmEfficiency:
@@ -152,6 +166,8 @@ def efficiency_from_toml(doc: dict) -> Efficiency:
         prefill_attention_compute_frac=_value(doc, "attention.prefill_compute_frac", sources),
         scale_up_bandwidth_frac=_value(doc, "communication.scale_up_bandwidth_frac", sources),
         scale_out_bandwidth_frac=_value(doc, "communication.scale_out_bandwidth_frac", sources),
+        attention_fixed_overhead_s=_optional_us(doc, "attention.fixed_overhead_us", sources),
+        all_reduce_latency_s=_optional_us(doc, "communication.all_reduce_latency_us", sources),
         sources=sources,
     )
 

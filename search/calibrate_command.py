@@ -4,6 +4,7 @@ coefficients (with their source, version and fit error) as the package's efficie
     archscout calibrate                          # every catalog GPU, aiconfigurator-core tables
     archscout calibrate --hardware gb300 --framework sglang
     archscout calibrate --hardware h200 --source my_gemms.parquet --output fitted/
+    archscout calibrate --part attention         # only [attention] (also: comm, gemm, all)
 """
 
 from __future__ import annotations
@@ -250,23 +251,103 @@ def _summary(r: GemmFitResult) -> dict:
                 "quantize_fixed_us")}}
 
 
+# ---- attention and all-reduce ----------------------------------------------------------------
+
+def _aic_source(hardware: str, folder: str, version: str) -> str:
+    return f"aiconfigurator-core {aiconfigurator_version()} {AIC_SYSTEMS[hardware]} {folder}/{version}"
+
+
+def _fit_attention(args: argparse.Namespace, name: str) -> dict[str, tuple[float, str]]:
+    from cost_model.efficiency import get_efficiency
+    from search.calibration_attention import (
+        aiconfigurator_attention_tables, fit_attention, fit_source, measured_attention)
+
+    paths, version = aiconfigurator_attention_tables(name, args.framework, args.framework_version)
+    tables = {phase: measured_attention(read_table_any(path), phase) for phase, path in paths.items()}
+    source = _aic_source(name, f"attention/{args.framework}", version) + \
+        " context+generation_attention_perf"
+    r = fit_attention(tables, get_hardware(name), get_efficiency(name), name, source, args.sample)
+    print(f"{name} attention: " + ", ".join(f"{k} {v:.4g}" for k, v in r.coefficients.items())
+          + "; " + "; ".join(f"{p} median {e[0]:.1%} p90 {e[1]:.1%} (prior {r.prior_errors[p][0]:.1%}"
+                             f", {r.prior_errors[p][1]:.1%})" for p, e in r.errors.items()))
+    return {k: (v, fit_source(r)) for k, v in r.coefficients.items()}
+
+
+def _fit_comm(args: argparse.Namespace, name: str) -> dict[str, tuple[float, str]]:
+    from cost_model.efficiency import get_efficiency
+    from search.calibration_comm import (
+        aiconfigurator_comm_table, fit_all_reduce, fit_source, measured_all_reduce)
+
+    path, version = aiconfigurator_comm_table(name, args.framework, args.framework_version)
+    source = _aic_source(name, f"comm/{args.framework}", version) + " custom_allreduce_perf"
+    r = fit_all_reduce(measured_all_reduce(read_table_any(path)), get_hardware(name),
+                       get_efficiency(name), name, source)
+    print(f"{name} all-reduce: " + ", ".join(f"{k} {v:.4g}" for k, v in r.coefficients.items())
+          + f"; median {r.errors[0]:.1%} p90 {r.errors[1]:.1%} (prior {r.prior_errors[0]:.1%}, "
+            f"{r.prior_errors[1]:.1%})")
+    return {k: (v, fit_source(r)) for k, v in r.coefficients.items()}
+
+
+def read_table_any(path: Path):
+    import pyarrow.parquet as pq
+    return pq.read_table(path)
+
+
+def _with_fitted(previous: dict, section: str, fitted: dict[str, tuple[float, str]]) -> dict:
+    """`previous` with the `[section]` entries replaced by fitted (value, source) pairs."""
+    table = dict(previous.get(section, {}))
+    table.update({k: {"value": v, "source": src} for k, (v, src) in fitted.items()})
+    return {**previous, section: table}
+
+
+def _median_fits(fits: dict[str, dict[str, tuple[float, str]]]) -> dict[str, tuple[float, str]]:
+    names = next(iter(fits.values()))
+    source = "median of the fitted " + ", ".join(fits) + " entries"
+    return {k: (float(np.median([f[k][0] for f in fits.values()])), source) for k in names}
+
+
+def _parts(args: argparse.Namespace) -> set[str]:
+    part = args.part or ("all" if args.source == AIC_SOURCE else "gemm")
+    if part != "gemm" and args.source != AIC_SOURCE:
+        raise ConfigError(f"`--part` {part} needs `--source {AIC_SOURCE}` (a file holds GEMMs)")
+    # attention is fitted only on request: its shipped coefficients stay the priors until the
+    # model has a per-sequence term (a fixed overhead alone skews concurrency-1 decode)
+    return {"gemm", "comm"} if part == "all" else {part}
+
+
 def run_calibrate(args: argparse.Namespace) -> int:
     if args.sample < MIN_SAMPLE:
         raise ConfigError(f"`--sample` must be at least {MIN_SAMPLE}; got {args.sample}")
     output = Path(args.output) if args.output else _package_dir()
-    all_results, tables, versions = {}, {}, {}
+    parts = _parts(args)
+    all_results, tables, versions, kernel_fits = {}, {}, {}, {"attention": {}, "communication": {}}
     for name in _hardware_names(args):
-        datas, versions[name] = _load(args, name)
-        hw = get_hardware(name)
-        all_results[name] = fit_hardware(datas, hw, args.sample)
-        tables[name] = datas
-        version = f"calibrated: {datas[0].source}"
+        previous = _previous(output, name)
+        all_results[name], version = [], str(previous.get("version", ""))
+        if "gemm" in parts:
+            datas, versions[name] = _load(args, name)
+            all_results[name] = fit_hardware(datas, get_hardware(name), args.sample)
+            tables[name] = datas
+            version = f"calibrated: {datas[0].source}"
+        for section, part, fit in (("attention", "attention", _fit_attention),
+                                   ("communication", "comm", _fit_comm)):
+            if part in parts:
+                kernel_fits[section][name] = fit(args, name)
+                previous = _with_fitted(previous, section, kernel_fits[section][name])
         write_atomic(output / f"{name}.toml", efficiency_toml(
-            name, version, all_results[name], _previous(output, name)))
+            name, version, all_results[name], previous))
     if args.source == AIC_SOURCE and set(all_results) == set(AIC_SYSTEMS):
+        previous = _previous(output, DEFAULT_FILE)
+        for section, fits in kernel_fits.items():
+            if fits:
+                previous = _with_fitted(previous, section, _median_fits(fits))
+        version = "median of the calibrated GPUs" if "gemm" in parts else str(previous["version"])
         write_atomic(output / f"{DEFAULT_FILE}.toml", efficiency_toml(
-            DEFAULT_FILE, "median of the calibrated GPUs", default_results(all_results),
-            _previous(output, DEFAULT_FILE)))
+            DEFAULT_FILE, version, default_results(all_results) if "gemm" in parts else [],
+            previous))
+    if "gemm" not in parts:
+        print(f"\nwrote {', '.join(sorted(all_results))} to {output}")
+        return 0
     if args.source == AIC_SOURCE:
         points = output / f"{POINTS_FILE}.toml"
         previous = tomllib.loads(points.read_text()) if points.is_file() else {}
@@ -293,5 +374,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     cal.add_argument("--output", help="folder for the TOML files (default: the package data)")
     cal.add_argument("--sample", type=int, default=FIT_SAMPLE_POINTS,
                      help=f"rows each fit uses (default {FIT_SAMPLE_POINTS:,}); errors use all")
+    cal.add_argument("--part", choices=("all", "gemm", "attention", "comm"),
+                     help="what to fit (default: all = gemm and comm; gemm with a `--source` "
+                          "file; attention only when named)")
     cal.add_argument("--json", action="store_true", help="one JSON document on stdout")
     cal.set_defaults(func=run_calibrate)
