@@ -1,0 +1,254 @@
+"""Search speed (issue: "trials/s with the default storage next to in-memory Optuna in the same
+run. Goal: the default storage costs ≤ 25% of the in-memory rate, and the cost model ≤ 10% of a
+trial").
+
+Runs the product's loop (`run_study`, NSGA-II, batches of the study's `batch_size`) for N trials
+on a quickstart study per storage; (a) and (b) `--repeats` times interleaved (the fastest kept:
+this machine is shared and noisy), then (c) once:
+  (a) in memory (Optuna's InMemoryStorage);
+  (b) the default: the batching journal (`open_default(path, shared=False)`, one fsync a batch);
+  (c) Optuna's plain JournalFileBackend (`open_url("journal:PATH")`, fsync per operation), the
+      reference for what batching saves.
+For each: trials/s, the ratio to (a) and the overhead (1 − ratio), and the share of the wall
+time spent inside `evaluate_batch` (the cost model) and `build_candidate` (shapes), measured by
+timing wrappers patched into `search.runner`.
+`--workers N` adds: N processes on one shared journal (as `archscout search --workers N`) next
+to 1 process on the same kind of storage.
+Run: python tests/benchmarks/bench_search_speed.py [--trials 2000] [--workers 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import optuna
+
+import search.evaluation
+import search.runner
+from search.runner import finished_trials, open_study, run_study
+from search.spec import StudySpec, load_spec
+from search.storage import StorageHandle, open_default, open_url
+
+QUICKSTART = Path(__file__).resolve().parents[2] / "studies" / "quickstart.toml"
+# bucket -> the functions timed for it, as (module, name) patched in place during a run.
+# "cost model" is all of evaluate_batch; the rest of the buckets break it down (inside it).
+TIMED = {
+    "cost model": [(search.runner, "evaluate_batch")],
+    "build": [(search.runner, "build_candidate")],
+    "serving": [(search.evaluation, "score_valid")],
+    "params": [(search.evaluation, "count_params")],
+    "accuracy": [(search.evaluation, "predict_loss"), (search.evaluation, "ranking_loss_nats"),
+                 (search.evaluation, "ptq_estimate")],
+    "constraints": [(search.evaluation, "check_candidate")],
+}
+
+
+class Timed:
+    """Wraps a function; accumulates the wall time spent inside it."""
+
+    def __init__(self, fn: Callable):
+        self.fn, self.total_s, self.calls = fn, 0.0, 0
+
+    def __call__(self, *args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            self.total_s += time.perf_counter() - start
+            self.calls += 1
+
+
+@dataclass
+class Result:
+    label: str
+    trials: int
+    wall_s: float
+    bucket_s: dict[str, float]  # TIMED bucket -> seconds inside it
+    journal_lines: int = 0  # log records in the journal file at the end (0: not a journal)
+    rates: tuple[float, ...] = ()  # trials/s of every repeat (this result is the fastest)
+
+    @property
+    def rate(self) -> float:
+        return self.trials / self.wall_s
+
+    def share(self, bucket: str) -> float:
+        return self.bucket_s[bucket] / self.wall_s
+
+    @property
+    def optuna_share(self) -> float:
+        """Everything but the cost model and building candidates: sampler, storage, loop."""
+        return 1 - self.share("cost model") - self.share("build")
+
+
+def _patch() -> dict[str, list[Timed]]:
+    timers = {}
+    for bucket, targets in TIMED.items():
+        timers[bucket] = [Timed(getattr(module, name)) for module, name in targets]
+        for (module, name), timer in zip(targets, timers[bucket]):
+            setattr(module, name, timer)
+    return timers
+
+
+def _unpatch(timers: dict[str, list[Timed]]) -> None:
+    for bucket, targets in TIMED.items():
+        for (module, name), timer in zip(targets, timers[bucket]):
+            setattr(module, name, timer.fn)
+
+
+def _journal_lines(handle: StorageHandle) -> int:
+    if not (handle.url or "").startswith("journal:"):
+        return 0
+    with open(handle.url.removeprefix("journal:"), "rb") as file:
+        return sum(1 for _ in file)
+
+
+def timed_run(label: str, spec: StudySpec, handle: StorageHandle, trials: int,
+              seed: int) -> Result:
+    """`run_study` to `trials` with the TIMED functions timed; closes `handle`."""
+    timers = _patch()
+    try:
+        start = time.perf_counter()
+        summary = run_study(spec, handle, trials, seed, show_progress=False)
+        handle.close()
+        wall_s = time.perf_counter() - start
+    finally:
+        _unpatch(timers)
+    bucket_s = {bucket: sum(t.total_s for t in ts) for bucket, ts in timers.items()}
+    return Result(label, summary.ran, wall_s, bucket_s, _journal_lines(handle))
+
+
+def memory_handle() -> StorageHandle:
+    return StorageHandle(storage=optuna.storages.InMemoryStorage(), description="memory",
+                         shared=False)
+
+
+def _fastest(runs: list[Result]) -> Result:
+    best = max(runs, key=lambda r: r.rate)
+    best.rates = tuple(r.rate for r in runs)
+    return best
+
+
+def storage_runs(spec: StudySpec, args: argparse.Namespace, folder: Path) -> list[Result]:
+    """(a) and (b) `args.repeats` times, interleaved, keeping the fastest of each; (c) once."""
+    trials, seed = args.trials, args.seed
+    timed_run("warm-up", spec, memory_handle(), spec.batch_size, seed)  # imports, caches
+    memory, default = [], []
+    for i in range(args.repeats):
+        memory.append(timed_run("(a) in memory", spec, memory_handle(), trials, seed))
+        default.append(timed_run("(b) default: batching journal", spec, open_default(
+            folder / f"default{i}" / "study.journal", shared=False), trials, seed))
+    plain = timed_run("(c) plain JournalFileBackend", spec,
+                      open_url(f"journal:{folder / 'plain' / 'study.journal'}"),
+                      args.plain_trials or trials, seed)
+    return [_fastest(memory), _fastest(default), _fastest([plain])]
+
+
+def print_storage_table(results: list[Result]) -> None:
+    base = results[0].rate
+    print(f"{'storage':<32} {'trials':>6} {'wall s':>7} {'trials/s':>9} {'vs (a)':>7} "
+          f"{'overhead':>8} {'ms/trial':>8} {'lines/trial':>11}  trials/s of every repeat")
+    for r in results:
+        lines = f"{r.journal_lines / r.trials:.1f}" if r.journal_lines else "-"
+        print(f"{r.label:<32} {r.trials:>6} {r.wall_s:>7.2f} {r.rate:>9.1f} {r.rate / base:>7.1%} "
+              f"{1 - r.rate / base:>8.1%} {r.wall_s / r.trials * 1e3:>8.2f} {lines:>11}  "
+              + ", ".join(f"{x:.1f}" for x in r.rates))
+    print("\nshare of wall time (cost model = evaluate_batch; serving … constraints are inside it)")
+    print(f"{'storage':<32} {'optuna+storage':>14} " + " ".join(f"{b:>11}" for b in TIMED))
+    for r in results:
+        print(f"{r.label:<32} {r.optuna_share:>14.1%} "
+              + " ".join(f"{r.share(b):>11.1%}" for b in TIMED))
+    a, b, c = results
+    print(f"\ngoal 1: the default storage costs {1 - b.rate / a.rate:.1%} of the in-memory rate "
+          f"(goal ≤ 25%); batching runs {b.rate / c.rate:.1f}× the plain journal's rate")
+    print(f"goal 2: the cost model (evaluate_batch) is {b.share('cost model'):.1%} of a trial "
+          f"with the default storage, {a.share('cost model'):.1%} in memory (goal ≤ 10%); "
+          f"{b.bucket_s['cost model'] / b.trials * 1e3:.3f} ms/trial, of which the vectorized "
+          f"serving scores {b.bucket_s['serving'] / b.trials * 1e3:.3f} ms")
+
+
+# ---- several processes on one shared journal (`archscout search --workers N`) -------------------
+
+def _worker(spec: StudySpec, path: str, trials: int, seed: int, out) -> None:
+    handle = open_default(Path(path), shared=True)
+    start = time.perf_counter()  # CLOCK_MONOTONIC on Linux: comparable between processes
+    summary = run_study(spec, handle, trials, seed, show_progress=False)
+    handle.close()
+    out.put((start, time.perf_counter(), summary.ran))
+
+
+def worker_run(spec: StudySpec, path: Path, workers: int, trials: int, seed: int) -> Result:
+    """`workers` processes (spawned, imports excluded from the time) until `trials` finish."""
+    setup = open_default(path, shared=True)
+    open_study(spec, setup, seed)  # create it once, so workers only load it
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=(spec, str(path), trials, seed + 7919 * i, out))
+             for i in range(workers)]
+    for p in procs:
+        p.start()
+    spans = [out.get() for _ in procs]
+    for p in procs:
+        p.join()
+    wall_s = max(s[1] for s in spans) - min(s[0] for s in spans)
+    done = finished_trials(open_study(spec, open_default(path, shared=True), seed))
+    return Result(f"{workers} process(es), shared journal", done, wall_s, {})
+
+
+def print_worker_table(results: list[Result]) -> None:
+    base = results[0].rate
+    print(f"\n{'workers':<32} {'trials':>6} {'wall s':>7} {'trials/s':>9} {'vs 1':>7}")
+    for r in results:
+        print(f"{r.label:<32} {r.trials:>6} {r.wall_s:>7.2f} {r.rate:>9.1f} "
+              f"{r.rate / base:>7.2f}×")
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--study", type=Path, default=QUICKSTART, help="study file (TOML)")
+    parser.add_argument("--trials", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="override the study's batch_size")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="runs of (a) and (b), interleaved; the fastest of each is kept")
+    parser.add_argument("--plain-trials", type=int, default=None,
+                        help="trials for (c), the plain journal (default: --trials)")
+    parser.add_argument("--workers", type=int, default=0,
+                        help="also compare N processes on one shared journal with 1 (0: skip)")
+    parser.add_argument("--worker-trials", type=int, default=500,
+                        help="trials for the --workers comparison (plain journal: slow)")
+    parser.add_argument("--dir", type=Path, default=None,
+                        help="where the journal files go (default: a temporary folder)")
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    spec = load_spec(args.study)
+    if args.batch_size:
+        spec = spec.model_copy(update={"batch_size": args.batch_size})
+    with tempfile.TemporaryDirectory(dir=args.dir, prefix="bench-search-speed-") as tmp:
+        folder = Path(tmp)
+        plain = args.plain_trials or args.trials
+        print(f"study {spec.name} ({args.study.name}), sampler {spec.sampler}, batch "
+              f"{spec.batch_size}, {args.trials} trials per run ({plain} for (c)), fastest of "
+              f"{args.repeats} for (a) and (b); journals in {folder}")
+        print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs)\n")
+        print_storage_table(storage_runs(spec, args, folder))
+        if args.workers > 1:
+            runs = [worker_run(spec, folder / f"workers{n}" / "study.journal", n,
+                               args.worker_trials, args.seed) for n in (1, args.workers)]
+            print_worker_table(runs)
+        print(f"\nload average at end: {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
