@@ -5,10 +5,12 @@ requested number of finished trials. Never reads `study.trials` inside the loop.
 from __future__ import annotations
 
 import sys
+import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 
 import optuna
+from optuna.samplers.nsgaii import PolynomialMutation
 from optuna.trial import TrialState
 from tqdm import tqdm
 
@@ -38,9 +40,21 @@ class RunSummary:
     rejected_by: Counter = field(default_factory=Counter)  # hard constraint -> trials it rejected
 
 
+# NSGA-II as measured best on an exhaustively enumerated space (tests/benchmarks/
+# bench_search_quality.py, 10 seeds): population 32 with polynomial mutation (eta 5) reached 98.6%
+# of the exact front's hypervolume at 2,000 trials (9 of 10 seeds ≥ 98%); the defaults
+# (population 50-64, uniform mutation) reached 97.5%.
+NSGA2_POPULATION = 32
+NSGA2_MUTATION_ETA = 5.0
+
+
 def make_sampler(spec: StudySpec, seed: int) -> optuna.samplers.BaseSampler:
     if spec.sampler == "nsga2":
-        return optuna.samplers.NSGAIISampler(population_size=max(spec.batch_size, 20), seed=seed)
+        with warnings.catch_warnings():  # PolynomialMutation is experimental in Optuna 5.0
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            mutation = PolynomialMutation(eta=NSGA2_MUTATION_ETA)
+            return optuna.samplers.NSGAIISampler(population_size=NSGA2_POPULATION,
+                                                 mutation=mutation, seed=seed)
     if spec.sampler == "tpe":
         return optuna.samplers.TPESampler(multivariate=True, constant_liar=True, seed=seed)
     return optuna.samplers.RandomSampler(seed=seed)
@@ -89,9 +103,10 @@ def _record(trial: optuna.Trial, outcome: Outcome, hard: tuple[str, ...]) -> Non
 
 
 def run_batch(study: optuna.Study, spec: StudySpec, size: int, hard: tuple[str, ...],
-              summary: RunSummary) -> None:
+              summary: RunSummary, handle_shared: bool = True) -> None:
     trials = ask_batch(study, size)
-    mark_alive(study, trials)
+    if handle_shared:
+        mark_alive(study, trials)
     cands = [build_candidate(spec, suggest_params(t, spec.space)) for t in trials]
     for trial, outcome in zip(trials, evaluate_batch(spec, cands)):
         _record(trial, outcome, hard)
@@ -116,7 +131,7 @@ def _count(summary: RunSummary, outcome: Outcome, hard: tuple[str, ...]) -> None
 
 def _one_batch(study, handle: StorageHandle, spec: StudySpec, size: int, hard, summary) -> None:
     fail_orphans(study, handle)
-    run_batch(study, spec, size, hard, summary)
+    run_batch(study, spec, size, hard, summary, handle.shared)  # only shared stores need owners
     handle.flush()
 
 
