@@ -105,7 +105,7 @@ def _outcome(spec: StudySpec, cand: Candidate, scores: ServingScores, i: int,
     dep = cand.deployment
     attrs = {
         "architecture": cand.arch.name, "frontier_area": metrics["frontier_area"],
-        "loss_proxy": loss.loss_nats, "params_total": counts.total_params,
+        "loss_proxy": ranked, "params_total": counts.total_params,
         "params_active": counts.active_params, "gpus": dep.gpus,
         "deployment": f"tp{dep.tp} ep{dep.ep} pp{dep.pp} dp{dep.dp} {dep.precision} "
                       f"kv-{dep.kv_cache_precision}",

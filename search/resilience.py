@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import threading
 import time
 import warnings
 from typing import Callable, TypeVar
@@ -93,6 +94,37 @@ def mark_alive(study: optuna.Study, trials: list[optuna.Trial]) -> None:
         if beating:
             storage.record_heartbeat(trial._trial_id)  # noqa: SLF001
         trial.set_user_attr(WORKER_ATTR, me)
+
+
+class BatchHeartbeat:
+    """Keeps every RUNNING trial of a batch beating while the batch is evaluated and told (a
+    batch on a busy database can outlast the grace period); a context manager."""
+
+    def __init__(self, study: optuna.Study, trials: list[optuna.Trial]):
+        self._storage = study._storage  # noqa: SLF001
+        self._ids = [t._trial_id for t in trials]  # noqa: SLF001
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> BatchHeartbeat:
+        if heartbeats_enabled(self._storage):
+            self._thread = threading.Thread(target=self._beat, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _beat(self) -> None:
+        interval = self._storage.get_heartbeat_interval()
+        while not self._stop.wait(timeout=interval):
+            for trial_id in self._ids:
+                try:
+                    self._storage.record_heartbeat(trial_id)
+                except Exception:  # noqa: BLE001 - a missed beat is retried next interval
+                    break
 
 
 def with_retries(action: Callable[[], T], what: str) -> T:

@@ -15,7 +15,13 @@ from optuna.trial import TrialState
 from tqdm import tqdm
 
 from search.evaluation import Outcome, evaluate_batch, hard_constraints, stored_attrs
-from search.resilience import ask_batch, fail_orphans, mark_alive, with_retries
+from search.resilience import (
+    BatchHeartbeat,
+    ask_batch,
+    fail_orphans,
+    mark_alive,
+    with_retries,
+)
 from search.space import build_candidate, suggest_params
 from search.spec import SpecError, StudySpec
 from search.storage import StorageHandle
@@ -36,6 +42,7 @@ class RunSummary:
     ran: int = 0  # trials this process finished
     feasible: int = 0  # feasible trials this process finished
     feasible_before: int = 0  # feasible trials the study held when this process started
+    lost: int = 0  # trials another worker failed as stale before this one could tell them
     best_area: float = float("nan")
     rejected_by: Counter = field(default_factory=Counter)  # hard constraint -> trials it rejected
 
@@ -107,16 +114,25 @@ def run_batch(study: optuna.Study, spec: StudySpec, size: int, hard: tuple[str, 
     trials = ask_batch(study, size)
     if handle_shared:
         mark_alive(study, trials)
-    cands = [build_candidate(spec, suggest_params(t, spec.space)) for t in trials]
-    for trial, outcome in zip(trials, evaluate_batch(spec, cands)):
-        _record(trial, outcome, hard)
-        if outcome.values is None:
-            study.tell(trial, state=TrialState.FAIL)
-            summary.rejected_by["shape"] += 1
-            continue
-        study.tell(trial, outcome.values)
-        _count(summary, outcome, hard)
+    with BatchHeartbeat(study, trials):
+        cands = [build_candidate(spec, suggest_params(t, spec.space)) for t in trials]
+        for trial, outcome in zip(trials, evaluate_batch(spec, cands)):
+            try:
+                _tell(study, trial, outcome, hard, summary)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                summary.lost += 1  # failed as stale by another worker meanwhile: not ours now
     summary.ran += size
+
+
+def _tell(study: optuna.Study, trial: optuna.Trial, outcome: Outcome, hard: tuple[str, ...],
+          summary: RunSummary) -> None:
+    _record(trial, outcome, hard)
+    if outcome.values is None:
+        study.tell(trial, state=TrialState.FAIL)
+        summary.rejected_by["shape"] += 1
+        return
+    study.tell(trial, outcome.values)
+    _count(summary, outcome, hard)
 
 
 def _count(summary: RunSummary, outcome: Outcome, hard: tuple[str, ...]) -> None:

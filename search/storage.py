@@ -101,7 +101,7 @@ def _take_owner_lock(path: Path) -> int:
 def _record_size(path: Path) -> None:
     """Remember how many bytes of the journal are durable (atomically replaced)."""
     record = path.with_name(SIZE_RECORD_NAME)
-    tmp = record.with_suffix(".tmp")
+    tmp = record.with_name(f"{record.name}.{os.getpid()}.tmp")  # one per writer process
     tmp.write_text(str(path.stat().st_size if path.exists() else 0))
     os.replace(tmp, record)
 

@@ -157,3 +157,19 @@ def test_workers_record_heartbeats(tmp_path, capsys):
         rows = conn.execute(sqlalchemy.text(
             "SELECT count(*) FROM trial_heartbeats WHERE trial_id = ANY(:ids)"), {"ids": ids})
         assert rows.scalar() == len(ids)
+
+
+def test_a_long_batch_keeps_beating(tmp_path):
+    """Trials of a batch that outlasts the grace period are not failed while it runs."""
+    from search.resilience import BatchHeartbeat
+
+    storage = optuna.storages.RDBStorage(URL, heartbeat_interval=1, grace_period=2)
+    name = f"beat-{uuid.uuid4().hex[:10]}"
+    study = optuna.create_study(study_name=name, storage=storage)
+    trial = study.ask()
+    storage.record_heartbeat(trial._trial_id)
+    with BatchHeartbeat(study, [trial]):
+        time.sleep(4.0)
+        fail_orphans(study, StorageHandle(storage, "test"))
+        assert storage.get_trial(trial._trial_id).state == TrialState.RUNNING
+    study.tell(trial, 1.0)
