@@ -99,18 +99,22 @@ def measured_attention(table: pa.Table, phase: str) -> MeasuredAttention:
     missing = [c for c in (*COLUMNS, "attn_dtype", "kv_cache_dtype") if c not in table.column_names]
     if missing:
         raise ConfigError(f"attention table needs columns {', '.join(missing)}")
-    df = table.to_pandas()
-    keep = df["kv_cache_dtype"].isin(list(KV_FORMATS)) & (df["latency"] > 0)
+    kv_names = np.array(table.column("kv_cache_dtype").to_pylist(), dtype=object)
+    keep = np.isin(kv_names, list(KV_FORMATS)) & (_column(table, "latency") > 0)
     if phase == "prefill":
-        keep &= df["attn_dtype"] == MATH_FORMAT
-    df = df[keep]
-    kv_bytes = df["kv_cache_dtype"].map(
-        lambda name: get_precision(KV_FORMATS[name]).activation_bytes_per_value)
-    col = lambda name: df[name].to_numpy(dtype=np.float64)  # noqa: E731
+        keep &= np.array(table.column("attn_dtype").to_pylist(), dtype=object) == MATH_FORMAT
+    col = lambda name: _column(table, name)[keep]  # noqa: E731
+    kv_bytes = np.array([get_precision(KV_FORMATS[n]).activation_bytes_per_value
+                         for n in kv_names[keep]], dtype=np.float64)
     tokens = col("isl") if phase == "prefill" else col("isl") + col("step")
     return MeasuredAttention(phase, col("batch_size"), tokens, col("num_heads"),
                              col("num_key_value_heads"), col("head_dim"), col("window_size"),
-                             kv_bytes.to_numpy(dtype=np.float64), col("latency") / MS_PER_S)
+                             kv_bytes, col("latency") / MS_PER_S)
+
+
+def _column(table: pa.Table, name: str) -> np.ndarray:
+    """A numeric column as float64 (nulls as NaN), without pandas."""
+    return np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
 # ---- the model at trial coefficients --------------------------------------------------------

@@ -75,13 +75,15 @@ def measured_all_reduce(table: pa.Table) -> MeasuredAllReduce:
     missing = [c for c in COLUMNS if c not in table.column_names]
     if missing:
         raise ConfigError(f"all-reduce table needs columns {', '.join(missing)}")
-    df = table.to_pandas()
-    df = df[df["allreduce_dtype"].isin(list(FORMATS)) & (df["latency"] > 0) & (df["num_gpus"] > 1)]
-    value_bytes = df["allreduce_dtype"].map(
-        lambda name: get_precision(FORMATS[name]).activation_bytes_per_value)
-    return MeasuredAllReduce(df["num_gpus"].to_numpy(dtype=np.float64),
-                             (df["message_size"] * value_bytes).to_numpy(dtype=np.float64),
-                             df["latency"].to_numpy(dtype=np.float64) / MS_PER_S)
+    column = lambda name: np.asarray(  # noqa: E731 - numeric column as float64, no pandas
+        table.column(name).to_numpy(zero_copy_only=False), dtype=np.float64)
+    dtypes = np.array(table.column("allreduce_dtype").to_pylist(), dtype=object)
+    gpus, latency_ms = column("num_gpus"), column("latency")
+    keep = np.isin(dtypes, list(FORMATS)) & (latency_ms > 0) & (gpus > 1)
+    value_bytes = np.array([get_precision(FORMATS[n]).activation_bytes_per_value
+                            for n in dtypes[keep]], dtype=np.float64)
+    return MeasuredAllReduce(gpus[keep], column("message_size")[keep] * value_bytes,
+                             latency_ms[keep] / MS_PER_S)
 
 
 def with_coefficients(eff: Efficiency, coefficients: dict[str, float]) -> Efficiency:
