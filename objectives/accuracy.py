@@ -202,10 +202,12 @@ def predict_loss(
 
 
 def ranking_loss_nats(
-    arch: Architecture, training_tokens: float, precision: str = "bf16", *, law: str | BaseLaw = DEFAULT_LAW
+    arch: Architecture, training_tokens: float, precision: str = "bf16", *, law: str | BaseLaw = DEFAULT_LAW,
+    central: LossProxy | None = None,
 ) -> float:
-    """§7.2 policy: the central L_hat, or the pessimistic end of the bands when a hard flag fires."""
-    proxy = predict_loss(arch, training_tokens, precision, law=law)
+    """§7.2 policy: the central L_hat, or the pessimistic end of the bands when a hard flag fires.
+    Pass `central` (this arch's `predict_loss` with the central coefficients) to skip recomputing it."""
+    proxy = central if central is not None else predict_loss(arch, training_tokens, precision, law=law)
     if not proxy.hard_flags:
         return proxy.loss_nats
     pessimistic = PESSIMISTIC_COEFFICIENTS

@@ -97,7 +97,7 @@ def _outcome(spec: StudySpec, cand: Candidate, scores: ServingScores, i: int,
     tokens, trained_in = spec.budget.training_tokens, spec.budget.training_precision
     loss = predict_loss(cand.arch, tokens, trained_in)
     # §7.2 of the accuracy notes: rank on the pessimistic end of the bands when a hard flag fires
-    ranked = ranking_loss_nats(cand.arch, tokens, trained_in) if loss.hard_flags else loss.loss_nats
+    ranked = ranking_loss_nats(cand.arch, tokens, trained_in, central=loss)
     metrics = {"frontier_area": float(scores.frontier_area[i]), "loss": ranked,
                "ttft_ms": float(np.nan_to_num(scores.ttft_ms[i], nan=1e9)),
                "gpus": float(scores.gpus[i])}

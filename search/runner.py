@@ -105,7 +105,10 @@ def _record(trial: optuna.Trial, outcome: Outcome, hard: tuple[str, ...]) -> Non
     for key, value in stored_attrs(outcome).items():
         trial.set_user_attr(key, value)
     for name, violation in outcome.constraints.items():
-        if name in hard:
+        # Only violated hard constraints are recorded with set_constraint: Optuna treats absent
+        # keys as satisfied and its samplers sum positive violations, so this is equivalent and
+        # saves a storage write per satisfied constraint; every value is kept in `details`.
+        if name in hard and violation.value > 0:
             trial.set_constraint(name, float(violation.value))
 
 
