@@ -124,30 +124,39 @@ def stage_forward(a: ArchArrays, d: DeployArrays, env: Env, decode_seqs, context
     )
 
 
-def _forward_args(concurrency, d, isl_tokens, osl_tokens, chunk_tokens):
-    """Arguments of stage_forward for (a) a decode-only step and (b) the same step carrying one
-    prefill chunk, stacked on a new leading axis so numpy's per-call cost is paid once."""
-    micro = concurrency / d.pp
+def _prefill_tokens(concurrency, d, isl_tokens, osl_tokens, chunk_tokens):
+    """(prompt tokens each step must absorb in steady state, tokens of one prefill chunk)."""
     chunk = isl_tokens / np.ceil(isl_tokens / chunk_tokens)
+    return concurrency / d.pp * isl_tokens / osl_tokens, chunk
+
+
+def _forward_args(concurrency, d, isl_tokens, osl_tokens, chunk_tokens):
+    """Arguments of stage_forward for (a) a decode-only step and (b) the same step carrying
+    prompt tokens: one chunk, or all the step's share when that is more than a chunk. Stacked on a
+    new leading axis so numpy's per-call cost is paid once."""
+    micro = concurrency / d.pp
+    per_step, chunk = _prefill_tokens(concurrency, d, isl_tokens, osl_tokens, chunk_tokens)
     shape = np.broadcast_shapes(np.shape(concurrency), d.pp.shape)
     decode_seqs = np.broadcast_to(micro, shape)
-    context = isl_tokens + osl_tokens / 2.0
-    return (np.stack([decode_seqs, decode_seqs]), context, np.array([0.0, chunk]).reshape(2, 1, 1),
-            isl_tokens / 2.0)
+    prefill = np.stack([np.zeros(shape), np.broadcast_to(np.maximum(per_step, chunk), shape)])
+    return np.stack([decode_seqs, decode_seqs]), isl_tokens + osl_tokens / 2.0, prefill, \
+        isl_tokens / 2.0
 
 
 def serving_times(a, d, env: Env, concurrency, isl_tokens, osl_tokens, chunk_tokens):
     """(TPOT as a StageTime breakdown, TTFT in s) of aggregated serving at `concurrency`.
 
-    TPOT = decode step + (prefill tokens per step / chunk) × (cost a chunk adds to a step), all
-    × PP: in steady state every step must absorb micro·ISL/OSL prompt tokens, which the engine
-    runs as chunks of ≤ `chunk_tokens` batched with the decode micro-batch (a chunk reads each
-    weight, and each MoE expert, once).
-    TTFT = (m + S − 1) chunk steps + half a step of waiting for the step in progress."""
+    In steady state every step must absorb p = micro·ISL/OSL prompt tokens. When p is less than a
+    chunk, the engine runs a chunk (≤ `chunk_tokens`, batched with the decode micro-batch; it
+    reads each weight and MoE expert once) every chunk/p steps: TPOT = A + (p/chunk)·(B − A),
+    A the decode step, B the step with a chunk. Otherwise every step carries its p prompt tokens:
+    TPOT = B with p tokens. All × PP.
+    TTFT = (m + S − 1) steps carrying a chunk + half a step of waiting for the one in progress."""
     both = stage_forward(a, d, env, *_forward_args(concurrency, d, isl_tokens, osl_tokens,
                                                     chunk_tokens))
+    per_step, chunk = _prefill_tokens(concurrency, d, isl_tokens, osl_tokens, chunk_tokens)
+    share = np.minimum(per_step / chunk, 1.0)
+    decode = both.part(0).plus(both.part(1).minus(both.part(0)), share).scaled(d.pp)
     chunks = np.ceil(isl_tokens / chunk_tokens)
-    chunks_per_step = concurrency / d.pp * isl_tokens / osl_tokens / (isl_tokens / chunks)
-    decode = both.part(0).plus(both.part(1).minus(both.part(0)), chunks_per_step).scaled(d.pp)
     ttft = (chunks + d.pp - 1.0) * both.part(1).total_s + decode.total_s / (2.0 * d.pp)
     return decode, ttft
