@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cost_model.errors import ConfigError
 from cost_model.precision import Precision
+from cost_model.sourced import MISSING, is_number, sourced_value
 from cost_model.units import GIGA, US_PER_S
 
 _PACKAGE = "cost_model.data.efficiency"
@@ -101,17 +102,11 @@ class Efficiency(BaseModel):
 
 
 def _value(table: dict, path: str, sources: dict[str, str], default: float | None = None) -> float:
-    entry = table
-    for part in path.split("."):
-        if not isinstance(entry, dict) or part not in entry:
-            if default is not None:
-                return default
-            raise ConfigError(f"`{path}` is missing from the efficiency file")
-        entry = entry[part]
-    if not isinstance(entry, dict) or "value" not in entry or not entry.get("source"):
-        raise ConfigError(f"`{path}` must be a table {{ value = …, source = \"…\" }}")
-    sources[path] = str(entry["source"])
-    return float(entry["value"])
+    value = sourced_value(table, path, sources, "efficiency",
+                          MISSING if default is None else default)
+    if not is_number(value):
+        raise ConfigError(f"`{path}` must be a number; got {value!r}")
+    return float(value)
 
 
 def _optional_us(doc: dict, path: str, sources: dict[str, str]) -> float | None:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cost_model.errors import ConfigError
 from cost_model.precision import Precision
+from cost_model.sourced import is_number, sourced_value
 from cost_model.units import GIB_BYTES, GIGA, TERA, US_PER_S
 
 _CATALOG_PACKAGE = "cost_model.data.hardware"
@@ -95,17 +96,11 @@ _RULES = {
 def _sourced(table: dict, key: str, sources: dict[str, str], rule: str = _POSITIVE):
     """Value of a `{ value, source }` entry, checked against `rule` in the file's own units;
     records its source; a clear error naming the key otherwise."""
-    entry = table
-    for part in key.split("."):
-        if not isinstance(entry, dict) or part not in entry:
-            raise ConfigError(f"`{key}` is missing from the hardware file")
-        entry = entry[part]
-    if not isinstance(entry, dict) or "value" not in entry or not entry.get("source"):
-        raise ConfigError(f"`{key}` must be a table {{ value = …, source = \"…\" }}; got {entry!r}")
-    value = entry["value"]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not _RULES[rule](value):
+    scratch: dict[str, str] = {}
+    value = sourced_value(table, key, scratch, "hardware")
+    if not is_number(value) or not _RULES[rule](value):
         raise ConfigError(f"`{key}` must be {rule}; got {value!r}")
-    sources[key] = str(entry["source"])
+    sources.update(scratch)
     return value
 
 
