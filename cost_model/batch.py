@@ -102,18 +102,43 @@ class DeployArrays:
 
 
 @dataclass(frozen=True)
+class FormatColumn:
+    """The byte widths of each candidate's number format as (n, 1) columns: stands in for one
+    `Precision` where a batch mixes formats (the cost formulas only read these two)."""
+
+    formats: tuple[Precision, ...]  # the distinct formats
+    index: np.ndarray  # (n,): each candidate's entry of `formats`
+
+    def _column(self, attr: str) -> np.ndarray:
+        return _column(np.array([getattr(p, attr) for p in self.formats])[self.index])
+
+    @cached_property
+    def activation_bytes_per_value(self) -> np.ndarray:
+        return self._column("activation_bytes_per_value")
+
+    @cached_property
+    def weight_bytes_per_value(self) -> np.ndarray:
+        return self._column("weight_bytes_per_value")
+
+
+@dataclass(frozen=True)
 class Env:
-    """What a group of candidates shares: the GPU, its efficiency data and the number formats."""
+    """What a batch of candidates shares: the GPU, its efficiency data and the number formats
+    (one `Precision`, or a `FormatColumn` of per-candidate formats)."""
 
     hw: HardwareSpec
     eff: Efficiency
-    linear: Precision  # weights and activations of linear layers
-    kv: Precision
+    linear: Precision | FormatColumn  # weights and activations of linear layers
+    kv: Precision | FormatColumn
     high: Precision  # unquantized parts: embeddings, LM head, router, attention math
 
     @cached_property
     def linear_rates(self) -> GemmRates:
-        return GemmRates.of(self.hw, self.linear)
+        if isinstance(self.linear, Precision):
+            return GemmRates.of(self.hw, self.linear)
+        rates = [GemmRates.of(self.hw, p) for p in self.linear.formats]
+        return GemmRates(**{f.name: _column(np.array([getattr(r, f.name) for r in rates])
+                                            [self.linear.index]) for f in fields(GemmRates)})
 
     @cached_property
     def high_rates(self) -> GemmRates:
@@ -121,10 +146,33 @@ class Env:
 
     @classmethod
     def create(cls, hw: HardwareSpec, precision: str, kv_precision: str) -> Env:
-        linear = get_precision(precision, "precision")
-        if not hw.supports(linear):
-            have = ", ".join(sorted(hw.peak_flop_per_s))
-            raise ConfigError(f"`precision` {linear.name} is not supported on {hw.name} "
-                              f"(tensor-core rates: {have})")
-        return cls(hw=hw, eff=get_efficiency(hw.name), linear=linear,
+        return cls(hw=hw, eff=get_efficiency(hw.name), linear=_linear_format(hw, precision),
                    kv=get_precision(kv_precision, "kv_precision"), high=get_precision("bf16"))
+
+    @classmethod
+    def for_deployments(cls, hw: HardwareSpec, deps: Sequence[Deployment]) -> Env:
+        """One environment for candidates whose deployments may use different formats."""
+        linear = _format_column(hw, [d.precision for d in deps], _linear_format)
+        kv = _format_column(hw, [d.kv_cache_precision for d in deps],
+                            lambda _, name: get_precision(name, "kv_precision"))
+        return cls(hw=hw, eff=get_efficiency(hw.name), linear=linear, kv=kv,
+                   high=get_precision("bf16"))
+
+
+def _linear_format(hw: HardwareSpec, name: str) -> Precision:
+    linear = get_precision(name, "precision")
+    if not hw.supports(linear):
+        have = ", ".join(sorted(hw.peak_flop_per_s))
+        raise ConfigError(f"`precision` {linear.name} is not supported on {hw.name} "
+                          f"(tensor-core rates: {have})")
+    return linear
+
+
+def _format_column(hw: HardwareSpec, names: Sequence[str], resolve) -> Precision | FormatColumn:
+    """One `Precision` when every candidate uses the same format, else a `FormatColumn`."""
+    distinct = list(dict.fromkeys(names))
+    formats = tuple(resolve(hw, name) for name in distinct)
+    if len(formats) == 1:
+        return formats[0]
+    position = {name: i for i, name in enumerate(distinct)}
+    return FormatColumn(formats, np.array([position[name] for name in names]))

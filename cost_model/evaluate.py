@@ -2,12 +2,12 @@
 
 `evaluate_points` takes parallel sequences of architectures and deployments (one candidate each)
 and a concurrency array (or sweeps 1 … the memory limit) and returns arrays of shape
-(candidates, concurrencies). Candidates with different number formats are evaluated in groups.
+(candidates, concurrencies). Candidates may differ in number formats (per-candidate columns).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -96,8 +96,14 @@ def _points(a: ArchArrays, d: DeployArrays, env: Env, workload: Workload, concur
     )
 
 
-def _group_points(archs, deps, hw: HardwareSpec, workload: Workload, concurrency):
-    env = Env.create(hw, deps[0].precision, deps[0].kv_cache_precision)
+def evaluate_points(archs: Sequence[Architecture], deps: Sequence[Deployment], hw: HardwareSpec,
+                    workload: Workload, concurrency=None) -> OperatingPoints:
+    """Operating points of candidate i = (archs[i], deps[i]). `concurrency`: a 1-D array used for
+    every candidate, or None for the sweep 1, 2, 4, … up to each candidate's memory limit."""
+    if len(archs) != len(deps):
+        raise ConfigError(f"`deployments` must match `architectures` one to one; got "
+                          f"{len(deps)} and {len(archs)}")
+    env = Env.for_deployments(hw, deps)
     a = ArchArrays.from_architectures(archs)
     d = DeployArrays.from_deployments(deps)
     memory_limit = max_concurrency(a, d, env, float(workload.max_context_tokens),
@@ -109,23 +115,3 @@ def _group_points(archs, deps, hw: HardwareSpec, workload: Workload, concurrency
         grid = np.broadcast_to(np.asarray(concurrency, float).reshape(1, -1),
                                (len(archs), np.size(concurrency)))
     return _points(a, d, env, workload, grid, memory_limit, limit)
-
-
-def evaluate_points(archs: Sequence[Architecture], deps: Sequence[Deployment], hw: HardwareSpec,
-                    workload: Workload, concurrency=None) -> OperatingPoints:
-    """Operating points of candidate i = (archs[i], deps[i]). `concurrency`: a 1-D array used for
-    every candidate, or None for the sweep 1, 2, 4, … up to each candidate's memory limit."""
-    if len(archs) != len(deps):
-        raise ConfigError(f"`deployments` must match `architectures` one to one; got "
-                          f"{len(deps)} and {len(archs)}")
-    keys = [(d.precision, d.kv_cache_precision) for d in deps]
-    groups = {key: [i for i, k in enumerate(keys) if k == key] for key in dict.fromkeys(keys)}
-    parts = {key: _group_points([archs[i] for i in idx], [deps[i] for i in idx], hw, workload,
-                                concurrency) for key, idx in groups.items()}
-    if len(parts) == 1:
-        return next(iter(parts.values()))
-    order = np.argsort(np.concatenate(list(groups.values())))
-    return OperatingPoints(**{
-        f.name: np.concatenate([getattr(p, f.name) for p in parts.values()])[order]
-        for f in fields(OperatingPoints)
-    })

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from cost_model.batch import ArchArrays, DeployArrays, Env
-from cost_model.gemm import GemmRates, gemm_time_s
+from cost_model.gemm import HOT_DTYPE, GemmRates, gemm_time_s
 
 
 def touched_expert_frac(tokens, top_k, experts):
@@ -44,19 +44,26 @@ class GemmList:
         self.high.append(high)
 
     def times_s(self, env: Env) -> dict[str, np.ndarray]:
-        """Per-stage time of each named GEMM (count × one GEMM), in one vectorized call."""
+        """Per-stage time of each named GEMM (count × one GEMM), in one vectorized call. GEMMs
+        that no candidate runs (count 0 everywhere: MLA rows of GQA models, expert rows of dense
+        ones) are not evaluated and take 0 s; most batches run a third of the rows."""
+        rows = [row for row, dims in enumerate(self.dims) if np.any(dims[4])]
+        times = dict.fromkeys(self.names, 0.0)
+        if not rows:
+            return times
         shape = self.shape
-        stacked = np.empty((5, len(self.dims)) + shape)
-        for row, dims in enumerate(self.dims):
-            for j, value in enumerate(dims):
-                stacked[j, row] = value  # numpy broadcasts on assignment, in C
+        stacked = np.empty((5, len(rows)) + shape)
+        for i, row in enumerate(rows):
+            for j, value in enumerate(self.dims[row]):
+                stacked[j, i] = value  # numpy broadcasts on assignment, in C
         m, n, k, groups, count = stacked
         live = (m > 0) & (n > 0) & (k > 0) & (groups > 0) & (count > 0)
         m, n, k, groups = (np.where(live, x, 1.0) for x in (m, n, k, groups))
-        high = np.array(self.high).reshape((-1,) + (1,) * len(shape))
+        high = np.array([self.high[row] for row in rows]).reshape((-1,) + (1,) * len(shape))
         rates = GemmRates.select(high, env.high_rates, env.linear_rates)
-        times = np.where(live, gemm_time_s(m, n, k, groups, env.hw, rates) * count, 0.0)
-        return dict(zip(self.names, times))
+        live_s = np.where(live, gemm_time_s(m, n, k, groups, env.hw, rates, HOT_DTYPE) * count, 0.0)
+        times.update(zip((self.names[row] for row in rows), live_s))
+        return times
 
 
 def attention_gemms(g: GemmList, a: ArchArrays, d: DeployArrays, decode_tokens, prefill_tokens,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from types import MappingProxyType
 
 import numpy as np
@@ -61,6 +62,10 @@ class ParamBreakdown(Mapping[str, int]):
         return self.total_params - self.embedding_params - self.lm_head_params
 
 
+# A search asks for the same architecture's counts from several places (budget constraint,
+# accuracy proxy, report) and NSGA-II revisits architectures under other deployments; the result
+# is immutable and `Architecture` is frozen (hashable), so it is computed once per architecture.
+@lru_cache(maxsize=16384)
 def count_params(arch: Architecture) -> ParamBreakdown:
     """Exact parameter count of `arch`, by component, with the per-token active count."""
     parts = dict.fromkeys(BREAKDOWN_KEYS, 0)

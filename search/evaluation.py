@@ -5,7 +5,9 @@ Everything a trial records comes from here, so the runner, `pareto` and `show` a
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
@@ -15,7 +17,8 @@ from cost_model.deployment import make_workload
 from cost_model.hardware import get_hardware
 from cost_model.params import count_params
 from cost_model.errors import ConfigError
-from objectives.accuracy import predict_loss, ptq_estimate, ranking_loss_nats
+from cost_model.architecture import Architecture
+from objectives.accuracy import LossProxy, predict_loss, ptq_estimate, ranking_loss_nats
 from objectives.serving import ServingScores, Window, serving_scores
 from search.space import Candidate
 from search.spec import StudySpec
@@ -27,6 +30,9 @@ from search.spec import StudySpec
 COLUMN_ATTRS = ("frontier_area", "loss_proxy", "params_total", "params_active", "deployment",
                 "feasible")
 DETAILS_ATTR = "details"
+# TTFT objective of a candidate whose TTFT concurrency does not fit memory: finite (samplers need
+# numbers) and worse than any real TTFT.
+UNREACHED_TTFT_MS = 1e9
 
 
 def trial_details(user_attrs: dict) -> dict:
@@ -91,15 +97,26 @@ def _ptq_attrs(serving_precision: str, tokens_per_param: float) -> dict:
             "ptq_flags": list(ptq.flags)}
 
 
+@lru_cache(maxsize=8192)
+def _loss(arch: Architecture, tokens: float, trained_in: str) -> tuple[LossProxy, float]:
+    """The central loss proxy and the ranked loss of `arch` (it depends on the architecture
+    only, and a search revisits architectures under other deployments)."""
+    loss = predict_loss(arch, tokens, trained_in)
+    # §7.2 of the accuracy notes: rank on the pessimistic end of the bands when a hard flag fires
+    return loss, ranking_loss_nats(arch, tokens, trained_in, central=loss)
+
+
+def _finite_or(value: float, fallback: float) -> float:
+    return value if math.isfinite(value) else fallback
+
+
 def _outcome(spec: StudySpec, cand: Candidate, scores: ServingScores, i: int,
              rules: ConstraintRules) -> Outcome:
     counts = count_params(cand.arch)
     tokens, trained_in = spec.budget.training_tokens, spec.budget.training_precision
-    loss = predict_loss(cand.arch, tokens, trained_in)
-    # §7.2 of the accuracy notes: rank on the pessimistic end of the bands when a hard flag fires
-    ranked = ranking_loss_nats(cand.arch, tokens, trained_in, central=loss)
+    loss, ranked = _loss(cand.arch, tokens, trained_in)
     metrics = {"frontier_area": float(scores.frontier_area[i]), "loss": ranked,
-               "ttft_ms": float(np.nan_to_num(scores.ttft_ms[i], nan=1e9)),
+               "ttft_ms": _finite_or(float(scores.ttft_ms[i]), UNREACHED_TTFT_MS),
                "gpus": float(scores.gpus[i])}
     checks = check_candidate(cand.arch, cand.deployment, rules, float(scores.max_concurrency[i]))
     dep = cand.deployment

@@ -148,10 +148,38 @@ def _count(summary: RunSummary, outcome: Outcome, hard: tuple[str, ...]) -> None
             summary.best_area = area
 
 
-def _one_batch(study, handle: StorageHandle, spec: StudySpec, size: int, hard, summary) -> None:
-    fail_orphans(study, handle)
-    run_batch(study, spec, size, hard, summary, handle.shared)  # only shared stores need owners
-    handle.flush()
+class Workspace:
+    """Where a run asks and tells its trials, and how they reach the storage.
+
+    Shared storages (several workers, RDB) are used directly. The default single-writer journal
+    is not: Optuna's JournalStorage costs ~55 µs per operation and a trial takes ~18 of them
+    (ask, each parameter, attributes, constraints, tell), more than the trial's own work. So the
+    run samples in an in-memory copy of the study (its finished trials, loaded once) and each
+    finished trial of a batch reaches the journal as one record (`add_trials`), appended with
+    one fsync per batch. The sampler sees the same trials either way."""
+
+    def __init__(self, study: optuna.Study, handle: StorageHandle):
+        self.durable, self.handle = study, handle
+        self.study = study
+        if not handle.shared:
+            self.study = optuna.create_study(directions=study.directions, sampler=study.sampler)
+            self.study.add_trials(study.get_trials(deepcopy=False, states=FINISHED))
+        self._persisted = len(self.study.get_trials(deepcopy=False))
+
+    def persist(self) -> None:
+        """Make every trial finished since the last call durable."""
+        if self.study is not self.durable:
+            new = self.study.get_trials(deepcopy=False)[self._persisted:]
+            self.durable.add_trials(new)
+            self._persisted += len(new)
+        self.handle.flush()
+
+
+def _one_batch(space: Workspace, spec: StudySpec, size: int, hard, summary) -> None:
+    fail_orphans(space.study, space.handle)
+    # only shared stores need owners and heartbeats
+    run_batch(space.study, spec, size, hard, summary, space.handle.shared)
+    space.persist()
 
 
 def _resume_summary(study: optuna.Study) -> RunSummary:
@@ -169,12 +197,13 @@ def run_study(spec: StudySpec, handle: StorageHandle, target_trials: int, seed: 
     study = with_retries(lambda: open_study(spec, handle, seed), "opening the study")
     summary = _resume_summary(study)
     study.sampler = make_sampler(spec, seed + summary.finished)  # resumed runs draw anew
+    space = Workspace(study, handle)
     hard = hard_constraints(spec)
     bar = tqdm(total=target_trials, initial=summary.finished, unit="trial", file=sys.stderr,
                disable=not show_progress, dynamic_ncols=True)
     while summary.finished < target_trials:
         size = min(spec.batch_size, target_trials - summary.finished)
-        with_retries(lambda: _one_batch(study, handle, spec, size, hard, summary), "a batch")
+        with_retries(lambda: _one_batch(space, spec, size, hard, summary), "a batch")
         summary.finished = with_retries(lambda: finished_trials(study), "counting trials") \
             if handle.shared else summary.finished + size
         bar.update(size)

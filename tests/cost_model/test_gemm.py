@@ -161,3 +161,21 @@ def test_hot_path_time_equals_full_cost():
         hw = get_hardware(name)
         fast = gemm_time_s(m, n, 7168.0, 4.0, hw, GemmRates.of(hw, get_precision("fp8")))
         assert np.allclose(fast, gemm_cost(m, n, 7168, hw, "fp8", groups=4).time_s)
+
+
+def test_float32_step_path_matches_float64():
+    """Step times compute GEMMs in float32 (HOT_DTYPE); they agree with float64 to 1e-5 over
+    decode to prefill sizes, aligned and ragged dimensions, grouped or not."""
+    from cost_model.gemm import HOT_DTYPE, GemmRates, gemm_time_s
+
+    m = np.array([1.0, 7.0, 64.0, 333.0, 4096.0, 65536.0]).reshape(-1, 1, 1)
+    n = np.array([576.0, 4000.0, 28672.0, 151936.0]).reshape(1, -1, 1)
+    k = np.array([128.0, 2880.0, 7168.0]).reshape(1, 1, -1)
+    for name, fmt in (("h200", "bf16"), ("b200", "nvfp4")):
+        hw = get_hardware(name)
+        rates = GemmRates.of(hw, get_precision(fmt))
+        for groups in (1.0, 8.0):
+            exact = gemm_time_s(m, n, k, groups, hw, rates)
+            fast = gemm_time_s(m, n, k, groups, hw, rates, HOT_DTYPE)
+            assert fast.dtype == HOT_DTYPE
+            assert np.allclose(fast, exact, rtol=1e-5, atol=0)

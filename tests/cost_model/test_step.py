@@ -6,12 +6,15 @@ import pytest
 
 from cost_model.architecture import Architecture
 from cost_model.attention import kv_cache_bytes_per_sequence
-from cost_model.batch import ArchArrays, DeployArrays
+from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.deployment import Deployment, Workload, make_deployment
 from cost_model.errors import ConfigError
 from cost_model.evaluate import deployment_violations, evaluate_points
 from cost_model.hardware import get_hardware
-from cost_model.layers import tokens_per_expert, touched_expert_frac
+from cost_model.gemm import gemm_cost
+from cost_model.layers import (
+    GemmList, attention_gemms, ffn_gemms, tokens_per_expert, touched_expert_frac,
+)
 from cost_model.step import bubble_frac
 
 H200 = get_hardware("h200")
@@ -145,13 +148,35 @@ def test_lower_precision_fits_more_sequences(load_model):
 
 
 def test_vectorized_equals_one_by_one(load_model):
-    models = [load_model(s) for s in ("Llama-3.1-8B", "Mistral-7B-v0.1", "Qwen3-30B-A3B")]
-    deps = [Deployment(tp=2), Deployment(tp=1, precision="bf16"), Deployment(tp=2, ep=2)]
+    """One batch mixing GQA and MoE shapes, weight formats and KV formats (per-candidate format
+    columns) gives each candidate what it gets alone (a single format)."""
+    models = [load_model(s) for s in ("Llama-3.1-8B", "Mistral-7B-v0.1", "Qwen3-30B-A3B",
+                                      "Llama-3.1-8B")]
+    deps = [Deployment(tp=2), Deployment(tp=1, precision="bf16"), Deployment(tp=2, ep=2),
+            Deployment(tp=1, precision="fp8", kv_precision="fp8")]
     together = evaluate_points(models, deps, H200, CHAT, [1, 64, 512])
     for i, (m, d) in enumerate(zip(models, deps)):
         alone = evaluate_points([m], [d], H200, CHAT, [1, 64, 512])
-        assert np.allclose(together.tpot_s[i], alone.tpot_s[0])
-        assert np.allclose(together.tokens_per_s_per_gpu[i], alone.tokens_per_s_per_gpu[0])
+        assert np.allclose(together.tpot_s[i], alone.tpot_s[0], rtol=1e-6)
+        assert np.allclose(together.tokens_per_s_per_gpu[i], alone.tokens_per_s_per_gpu[0],
+                           rtol=1e-6)
+        assert together.max_concurrency[i, 0] == alone.max_concurrency[0, 0]
+
+
+def test_gemms_no_candidate_runs_take_no_time(load_model):
+    """A dense GQA batch skips the MLA and expert rows (0 s) and times the rest as gemm_cost."""
+    llama = load_model("Llama-3.1-8B")
+    a, d = ArchArrays.from_architectures([llama]), DeployArrays.from_deployments([Deployment()])
+    env = Env.create(H200, "fp8", "fp8")
+    gemms = GemmList((1, 1))
+    tokens = np.array([[64.0]])
+    attention_gemms(gemms, a, d, tokens, 0.0, a.layers)
+    ffn_gemms(gemms, a, d, tokens, a.dense_layers, a.moe_layers)
+    times = gemms.times_s(env)
+    assert {name for name, t in times.items() if np.any(t > 0)} == \
+        {"attention/qkv", "attention/o", "mlp/up", "mlp/down"}
+    expected = gemm_cost(64, 2 * 14336, 4096, H200, "fp8").time_s * 32  # 32 layers
+    assert float(times["mlp/up"][0, 0]) == pytest.approx(float(expected), rel=1e-5)
 
 
 def test_deployment_rules_name_the_field(load_model):
