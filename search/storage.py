@@ -1,10 +1,12 @@
 """Where a study lives. The embedded default is an Optuna journal file under the study's output
 folder, written through a batching backend: Optuna's `JournalFileBackend` fsyncs every append,
 so the batch's log lines are buffered and appended (one write, one fsync) when the batch is
-done. Finished trials are durable per batch; a killed run loses only its unfinished batch, whose
-asked trials never reach the disk (no zombie RUNNING trials). Batching needs a single writer:
-the default storage takes an exclusive lock; `--workers N` and `--storage URL` use Optuna's
-storages as they are (journal files fsync per operation, RDB per transaction).
+done. The runner samples in an in-memory copy and writes each finished trial as one record
+(`search.runner.Workspace`). Finished trials are durable per batch; a killed run loses only its
+unfinished batch, whose asked trials never reach the disk (no zombie RUNNING trials). Batching
+needs a single writer: the default storage takes an exclusive lock; `--workers N` and
+`--storage URL` use Optuna's storages as they are (journal files fsync per operation, RDB per
+transaction).
 """
 
 from __future__ import annotations

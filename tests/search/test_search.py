@@ -16,6 +16,7 @@ import pytest
 
 from search.cli import main
 from search.report import pareto_document
+from search.resilience import WORKER_ATTR
 from search.runner import run_study
 from search.spec import load_spec
 from search.storage import StorageHandle
@@ -100,17 +101,19 @@ def test_resume_after_kill_9_keeps_every_finished_trial(tmp_path):
 
 
 def _trial_record(t: optuna.trial.FrozenTrial) -> tuple:
-    return (t.number, t.state, t.params, t.values, t.user_attrs,
+    attrs = {k: v for k, v in t.user_attrs.items() if k != WORKER_ATTR}
+    return (t.number, t.state, t.params, t.values, attrs,
             {k: v for k, v in t.system_attrs.items() if k.startswith("constraints")})
 
 
-def test_default_journal_holds_what_an_in_memory_run_samples(tmp_path):
-    """The default journal samples in memory and persists one record per finished trial: the
-    stored trials equal those of a run on Optuna's InMemoryStorage with the same seed."""
+def test_default_journal_holds_what_a_direct_run_samples(tmp_path):
+    """The default journal samples in an in-memory copy and persists one record per finished
+    trial: the stored trials equal those of a run asking and telling directly on Optuna's
+    InMemoryStorage (the shared-storage path) with the same seed."""
     study = _copy_study(tmp_path)
     spec = load_spec(study)
     run_study(spec, open_storage(study, spec, None, shared=False), 192, 5, show_progress=False)
-    memory = StorageHandle(optuna.storages.InMemoryStorage(), "memory", shared=False)
+    memory = StorageHandle(optuna.storages.InMemoryStorage(), "memory", shared=True)
     run_study(spec, memory, 192, 5, show_progress=False)
     reference = optuna.load_study(study_name=spec.name, storage=memory.storage)
     stored = load_study(spec, open_storage(study, spec, None, shared=True))
