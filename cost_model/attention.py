@@ -3,6 +3,12 @@
 KV bytes per sequence (seeds, reading notes §5): 2·L·n_kv·d_h·b_kv·S for GQA; for MLA the latent
 cache L·(kv_lora_rank + rope_dim)·b_kv·S. Sliding-window layers keep at most `window` tokens.
 Tensor parallelism beyond the KV heads replicates them: each GPU holds ⌈n_kv/TP⌉ heads.
+
+Kernel time: a roofline (KV streaming for decode, flash-attention FLOPs for prefill) plus the SM
+time of each work item (decode: one per sequence and KV head; prefill: one per sequence, query
+head and 128-query tile — Q load, block scheduling, page-table walk, softmax epilogue and split-KV
+reduction, spread over the SMs) plus a fixed per-call floor; `cost_model/efficiency.py` documents
+the coefficients and `search/calibration_attention.py` fits them on measured kernels.
 """
 
 from __future__ import annotations
@@ -53,9 +59,28 @@ def _layer_mean(a: ArchArrays, context, time_fn):
 
 
 def attention_overhead_s(env: Env) -> float:
-    """Fixed time of one attention kernel: the calibrated overhead, else the kernel launch."""
+    """Fixed time of one decode attention call: the calibrated overhead, else the kernel launch."""
     fixed = env.eff.attention_fixed_overhead_s
     return env.hw.kernel_launch_s if fixed is None else fixed
+
+
+def prefill_overhead_s(env: Env) -> float:
+    """Fixed time of one prefill attention call (its own calibrated floor, else decode's)."""
+    fixed = env.eff.prefill_attention_fixed_overhead_s
+    return attention_overhead_s(env) if fixed is None else fixed
+
+
+def decode_work_items(a: ArchArrays, d: DeployArrays, seqs):
+    """Work items of a decode attention call on one GPU: one per (sequence, KV head) — a GQA
+    decode kernel gives each KV head's query group one block; MLA's latent cache is one head."""
+    return seqs * np.where(a.mla > 0, 1.0, kv_heads_per_gpu(a, d))
+
+
+def prefill_work_items(a: ArchArrays, d: DeployArrays, toks, seqs):
+    """Work items of a prefill attention call on one GPU: one per (sequence, query head,
+    128-query tile) — FlashAttention's grid."""
+    per_seq = np.ceil(toks / np.maximum(seqs, 1.0) / FLASH_QUERY_TILE_TOKENS)
+    return seqs * per_seq * a.heads_q / d.tp
 
 
 def decode_attention_s(a: ArchArrays, d: DeployArrays, env: Env, sequences, context):
@@ -64,19 +89,29 @@ def decode_attention_s(a: ArchArrays, d: DeployArrays, env: Env, sequences, cont
     heads = a.heads_q / d.tp
     peak = env.hw.peak_for(env.high) * env.eff.prefill_attention_compute_frac
     bandwidth = env.hw.hbm_bytes_per_s * env.eff.decode_attention_bandwidth_frac
-    kv_bytes = kv_elems_per_token_layer(a, d) * env.kv.activation_bytes_per_value
+    kv_elems = kv_elems_per_token_layer(a, d)
+    kv_bytes = kv_elems * env.kv.activation_bytes_per_value
+    quantized = env.kv.activation_bytes_per_value < env.high.activation_bytes_per_value
+    dequant_s_per_elem = np.where(quantized, 1.0 / env.eff.decode_kv_dequant_elements_per_s, 0.0)
 
     def one(ctx):
         flop = seqs * ctx * heads * _head_flop_per_key(a, absorbed=True)
-        return np.maximum(flop / peak, seqs * ctx * kv_bytes / bandwidth)
+        stream_s = seqs * ctx * np.maximum(kv_bytes / bandwidth, kv_elems * dequant_s_per_elem)
+        return np.maximum(flop / peak, stream_s)
 
-    return np.where(seqs > 0, _layer_mean(a, context, one) + attention_overhead_s(env), 0.0)
+    items_s = decode_work_items(a, d, seqs) * env.eff.decode_attention_per_sequence_s \
+        / env.hw.sm_count
+    return np.where(seqs > 0, _layer_mean(a, context, one) + items_s + attention_overhead_s(env),
+                    0.0)
 
 
-def prefill_attention_s(a: ArchArrays, d: DeployArrays, env: Env, tokens, mean_context):
-    """Mean per-layer time of causal prefill attention on one GPU: `tokens` new tokens that
-    attend on average to `mean_context` keys (prior context + half the chunk)."""
+def prefill_attention_s(a: ArchArrays, d: DeployArrays, env: Env, tokens, mean_context,
+                        sequences=None):
+    """Mean per-layer time of causal prefill attention on one GPU: `tokens` new tokens of
+    `sequences` sequences (None: one sequence per data-parallel rank) that attend on average to
+    `mean_context` keys (prior context + half the chunk)."""
     toks = tokens / d.dp
+    seqs = np.minimum(toks, 1.0) if sequences is None else sequences / d.dp
     heads = a.heads_q / d.tp
     peak = env.hw.peak_for(env.high) * env.eff.prefill_attention_compute_frac
     kv_bytes = kv_elems_per_token_layer(a, d) * env.kv.activation_bytes_per_value
@@ -86,4 +121,7 @@ def prefill_attention_s(a: ArchArrays, d: DeployArrays, env: Env, tokens, mean_c
         reread = np.ceil(toks / FLASH_QUERY_TILE_TOKENS) * ctx * kv_bytes
         return np.maximum(flop / peak, reread / env.hw.hbm_bytes_per_s)
 
-    return np.where(toks > 0, _layer_mean(a, mean_context, one) + attention_overhead_s(env), 0.0)
+    items_s = (prefill_work_items(a, d, toks, seqs) * env.eff.prefill_attention_per_tile_s
+               + toks * heads * env.eff.prefill_attention_per_token_s) / env.hw.sm_count
+    return np.where(toks > 0, _layer_mean(a, mean_context, one) + items_s
+                    + prefill_overhead_s(env), 0.0)

@@ -20,9 +20,18 @@ own entry uses its tensor-core rate's: fp4 → nvfp4, else bf16), all interpreta
 Other coefficients: attention `decode_bandwidth_frac` (KV streaming), `prefill_compute_frac`
 (flash attention); communication `scale_up_bandwidth_frac`, `scale_out_bandwidth_frac`.
 Optional, set by a calibration on measured kernels: attention `fixed_overhead_us` (time every
-attention kernel pays: launch, scheduling, the softmax/reduction epilogue; default: the catalog's
-`kernel_launch_us`) and communication `all_reduce_latency_us` (α of an all-reduce inside the
-scale-up domain; default: the catalog's `scale_up_latency_us`).
+decode attention call pays: launch, scheduling, the softmax/reduction epilogue; default: the
+catalog's `kernel_launch_us`), `prefill_fixed_overhead_us` (the same for a prefill call, which
+also runs the QKV preprocessing kernel (RoPE, KV-cache append); default: `fixed_overhead_us`),
+`decode_per_sequence_us` (SM time per decoding sequence and KV head: Q load, block scheduling,
+page-table walk, split-KV reduction, output write; the call takes items × it / SMs; default 0),
+`prefill_per_tile_us` (SM time per sequence, query head and 128-query tile beyond its math: pipeline
+fill, the causal diagonal block, softmax epilogue; default 0), `prefill_per_token_us` (SM time per
+query token and head: the QKV preprocessing and per-row softmax/output work; default 0),
+`kv_dequant_g_per_s` (G KV elements/s a decode kernel converts from a quantized KV cache: caps
+FP8-KV streaming below its bandwidth bound; default: no cap) and communication
+`all_reduce_latency_us` (α of an all-reduce inside the scale-up domain; default: the catalog's
+`scale_up_latency_us`).
 """
 
 from __future__ import annotations
@@ -87,6 +96,11 @@ class Efficiency(BaseModel):
     scale_up_bandwidth_frac: float = Field(gt=0, le=1)
     scale_out_bandwidth_frac: float = Field(gt=0, le=1)
     attention_fixed_overhead_s: float | None = Field(default=None, ge=0)  # None: kernel launch
+    prefill_attention_fixed_overhead_s: float | None = Field(default=None, ge=0)  # None: decode's
+    decode_attention_per_sequence_s: float = Field(default=0.0, ge=0)  # SM time per (seq, KV head)
+    prefill_attention_per_tile_s: float = Field(default=0.0, ge=0)  # SM time per query tile·head
+    prefill_attention_per_token_s: float = Field(default=0.0, ge=0)  # SM time per query token·head
+    decode_kv_dequant_elements_per_s: float = Field(default=float("inf"), gt=0)  # quantized KV
     all_reduce_latency_s: float | None = Field(default=None, ge=0)  # None: catalog scale-up α
     sources: dict[str, str]
 
@@ -114,7 +128,14 @@ def _optional_us(doc: dict, path: str, sources: dict[str, str]) -> float | None:
     section, _, key = path.partition(".")
     if key not in doc.get(section, {}):
         return None
-    return _value(doc, path, sources) / US_PER_S
+    return _non_negative(doc, path, sources) / US_PER_S
+
+
+def _non_negative(doc: dict, path: str, sources: dict[str, str], default=None) -> float:
+    value = _value(doc, path, sources, default)
+    if value < 0:
+        raise ConfigError(f"`{path}` must be >= 0; got {value!r}")
+    return value
 
 
 def _gemm(doc: dict, fmt: str, sources: dict[str, str]) -> GemmEfficiency:
@@ -162,6 +183,16 @@ def efficiency_from_toml(doc: dict) -> Efficiency:
         scale_up_bandwidth_frac=_value(doc, "communication.scale_up_bandwidth_frac", sources),
         scale_out_bandwidth_frac=_value(doc, "communication.scale_out_bandwidth_frac", sources),
         attention_fixed_overhead_s=_optional_us(doc, "attention.fixed_overhead_us", sources),
+        prefill_attention_fixed_overhead_s=_optional_us(
+            doc, "attention.prefill_fixed_overhead_us", sources),
+        decode_attention_per_sequence_s=_optional_us(
+            doc, "attention.decode_per_sequence_us", sources) or 0.0,
+        prefill_attention_per_tile_s=_optional_us(
+            doc, "attention.prefill_per_tile_us", sources) or 0.0,
+        prefill_attention_per_token_s=_optional_us(
+            doc, "attention.prefill_per_token_us", sources) or 0.0,
+        decode_kv_dequant_elements_per_s=_non_negative(
+            doc, "attention.kv_dequant_g_per_s", sources, float("inf")) * GIGA or float("inf"),
         all_reduce_latency_s=_optional_us(doc, "communication.all_reduce_latency_us", sources),
         sources=sources,
     )

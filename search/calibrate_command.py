@@ -5,6 +5,9 @@ coefficients (with their source, version and fit error) as the package's efficie
     archscout calibrate --hardware gb300 --framework sglang
     archscout calibrate --hardware h200 --source my_gemms.parquet --output fitted/
     archscout calibrate --part attention         # only [attention] (also: comm, gemm, all)
+
+Attention and the all-reduce are fitted on aiconfigurator's attention and comm tables (only with
+`--source aiconfigurator`).
 """
 
 from __future__ import annotations
@@ -310,9 +313,7 @@ def _parts(args: argparse.Namespace) -> set[str]:
     part = args.part or ("all" if args.source == AIC_SOURCE else "gemm")
     if part != "gemm" and args.source != AIC_SOURCE:
         raise ConfigError(f"`--part` {part} needs `--source {AIC_SOURCE}` (a file holds GEMMs)")
-    # attention is fitted only on request: its shipped coefficients stay the priors until the
-    # model has a per-sequence term (a fixed overhead alone skews concurrency-1 decode)
-    return {"gemm", "comm"} if part == "all" else {part}
+    return {"gemm", "attention", "comm"} if part == "all" else {part}
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
@@ -375,7 +376,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     cal.add_argument("--sample", type=int, default=FIT_SAMPLE_POINTS,
                      help=f"rows each fit uses (default {FIT_SAMPLE_POINTS:,}); errors use all")
     cal.add_argument("--part", choices=("all", "gemm", "attention", "comm"),
-                     help="what to fit (default: all = gemm and comm; gemm with a `--source` "
-                          "file; attention only when named)")
+                     help="what to fit (default: all = gemm, attention and comm; gemm with a "
+                          "`--source` file)")
     cal.add_argument("--json", action="store_true", help="one JSON document on stdout")
     cal.set_defaults(func=run_calibrate)

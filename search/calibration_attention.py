@@ -5,10 +5,14 @@ A measured table has one row per kernel call: `batch_size`, `isl`, `num_heads`,
 `step` and `latency` (ms) — the columns of aiconfigurator-core's `context_attention_perf.parquet`
 (prefill: `isl` new tokens per sequence, causal) and `generation_attention_perf.parquet` (decode:
 one token per sequence over `isl + step` cached tokens). Heads are per GPU (TP already applied).
-The rows are mapped onto `cost_model.attention` (one layer, TP = 1) and three coefficients are
-fitted jointly by robust least squares on log time, like the GEMM fit: `prefill_compute_frac`,
-`decode_bandwidth_frac` and the attention kernel's `fixed_overhead_us`.
-Prefill rows with FP8 attention math are left out: the model computes attention in BF16.
+The rows are mapped onto `cost_model.attention` (one layer, TP = 1) and the eight coefficients
+of COEFFICIENTS are fitted jointly by robust least squares on log time, like the GEMM fit: the
+rooflines' `prefill_compute_frac` and `decode_bandwidth_frac`, each phase's fixed floor, the SM
+time per decode (sequence, KV head), per prefill (sequence, head, 128-query tile) and per prefill
+(token, head), and the FP8 KV dequantization rate (`cost_model/efficiency.py` documents them).
+Left out: prefill rows with FP8 attention math (the model computes attention in BF16) and decode
+rows with more than 32 query heads per KV head (TensorRT-LLM then leaves its grouped kernel for a
+per-head one that re-reads the KV cache per query head; the model assumes a grouped kernel).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from cost_model.efficiency import Efficiency
 from cost_model.errors import ConfigError
 from cost_model.hardware import HardwareSpec
 from cost_model.precision import get_precision
-from cost_model.units import MS_PER_S, US_PER_S
+from cost_model.units import GIGA, MS_PER_S, US_PER_S
 from search.calibration import (
     AIC_SYSTEMS,
     DEFAULT_FRAMEWORK,
@@ -37,6 +41,7 @@ from search.calibration import (
 
 PHASES = {"prefill": "context_attention_perf.parquet", "decode": "generation_attention_perf.parquet"}
 KV_FORMATS = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8"}  # table dtype -> our format
+MAX_GROUPED_HEADS = 32  # TensorRT-LLM's grouped decode kernel (XQA) takes query groups up to 32
 MATH_FORMAT = "bfloat16"  # the model's attention math (Env.high)
 COLUMNS = ("batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim", "window_size",
            "step", "latency")
@@ -45,6 +50,21 @@ COEFFICIENTS = {
     "prefill_compute_frac": (0.05, 1.0, 0.6),
     "decode_bandwidth_frac": (0.05, 1.0, 0.8),
     "fixed_overhead_us": (0.0, 100.0, 5.0),
+    "prefill_fixed_overhead_us": (0.0, 100.0, 5.0),
+    "decode_per_sequence_us": (0.0, 100.0, 1.0),
+    "prefill_per_tile_us": (0.0, 100.0, 1.0),
+    "prefill_per_token_us": (0.0, 10.0, 0.05),
+    "kv_dequant_g_per_s": (100.0, 1e5, 1500.0),
+}
+EFFICIENCY_FIELDS = {  # coefficient -> (Efficiency field, TOML units per SI unit)
+    "prefill_compute_frac": ("prefill_attention_compute_frac", 1.0),
+    "decode_bandwidth_frac": ("decode_attention_bandwidth_frac", 1.0),
+    "fixed_overhead_us": ("attention_fixed_overhead_s", US_PER_S),
+    "prefill_fixed_overhead_us": ("prefill_attention_fixed_overhead_s", US_PER_S),
+    "decode_per_sequence_us": ("decode_attention_per_sequence_s", US_PER_S),
+    "prefill_per_tile_us": ("prefill_attention_per_tile_s", US_PER_S),
+    "prefill_per_token_us": ("prefill_attention_per_token_s", US_PER_S),
+    "kv_dequant_g_per_s": ("decode_kv_dequant_elements_per_s", 1.0 / GIGA),
 }
 
 
@@ -101,6 +121,9 @@ def measured_attention(table: pa.Table, phase: str) -> MeasuredAttention:
         raise ConfigError(f"attention table needs columns {', '.join(missing)}")
     kv_names = np.array(table.column("kv_cache_dtype").to_pylist(), dtype=object)
     keep = np.isin(kv_names, list(KV_FORMATS)) & (_column(table, "latency") > 0)
+    if phase == "decode":
+        groups = _column(table, "num_heads") / _column(table, "num_key_value_heads")
+        keep &= groups <= MAX_GROUPED_HEADS
     if phase == "prefill":
         keep &= np.array(table.column("attn_dtype").to_pylist(), dtype=object) == MATH_FORMAT
     col = lambda name: _column(table, name)[keep]  # noqa: E731
@@ -137,10 +160,8 @@ def _single_gpu(rows: int) -> DeployArrays:
 
 def with_coefficients(eff: Efficiency, coefficients: dict[str, float]) -> Efficiency:
     """`eff` with the attention coefficients (TOML units) replaced."""
-    return eff.model_copy(update={
-        "prefill_attention_compute_frac": coefficients["prefill_compute_frac"],
-        "decode_attention_bandwidth_frac": coefficients["decode_bandwidth_frac"],
-        "attention_fixed_overhead_s": coefficients["fixed_overhead_us"] / US_PER_S})
+    return eff.model_copy(update={field: coefficients[name] / scale
+                                  for name, (field, scale) in EFFICIENCY_FIELDS.items()})
 
 
 def predicted_s(data: MeasuredAttention, hw: HardwareSpec, eff: Efficiency) -> np.ndarray:
@@ -153,7 +174,8 @@ def predicted_s(data: MeasuredAttention, hw: HardwareSpec, eff: Efficiency) -> n
         env = Env(hw=hw, eff=eff, linear=get_precision("bf16"), kv=kv, high=get_precision("bf16"))
         a, d, sub = arch.take(rows), _take(deploy, rows), data.subset(rows)
         if data.phase == "prefill":
-            out[rows] = prefill_attention_s(a, d, env, sub.batch * sub.tokens, (sub.tokens + 1) / 2)
+            out[rows] = prefill_attention_s(a, d, env, sub.batch * sub.tokens,
+                                            (sub.tokens + 1) / 2, sequences=sub.batch)
         else:
             out[rows] = decode_attention_s(a, d, env, sub.batch, sub.tokens)
     return out
@@ -166,10 +188,16 @@ def _take(d: DeployArrays, rows: np.ndarray) -> DeployArrays:
 # ---- fitting --------------------------------------------------------------------------------
 
 def prior_coefficients(eff: Efficiency, hw: HardwareSpec) -> dict[str, float]:
-    fixed = eff.attention_fixed_overhead_s
-    return {"prefill_compute_frac": eff.prefill_attention_compute_frac,
-            "decode_bandwidth_frac": eff.decode_attention_bandwidth_frac,
-            "fixed_overhead_us": (hw.kernel_launch_s if fixed is None else fixed) * US_PER_S}
+    """`eff`'s attention coefficients in TOML units, defaults resolved (launch, decode's)."""
+    decode_fixed_s = hw.kernel_launch_s if eff.attention_fixed_overhead_s is None \
+        else eff.attention_fixed_overhead_s
+    prefill_fixed_s = eff.prefill_attention_fixed_overhead_s
+    resolved = eff.model_copy(update={
+        "attention_fixed_overhead_s": decode_fixed_s,
+        "prefill_attention_fixed_overhead_s": decode_fixed_s if prefill_fixed_s is None
+        else prefill_fixed_s})
+    return {name: getattr(resolved, field) * scale
+            for name, (field, scale) in EFFICIENCY_FIELDS.items()}
 
 
 def fit_attention(tables: dict[str, MeasuredAttention], hw: HardwareSpec, eff: Efficiency,

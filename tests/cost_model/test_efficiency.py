@@ -141,3 +141,25 @@ def test_shipped_bandwidth_caps_are_physical():
             assert fair * (1 - 1e-3) <= eff.sm_bandwidth_bytes_per_s, (name, fmt)
             assert eff.sm_bandwidth_bytes_per_s <= hw.hbm_bytes_per_s * (1 + 1e-3), (name, fmt)
             assert math.isfinite(eff.overlap_frac)
+
+
+def test_attention_terms_a_file_omits_take_their_defaults():
+    """A file with only the two required attention entries (a user's prior file) times attention
+    as before the calibration terms: kernel-launch floor, no per-sequence/tile/token or
+    dequantization cost."""
+    doc = _doc()
+    doc["attention"] = {k: doc["attention"][k] for k in ("decode_bandwidth_frac",
+                                                        "prefill_compute_frac")}
+    eff = efficiency_from_toml(doc)
+    assert eff.attention_fixed_overhead_s is None
+    assert eff.prefill_attention_fixed_overhead_s is None
+    assert eff.decode_attention_per_sequence_s == eff.prefill_attention_per_tile_s == 0.0
+    assert eff.prefill_attention_per_token_s == 0.0
+    assert math.isinf(eff.decode_kv_dequant_elements_per_s)
+
+
+def test_negative_attention_term_names_the_field():
+    doc = _doc()
+    doc["attention"]["decode_per_sequence_us"] = {"value": -1.0, "source": "typo"}
+    with pytest.raises(ConfigError, match=r"`attention\.decode_per_sequence_us` must be >= 0"):
+        efficiency_from_toml(doc)
