@@ -167,11 +167,12 @@ class Workspace:
         self._persisted = len(self.study.get_trials(deepcopy=False))
 
     def persist(self) -> None:
-        """Make every trial finished since the last call durable."""
+        """Make every trial finished since the last call durable (a trial left unfinished by
+        an interrupted batch is dropped, as the journal never holds RUNNING trials)."""
         if self.study is not self.durable:
-            new = self.study.get_trials(deepcopy=False)[self._persisted:]
-            self.durable.add_trials(new)
-            self._persisted += len(new)
+            trials = self.study.get_trials(deepcopy=False)
+            self.durable.add_trials([t for t in trials[self._persisted:] if t.state in FINISHED])
+            self._persisted = len(trials)
         self.handle.flush()
 
 
