@@ -106,7 +106,16 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         hidden_activation="gelu_pytorch_tanh", sliding_window=4096, layer_types=None,
     ),
     "phi3": _defaults((32064, 3072, 8192, 32, 32, None, None, "silu", 4096, False), sliding_window=None),
+    "llama4_text": _defaults(
+        (202048, 5120, 8192, 48, 40, 8, 128, "silu", 131072, False), attention_bias=False,
+        intermediate_size_mlp=16384, interleave_moe_layer_step=1, moe_layers=None,
+        num_local_experts=16, num_experts_per_tok=1, attention_chunk_size=8192,
+        no_rope_layer_interval=4, no_rope_layers=None, layer_types=None,
+    ),
 }
+# Multimodal wrappers whose language model is read from `text_config` (the vision tower and its
+# projector are not modelled): wrapper model_type -> the text model_type.
+TEXT_CONFIG_WRAPPERS = {"llama4": "llama4_text"}
 SUPPORTED_MODEL_TYPES = tuple(TRANSFORMERS_DEFAULTS)
 
 
@@ -123,9 +132,10 @@ class _Family:
 
 def architecture_from_hf_config(config: Mapping[str, Any], name: str | None = None) -> Architecture:
     """The `Architecture` of a Hugging Face config dict (one of `SUPPORTED_MODEL_TYPES`)."""
+    config = _language_model_config(config)
     model_type = config.get("model_type")
     if model_type not in _FAMILIES:
-        supported = ", ".join(SUPPORTED_MODEL_TYPES)
+        supported = ", ".join((*SUPPORTED_MODEL_TYPES, *TEXT_CONFIG_WRAPPERS))
         raise ConfigError(f"`model_type` ({model_type!r}) is not supported; supported: {supported}")
     family = _FAMILIES[model_type]
     given = _resolve_aliases(config, family)
@@ -137,6 +147,19 @@ def architecture_from_hf_config(config: Mapping[str, Any], name: str | None = No
         return Architecture(**fields)
     except ValidationError as exc:
         raise config_error_from(exc, f"{label} ({model_type})") from exc
+
+
+def _language_model_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """`config` itself, or the `text_config` of a multimodal wrapper (e.g. Llama 4)."""
+    text_type = TEXT_CONFIG_WRAPPERS.get(config.get("model_type"))
+    if text_type is None:
+        return config
+    text = config.get("text_config") or {}  # absent: the text model's defaults, as transformers
+    if not isinstance(text, Mapping):
+        raise ConfigError(f"`text_config` ({text!r}) must be the language model's config (a dict) "
+                          f"for model_type `{config['model_type']}`")
+    name = text.get("_name_or_path") or config.get("_name_or_path") or config["model_type"]
+    return {**text, "model_type": text_type, "_name_or_path": name}
 
 
 def _resolve_aliases(config: Mapping[str, Any], family: _Family) -> dict[str, Any]:
@@ -301,6 +324,46 @@ def _read_gemma2(c: Mapping[str, Any]) -> dict[str, Any]:
     return {"norms_per_layer": 4, "hidden_act": c["hidden_activation"], **_biases(c), **layers}
 
 
+LLAMA4_CHUNKED_ATTENTION = "chunked_attention"
+
+
+def _llama4_layer_types(c: Mapping[str, Any]) -> list[str]:
+    """Each layer's attention: `layer_types` when given, else chunked on RoPE layers
+    (`no_rope_layers[i]` = 1) and full on the NoPE ones (every `no_rope_layer_interval`-th)."""
+    layers = c["num_hidden_layers"]
+    if c["layer_types"] is not None:
+        types = list(c["layer_types"])
+    else:
+        interval = _int(c, "no_rope_layer_interval")
+        rope = c["no_rope_layers"] or [int((i + 1) % interval != 0) for i in range(layers)]
+        types = [LLAMA4_CHUNKED_ATTENTION if r else FULL_ATTENTION for r in rope]
+    allowed = (FULL_ATTENTION, LLAMA4_CHUNKED_ATTENTION)
+    if len(types) != layers or not set(types) <= set(allowed):
+        raise ConfigError(f"`layer_types` ({types!r}) must list {allowed} once per layer "
+                          f"({layers} layers)")
+    return [SLIDING_ATTENTION if t == LLAMA4_CHUNKED_ATTENTION else t for t in types]
+
+
+def _read_llama4(c: Mapping[str, Any]) -> dict[str, Any]:
+    """Llama 4's language model: every `interleave_moe_layer_step`-th layer is MoE (routed experts
+    and one shared expert, both `intermediate_size` wide), the others dense MLPs of
+    `intermediate_size_mlp`. RoPE layers use chunked attention over `attention_chunk_size` tokens,
+    modelled as a sliding window of that size: the same bound on KV cache and on the keys a query
+    reads, but a window always spans `attention_chunk_size` keys where a chunk spans half of it
+    on average past the first chunk. The QK L2 norms have no weights."""
+    layers, step = c["num_hidden_layers"], _int(c, "interleave_moe_layer_step")
+    derived = list(range(step - 1, layers, step))
+    if c["moe_layers"] is not None and list(c["moe_layers"]) != derived:
+        raise ConfigError(f"`moe_layers` ({c['moe_layers']!r}) is not supported: only every "
+                          f"`interleave_moe_layer_step`-th layer ({derived[:4]}…) can be MoE")
+    types = _llama4_layer_types(c)
+    window = _int(c, "attention_chunk_size")
+    experts = _moe(c, "num_local_experts", "intermediate_size")
+    return {**_biases(c), **experts, "intermediate_size": c["intermediate_size_mlp"],
+            "num_shared_experts": 1, "moe_layer_period": step,
+            **_layer_types({**c, "layer_types": types}, window, tuple(types))}
+
+
 _NO_BIAS = {"attention_bias": (False,), "mlp_bias": (False,)}
 _EXPERT_ALIAS = {"num_experts": "num_local_experts"}
 _FAMILIES: dict[str, _Family] = {
@@ -332,6 +395,13 @@ _FAMILIES: dict[str, _Family] = {
         fixed={"use_bidirectional_attention": (None, False)},
     ),
     "phi3": _Family(_read_mistral, fixed=_NO_BIAS),  # fused qkv / gate_up: same count as unfused
+    "llama4_text": _Family(
+        _read_llama4,
+        # attention temperature tuning and the weightless QK L2 norm change no shape
+        ignored=frozenset({"attn_scale", "attn_temperature_tuning", "floor_scale", "use_qk_norm",
+                           "for_llm_compressor"}),
+        fixed={"mlp_bias": (False,)},
+    ),
 }
 
 

@@ -57,8 +57,10 @@ MODEL_CONFIGS = {
     "Llama-3.1-405B-Instruct": "tests:serving_Llama-3.1-405B-Instruct.json",
     "Llama-2-70B": "tests:serving_Llama-2-70B.json",
     "Qwen3-235B-A22B": "tests:serving_Qwen3-235B-A22B.json",
+    "Llama-4-Scout-17B-16E-Instruct": "tests:serving_Llama-4-Scout-17B-16E-Instruct.json",
+    "Llama-4-Maverick-17B-128E-Instruct": "tests:serving_Llama-4-Maverick-17B-128E-Instruct.json",
 }
-UNSUPPORTED_PREFIXES = {"Llama-4-": "llama4"}  # model_type our importer does not read
+UNSUPPORTED_PREFIXES: dict[str, str] = {}  # model name prefix -> model_type our importer lacks
 MAX_CONCURRENCY_PREFIX = "max"
 # trtllm-bench caps the engine's total batch at 4096 requests ("Cap total batch size to avoid decoder
 # buffer size becoming too large"): tensorrt_llm/bench/build/tuning.py, finetune_setting().

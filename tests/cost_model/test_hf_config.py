@@ -19,6 +19,8 @@ MODEL_CONFIGS = REPO.parent / "shared" / "validation" / "model_configs"
 TEST_CONFIGS = REPO / "tests" / "data" / "hf_configs"
 CONFIG_FILES = sorted(MODEL_CONFIGS.glob("*.json")) + sorted(TEST_CONFIGS.glob("*.json"))
 EXPORTED_AS = {"Phi-3-mini-4k-instruct": "mistral"}  # no phi3 export: same model, unfused, windowed
+# Imported only: no exportable model_type has Llama 4's shared expert with chunked attention.
+NOT_EXPORTED = ("serving_Llama-4-Scout-17B-16E-Instruct", "serving_Llama-4-Maverick-17B-128E-Instruct")
 
 
 def _config(stem: str) -> dict:
@@ -41,7 +43,12 @@ def _transformers_model(config_or_dir: dict | Path) -> tuple[int, int]:
 
 
 def _sliding_layers(config) -> int:
-    """Layers whose attention transformers 5.24 restricts to `config.sliding_window`."""
+    """Layers whose attention transformers 5.24 restricts to `config.sliding_window` (or, for
+    Llama 4, to chunks of `attention_chunk_size`, which archscout models as a window)."""
+    config = config.get_text_config()
+    types = getattr(config, "layer_types", None) or []
+    if getattr(config, "attention_chunk_size", None) is not None:
+        return types.count("chunked_attention")
     if getattr(config, "sliding_window", None) is None:
         return 0
     types = getattr(config, "layer_types", None)
@@ -138,15 +145,37 @@ REFUSED = [
      "`num_attention_heads` (30) must be divisible by `num_kv_heads` (8)"),
     ("top-k", "Mixtral-8x7B-v0.1", {"num_experts_per_tok": 9},
      "`experts_per_token` (9) must be between 1 and `num_experts` (8)"),
+    ("llama4-scattered-moe", "serving_Llama-4-Maverick-17B-128E-Instruct",
+     {"text_config": {"moe_layers": [0, 5]}},
+     "`moe_layers` ([0, 5]) is not supported: only every `interleave_moe_layer_step`-th layer"),
+    ("llama4-layer-types", "serving_Llama-4-Scout-17B-16E-Instruct",
+     {"text_config": {"layer_types": ["sliding_attention"] * 48}}, "`layer_types` (['sliding_attention'"),
+    ("llama4-text-config", "serving_Llama-4-Scout-17B-16E-Instruct", {"text_config": [1]},
+     "`text_config` ([1]) must be the language model's config (a dict) for model_type `llama4`"),
 ]  # fmt: skip
+
+
+def test_llama4_reads_its_language_model():
+    """The wrapper's text_config and the bare text config give one architecture: Maverick's MoE
+    layers are every second layer with one shared expert, dense layers use
+    intermediate_size_mlp, and the 36 chunked-attention layers slide over 8,192 tokens."""
+    wrapped = _config("serving_Llama-4-Maverick-17B-128E-Instruct")
+    arch = architecture_from_hf_config(wrapped)
+    assert architecture_from_hf_config(wrapped["text_config"], arch.name) == arch
+    assert (arch.num_moe_layers, arch.num_dense_layers, arch.num_shared_experts) == (24, 24, 1)
+    assert (arch.intermediate_size, arch.moe_intermediate_size, arch.num_experts) == (16384, 8192, 128)
+    assert (arch.num_sliding_layers, arch.sliding_window) == (36, 8192)
 
 
 @pytest.mark.parametrize(
     ("stem", "change", "message"), [c[1:] for c in REFUSED], ids=[c[0] for c in REFUSED]
 )
 def test_refused_configs_name_the_field_and_value(stem, change, message):
+    config = _config(stem)
+    if isinstance(change.get("text_config"), dict):  # a change inside Llama 4's text_config
+        change = {"text_config": {**config["text_config"], **change["text_config"]}}
     with pytest.raises(ConfigError) as info:
-        architecture_from_hf_config({**_config(stem), **change})
+        architecture_from_hf_config({**config, **change})
     assert message in str(info.value)
 
 
@@ -178,6 +207,10 @@ def test_attribute_map_aliases(stem, alias, key):
 @pytest.mark.parametrize("path", CONFIG_FILES, ids=[path.stem for path in CONFIG_FILES])
 def test_export_round_trips_exactly_through_transformers(path, tmp_path):
     arch = load_architecture(path)
+    if path.stem in NOT_EXPORTED:
+        with pytest.raises(ConfigError, match="no supported model_type represents it"):
+            architecture_to_hf_config(arch)
+        return
     exported = architecture_to_hf_config(arch)
     assert exported["model_type"] == EXPORTED_AS.get(path.stem, arch.family)
     (tmp_path / "config.json").write_text(json.dumps(exported), encoding="utf-8")

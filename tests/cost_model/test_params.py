@@ -53,6 +53,9 @@ def _transformers_group(name: str) -> str:
         ("embed_tokens", "embedding"), ("lm_head", "lm_head"), (".self_attn.", "attention"),
         (".mlp.experts.", "moe/experts"), (".mlp.shared_experts.", "moe/shared"),
         (".mlp.gate.", "moe/router"), (".mlp.router.", "moe/router"), (".mlp.", "mlp"),
+        # Llama 4 names its MLP block feed_forward
+        (".feed_forward.experts.", "moe/experts"), (".feed_forward.shared_expert.", "moe/shared"),
+        (".feed_forward.router.", "moe/router"), (".feed_forward.", "mlp"),
     ]  # fmt: skip
     return next((group for marker, group in rules if marker in name), "norm")
 
@@ -72,8 +75,9 @@ def _transformers_counts(path: Path) -> tuple[dict[str, int], int, int]:
     groups: dict[str, int] = {}
     for name, parameter in model.named_parameters():  # unique: a tied lm_head appears once
         groups[_transformers_group(name)] = groups.get(_transformers_group(name), 0) + parameter.numel()
-    experts = getattr(config, "num_local_experts", 0) or 0
-    return groups, experts, getattr(config, "num_experts_per_tok", 0) or 0
+    text = config.get_text_config()  # the language model's config (Llama 4 wraps it)
+    experts = getattr(text, "num_local_experts", 0) or 0
+    return groups, experts, getattr(text, "num_experts_per_tok", 0) or 0
 
 
 @pytest.mark.parametrize("path", CONFIG_FILES, ids=[path.stem for path in CONFIG_FILES])
@@ -105,6 +109,11 @@ PUBLISHED = [
     ("gpt-oss-20b", "active_without_embedding", 3.61 * B, 0.005 * B, "same table (unembedding counted)"),
     ("Moonlight-16B-A3B", "non_embedding_params", 15.29 * B, 0.005 * B, "Moonlight (arXiv:2502.16982)"),
     ("Moonlight-16B-A3B", "active_non_embedding", 2.24 * B, 0.005 * B, "Moonlight: 2.24B activated"),
+    # Meta's Llama 4 model cards: 17B active, 109B (Scout) / 400B (Maverick) total with the vision
+    # encoder, which archscout does not model (the text model alone is 107.8B / 400.7B)
+    ("serving_Llama-4-Scout-17B-16E-Instruct", "active_params", 17 * B, 0.5 * B, "Llama 4 card"),
+    ("serving_Llama-4-Maverick-17B-128E-Instruct", "active_params", 17 * B, 0.5 * B, "Llama 4 card"),
+    ("serving_Llama-4-Maverick-17B-128E-Instruct", "total_params", 400 * B, 2 * B, "Llama 4 card"),
 ]  # fmt: skip
 
 
