@@ -7,7 +7,7 @@ Booleans become 0/1 floats; cost formulas select with `np.where`, never with `if
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Sequence
 
 import numpy as np
@@ -60,6 +60,7 @@ class ArchArrays:
         return ArchArrays(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
 
 
+@lru_cache(maxsize=16384)  # searches revisit architectures; `Architecture` is frozen
 def _arch_row(a: Architecture) -> dict[str, float]:
     mla = a.attention_kind == "mla"
     return dict(
