@@ -31,7 +31,10 @@ query token and head: the QKV preprocessing and per-row softmax/output work; def
 `kv_dequant_g_per_s` (G KV elements/s a decode kernel converts from a quantized KV cache: caps
 FP8-KV streaming below its bandwidth bound; default: no cap) and communication
 `all_reduce_latency_us` (α of an all-reduce inside the scale-up domain; default: the catalog's
-`scale_up_latency_us`).
+`scale_up_latency_us`). `[moe]` (optional, default 0; `cost_model.layers.moe_overhead_s`): the
+non-GEMM time of a fused MoE layer: `fixed_overhead_us` (routing top-k, permute, activation and
+unpermute kernels' floors), `per_token_us` (per routed token copy of 4096 hidden elements on one
+GPU) and `per_expert_us` (per active local expert: grouped-GEMM tile scheduling, pipeline fill).
 """
 
 from __future__ import annotations
@@ -101,6 +104,9 @@ class Efficiency(BaseModel):
     prefill_attention_per_tile_s: float = Field(default=0.0, ge=0)  # SM time per query tile·head
     prefill_attention_per_token_s: float = Field(default=0.0, ge=0)  # SM time per query token·head
     decode_kv_dequant_elements_per_s: float = Field(default=float("inf"), gt=0)  # quantized KV
+    moe_fixed_overhead_s: float = Field(default=0.0, ge=0)  # per fused MoE layer call
+    moe_per_token_s: float = Field(default=0.0, ge=0)  # per routed token copy of 4096 elements
+    moe_per_expert_s: float = Field(default=0.0, ge=0)  # per active local expert
     all_reduce_latency_s: float | None = Field(default=None, ge=0)  # None: catalog scale-up α
     sources: dict[str, str]
 
@@ -194,6 +200,9 @@ def efficiency_from_toml(doc: dict) -> Efficiency:
         decode_kv_dequant_elements_per_s=_non_negative(
             doc, "attention.kv_dequant_g_per_s", sources, float("inf")) * GIGA or float("inf"),
         all_reduce_latency_s=_optional_us(doc, "communication.all_reduce_latency_us", sources),
+        moe_fixed_overhead_s=_optional_us(doc, "moe.fixed_overhead_us", sources) or 0.0,
+        moe_per_token_s=_optional_us(doc, "moe.per_token_us", sources) or 0.0,
+        moe_per_expert_s=_optional_us(doc, "moe.per_expert_us", sources) or 0.0,
         sources=sources,
     )
 

@@ -17,6 +17,8 @@ import numpy as np
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.gemm import HOT_DTYPE, GemmRates, gemm_time_s
 
+MOE_HIDDEN_UNIT = 4096  # `moe.per_token_us` is quoted per routed token copy of 4096 elements
+
 
 def touched_expert_frac(tokens, top_k, experts):
     """Expected fraction of experts that receive at least one of `tokens` tokens (uniform)."""
@@ -104,6 +106,23 @@ def ffn_gemms(g: GemmList, a: ArchArrays, d: DeployArrays, tokens, dense_layers,
     g.add("moe/shared_up", tok, 2.0 * a.shared_ffn / d.tp, a.hidden, moe_layers)
     g.add("moe/shared_down", tok, a.hidden, a.shared_ffn / d.tp, moe_layers)
     g.add("moe/router", tok, a.experts, a.hidden, moe_layers, high=True)
+
+
+def moe_routed_tokens(a: ArchArrays, d: DeployArrays, tokens):
+    """Token copies one GPU's experts receive per MoE layer: C·k/EP (balanced routing)."""
+    return tokens * a.top_k / d.ep
+
+
+def moe_overhead_s(a: ArchArrays, d: DeployArrays, env: Env, tokens):
+    """Non-GEMM time of one fused MoE layer on one GPU: a fixed floor (routing top-k, the
+    permute/unpermute and activation kernels' launches), a cost per routed token copy per
+    hidden element (permute, gated activation and weighted unpermute move each copy) and a cost
+    per active local expert (the grouped GEMMs' per-group tile scheduling and pipeline fill)."""
+    copies = moe_routed_tokens(a, d, tokens)
+    per_copy_s = env.eff.moe_per_token_s * a.hidden / MOE_HIDDEN_UNIT
+    experts = a.experts / d.ep * touched_expert_frac(tokens, a.top_k, a.experts)
+    return np.where(a.experts > 0, env.eff.moe_fixed_overhead_s + copies * per_copy_s
+                    + experts * env.eff.moe_per_expert_s, 0.0)
 
 
 def lm_head_gemm(g: GemmList, a: ArchArrays, d: DeployArrays, decode_tokens, prefill_tokens):

@@ -4,10 +4,11 @@ coefficients (with their source, version and fit error) as the package's efficie
     archscout calibrate                          # every catalog GPU, aiconfigurator-core tables
     archscout calibrate --hardware gb300 --framework sglang
     archscout calibrate --hardware h200 --source my_gemms.parquet --output fitted/
-    archscout calibrate --part attention         # only [attention] (also: comm, gemm, all)
+    archscout calibrate --part attention         # only [attention] (also: comm, moe, gemm, all)
 
-Attention and the all-reduce are fitted on aiconfigurator's attention and comm tables (only with
-`--source aiconfigurator`).
+Attention, the all-reduce and the MoE layer's non-GEMM terms are fitted on aiconfigurator's
+attention, comm and moe tables (only with `--source aiconfigurator`); the MoE fit uses the GEMM
+coefficients already shipped, so `--part all` fits it after the GEMMs are written.
 """
 
 from __future__ import annotations
@@ -131,8 +132,9 @@ def efficiency_toml(hardware: str, version: str, results: list[GemmFitResult],
     for fmt, table in previous.get("gemm", {}).items():
         if fmt not in fitted:
             lines += _kept_section(f"gemm.{fmt}", table)
-    for section in ("attention", "communication"):
-        lines += _kept_section(section, previous[section])
+    for section in ("attention", "communication", "moe"):
+        if section in previous:
+            lines += _kept_section(section, previous[section])
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -291,6 +293,22 @@ def _fit_comm(args: argparse.Namespace, name: str) -> dict[str, tuple[float, str
     return {k: (v, fit_source(r)) for k, v in r.coefficients.items()}
 
 
+def _fit_moe(args: argparse.Namespace, name: str) -> dict[str, tuple[float, str]]:
+    from cost_model.efficiency import get_efficiency
+    from search.calibration_moe import aiconfigurator_moe_table, fit_moe, fit_source, measured_moe
+
+    path, version = aiconfigurator_moe_table(name, args.framework, args.framework_version)
+    tables, skipped = measured_moe(read_table_any(path))
+    source = _aic_source(name, f"moe/{args.framework}", version) + " moe_perf balanced"
+    r = fit_moe(tables, get_hardware(name), get_efficiency(name), name, source, args.sample)
+    print(f"{name} moe: " + ", ".join(f"{k} {v:.4g}" for k, v in r.coefficients.items())
+          + "; " + "; ".join(f"{f} median {e[0]:.1%} p90 {e[1]:.1%} (GEMMs alone "
+                             f"{r.prior_errors[f][0]:.1%}, {r.prior_errors[f][1]:.1%})"
+                             for f, e in r.errors.items())
+          + "; left out " + ", ".join(f"{n} {reason}" for reason, n in skipped.items() if n))
+    return {k: (v, fit_source(r)) for k, v in r.coefficients.items()}
+
+
 def read_table_any(path: Path):
     import pyarrow.parquet as pq
     return pq.read_table(path)
@@ -313,7 +331,7 @@ def _parts(args: argparse.Namespace) -> set[str]:
     part = args.part or ("all" if args.source == AIC_SOURCE else "gemm")
     if part != "gemm" and args.source != AIC_SOURCE:
         raise ConfigError(f"`--part` {part} needs `--source {AIC_SOURCE}` (a file holds GEMMs)")
-    return {"gemm", "attention", "comm"} if part == "all" else {part}
+    return {"gemm", "attention", "comm", "moe"} if part == "all" else {part}
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
@@ -321,7 +339,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
         raise ConfigError(f"`--sample` must be at least {MIN_SAMPLE}; got {args.sample}")
     output = Path(args.output) if args.output else _package_dir()
     parts = _parts(args)
-    all_results, tables, versions, kernel_fits = {}, {}, {}, {"attention": {}, "communication": {}}
+    all_results, tables, versions, kernel_fits = {}, {}, {}, {
+        "attention": {}, "communication": {}, "moe": {}}
     for name in _hardware_names(args):
         previous = _previous(output, name)
         all_results[name], version = [], str(previous.get("version", ""))
@@ -331,7 +350,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
             tables[name] = datas
             version = f"calibrated: {datas[0].source}"
         for section, part, fit in (("attention", "attention", _fit_attention),
-                                   ("communication", "comm", _fit_comm)):
+                                   ("communication", "comm", _fit_comm), ("moe", "moe", _fit_moe)):
             if part in parts:
                 kernel_fits[section][name] = fit(args, name)
                 previous = _with_fitted(previous, section, kernel_fits[section][name])
@@ -375,8 +394,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     cal.add_argument("--output", help="folder for the TOML files (default: the package data)")
     cal.add_argument("--sample", type=int, default=FIT_SAMPLE_POINTS,
                      help=f"rows each fit uses (default {FIT_SAMPLE_POINTS:,}); errors use all")
-    cal.add_argument("--part", choices=("all", "gemm", "attention", "comm"),
-                     help="what to fit (default: all = gemm, attention and comm; gemm with a "
-                          "`--source` file)")
+    cal.add_argument("--part", choices=("all", "gemm", "attention", "comm", "moe"),
+                     help="what to fit (default: all = gemm, attention, comm and moe; gemm with "
+                          "a `--source` file)")
     cal.add_argument("--json", action="store_true", help="one JSON document on stdout")
     cal.set_defaults(func=run_calibrate)

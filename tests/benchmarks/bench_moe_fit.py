@@ -1,0 +1,60 @@
+"""MoE fidelity (issue "Fidelity": compare the MoE layer with measured fused-MoE kernels).
+
+Prints, per GPU and format, the median and 90th-percentile |predicted / measured − 1| over the
+balanced, gated rows of aiconfigurator-core's moe_perf tables in the formats the model has,
+before (the two grouped expert GEMMs alone, timed by the calibrated GEMM model) and after (plus
+the shipped [moe] terms: fixed floor, per routed token copy, per active local expert), and
+the rows left out by reason.
+Run: pip install aiconfigurator-core; python tests/benchmarks/bench_moe_fit.py
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pyarrow.parquet as pq
+
+from cost_model.efficiency import get_efficiency
+from cost_model.hardware import get_hardware
+from search.calibration import AIC_PACKAGE, AIC_SYSTEMS, abs_error_quantiles
+from search.calibration_moe import (
+    COEFFICIENTS,
+    aiconfigurator_moe_table,
+    measured_moe,
+    predicted_s,
+    with_coefficients,
+)
+from search.tables import format_table
+
+
+def _rows(hardware: str) -> tuple[list[dict], dict[str, int]]:
+    path, _ = aiconfigurator_moe_table(hardware)
+    tables, skipped = measured_moe(pq.read_table(path))
+    hw, eff = get_hardware(hardware), get_efficiency(hardware)
+    gemms_only = with_coefficients(eff, dict.fromkeys(COEFFICIENTS, 0.0))
+    rows = []
+    for fmt, data in tables.items():
+        before = abs_error_quantiles(predicted_s(data, hw, gemms_only), data.time_s)
+        after = abs_error_quantiles(predicted_s(data, hw, eff), data.time_s)
+        rows.append({"hardware": hardware, "format": fmt, "rows": len(data),
+                     "before_median": f"{before[0]:.1%}", "before_p90": f"{before[1]:.1%}",
+                     "after_median": f"{after[0]:.1%}", "after_p90": f"{after[1]:.1%}"})
+    return rows, skipped
+
+
+def main() -> None:
+    if importlib.util.find_spec(AIC_PACKAGE) is None:
+        print("pip install aiconfigurator-core to compare with its measured MoE tables")
+        return
+    rows, left_out = [], []
+    for hardware in AIC_SYSTEMS:
+        fits, skipped = _rows(hardware)
+        rows += fits
+        left_out.append({"hardware": hardware, **skipped})
+    print(format_table(rows))
+    print("\nrows left out by reason")
+    print(format_table(left_out))
+
+
+if __name__ == "__main__":
+    main()
