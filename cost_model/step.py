@@ -103,10 +103,12 @@ def _other_s(a, d, env: Env, tokens, layers, dense_layers):
 
 
 def stage_forward(a: ArchArrays, d: DeployArrays, env: Env, decode_seqs, context,
-                  prefill_tokens, prefill_context) -> StageTime:
+                  prefill_tokens, prefill_context, prefill_seqs=None) -> StageTime:
     """One forward of the busiest stage for a micro-batch of `decode_seqs` decoding sequences at
-    `context` tokens plus `prefill_tokens` prompt tokens attending to `prefill_context` on average
-    (counts for the whole instance, all DP groups). Broadcasts over every argument."""
+    `context` tokens plus `prefill_tokens` prompt tokens of `prefill_seqs` sequences (None: one
+    per DP group) attending to `prefill_context` on average (counts for the whole instance, all
+    DP groups). Broadcasts over every argument. The fused-MoE overhead fitted on kernel tables
+    (`layers.moe_overhead_s`) is not added: see its docstring."""
     layers, dense_layers, moe_layers = _stage_layers(a, d)
     tokens = decode_seqs + prefill_tokens
     shape = np.broadcast_shapes(np.shape(tokens), np.shape(prefill_context), a.hidden.shape)
@@ -116,7 +118,8 @@ def stage_forward(a: ArchArrays, d: DeployArrays, env: Env, decode_seqs, context
     lm_head_gemm(gemms, a, d, decode_seqs, prefill_tokens)
     gemm_s = sum(gemms.times_s(env).values())
     attention_s = layers * (decode_attention_s(a, d, env, decode_seqs, context)
-                            + prefill_attention_s(a, d, env, prefill_tokens, prefill_context))
+                            + prefill_attention_s(a, d, env, prefill_tokens, prefill_context,
+                                                  prefill_seqs))
     return StageTime(
         gemm_s=gemm_s, attention_s=attention_s,
         communication_s=_communication_s(a, d, env, tokens, dense_layers, moe_layers, layers),
@@ -139,8 +142,10 @@ def _forward_args(concurrency, d, isl_tokens, osl_tokens, chunk_tokens):
     shape = np.broadcast_shapes(np.shape(concurrency), d.pp.shape)
     decode_seqs = np.broadcast_to(micro, shape)
     prefill = np.stack([np.zeros(shape), np.broadcast_to(np.maximum(per_step, chunk), shape)])
+    # a chunk belongs to one request; a larger share is whole prompts of share/ISL requests
+    prefill_seqs = np.maximum(prefill / isl_tokens, np.minimum(prefill, 1.0))
     return np.stack([decode_seqs, decode_seqs]), isl_tokens + osl_tokens / 2.0, prefill, \
-        isl_tokens / 2.0
+        isl_tokens / 2.0, prefill_seqs
 
 
 def serving_times(a, d, env: Env, concurrency, isl_tokens, osl_tokens, chunk_tokens):
