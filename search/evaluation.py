@@ -6,6 +6,7 @@ Everything a trial records comes from here, so the runner, `pareto` and `show` a
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Sequence
@@ -132,8 +133,34 @@ def _outcome(spec: StudySpec, cand: Candidate, scores: ServingScores, i: int,
     return Outcome([metrics[n] for n in spec.objectives.names], checks, attrs)
 
 
+# Outcomes of recently scored candidates: NSGA-II proposes the same design again and again (2,000
+# quickstart trials hold ~650 distinct feasible designs), and an outcome is a deterministic
+# function of the study and the design, so a repeat is copied instead of scored.
+MEMO_CANDIDATES = 8192  # ~3 KB each
+_memo: OrderedDict[tuple, Outcome] = OrderedDict()
+
+
+def _copy(outcome: Outcome) -> Outcome:
+    return Outcome(None if outcome.values is None else list(outcome.values),
+                   dict(outcome.constraints), dict(outcome.attrs))
+
+
 def evaluate_batch(spec: StudySpec, cands: Sequence[Candidate]) -> list[Outcome]:
-    """Outcomes of `cands`, in order; invalid shapes get `values=None` and their reason."""
+    """Outcomes of `cands`, in order; invalid shapes get `values=None` and their reason. Designs
+    scored before for the same study (this process, `MEMO_CANDIDATES` most recent) are copied."""
+    study = spec.model_dump_json()
+    keys = [(study, c.arch, c.deployment) if c.valid else None for c in cands]
+    new = {key: cand for key, cand in zip(keys, cands) if key is not None and key not in _memo}
+    for key, outcome in zip(new, score_batch(spec, list(new.values()))):
+        _memo[key] = outcome
+    while len(_memo) > MEMO_CANDIDATES:
+        _memo.popitem(last=False)
+    return [_copy(_memo[key]) if key is not None else score_batch(spec, [cand])[0]
+            for key, cand in zip(keys, cands)]
+
+
+def score_batch(spec: StudySpec, cands: Sequence[Candidate]) -> list[Outcome]:
+    """Outcomes of `cands` scored in one vectorized pass (no memo)."""
     valid = [i for i, c in enumerate(cands) if c.valid]
     outcomes = [Outcome(None, attrs={"invalid": c.invalid_reason}) for c in cands]
     if valid:

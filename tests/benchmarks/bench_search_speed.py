@@ -30,8 +30,10 @@ from typing import Callable
 
 import optuna
 
+import cost_model.batch
 import search.evaluation
 import search.runner
+from cost_model.params import count_params
 from search.runner import finished_trials, open_study, run_study
 from search.spec import StudySpec, load_spec
 from search.storage import StorageHandle, open_default, open_url
@@ -109,9 +111,18 @@ def _journal_lines(handle: StorageHandle) -> int:
         return sum(1 for _ in file)
 
 
+def clear_caches() -> None:
+    """Forget the per-architecture caches (parameter counts, loss proxy, array rows) and the
+    outcome memo, so that no run profits from designs an earlier run in this process scored."""
+    for cached in (count_params, search.evaluation._loss, cost_model.batch._arch_row):
+        cached.cache_clear()
+    search.evaluation._memo.clear()
+
+
 def timed_run(label: str, spec: StudySpec, handle: StorageHandle, trials: int,
               seed: int) -> Result:
-    """`run_study` to `trials` with the TIMED functions timed; closes `handle`."""
+    """`run_study` to `trials` with the TIMED functions timed, caches cold; closes `handle`."""
+    clear_caches()
     timers = _patch()
     try:
         start = time.perf_counter()
