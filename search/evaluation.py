@@ -147,16 +147,18 @@ def _copy(outcome: Outcome) -> Outcome:
 
 def evaluate_batch(spec: StudySpec, cands: Sequence[Candidate]) -> list[Outcome]:
     """Outcomes of `cands`, in order; invalid shapes get `values=None` and their reason. Designs
-    scored before for the same study (this process, `MEMO_CANDIDATES` most recent) are copied."""
+    scored before for the same study (this process, the `MEMO_CANDIDATES` most recently scored)
+    are copied."""
     study = spec.model_dump_json()
     keys = [(study, c.arch, c.deployment) if c.valid else None for c in cands]
     new = {key: cand for key, cand in zip(keys, cands) if key is not None and key not in _memo}
     for key, outcome in zip(new, score_batch(spec, list(new.values()))):
         _memo[key] = outcome
-    while len(_memo) > MEMO_CANDIDATES:
+    outcomes = [_copy(_memo[key]) if key is not None else score_batch(spec, [cand])[0]
+                for key, cand in zip(keys, cands)]
+    while len(_memo) > MEMO_CANDIDATES:  # only now: this batch's hits may be the oldest
         _memo.popitem(last=False)
-    return [_copy(_memo[key]) if key is not None else score_batch(spec, [cand])[0]
-            for key, cand in zip(keys, cands)]
+    return outcomes
 
 
 def score_batch(spec: StudySpec, cands: Sequence[Candidate]) -> list[Outcome]:

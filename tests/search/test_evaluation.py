@@ -45,3 +45,16 @@ def test_another_study_is_scored_anew():
         update={"osl_tokens": spec.workload.osl_tokens * 4})})
     after = evaluation.evaluate_batch(longer, cands)
     assert [o.values for o in after] != [o.values for o in before]
+
+
+def test_a_batch_larger_than_the_memo_keeps_its_hits(monkeypatch):
+    """Designs scored earlier and new ones in one batch, more than the memo holds: every outcome
+    is returned, then the oldest entries are dropped."""
+    spec = load_spec(REPO / "studies" / "quickstart.toml")
+    cands = [c for c in _candidates(spec, 12, seed=3) if c.valid]
+    evaluation._memo.clear()
+    monkeypatch.setattr(evaluation, "MEMO_CANDIDATES", 2)
+    evaluation.evaluate_batch(spec, cands[:2])
+    outcomes = evaluation.evaluate_batch(spec, cands)
+    assert [o.values for o in outcomes] == [o.values for o in evaluation.score_batch(spec, cands)]
+    assert len(evaluation._memo) == 2
