@@ -34,7 +34,9 @@ FP8-KV streaming below its bandwidth bound; default: no cap) and communication
 `scale_up_latency_us`). `[moe]` (optional, default 0; `cost_model.layers.moe_overhead_s`): the
 non-GEMM time of a fused MoE layer: `fixed_overhead_us` (routing top-k, permute, activation and
 unpermute kernels' floors), `per_token_us` (per routed token copy of 4096 hidden elements on one
-GPU) and `per_expert_us` (per active local expert: grouped-GEMM tile scheduling, pipeline fill).
+GPU), `per_routed_copy_us` (per routed copy of all the layer's tokens, C·k whatever the EP degree:
+the fused MoE sorts and scans every expert index to pick its local ones) and `per_expert_us` (per
+active local expert: grouped-GEMM tile scheduling, pipeline fill).
 """
 
 from __future__ import annotations
@@ -107,6 +109,7 @@ class Efficiency(BaseModel):
     moe_fixed_overhead_s: float = Field(default=0.0, ge=0)  # per fused MoE layer call
     moe_per_token_s: float = Field(default=0.0, ge=0)  # per routed token copy of 4096 elements
     moe_per_expert_s: float = Field(default=0.0, ge=0)  # per active local expert
+    moe_per_routed_copy_s: float = Field(default=0.0, ge=0)  # per copy of every rank's tokens
     all_reduce_latency_s: float | None = Field(default=None, ge=0)  # None: catalog scale-up α
     sources: dict[str, str]
 
@@ -203,6 +206,7 @@ def efficiency_from_toml(doc: dict) -> Efficiency:
         moe_fixed_overhead_s=_optional_us(doc, "moe.fixed_overhead_us", sources) or 0.0,
         moe_per_token_s=_optional_us(doc, "moe.per_token_us", sources) or 0.0,
         moe_per_expert_s=_optional_us(doc, "moe.per_expert_us", sources) or 0.0,
+        moe_per_routed_copy_s=_optional_us(doc, "moe.per_routed_copy_us", sources) or 0.0,
         sources=sources,
     )
 

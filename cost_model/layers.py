@@ -115,20 +115,17 @@ def moe_routed_tokens(a: ArchArrays, d: DeployArrays, tokens):
 
 def moe_overhead_s(a: ArchArrays, d: DeployArrays, env: Env, tokens):
     """Non-GEMM time of one fused MoE layer on one GPU: a fixed floor (routing top-k, the
-    permute/unpermute and activation kernels' launches), a cost per routed token copy per
-    hidden element (permute, gated activation and weighted unpermute move each copy) and a cost
-    per active local expert (the grouped GEMMs' per-group tile scheduling and pipeline fill).
-
-    Not used by serving step times yet: fitted on aiconfigurator's fused-MoE tables it leaves a
-    residual that depends on the parallel layout (h200 fp8, ≥ 1,024 tokens: +14…+32% at EP 1,
-    −20…−54% at EP ≥ 32, measured/GEMM-only time growing with moe-TP too), so the table's token
-    semantics or this form is not yet right, and adding it to `stage_forward` made the serving
-    validation worse (MoE TPOT median |error| 13% → 20%, tokens/s/GPU 29% → 33%)."""
+    permute/unpermute and activation kernels' launches), a cost per local routed token copy per
+    hidden element (permute, gated activation and weighted unpermute move each copy), a cost per
+    routed copy of ALL the layer's tokens (the fused MoE receives every rank's tokens and sorts
+    and scans all C·k expert indices to pick its local ones, whatever the EP degree) and a cost
+    per active local expert (the grouped GEMMs' per-group tile scheduling and pipeline fill)."""
     copies = moe_routed_tokens(a, d, tokens)
     per_copy_s = env.eff.moe_per_token_s * a.hidden / MOE_HIDDEN_UNIT
+    scanned_s = tokens * a.top_k * env.eff.moe_per_routed_copy_s
     experts = a.experts / d.ep * touched_expert_frac(tokens, a.top_k, a.experts)
     return np.where(a.experts > 0, env.eff.moe_fixed_overhead_s + copies * per_copy_s
-                    + experts * env.eff.moe_per_expert_s, 0.0)
+                    + scanned_s + experts * env.eff.moe_per_expert_s, 0.0)
 
 
 def lm_head_gemm(g: GemmList, a: ArchArrays, d: DeployArrays, decode_tokens, prefill_tokens):

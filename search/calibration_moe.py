@@ -50,11 +50,13 @@ COEFFICIENTS = {
     "fixed_overhead_us": (0.0, 200.0, 10.0),
     "per_token_us": (0.0, 1.0, 0.01),
     "per_expert_us": (0.0, 50.0, 1.0),
+    "per_routed_copy_us": (0.0, 0.1, 0.001),
 }
 EFFICIENCY_FIELDS = {  # coefficient -> (Efficiency field, TOML units per SI unit)
     "fixed_overhead_us": ("moe_fixed_overhead_s", US_PER_S),
     "per_token_us": ("moe_per_token_s", US_PER_S),
     "per_expert_us": ("moe_per_expert_s", US_PER_S),
+    "per_routed_copy_us": ("moe_per_routed_copy_s", US_PER_S),
 }
 
 

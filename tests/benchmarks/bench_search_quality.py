@@ -256,6 +256,14 @@ def variants(tune: bool, default_batch: int) -> list[Variant]:
         Variant("nsga2 b64 p64 poly eta5", 64, _nsga2(64, mutation=poly(eta=5.0))),
         Variant("nsga2 b64 p32 poly eta5", 64, _nsga2(32, mutation=poly(eta=5.0))),
         Variant("nsga2 b32 p32 poly eta5", 32, _nsga2(32, mutation=poly(eta=5.0))),
+        # fewer repeated designs (over half of 2,000 trials repeat one): more mutation
+        Variant("nsga2 b64 p32 poly eta5 mp0.25", 64,
+                _nsga2(32, mutation=poly(eta=5.0), mutation_prob=0.25)),
+        Variant("nsga2 b64 p32 poly eta5 mp0.5", 64,
+                _nsga2(32, mutation=poly(eta=5.0), mutation_prob=0.5)),
+        Variant("nsga2 b64 p32 poly eta2", 64, _nsga2(32, mutation=poly(eta=2.0))),
+        Variant("nsga2 b64 p24 poly eta5", 64, _nsga2(24, mutation=poly(eta=5.0))),
+        Variant("nsga2 b64 p48 poly eta5", 64, _nsga2(48, mutation=poly(eta=5.0))),
     ]
 
 

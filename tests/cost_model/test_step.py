@@ -13,9 +13,10 @@ from cost_model.evaluate import deployment_violations, evaluate_points
 from cost_model.hardware import get_hardware
 from cost_model.gemm import gemm_cost
 from cost_model.layers import (
-    GemmList, attention_gemms, ffn_gemms, tokens_per_expert, touched_expert_frac,
+    GemmList, attention_gemms, ffn_gemms, moe_overhead_s, tokens_per_expert,
+    touched_expert_frac,
 )
-from cost_model.step import bubble_frac
+from cost_model.step import bubble_frac, stage_forward
 
 H200 = get_hardware("h200")
 CHAT = Workload(isl_tokens=1024, osl_tokens=1024)
@@ -192,3 +193,17 @@ def test_ep_must_divide_stage_gpus():
         make_deployment(tp=2, ep=4)
     with pytest.raises(ConfigError, match="`tp`"):
         make_deployment(tp=0)
+
+
+def test_moe_layers_pay_the_fused_moe_overhead(load_model):
+    """Routing, permute and activation kernels of a fused MoE layer (calibrated `[moe]`) count
+    as "other" in every MoE layer; a dense model pays none."""
+    models = [load_model("Qwen3-30B-A3B"), load_model("Llama-3.1-8B")]
+    a = ArchArrays.from_architectures(models)
+    d = DeployArrays.from_deployments([Deployment(), Deployment()])
+    env = Env.create(H200, "fp8", "fp8")
+    tokens = np.array([[64.0]])
+    overhead = moe_overhead_s(a, d, env, tokens)
+    assert overhead[0, 0] > env.eff.moe_fixed_overhead_s > 0 and overhead[1, 0] == 0
+    step = stage_forward(a, d, env, tokens, 1024.0, 0.0, 512.0)
+    assert step.other_s[0, 0] > models[0].num_moe_layers * overhead[0, 0]

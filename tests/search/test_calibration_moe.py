@@ -13,7 +13,8 @@ from cost_model.hardware import get_hardware
 from search import calibration_moe as moe
 from search.calibration import AIC_SYSTEMS
 
-TRUE_MOE = {"fixed_overhead_us": 20.0, "per_token_us": 0.02, "per_expert_us": 0.1}
+TRUE_MOE = {"fixed_overhead_us": 20.0, "per_token_us": 0.02, "per_expert_us": 0.1,
+            "per_routed_copy_us": 0.0007}
 RECOVERY_REL = 0.02  # noiseless synthetic rows: the fit lands within 2% of the set values
 
 
@@ -61,6 +62,7 @@ def test_shipped_moe_coefficients_are_fitted_and_physical(name):
     c = moe.prior_coefficients(get_efficiency(name))
     assert 5 < c["fixed_overhead_us"] < 50  # routing + permute/unpermute kernels' floors
     assert 0 < c["per_token_us"] < 0.1 and 0 < c["per_expert_us"] < 1
+    assert 0 < c["per_routed_copy_us"] < 0.01  # an index sort and scan: ns per copy
     assert get_efficiency(name).sources["moe.fixed_overhead_us"].startswith(
         "fitted by archscout calibrate" if name != "default" else "median of the fitted")
 
