@@ -19,9 +19,7 @@ import numpy as np
 from cost_model.attention import decode_attention_s, prefill_attention_s
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.communication import all_reduce_s, all_to_all_s, point_to_point_s
-from cost_model.layers import (
-    GemmList, attention_gemms, ffn_gemms, lm_head_gemm, moe_overhead_s,
-)
+from cost_model.layers import GemmList, attention_gemms, ffn_gemms, lm_head_gemm
 
 ACTIVATION_BYTES = 2.0  # BF16 residual stream between layers and in collectives
 # Non-GEMM kernels per layer with fusion (TensorRT-LLM/vLLM): 2 fused add+RMSNorm(+quant),
@@ -109,8 +107,8 @@ def stage_forward(a: ArchArrays, d: DeployArrays, env: Env, decode_seqs, context
     """One forward of the busiest stage for a micro-batch of `decode_seqs` decoding sequences at
     `context` tokens plus `prefill_tokens` prompt tokens of `prefill_seqs` sequences (None: one
     per DP group) attending to `prefill_context` on average (counts for the whole instance, all
-    DP groups). Broadcasts over every argument. The fused MoE's non-GEMM kernels (routing,
-    permute, activation; `layers.moe_overhead_s`) count as "other"."""
+    DP groups). Broadcasts over every argument. The fused-MoE overhead calibrated on kernel
+    tables (`layers.moe_overhead_s`) is not added: see its docstring."""
     layers, dense_layers, moe_layers = _stage_layers(a, d)
     tokens = decode_seqs + prefill_tokens
     shape = np.broadcast_shapes(np.shape(tokens), np.shape(prefill_context), a.hidden.shape)
@@ -125,8 +123,7 @@ def stage_forward(a: ArchArrays, d: DeployArrays, env: Env, decode_seqs, context
     return StageTime(
         gemm_s=gemm_s, attention_s=attention_s,
         communication_s=_communication_s(a, d, env, tokens, dense_layers, moe_layers, layers),
-        other_s=_other_s(a, d, env, tokens, layers, dense_layers)
-        + moe_layers * moe_overhead_s(a, d, env, tokens),
+        other_s=_other_s(a, d, env, tokens, layers, dense_layers),
     )
 
 

@@ -195,9 +195,9 @@ def test_ep_must_divide_stage_gpus():
         make_deployment(tp=0)
 
 
-def test_moe_layers_pay_the_fused_moe_overhead(load_model):
-    """Routing, permute and activation kernels of a fused MoE layer (calibrated `[moe]`) count
-    as "other" in every MoE layer; a dense model pays none."""
+def test_fused_moe_overhead_is_calibrated_and_not_in_step_times(load_model):
+    """The calibrated `[moe]` overhead is positive for an MoE model and 0 for a dense one; step
+    times leave it out (layers.moe_overhead_s says why)."""
     models = [load_model("Qwen3-30B-A3B"), load_model("Llama-3.1-8B")]
     a = ArchArrays.from_architectures(models)
     d = DeployArrays.from_deployments([Deployment(), Deployment()])
@@ -206,4 +206,4 @@ def test_moe_layers_pay_the_fused_moe_overhead(load_model):
     overhead = moe_overhead_s(a, d, env, tokens)
     assert overhead[0, 0] > env.eff.moe_fixed_overhead_s > 0 and overhead[1, 0] == 0
     step = stage_forward(a, d, env, tokens, 1024.0, 0.0, 512.0)
-    assert step.other_s[0, 0] > models[0].num_moe_layers * overhead[0, 0]
+    assert step.other_s[0, 0] < models[0].num_moe_layers * overhead[0, 0]
