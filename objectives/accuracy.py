@@ -184,10 +184,8 @@ def predict_loss(
     tokens, fmt = _check_tokens(training_tokens), _training_format(precision)
     base_law = _base_law(law)
     shape = summarize_shape(arch)
-    n_eff = effective_params(shape, coefficients)
-    base_nats = terms.base_loss_nats(base_law, n_eff, tokens)
-    penalties = _penalties(arch, shape, fmt, coefficients)
-    loss_nats = base_nats * math.prod(penalties.values())
+    n_eff, base_nats, penalties, loss_nats = _loss_terms(arch, shape, tokens, fmt, base_law,
+                                                         coefficients)
     compute_flop = terms.training_compute_flop(shape.active_params, tokens)
     optimum = terms.compute_optimum(base_law, compute_flop)
     flags = _flags(arch, shape, n_eff, tokens, fmt)
@@ -210,8 +208,20 @@ def ranking_loss_nats(
     proxy = central if central is not None else predict_loss(arch, training_tokens, precision, law=law)
     if not proxy.hard_flags:
         return proxy.loss_nats
-    pessimistic = PESSIMISTIC_COEFFICIENTS
-    return predict_loss(arch, training_tokens, precision, law=law, coefficients=pessimistic).loss_nats
+    tokens, fmt = _check_tokens(training_tokens), _training_format(precision)
+    shape = summarize_shape(arch)  # the flags are the central proxy's; only the loss is redone
+    return _loss_terms(arch, shape, tokens, fmt, _base_law(law), PESSIMISTIC_COEFFICIENTS)[3]
+
+
+def _loss_terms(
+    arch: Architecture, shape: ShapeSummary, tokens: float, fmt: str, base_law: BaseLaw,
+    coefficients: ProxyCoefficients,
+) -> tuple[float, float, dict[str, float], float]:
+    """(N_eff, L_base, penalties, L_hat) of §7.1 for one set of coefficients."""
+    n_eff = effective_params(shape, coefficients)
+    base_nats = terms.base_loss_nats(base_law, n_eff, tokens)
+    penalties = _penalties(arch, shape, fmt, coefficients)
+    return n_eff, base_nats, penalties, base_nats * math.prod(penalties.values())
 
 
 def effective_params(

@@ -14,6 +14,7 @@ from optuna.samplers.nsgaii import PolynomialMutation
 from optuna.trial import TrialState
 from tqdm import tqdm
 
+from search.distinct_children import with_distinct_children
 from search.evaluation import Outcome, evaluate_batch, hard_constraints, stored_attrs
 from search.resilience import (
     BatchHeartbeat,
@@ -60,8 +61,9 @@ def make_sampler(spec: StudySpec, seed: int) -> optuna.samplers.BaseSampler:
         with warnings.catch_warnings():  # PolynomialMutation is experimental in Optuna 5.0
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             mutation = PolynomialMutation(eta=NSGA2_MUTATION_ETA)
-            return optuna.samplers.NSGAIISampler(population_size=NSGA2_POPULATION,
-                                                 mutation=mutation, seed=seed)
+            sampler = optuna.samplers.NSGAIISampler(population_size=NSGA2_POPULATION,
+                                                    mutation=mutation, seed=seed)
+        return with_distinct_children(sampler)
     if spec.sampler == "tpe":
         return optuna.samplers.TPESampler(multivariate=True, constant_liar=True, seed=seed)
     return optuna.samplers.RandomSampler(seed=seed)
