@@ -41,7 +41,8 @@ from cost_model.units import GIGA, MS_PER_S, US_PER_S
 AIC_PACKAGE = "aiconfigurator_core"  # pip install aiconfigurator-core (Apache-2.0)
 AIC_DISTRIBUTION = "aiconfigurator-core"
 AIC_SYSTEMS = {"h100-sxm": "h100_sxm", "h200": "h200_sxm", "b200": "b200_sxm", "gb200": "gb200",
-               "b300": "b300_sxm", "gb300": "gb300"}  # our catalog name -> aiconfigurator system
+               "b300": "b300_sxm", "gb300": "gb300", "rtx-pro-6000": "rtx_pro_6000_server"}
+# our catalog name -> aiconfigurator system
 DEFAULT_FRAMEWORK = "trtllm"  # TensorRT-LLM's measured kernels (also: sglang, vllm)
 AIC_FORMATS = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "fp8_block": "fp8_block",
                "nvfp4": "nvfp4"}  # table gemm_dtype -> our format; others are skipped

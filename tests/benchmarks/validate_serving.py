@@ -176,8 +176,13 @@ def _check_serving_mode(row: dict[str, str]) -> None:
         raise Skip("speculative decoding (not modelled)")
 
 
+# CSV GPU name -> catalog name where they differ (lower case)
+GPU_ALIASES = {"rtx pro 6000 blackwell server": "rtx-pro-6000"}
+
+
 def _hardware(row: dict[str, str]) -> HardwareSpec:
     name = row["gpu"].strip().lower()
+    name = GPU_ALIASES.get(name, name)
     if name not in catalog_names():
         raise Skip(f"GPU not in catalog: {row['gpu']}")
     return get_hardware(name)
