@@ -18,6 +18,7 @@ itself, and `ranking_loss_nats` then ranks by the pessimistic end of the coeffic
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -128,6 +129,7 @@ class ShapeSummary:
         return self.active_mlp_params / self.attention_params
 
 
+@lru_cache(maxsize=16384)  # the central and pessimistic passes both read it; archs are frozen
 def summarize_shape(arch: Architecture) -> ShapeSummary:
     counts = count_params(arch)
     attention = sum(counts[key] for key in ("attention/q", "attention/kv", "attention/o"))

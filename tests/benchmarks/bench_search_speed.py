@@ -34,6 +34,7 @@ import cost_model.batch
 import search.evaluation
 import search.runner
 from cost_model.params import count_params
+from objectives.accuracy import summarize_shape
 from search.runner import finished_trials, open_study, run_study
 from search.spec import StudySpec, load_spec
 from search.storage import StorageHandle, open_default, open_url
@@ -114,7 +115,8 @@ def _journal_lines(handle: StorageHandle) -> int:
 def clear_caches() -> None:
     """Forget the per-architecture caches (parameter counts, loss proxy, array rows) and the
     outcome memo, so that no run profits from designs an earlier run in this process scored."""
-    for cached in (count_params, search.evaluation._loss, cost_model.batch._arch_row):
+    for cached in (count_params, search.evaluation._loss, cost_model.batch._arch_row,
+                   summarize_shape):
         cached.cache_clear()
     search.evaluation._memo.clear()
 
