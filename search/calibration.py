@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
@@ -31,7 +32,7 @@ import pyarrow.compute as pc
 import pyarrow.csv
 import pyarrow.parquet as pq
 
-from cost_model.efficiency import POINTS_FILE, GemmEfficiency
+from cost_model.efficiency import POINTS_FILE, Efficiency, GemmEfficiency
 from cost_model.errors import ConfigError
 from cost_model.gemm import GemmRates, gemm_cost, gemm_time_s, quantize_time_s
 from cost_model.hardware import HardwareSpec
@@ -188,8 +189,7 @@ def measured_gemms(table: pa.Table, hardware: str, source: str) -> tuple[list[Me
             skipped.append(name)
             continue
         rows = table.filter(pc.equal(names, name))
-        cols = [rows.column(c).to_numpy(zero_copy_only=False).astype(np.float64)
-                for c in REQUIRED_COLUMNS]
+        cols = [numeric_column(rows, c) for c in REQUIRED_COLUMNS]
         for column, values in zip(REQUIRED_COLUMNS, cols):
             bad = values[~(values > 0)]  # also NaN (a missing value)
             if bad.size:
@@ -229,6 +229,58 @@ def roofline_s(data: MeasuredGemms, hw: HardwareSpec) -> np.ndarray:
     """The seeds' roofline at peak: max(math, read + write)."""
     cost = gemm_cost(data.m, data.n, data.k, hw, data.dtype)
     return np.maximum(cost.math_s, cost.read_s + cost.write_s)
+
+
+def numeric_column(table: pa.Table, name: str) -> np.ndarray:
+    """A numeric column as float64 (nulls as NaN), without pandas."""
+    return np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=np.float64)
+
+
+def replace_coefficients(eff: Efficiency, coefficients: dict[str, float],
+                         fields: dict[str, tuple[str, float]]) -> Efficiency:
+    """`eff` with `coefficients` (TOML units) set; `fields`: name -> (Efficiency field, TOML
+    units per SI unit)."""
+    return eff.model_copy(update={field: coefficients[name] / scale
+                                  for name, (field, scale) in fields.items()})
+
+
+def coefficients_in(eff: Efficiency, fields: dict[str, tuple[str, float]]) -> dict[str, float]:
+    """`eff`'s values of `fields` in TOML units (the inverse of `replace_coefficients`)."""
+    return {name: getattr(eff, field) * scale for name, (field, scale) in fields.items()}
+
+
+def fit_log_time(tables: dict, predicted: Callable[[Any, dict[str, float]], np.ndarray],
+                 spec: dict[str, tuple[float, float, float]], sample_points: int | None = None,
+                 seed: int = 0) -> dict[str, float]:
+    """Coefficients (the names of `spec`: (low, high, start)) minimizing the soft-L1 misfit of
+    log time over every table at once; with `sample_points`, each table is subsampled to the
+    same number of rows (at most that many) so the tables weigh the same."""
+    from scipy.optimize import least_squares  # only calibration needs scipy
+
+    names = list(spec)
+    bounds = np.array([spec[n] for n in names])
+    samples = tables
+    if sample_points is not None:
+        rng = np.random.default_rng(seed)
+        size = min(sample_points, *(len(d) for d in tables.values()))
+        samples = {key: d.subset(rng.permutation(len(d))[:size]) for key, d in tables.items()}
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        trial = dict(zip(names, x.tolist()))
+        return np.concatenate([np.log(predicted(d, trial)) - np.log(d.time_s)
+                               for d in samples.values()])
+
+    fit = least_squares(residuals, bounds[:, 2], bounds=(bounds[:, 0], bounds[:, 1]),
+                        loss="soft_l1", f_scale=LOSS_SCALE, x_scale="jac")
+    return dict(zip(names, fit.x.tolist()))
+
+
+def fitted_source(source: str, points: dict[str, int],
+                  errors: dict[str, tuple[float, float]]) -> str:
+    """The `source` of fitted coefficients: the table, and rows and errors per part."""
+    parts = [f"{key} {points[key]} rows |error| median {med:.1%}, p90 {p90:.1%}"
+             for key, (med, p90) in errors.items()]
+    return f"fitted by archscout calibrate to {source} ({'; '.join(parts)})"
 
 
 def abs_error_quantiles(predicted: np.ndarray, measured: np.ndarray) -> tuple[float, float]:

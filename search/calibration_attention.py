@@ -34,9 +34,13 @@ from search.calibration import (
     AIC_SYSTEMS,
     DEFAULT_FRAMEWORK,
     FIT_SAMPLE_POINTS,
-    LOSS_SCALE,
     abs_error_quantiles,
     aiconfigurator_data_dir,
+    coefficients_in,
+    fit_log_time,
+    fitted_source,
+    numeric_column,
+    replace_coefficients,
 )
 
 PHASES = {"prefill": "context_attention_perf.parquet", "decode": "generation_attention_perf.parquet"}
@@ -120,24 +124,19 @@ def measured_attention(table: pa.Table, phase: str) -> MeasuredAttention:
     if missing:
         raise ConfigError(f"attention table needs columns {', '.join(missing)}")
     kv_names = np.array(table.column("kv_cache_dtype").to_pylist(), dtype=object)
-    keep = np.isin(kv_names, list(KV_FORMATS)) & (_column(table, "latency") > 0)
+    keep = np.isin(kv_names, list(KV_FORMATS)) & (numeric_column(table, "latency") > 0)
     if phase == "decode":
-        groups = _column(table, "num_heads") / _column(table, "num_key_value_heads")
+        groups = numeric_column(table, "num_heads") / numeric_column(table, "num_key_value_heads")
         keep &= groups <= MAX_GROUPED_HEADS
     if phase == "prefill":
         keep &= np.array(table.column("attn_dtype").to_pylist(), dtype=object) == MATH_FORMAT
-    col = lambda name: _column(table, name)[keep]  # noqa: E731
+    col = lambda name: numeric_column(table, name)[keep]  # noqa: E731
     kv_bytes = np.array([get_precision(KV_FORMATS[n]).activation_bytes_per_value
                          for n in kv_names[keep]], dtype=np.float64)
     tokens = col("isl") if phase == "prefill" else col("isl") + col("step")
     return MeasuredAttention(phase, col("batch_size"), tokens, col("num_heads"),
                              col("num_key_value_heads"), col("head_dim"), col("window_size"),
                              kv_bytes, col("latency") / MS_PER_S)
-
-
-def _column(table: pa.Table, name: str) -> np.ndarray:
-    """A numeric column as float64 (nulls as NaN), without pandas."""
-    return np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
 # ---- the model at trial coefficients --------------------------------------------------------
@@ -160,8 +159,7 @@ def _single_gpu(rows: int) -> DeployArrays:
 
 def with_coefficients(eff: Efficiency, coefficients: dict[str, float]) -> Efficiency:
     """`eff` with the attention coefficients (TOML units) replaced."""
-    return eff.model_copy(update={field: coefficients[name] / scale
-                                  for name, (field, scale) in EFFICIENCY_FIELDS.items()})
+    return replace_coefficients(eff, coefficients, EFFICIENCY_FIELDS)
 
 
 def predicted_s(data: MeasuredAttention, hw: HardwareSpec, eff: Efficiency) -> np.ndarray:
@@ -196,30 +194,16 @@ def prior_coefficients(eff: Efficiency, hw: HardwareSpec) -> dict[str, float]:
         "attention_fixed_overhead_s": decode_fixed_s,
         "prefill_attention_fixed_overhead_s": decode_fixed_s if prefill_fixed_s is None
         else prefill_fixed_s})
-    return {name: getattr(resolved, field) * scale
-            for name, (field, scale) in EFFICIENCY_FIELDS.items()}
+    return coefficients_in(resolved, EFFICIENCY_FIELDS)
 
 
 def fit_attention(tables: dict[str, MeasuredAttention], hw: HardwareSpec, eff: Efficiency,
                   hardware: str, source: str, sample_points: int = FIT_SAMPLE_POINTS,
                   seed: int = 0) -> AttentionFitResult:
-    """Fit the three coefficients on every phase at once (each phase weighted equally)."""
-    from scipy.optimize import least_squares  # only calibration needs scipy
-
-    names = list(COEFFICIENTS)
-    bounds = np.array([COEFFICIENTS[n] for n in names])
-    rng = np.random.default_rng(seed)
-    size = min(sample_points, *(len(d) for d in tables.values()))  # phases weigh the same
-    samples = {p: d.subset(rng.permutation(len(d))[:size]) for p, d in tables.items()}
-
-    def residuals(x: np.ndarray) -> np.ndarray:
-        trial = with_coefficients(eff, dict(zip(names, x.tolist())))
-        return np.concatenate([np.log(predicted_s(s, hw, trial)) - np.log(s.time_s)
-                               for s in samples.values()])
-
-    fit = least_squares(residuals, bounds[:, 2], bounds=(bounds[:, 0], bounds[:, 1]),
-                        loss="soft_l1", f_scale=LOSS_SCALE, x_scale="jac")
-    coefficients = dict(zip(names, fit.x.tolist()))
+    """Fit the coefficients on every phase at once (each phase weighted equally)."""
+    coefficients = fit_log_time(
+        tables, lambda d, c: predicted_s(d, hw, with_coefficients(eff, c)), COEFFICIENTS,
+        sample_points, seed)
     prior = with_coefficients(eff, prior_coefficients(eff, hw))
     fitted = with_coefficients(eff, coefficients)
     errors = lambda e: {p: abs_error_quantiles(predicted_s(d, hw, e), d.time_s)  # noqa: E731
@@ -230,6 +214,4 @@ def fit_attention(tables: dict[str, MeasuredAttention], hw: HardwareSpec, eff: E
 
 def fit_source(r: AttentionFitResult) -> str:
     """The `source` of every fitted attention coefficient: table, points and errors."""
-    parts = [f"{phase} {r.points[phase]} rows |error| median {med:.1%}, p90 {p90:.1%}"
-             for phase, (med, p90) in r.errors.items()]
-    return f"fitted by archscout calibrate to {r.source} ({'; '.join(parts)})"
+    return fitted_source(r.source, r.points, r.errors)

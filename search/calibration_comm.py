@@ -24,9 +24,10 @@ from cost_model.units import MS_PER_S, US_PER_S
 from search.calibration import (
     AIC_SYSTEMS,
     DEFAULT_FRAMEWORK,
-    LOSS_SCALE,
     abs_error_quantiles,
     aiconfigurator_data_dir,
+    fit_log_time,
+    numeric_column,
 )
 
 TABLE = "custom_allreduce_perf.parquet"
@@ -75,8 +76,7 @@ def measured_all_reduce(table: pa.Table) -> MeasuredAllReduce:
     missing = [c for c in COLUMNS if c not in table.column_names]
     if missing:
         raise ConfigError(f"all-reduce table needs columns {', '.join(missing)}")
-    column = lambda name: np.asarray(  # noqa: E731 - numeric column as float64, no pandas
-        table.column(name).to_numpy(zero_copy_only=False), dtype=np.float64)
+    column = lambda name: numeric_column(table, name)  # noqa: E731
     dtypes = np.array(table.column("allreduce_dtype").to_pylist(), dtype=object)
     gpus, latency_ms = column("num_gpus"), column("latency")
     keep = np.isin(dtypes, list(FORMATS)) & (latency_ms > 0) & (gpus > 1)
@@ -104,20 +104,11 @@ def prior_coefficients(eff: Efficiency, hw: HardwareSpec) -> dict[str, float]:
 
 def fit_all_reduce(data: MeasuredAllReduce, hw: HardwareSpec, eff: Efficiency, hardware: str,
                    source: str) -> CommFitResult:
-    from scipy.optimize import least_squares  # only calibration needs scipy
-
     if np.any(data.gpus > hw.scale_up_domain_gpus):
         raise ConfigError(f"all-reduce rows beyond {hardware}'s scale-up domain are not modeled")
-    names = list(COEFFICIENTS)
-    bounds = np.array([COEFFICIENTS[n] for n in names])
-
-    def residuals(x: np.ndarray) -> np.ndarray:
-        trial = with_coefficients(eff, dict(zip(names, x.tolist())))
-        return np.log(predicted_s(data, hw, trial)) - np.log(data.time_s)
-
-    fit = least_squares(residuals, bounds[:, 2], bounds=(bounds[:, 0], bounds[:, 1]),
-                        loss="soft_l1", f_scale=LOSS_SCALE, x_scale="jac")
-    coefficients = dict(zip(names, fit.x.tolist()))
+    coefficients = fit_log_time(
+        {"all-reduce": data}, lambda d, c: predicted_s(d, hw, with_coefficients(eff, c)),
+        COEFFICIENTS)
     errors = lambda c: abs_error_quantiles(  # noqa: E731
         predicted_s(data, hw, with_coefficients(eff, c)), data.time_s)
     return CommFitResult(hardware, coefficients, len(data), errors(coefficients),

@@ -32,10 +32,14 @@ from search.calibration import (
     AIC_SYSTEMS,
     DEFAULT_FRAMEWORK,
     FIT_SAMPLE_POINTS,
-    LOSS_SCALE,
     _version_key,
     abs_error_quantiles,
     aiconfigurator_data_dir,
+    coefficients_in,
+    fit_log_time,
+    fitted_source,
+    numeric_column,
+    replace_coefficients,
 )
 
 TABLE = "moe_perf.parquet"
@@ -108,10 +112,6 @@ def aiconfigurator_moe_table(hardware: str, framework: str = DEFAULT_FRAMEWORK,
     return folder / version / TABLE, version
 
 
-def _column(table: pa.Table, name: str) -> np.ndarray:
-    return np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=np.float64)
-
-
 def _names(table: pa.Table, name: str) -> np.ndarray:
     return np.array(table.column(name).to_pylist(), dtype=object)
 
@@ -127,7 +127,7 @@ def measured_moe(table: pa.Table) -> tuple[dict[str, MeasuredMoe], dict[str, int
                "non-gated experts": source == NON_GATED_SOURCE,
                "alternate (min-latency) kernel": np.isin(source, ALTERNATE_SOURCES),
                "power-law routing": _names(table, "distribution") != BALANCED,
-               "no latency": ~(_column(table, "latency") > 0)}
+               "no latency": ~(numeric_column(table, "latency") > 0)}
     left = np.zeros(table.num_rows, bool)
     skipped = {}
     for reason, rows in reasons.items():
@@ -137,7 +137,7 @@ def measured_moe(table: pa.Table) -> tuple[dict[str, MeasuredMoe], dict[str, int
     for name, fmt in MOE_FORMATS.items():
         keep = ~left & (dtype == name)
         if keep.any():
-            col = {c: _column(table, c)[keep] for c in COLUMNS}
+            col = {c: numeric_column(table, c)[keep] for c in COLUMNS}
             out[fmt] = MeasuredMoe(fmt, col["num_tokens"], col["hidden_size"], col["inter_size"],
                                    col["topk"], col["num_experts"], col["moe_tp_size"],
                                    col["moe_ep_size"], col["latency"] / MS_PER_S)
@@ -163,12 +163,11 @@ def _deploy(data: MeasuredMoe) -> DeployArrays:
 
 def with_coefficients(eff: Efficiency, coefficients: dict[str, float]) -> Efficiency:
     """`eff` with the MoE coefficients (TOML units) replaced."""
-    return eff.model_copy(update={field: coefficients[name] / scale
-                                  for name, (field, scale) in EFFICIENCY_FIELDS.items()})
+    return replace_coefficients(eff, coefficients, EFFICIENCY_FIELDS)
 
 
 def prior_coefficients(eff: Efficiency) -> dict[str, float]:
-    return {name: getattr(eff, field) * scale for name, (field, scale) in EFFICIENCY_FIELDS.items()}
+    return coefficients_in(eff, EFFICIENCY_FIELDS)
 
 
 def predicted_s(data: MeasuredMoe, hw: HardwareSpec, eff: Efficiency) -> np.ndarray:
@@ -188,23 +187,10 @@ def predicted_s(data: MeasuredMoe, hw: HardwareSpec, eff: Efficiency) -> np.ndar
 def fit_moe(tables: dict[str, MeasuredMoe], hw: HardwareSpec, eff: Efficiency, hardware: str,
             source: str, sample_points: int = FIT_SAMPLE_POINTS, seed: int = 0) -> MoeFitResult:
     """Fit the MoE coefficients on every format at once (each format weighted equally)."""
-    from scipy.optimize import least_squares  # only calibration needs scipy
-
-    names = list(COEFFICIENTS)
-    bounds = np.array([COEFFICIENTS[n] for n in names])
-    rng = np.random.default_rng(seed)
-    size = min(sample_points, *(len(d) for d in tables.values()))
-    samples = {f: d.subset(rng.permutation(len(d))[:size]) for f, d in tables.items()}
-
-    def residuals(x: np.ndarray) -> np.ndarray:
-        trial = with_coefficients(eff, dict(zip(names, x.tolist())))
-        return np.concatenate([np.log(predicted_s(s, hw, trial)) - np.log(s.time_s)
-                               for s in samples.values()])
-
-    fit = least_squares(residuals, bounds[:, 2], bounds=(bounds[:, 0], bounds[:, 1]),
-                        loss="soft_l1", f_scale=LOSS_SCALE, x_scale="jac")
-    coefficients = dict(zip(names, fit.x.tolist()))
-    gemms_only = with_coefficients(eff, dict.fromkeys(names, 0.0))
+    coefficients = fit_log_time(
+        tables, lambda d, c: predicted_s(d, hw, with_coefficients(eff, c)), COEFFICIENTS,
+        sample_points, seed)
+    gemms_only = with_coefficients(eff, dict.fromkeys(COEFFICIENTS, 0.0))
     fitted = with_coefficients(eff, coefficients)
     errors = lambda e: {f: abs_error_quantiles(predicted_s(d, hw, e), d.time_s)  # noqa: E731
                         for f, d in tables.items()}
@@ -214,6 +200,4 @@ def fit_moe(tables: dict[str, MeasuredMoe], hw: HardwareSpec, eff: Efficiency, h
 
 def fit_source(r: MoeFitResult) -> str:
     """The `source` of every fitted MoE coefficient: table, points and errors."""
-    parts = [f"{fmt} {r.points[fmt]} rows |error| median {med:.1%}, p90 {p90:.1%}"
-             for fmt, (med, p90) in r.errors.items()]
-    return f"fitted by archscout calibrate to {r.source} ({'; '.join(parts)})"
+    return fitted_source(r.source, r.points, r.errors)
