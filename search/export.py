@@ -243,14 +243,28 @@ def vllm_document(spec: StudySpec, cand: Candidate, max_concurrency: int) -> dic
 # ---- export -------------------------------------------------------------------------------------
 
 
-def export_target(path: Path, fmt: str) -> Path:
-    """Where a format goes: a directory holds the HF export as config.json."""
-    path = Path(path)
-    if path.is_dir():
+def names_new_folder(output: str | Path) -> bool:
+    """`-o` ends in a path separator: a folder, created when the export is written."""
+    return str(output).endswith(("/", os.sep))
+
+
+def export_target(output: str | Path, fmt: str) -> Path:
+    """Where a format goes: a directory (an existing one, or a new one per `names_new_folder`)
+    holds the HF export as config.json."""
+    path = Path(output)
+    if path.is_dir() or names_new_folder(output):
         if fmt != "hf":
             raise ExportError(f"`-o` ({path}) is a directory; give a file path for --format {fmt}")
         return path / HF_CONFIG_NAME
     return path
+
+
+def write_export(output: str | Path, target: Path, document: dict) -> Path:
+    """Write an export to `target` (`export_target(output, …)`), creating a new folder that
+    `output` names only now, when the document exists."""
+    if names_new_folder(output):
+        target.parent.mkdir(parents=True, exist_ok=True)
+    return write_json(target, document)
 
 
 def export_document(spec: StudySpec, trial: FrozenTrial, cand: Candidate, fmt: str) -> dict:

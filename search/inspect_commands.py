@@ -14,7 +14,9 @@ from optuna.trial import FrozenTrial, TrialState
 
 from cost_model.errors import ConfigError
 from search.evaluation import trial_details
-from search.export import FORMATS, export_document, export_target, trial_record, write_json
+from search.export import (
+    FORMATS, export_document, export_target, trial_record, write_export,
+)
 from search.plot import DEFAULT_TOP, image_format, write_figure, write_frontier_plot
 from search.plot_kinds import (
     breakdown_figure,
@@ -26,7 +28,7 @@ from search.report import pareto_document
 from search.runner import NoFeasibleError
 from search.space import Candidate, build_candidate, complete_params
 from search.spec import StudySpec, load_spec
-from search.study_commands import load_study, open_storage
+from search.study_commands import load_study, open_for_reading
 from search.tables import format_table, print_json
 
 
@@ -37,7 +39,7 @@ class TrialError(ConfigError):
 @contextmanager
 def opened_study(args: argparse.Namespace) -> Iterator[tuple[StudySpec, optuna.Study]]:
     spec = load_spec(args.study)
-    handle = open_storage(Path(args.study), spec, args.storage, shared=True)
+    handle = open_for_reading(Path(args.study), spec, args.storage)
     try:
         yield spec, load_study(spec, handle)
     finally:
@@ -143,11 +145,11 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    target = export_target(Path(args.output), args.format)
+    target = export_target(args.output, args.format)
     with opened_study(args) as (spec, study):
         trial, cand = find_trial(spec, study, args.trial)
         document = export_document(spec, trial, cand, args.format)
-    write_json(target, document)
+    write_export(args.output, target, document)
     print(f"wrote {args.format} export of trial {trial.number} ({cand.arch.name}) to {target}")
     return 0
 

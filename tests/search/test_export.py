@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from cost_model.errors import ConfigError
 from cost_model.hf_config import architecture_from_json_dict, load_architecture
 from cost_model.params import count_params
 from search.cli import main
@@ -196,3 +195,19 @@ def test_write_atomic_keeps_the_old_file_on_error(tmp_path):
     with pytest.raises(RuntimeError):
         write_atomic(target, fail)
     assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["config.json"]
+
+
+def test_hf_export_to_a_new_folder(study, best, tmp_path, capsys):
+    """`-o out/` (as the README shows) names a folder: it is created and holds config.json."""
+    out = f"{tmp_path / 'out'}/"
+    assert main(["export", str(study), str(best["trial"]), "--format", "hf", "-o", out]) == 0
+    capsys.readouterr()
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["model_type"]
+
+
+def test_new_folder_is_not_made_when_the_export_fails(study, tmp_path, capsys):
+    bad_input(capsys, ["export", str(study), "4242", "--format", "hf", "-o",
+                       f"{tmp_path / 'out'}/"], "`TRIAL` (4242)")
+    bad_input(capsys, ["export", str(study), "0", "--format", "vllm", "-o",
+                       f"{tmp_path / 'out'}/"], "`-o`", "directory")
+    assert list(tmp_path.iterdir()) == []
