@@ -10,7 +10,7 @@ import optuna
 
 from search.arrow_export import write_pareto_files
 from search.report import pareto_document
-from search.runner import NoFeasibleError, RunSummary, describe_rejections, open_study, run_study
+from search.runner import NoFeasibleError, RunSummary, describe_rejections, run_study
 from search.spec import StudySpec, load_spec
 from search.storage import StorageError, StorageHandle, default_journal_path, open_default, open_url
 from search.tables import format_table, print_json
@@ -20,6 +20,16 @@ def open_storage(spec_path: Path, spec: StudySpec, url: str | None, shared: bool
     if url:
         return open_url(url)
     return open_default(default_journal_path(spec_path, spec.name), shared)
+
+
+def open_for_reading(spec_path: Path, spec: StudySpec, url: str | None) -> StorageHandle:
+    """The study's storage for a command that only reads it: a default journal that does not
+    exist yet is an error, and nothing is created for it."""
+    path = default_journal_path(spec_path, spec.name)
+    if not url and not path.exists():
+        raise StorageError(f"no study `{spec.name}` in journal {path}; run `archscout search` "
+                           "first")
+    return open_storage(spec_path, spec, url, shared=True)
 
 
 def _worker(spec_path: str, url: str | None, trials: int, seed: int) -> None:
@@ -101,7 +111,7 @@ def load_study(spec: StudySpec, handle: StorageHandle) -> optuna.Study:
 
 def run_pareto(args: argparse.Namespace) -> int:
     spec = load_spec(args.study)
-    handle = open_storage(Path(args.study), spec, args.storage, shared=True)
+    handle = open_for_reading(Path(args.study), spec, args.storage)
     doc = pareto_document(spec, load_study(spec, handle))
     write_pareto_files(doc, args.parquet, args.csv)
     if args.json:
