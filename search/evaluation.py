@@ -11,8 +11,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Sequence
 
-import numpy as np
-
 from constraints import CONSTRAINT_NAMES, ConstraintRules, Violation, check_candidate
 from cost_model.deployment import make_workload
 from cost_model.hardware import get_hardware

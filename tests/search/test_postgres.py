@@ -22,7 +22,7 @@ from search.cli import main
 from search.report import pareto_document
 from search.resilience import fail_orphans
 from search.spec import load_spec
-from search.storage import StorageHandle, open_url
+from search.storage import StorageHandle
 
 REPO = Path(__file__).resolve().parents[2]
 URL = os.environ.get("ARCHSCOUT_TEST_POSTGRES_URL")
