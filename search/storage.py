@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import fcntl
 import os
+import time
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
 import optuna
+import sqlalchemy
 from optuna.storages.journal import BaseJournalBackend, JournalFileBackend, JournalStorage
 
 from cost_model.errors import ConfigError
@@ -31,6 +34,12 @@ SIZE_RECORD_NAME = "study.journal.size"  # bytes known durable: a shorter file w
 # silent for the grace period are failed by the next batch of any worker. Batches take < 1 s.
 HEARTBEAT_INTERVAL_S = 10
 HEARTBEAT_GRACE_S = 60
+# Schema creation on a new database (see _open_rdb): a fixed advisory-lock key (any 64-bit value
+# no other application on the server uses; this is "archscou" in ASCII) and retries for backends
+# without advisory locks.
+SCHEMA_LOCK_KEY = 0x6172636873636F75
+SCHEMA_RETRY_ATTEMPTS = 5
+SCHEMA_RETRY_WAIT_S = 0.2
 
 
 class StorageError(ConfigError):
@@ -169,15 +178,61 @@ def open_url(url: str) -> StorageHandle:
         raise StorageError(f"`--storage` must be an Optuna storage URL (sqlite:///…, "
                            f"postgresql://…) or journal:PATH; got {url!r}")
     try:
-        with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna 5.0
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            storage = optuna.storages.RDBStorage(
-                url, heartbeat_interval=HEARTBEAT_INTERVAL_S, grace_period=HEARTBEAT_GRACE_S,
-                engine_kwargs={"pool_pre_ping": True})  # reconnect after a database restart
+        storage = _open_rdb(url)
     except Exception as exc:  # noqa: BLE001 - SQLAlchemy raises many types; report one line
         raise StorageError(f"`--storage` {_redact(url)!r} cannot be opened: "
                            f"{_first_line(exc)}") from None
     return StorageHandle(storage, _redact(url), url=url)
+
+
+def _new_rdb(url: str) -> optuna.storages.RDBStorage:
+    with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna 5.0
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.storages.RDBStorage(
+            url, heartbeat_interval=HEARTBEAT_INTERVAL_S, grace_period=HEARTBEAT_GRACE_S,
+            engine_kwargs={"pool_pre_ping": True})  # reconnect after a database restart
+
+
+def _open_rdb(url: str) -> optuna.storages.RDBStorage:
+    """Optuna's RDBStorage, safe when many workers open a new database at once.
+
+    Opening creates Optuna's schema (tables, sequences, the version row, alembic's stamp) when it
+    is missing; on PostgreSQL two processes doing that at the same moment collide on the
+    catalog's unique indexes (`pg_type_typname_nsp_index`) and one of them dies. So on
+    PostgreSQL the opening is serialized by a session-level advisory lock held on a connection
+    of its own (released when that connection closes, also if the process dies). On every
+    backend a schema-creation collision (IntegrityError/ProgrammingError: the other process won)
+    is retried, and by then the schema exists and creation is a no-op.
+    """
+    for attempt in range(1, SCHEMA_RETRY_ATTEMPTS + 1):
+        try:
+            with _schema_lock(url):
+                return _new_rdb(url)
+        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError):
+            if attempt == SCHEMA_RETRY_ATTEMPTS:
+                raise
+            time.sleep(SCHEMA_RETRY_WAIT_S * attempt)
+    raise AssertionError("unreachable")
+
+
+@contextmanager
+def _schema_lock(url: str):
+    """An exclusive PostgreSQL advisory lock for the time of the block; nothing elsewhere."""
+    if not url.startswith(("postgresql", "postgres")):
+        yield
+        return
+    engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            conn.execute(sqlalchemy.text("SELECT pg_advisory_lock(:key)"),
+                         {"key": SCHEMA_LOCK_KEY})
+            try:
+                yield
+            finally:
+                conn.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:key)"),
+                             {"key": SCHEMA_LOCK_KEY})
+    finally:
+        engine.dispose()
 
 
 def _first_line(exc: BaseException) -> str:

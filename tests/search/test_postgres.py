@@ -33,10 +33,11 @@ pytestmark = pytest.mark.skipif(not URL, reason="no PostgreSQL server (set "
 FINISHED = (TrialState.COMPLETE, TrialState.FAIL)
 
 
-def _study_file(tmp_path: Path) -> Path:
+def _study_file(tmp_path: Path, batch_size: int = 64) -> Path:
     """A copy of the quickstart under a fresh study name (one database, many tests)."""
     name = f"pg-{uuid.uuid4().hex[:10]}"
     text = (REPO / "studies" / "quickstart.toml").read_text()
+    text = text.replace("batch_size = 64", f"batch_size = {batch_size}")
     target = tmp_path / f"{name}.toml"
     target.write_text(text.replace('name = "quickstart"', f'name = "{name}"'))
     return target
@@ -63,6 +64,41 @@ def test_workers_share_one_study(tmp_path, capsys):
     spec = load_spec(study)
     doc = pareto_document(spec, optuna.load_study(study_name=spec.name, storage=URL))
     _same_front_as_a_reader(spec, trials, doc)
+
+
+@pytest.fixture
+def fresh_database_url():
+    """A database created for this test alone (no Optuna schema in it yet), dropped after."""
+    name = f"fresh_{uuid.uuid4().hex[:12]}"
+    admin = sqlalchemy.create_engine(URL, isolation_level="AUTOCOMMIT",
+                                     poolclass=sqlalchemy.pool.NullPool)
+    with admin.connect() as conn:
+        conn.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield URL.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sqlalchemy.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def test_eight_workers_start_at_once_on_a_fresh_database(tmp_path, fresh_database_url):
+    """Eight independent `archscout search` processes (as on eight machines) started together on
+    a database that has no Optuna schema yet: all create-or-join the schema and the study, and
+    every one of them finishes, having opened the study and read its Pareto set (before the fix
+    7 of 8 died on pg_type_typname_nsp_index). Small batches keep it quick on 2 cores."""
+    study = _study_file(tmp_path, batch_size=4)
+    cmd = [sys.executable, "-m", "search.cli", "search", str(study), "--storage",
+           fresh_database_url, "--trials", "16", "--no-progress"]
+    procs = [subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True) for _ in range(8)]
+    errors = [p.communicate(timeout=300)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 8, "\n".join(errors)
+    spec = load_spec(study)
+    trials = optuna.load_study(study_name=spec.name, storage=fresh_database_url).get_trials()
+    assert all(t.state in FINISHED for t in trials)
+    assert sorted(t.number for t in trials) == list(range(len(trials)))
+    assert sum(t.state in FINISHED for t in trials) >= 16
 
 
 def _same_front_as_a_reader(spec, trials, doc):
