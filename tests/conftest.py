@@ -1,17 +1,15 @@
-"""Shared fixtures: the development set in ../shared/validation (beside the repository)."""
-
-from pathlib import Path
+"""Shared fixtures: the real model configs in tests/data (paths in tests/data_paths.py)."""
 
 import pytest
 
 from cost_model.hf_config import load_architecture
 
-REPO = Path(__file__).resolve().parents[1]
-VALIDATION = REPO.parent / "shared" / "validation"
-MODEL_CONFIGS = VALIDATION / "model_configs"
+from tests.data_paths import MODEL_CONFIGS
+
+__all__ = ["MODEL_CONFIGS"]  # re-exported: `from tests.conftest import MODEL_CONFIGS`
 
 
 @pytest.fixture(scope="session")
 def load_model():
-    """Load a validation config by stem, e.g. load_model("Llama-3.1-8B")."""
+    """Load a config of tests/data/model_configs by stem, e.g. load_model("Llama-3.1-8B")."""
     return lambda stem: load_architecture(MODEL_CONFIGS / f"{stem}.json")

@@ -11,6 +11,7 @@ Run: python tests/benchmarks/bench_cost_model.py [--candidates 2000]
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -23,7 +24,9 @@ from cost_model.evaluate import evaluate_points
 from cost_model.hardware import get_hardware
 from cost_model.hf_config import load_architecture
 
-CONFIGS = Path(__file__).resolve().parents[3] / "shared" / "validation" / "model_configs"
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repository root: tests.data_paths
+from tests.data_paths import MODEL_CONFIGS as CONFIGS  # noqa: E402
+
 WORKLOAD = Workload(isl_tokens=1024, osl_tokens=1024)
 
 

@@ -1,9 +1,10 @@
 """Compare the cost model's operating points with published serving measurements.
 
-Reads `serving_published.csv` (the development set in the shared `validation/` folder), evaluates
-every aggregated-serving row on a catalog GPU whose model the importer supports, and reports the
-relative error pred/meas − 1 of TPOT, TTFT and output tokens/s/GPU, by model × GPU, then for dense
-vs MoE models, then the rows left out and why. Nothing here is fitted to these rows.
+Reads `tests/data/serving_published.csv` (published results, each row with its source URL; see
+tests/data/SOURCES.md), evaluates every aggregated-serving row on a catalog GPU whose model the
+importer supports, and reports the relative error pred/meas − 1 of TPOT, TTFT and output
+tokens/s/GPU, by model × GPU, then for dense vs MoE models, then the rows left out and why.
+Nothing here is fitted to these rows.
 
 Row conventions (the CSV's own notes and TensorRT-LLM's mapping):
 - "max (offline, all requests queued)" rows (trtllm-bench throughput) have no concurrency: they
@@ -40,9 +41,12 @@ from cost_model.hardware import HardwareSpec, catalog_names, get_hardware
 from cost_model.hf_config import load_architecture
 from cost_model.units import MS_PER_S
 
-DEFAULT_DATA_DIR = Path(__file__).resolve().parents[3] / "shared" / "validation"
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repository root: tests.data_paths
+from tests.data_paths import HF_CONFIGS, TEST_DATA  # noqa: E402
+
+DEFAULT_DATA_DIR = TEST_DATA  # serving_published.csv and model_configs/
 CSV_NAME = "serving_published.csv"
-HF_CONFIG_DIR = Path(__file__).resolve().parents[1] / "data" / "hf_configs"
+HF_CONFIG_DIR = HF_CONFIGS
 
 # CSV model name -> config file: "data:" under the data folder, "tests:" under tests/data/hf_configs.
 MODEL_CONFIGS = {

@@ -1,7 +1,6 @@
 """Parameter budget, memory fit, GPU count and aspect ratio."""
 
 from functools import cache
-from pathlib import Path
 
 import pytest
 
@@ -13,7 +12,8 @@ from cost_model.deployment import Deployment
 from cost_model.hf_config import load_architecture
 from cost_model.params import count_params
 
-MODEL_CONFIGS = Path(__file__).resolve().parents[3] / "shared" / "validation" / "model_configs"
+from tests.data_paths import MODEL_CONFIGS
+
 B = 1e9
 
 

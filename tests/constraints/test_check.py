@@ -1,7 +1,6 @@
 """`check_candidate`: every name, in a stable order, on every real model of the development set."""
 
 from functools import cache
-from pathlib import Path
 
 import pytest
 
@@ -11,7 +10,8 @@ from cost_model.architecture import Architecture
 from cost_model.deployment import Deployment
 from cost_model.hf_config import load_architecture
 
-MODEL_CONFIGS = Path(__file__).resolve().parents[3] / "shared" / "validation" / "model_configs"
+from tests.data_paths import MODEL_CONFIGS
+
 CONFIG_STEMS = sorted(path.stem for path in MODEL_CONFIGS.glob("*.json"))
 SOME_SEQUENCES = 16.0
 UNSET_BY_DEFAULT = ("params_budget", "gpus", "aspect_ratio")

@@ -2,7 +2,6 @@
 candidate built to break it and stays silent on one built to satisfy it."""
 
 from functools import cache
-from pathlib import Path
 
 import pytest
 
@@ -14,7 +13,8 @@ from cost_model.architecture import Architecture
 from cost_model.deployment import Deployment
 from cost_model.hf_config import load_architecture
 
-MODEL_CONFIGS = Path(__file__).resolve().parents[3] / "shared" / "validation" / "model_configs"
+from tests.data_paths import MODEL_CONFIGS
+
 DENSE = dict(name="dense", vocab_size=32000, hidden_size=4096, num_layers=32,
              num_attention_heads=32, num_kv_heads=8, head_dim=128, max_position_embeddings=8192,
              intermediate_size=14336)

@@ -1,7 +1,6 @@
 """Architecture: bounds, cross-field rules (messages name field, rule and value), derived values."""
 
 import itertools
-from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -12,7 +11,7 @@ from cost_model.architecture import (
 from cost_model.errors import ConfigError, CostModelError
 from cost_model.hf_config import load_architecture
 
-MODEL_CONFIGS = Path(__file__).resolve().parents[2].parent / "shared" / "validation" / "model_configs"
+from tests.data_paths import MODEL_CONFIGS
 
 DENSE = dict(
     name="dense", vocab_size=1000, hidden_size=256, num_layers=4, num_attention_heads=8, num_kv_heads=2,

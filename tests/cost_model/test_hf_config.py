@@ -14,9 +14,9 @@ from cost_model.hf_config import (
 )  # fmt: skip
 from cost_model.params import count_params
 
-REPO = Path(__file__).resolve().parents[2]
-MODEL_CONFIGS = REPO.parent / "shared" / "validation" / "model_configs"
-TEST_CONFIGS = REPO / "tests" / "data" / "hf_configs"
+from tests.data_paths import HF_CONFIGS as TEST_CONFIGS
+from tests.data_paths import MODEL_CONFIGS
+
 CONFIG_FILES = sorted(MODEL_CONFIGS.glob("*.json")) + sorted(TEST_CONFIGS.glob("*.json"))
 EXPORTED_AS = {"Phi-3-mini-4k-instruct": "mistral"}  # no phi3 export: same model, unfused, windowed
 # Imported only: no exportable model_type has Llama 4's shared expert with chunked attention.

@@ -13,12 +13,11 @@ from cost_model.params import (
     BREAKDOWN_KEYS, attention_flop_per_token, count_params, flops_per_token, matmul_flop_per_token,
 )  # fmt: skip
 
-REPO = Path(__file__).resolve().parents[2]
-VALIDATION = REPO.parent / "shared" / "validation"
-MODEL_CONFIGS = VALIDATION / "model_configs"
-TEST_CONFIGS = REPO / "tests" / "data" / "hf_configs"
+from tests.data_paths import HF_CONFIGS as TEST_CONFIGS
+from tests.data_paths import MODEL_CONFIGS, MODEL_PARAMS_CSV
+
 CONFIG_FILES = sorted(MODEL_CONFIGS.glob("*.json")) + sorted(TEST_CONFIGS.glob("*.json"))
-with open(VALIDATION / "model_params.csv", newline="", encoding="utf-8") as _file:
+with open(MODEL_PARAMS_CSV, newline="", encoding="utf-8") as _file:
     CSV_ROWS = list(csv.DictReader(_file))
 B = 1e9
 

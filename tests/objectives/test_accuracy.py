@@ -3,7 +3,6 @@ monotonicity, MoE bounds, range flags and input errors. Expected numbers are the
 to 3–4 digits); tolerances are half a unit of the last printed digit unless the notes give one."""
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,7 +23,8 @@ from objectives.accuracy_terms import (
     recalibrate_base_law, training_compute_flop,
 )  # fmt: skip
 
-MODEL_CONFIGS = Path(__file__).resolve().parents[3] / "shared" / "validation" / "model_configs"
+from tests.data_paths import MODEL_CONFIGS
+
 B = 1e9
 T = 1e12
 

@@ -17,10 +17,11 @@ from cost_model.hf_config import architecture_from_hf_config
 from search.cli import main
 from search.spec import SpecError, spec_from_dict
 
+from tests.data_paths import MODEL_CONFIGS
+
 REPO = Path(__file__).resolve().parents[2]
 STUDY_DOCS = [tomllib.loads(p.read_text()) for p in sorted((REPO / "studies").glob("*.toml"))]
-CONFIGS = REPO.parent / "shared" / "validation" / "model_configs"
-CONFIG_DOCS = [json.loads(p.read_text()) for p in sorted(CONFIGS.glob("*.json"))]
+CONFIG_DOCS = [json.loads(p.read_text()) for p in sorted(MODEL_CONFIGS.glob("*.json"))]
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.function_scoped_fixture,
                                            HealthCheck.too_slow])

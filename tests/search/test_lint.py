@@ -3,7 +3,6 @@ and stays silent on one built to satisfy it; the command on the real validation 
 
 import argparse
 import json
-from pathlib import Path
 
 import pytest
 
@@ -15,7 +14,8 @@ from cost_model.hf_config import architecture_to_json_dict
 from search import lint_command
 from search.lint import Finding, LintContext, default_precision, lint
 
-MODEL_CONFIGS = Path(__file__).resolve().parents[3] / "shared" / "validation" / "model_configs"
+from tests.data_paths import MODEL_CONFIGS
+
 REAL_CONFIGS = sorted(MODEL_CONFIGS.glob("*.json"))
 FINDING_KEYS = {"guideline", "code", "severity", "message", "cost", "alternative"}
 BASE = dict(name="base", vocab_size=32000, hidden_size=4096, num_layers=32,
