@@ -1,17 +1,24 @@
 """Study specification: a TOML file validated into a frozen pydantic `StudySpec`.
 
-Unknown keys are errors naming their path; ranges are checked (min ≤ max, steps > 0); every
-error becomes one `SpecError` line naming the field, the rule and the bad value.
+Unknown keys are errors naming their path; ranges are checked (min ≤ max, steps > 0), every
+searched integer against its bounds and every number for being finite, so a study no search can
+run fails here, before anything is written; every error becomes one `SpecError` line naming the
+field, the rule and the bad value.
 """
 
 from __future__ import annotations
 
+import json
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError, ValidationInfo,
+    field_validator, model_validator,
+)  # fmt: skip
 
+from cost_model.deployment import Deployment
 from cost_model.errors import ConfigError
 from cost_model.hardware import get_hardware
 from cost_model.precision import get_precision
@@ -19,7 +26,10 @@ from constraints import CONSTRAINT_NAMES
 from objectives.serving import OBJECTIVES
 
 OBJECTIVE_DIRECTIONS = {name: o.direction for name, o in OBJECTIVES.items()}
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
+_FROZEN = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+# Samplers seed numpy (seeds < 2**32); runs add offsets to the study's seed (the trials already
+# finished, 7919 per extra worker), so study seeds stop at 2**31 - 1 to leave them room.
+SEED_MAX = 2**31 - 1
 
 
 class SpecError(ConfigError):
@@ -31,11 +41,11 @@ class Dimension(BaseModel):
 
     model_config = _FROZEN
 
-    value: int | str | None = None
-    choices: list[int] | list[str] | None = Field(default=None, min_length=1)
-    min: int | None = None
-    max: int | None = None
-    step: int = Field(default=1, ge=1)
+    value: StrictInt | StrictStr | None = None  # strict: `true` or `128.0` is not a size
+    choices: list[StrictInt] | list[StrictStr] | None = Field(default=None, min_length=1)
+    min: StrictInt | None = None
+    max: StrictInt | None = None
+    step: StrictInt = Field(default=1, ge=1)
 
     @model_validator(mode="after")
     def _one_form(self) -> Dimension:
@@ -53,17 +63,82 @@ class Dimension(BaseModel):
         return self
 
     @property
-    def options(self) -> list:
-        """Every value this dimension can take, in order."""
+    def options(self) -> list | range:
+        """Every value this dimension can take, in order (a range is not materialized)."""
         if self.value is not None:
             return [self.value]
         if self.choices is not None:
             return list(self.choices)
-        return list(range(self.min, self.max + 1, self.step))
+        return range(self.min, self.max + 1, self.step)
+
+    def extremes(self) -> list[tuple[str, Any]]:
+        """(label, value) of each option a bound check must see: the value, every choice, or
+        a range's ends (labelled "`min` = ", "`max` = ")."""
+        if self.value is not None:
+            return [("", self.value)]
+        if self.choices is not None:
+            return [("", c) for c in self.choices]
+        return [("`min` = ", self.min), ("`max` = ", self.max)]
 
 
 def _fixed(value) -> Dimension:
     return Dimension(value=value)
+
+
+def _deployment_bounds(field: str) -> tuple[int, int]:
+    """The (ge, le) bounds the cost model's `Deployment` puts on a parallelism degree."""
+    limits = {type(m).__name__: m for m in Deployment.model_fields[field].metadata}
+    return limits["Ge"].ge, limits["Le"].le
+
+
+# Inclusive bounds of each searched integer. Lower bounds are the architecture's (0 where 0 means
+# "none"); upper bounds lie far beyond released models (DeepSeek-V3: hidden 7168, 61 layers, 256
+# experts; vocabularies up to ~262k) and stop a typo (1e9 layers) before it costs time or memory.
+DIMENSION_BOUNDS = {
+    "hidden_size": (1, 2**20), "num_layers": (1, 100_000), "head_dim": (1, 4096),
+    "num_kv_heads": (1, 4096), "q_per_kv": (1, 1024), "intermediate_size": (0, 2**22),
+    "vocab_size": (1, 2**24), "num_experts": (0, 2**16), "experts_per_token": (1, 2**16),
+    "moe_intermediate_size": (0, 2**22), "num_shared_experts": (0, 1024),
+    "first_dense_layers": (0, 100_000),
+    **{field: _deployment_bounds(field) for field in ("tp", "ep", "pp", "dp")},
+}
+FORMAT_DIMENSIONS = ("precision", "kv_precision")
+
+
+def _dimension_table(value: Any) -> Any:
+    """A dimension must be a table; a bare value or list gets the form it probably meant."""
+    if isinstance(value, (dict, Dimension)):
+        return value
+    form = "choices" if isinstance(value, list) else "value"
+    shown = _toml(value)
+    raise ValueError(f"a dimension is a table, not {shown}; write `{{ {form} = {shown} }}`, "
+                     "`{ choices = [...] }` or `{ min = ..., max = ..., step = ... }`")
+
+
+def _toml(value: Any) -> str:
+    """A value as the study file writes it (error messages quote the user's own syntax)."""
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return json.dumps(value) if isinstance(value, str) else str(value)
+
+
+def _check_integers(dim: Dimension, low: int, high: int) -> None:
+    for label, value in dim.extremes():
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ValueError(f"every option must be an integer; got {label}{_toml(value)}")
+        if value < low:
+            raise ValueError(f"every option must be an integer >= {low}; got {label}{value}")
+        if value > high:
+            raise ValueError(f"every option must be an integer <= {high}; got {label}{value}")
+
+
+def _check_formats(dim: Dimension, field: str) -> None:
+    for _, value in dim.extremes():
+        if not isinstance(value, str):
+            raise ValueError(f"every option must be a format name (a string); got {_toml(value)}")
+        get_precision(value, f"space.{field}")
 
 
 class Space(BaseModel):
@@ -91,12 +166,22 @@ class Space(BaseModel):
     precision: Dimension = _fixed("fp8")
     kv_precision: Dimension = _fixed("fp8")
 
-    @model_validator(mode="after")
-    def _known_precisions(self) -> Space:
-        for field in ("precision", "kv_precision"):
-            for name in getattr(self, field).options:
-                get_precision(str(name), f"space.{field}")
-        return self
+    @field_validator("*", mode="before")
+    @classmethod
+    def _is_table(cls, value: Any) -> Any:
+        return _dimension_table(value)
+
+    @field_validator(*DIMENSION_BOUNDS)
+    @classmethod
+    def _integers_in_bounds(cls, dim: Dimension, info: ValidationInfo) -> Dimension:
+        _check_integers(dim, *DIMENSION_BOUNDS[info.field_name])
+        return dim
+
+    @field_validator(*FORMAT_DIMENSIONS)
+    @classmethod
+    def _known_formats(cls, dim: Dimension, info: ValidationInfo) -> Dimension:
+        _check_formats(dim, info.field_name)
+        return dim
 
 
 class Budget(BaseModel):
@@ -148,6 +233,8 @@ class Constraints(BaseModel):
 
     alignment: Literal[128, 256, 512] = 128
     hard: list[str] | None = None  # None: every constraint but kv_replication is hard
+    aspect_ratio_min: float | None = Field(default=None, gt=0)  # hidden_size / num_layers
+    aspect_ratio_max: float | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _known(self) -> Constraints:
@@ -156,8 +243,13 @@ class Constraints(BaseModel):
                 raise ValueError(f"`{name}` is not a constraint; known: "
                                  f"{', '.join(CONSTRAINT_NAMES)}")
         return self
-    aspect_ratio_min: float | None = Field(default=None, gt=0)  # hidden_size / num_layers
-    aspect_ratio_max: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _band_is_ordered(self) -> Constraints:
+        low, high = self.aspect_ratio_min, self.aspect_ratio_max
+        if low is not None and high is not None and low > high:
+            raise ValueError(f"`aspect_ratio_min` ({low}) must be <= `aspect_ratio_max` ({high})")
+        return self
 
 
 class Objectives(BaseModel):
@@ -190,7 +282,7 @@ class StudySpec(BaseModel):
     description: str = ""
     sampler: Literal["nsga2", "tpe", "random"] = "nsga2"
     trials: int = Field(ge=1, le=10_000_000)
-    seed: int = Field(default=0, ge=0)
+    seed: int = Field(default=0, ge=0, le=SEED_MAX)
     batch_size: int = Field(default=64, ge=1, le=4096)
     budget: Budget
     hardware: Hardware
@@ -200,11 +292,19 @@ class StudySpec(BaseModel):
     objectives: Objectives = Objectives()
 
 
+def _is_field(part: str | int) -> bool:
+    """Whether a part of pydantic's error location is a key or index (not a union member's
+    type tag such as `int` or `list[str]`)."""
+    return part != "__root__" and not (isinstance(part, str) and (
+        part in ("int", "str", "float", "bool") or "[" in part))
+
+
 def _describe(err: dict[str, Any]) -> str:
-    path = ".".join(str(p) for p in err["loc"] if p != "__root__")
+    path = ".".join(str(p) for p in err["loc"] if _is_field(p))
     if err["type"] == "value_error":
         message = str(err["ctx"]["error"])
-        return f"`{path}`: {message}" if path else message
+        named = not path or message.startswith(f"`{path}`")
+        return message if named else f"`{path}`: {message}"
     if err["type"] == "extra_forbidden":
         return f"`{path}` is not a known key"
     if err["type"] == "missing":

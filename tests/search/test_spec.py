@@ -65,6 +65,59 @@ def test_bad_spec_names_the_field(mutate, fragment):
     assert fragment in _error(mutate)
 
 
+INF = float("inf")
+
+
+@pytest.mark.parametrize("mutate, fragment", [
+    # issue 13: these passed validation and failed mid-search (or ran a whole search)
+    (lambda d: d.update(constraints={"aspect_ratio_min": 300, "aspect_ratio_max": 256}),
+     "`aspect_ratio_min` (300.0) must be <= `aspect_ratio_max` (256.0)"),
+    (lambda d: d["space"].update(tp={"value": -1}), "`space.tp`: every option must be an integer "
+                                                    ">= 1; got -1"),
+    (lambda d: d["space"].update(num_layers={"min": -8, "max": 8, "step": 2}),
+     "`space.num_layers`: every option must be an integer >= 1; got `min` = -8"),
+    (lambda d: d["space"].update(hidden_size={"value": 0}), "`space.hidden_size`: every option "
+                                                            "must be an integer >= 1; got 0"),
+    (lambda d: d["space"].update(num_experts={"choices": [0, -4]}), "`space.num_experts`: every "
+                                                                    "option must be an integer >= 0; got -4"),
+    (lambda d: d["space"].update(num_layers={"value": 10**9}), "`space.num_layers`: every option "
+                                                                "must be an integer <= 100000"),
+    (lambda d: d["space"].update(hidden_size={"value": "wide"}), "`space.hidden_size`: every "
+                                                                 "option must be an integer"),
+    (lambda d: d["space"].update(precision={"value": 8}), "`space.precision`: every option must "
+                                                          "be a format name"),
+    # issue 17: a bare number is not a dimension; say what is
+    (lambda d: d["space"].update(tp=0), "`space.tp`: a dimension is a table, not 0; write "
+                                        "`{ value = 0 }`, `{ choices = [...] }` or `{ min"),
+    (lambda d: d["space"].update(num_layers=0), "`space.num_layers`: a dimension is a table, "
+                                                "not 0"),
+    (lambda d: d["space"].update(num_layers=[8, 16]), "`space.num_layers`: a dimension is a "
+                                                      "table, not [8, 16]; write `{ choices = [8, 16] }`"),
+    (lambda d: d["budget"].update(total_params=INF), "`budget.total_params` (inf): Input should be "
+                                                     "a finite number"),
+    (lambda d: d["budget"].update(training_tokens=INF), "`budget.training_tokens` (inf)"),
+    (lambda d: d["workload"].update(interactivity_max=INF), "`workload.interactivity_max` (inf)"),
+    (lambda d: d["workload"].update(interactivity_min=float("nan")),
+     "`workload.interactivity_min` (nan)"),
+    (lambda d: d.update(seed=-1), "`seed` (-1)"),
+    (lambda d: d.update(seed=2**40), "`seed` (1099511627776)"),
+], ids=["aspect-ratio-min-gt-max", "tp-negative", "layers-range-negative", "hidden-zero",
+        "experts-negative-choice", "layers-huge", "hidden-string", "precision-number",
+        "tp-bare-zero", "layers-bare-zero", "layers-bare-list", "budget-inf", "tokens-inf", "window-inf",
+        "window-nan", "seed-negative", "seed-huge"])
+def test_values_no_search_can_use_are_rejected_at_load(mutate, fragment):
+    assert fragment in _error(mutate)
+
+
+def test_a_huge_range_is_not_enumerated():
+    doc = _base()
+    doc["space"]["hidden_size"] = {"min": 1, "max": 10**12}  # rejected by its bound, not by memory
+    with pytest.raises(SpecError, match="<= 1048576"):
+        spec_from_dict(doc)
+    doc["space"]["hidden_size"] = {"min": 128, "max": 1048576}
+    assert len(spec_from_dict(doc).space.hidden_size.options) == 1048576 - 127
+
+
 def test_missing_and_malformed_files(tmp_path):
     with pytest.raises(SpecError, match="does not exist"):
         load_spec(tmp_path / "nope.toml")
