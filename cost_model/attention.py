@@ -83,9 +83,9 @@ def prefill_work_items(a: ArchArrays, d: DeployArrays, toks, seqs):
     return seqs * per_seq * a.heads_q / d.tp
 
 
-def decode_attention_s(a: ArchArrays, d: DeployArrays, env: Env, sequences, context):
-    """Mean per-layer time of decode attention on one GPU: `sequences` decoding at `context`."""
-    seqs = sequences / d.dp
+def decode_attention_s(a: ArchArrays, d: DeployArrays, env: Env, seqs, context):
+    """Mean per-layer time of decode attention on one GPU: `seqs` sequences of its attention
+    group (whole requests: `StepLoad.group_decode_seqs`) decoding at `context`."""
     heads = a.heads_q / d.tp
     peak = env.hw.peak_for(env.high) * env.eff.prefill_attention_compute_frac
     bandwidth = env.hw.hbm_bytes_per_s * env.eff.decode_attention_bandwidth_frac
@@ -105,13 +105,12 @@ def decode_attention_s(a: ArchArrays, d: DeployArrays, env: Env, sequences, cont
                     0.0)
 
 
-def prefill_attention_s(a: ArchArrays, d: DeployArrays, env: Env, tokens, mean_context,
-                        sequences=None):
-    """Mean per-layer time of causal prefill attention on one GPU: `tokens` new tokens of
-    `sequences` sequences (None: one sequence per data-parallel rank) that attend on average to
+def prefill_attention_s(a: ArchArrays, d: DeployArrays, env: Env, toks, mean_context,
+                        seqs=None):
+    """Mean per-layer time of causal prefill attention on one GPU: `toks` new tokens of its
+    attention group, of `seqs` requests (None: one, a chunk), that attend on average to
     `mean_context` keys (prior context + half the chunk)."""
-    toks = tokens / d.dp
-    seqs = np.minimum(toks, 1.0) if sequences is None else sequences / d.dp
+    seqs = np.minimum(toks, 1.0) if seqs is None else seqs
     heads = a.heads_q / d.tp
     peak = env.hw.peak_for(env.high) * env.eff.prefill_attention_compute_frac
     kv_bytes = kv_elems_per_token_layer(a, d) * env.kv.activation_bytes_per_value

@@ -1,7 +1,9 @@
-"""Collectives with an α–β model: time = steps·α + volume / (achieved bandwidth).
+"""Collectives with an α–β model: time = latency + volume / (achieved bandwidth).
 
-Inside the scale-up domain (NVLink) α and β come from the catalog's scale-up figures; a group
-larger than the domain crosses the scale-out network (NICs) for its slowest hop.
+Inside the scale-up domain (NVLink) α and β come from the catalog's scale-up figures (and the
+calibrated all-reduce α); a group larger than the domain is hierarchical: the part inside each
+domain on NVLink, the part across domains on each GPU's NIC (scale-out α and β), with latency
+growing in the tree hops across domains.
 Every function broadcasts over arrays of message sizes and group sizes.
 """
 
@@ -13,32 +15,66 @@ from cost_model.efficiency import Efficiency
 from cost_model.hardware import HardwareSpec
 
 
-def _link(group_gpus, hw: HardwareSpec, eff: Efficiency):
-    """(latency_s, bytes_per_s) of the slowest link a group of `group_gpus` uses."""
-    inside = np.asarray(group_gpus) <= hw.scale_up_domain_gpus
-    latency = np.where(inside, hw.scale_up_latency_s, hw.scale_out_latency_s)
-    bandwidth = np.where(inside, hw.scale_up_bytes_per_s * eff.scale_up_bandwidth_frac,
-                         hw.scale_out_bytes_per_s * eff.scale_out_bandwidth_frac)
-    return latency, bandwidth
+def _domains(group_gpus, hw: HardwareSpec):
+    """(GPUs of the group inside one scale-up domain, scale-up domains the group spans)."""
+    n = np.asarray(group_gpus, dtype=np.float64)
+    local = np.minimum(n, hw.scale_up_domain_gpus)
+    return local, np.ceil(n / hw.scale_up_domain_gpus)
+
+
+def _tree_steps(domains):
+    """⌈log2(domains)⌉: the hops of a tree (NCCL's inter-node tree / recursive doubling) across
+    `domains` scale-up domains; 0 inside one."""
+    return np.ceil(np.log2(np.maximum(domains, 1.0)))
+
+
+def _bandwidths(hw: HardwareSpec, eff: Efficiency):
+    """Achieved (scale-up, scale-out) bytes/s per GPU per direction."""
+    return (hw.scale_up_bytes_per_s * eff.scale_up_bandwidth_frac,
+            hw.scale_out_bytes_per_s * eff.scale_out_bandwidth_frac)
 
 
 def all_reduce_s(message_bytes, group_gpus, hw: HardwareSpec, eff: Efficiency):
-    """Ring all-reduce of `message_bytes` per GPU: α + 2(n−1)/n · bytes / β; 0 when n = 1.
-    Inside the scale-up domain α is the calibrated all-reduce latency when there is one."""
+    """Hierarchical all-reduce of `message_bytes` per GPU over n GPUs spanning d = ⌈n/D⌉
+    scale-up domains of D GPUs (n_l = min(n, D) of them in each): a reduce-scatter and
+    all-gather inside the domain, 2(n_l−1)/n_l · bytes / β_up, and across domains each GPU
+    all-reduces its 1/n_l share over its own NIC, 2(d−1)/d · bytes / (n_l · β_out) (NCCL's
+    rail-aligned multi-node bus bandwidth ≈ the domain's aggregate NIC rate). Latency: α inside
+    (the calibrated all-reduce latency when there is one, measured up to a domain: the one-shot
+    NVLink kernels keep it flat there) plus 2⌈log2 d⌉ · α_out across (a tree up and down), so
+    it grows with the group past the domain. 0 when n = 1."""
     n = np.asarray(group_gpus, dtype=np.float64)
-    latency, bandwidth = _link(n, hw, eff)
-    if eff.all_reduce_latency_s is not None:
-        latency = np.where(n <= hw.scale_up_domain_gpus, eff.all_reduce_latency_s, latency)
-    time = latency + 2.0 * (n - 1.0) / n * message_bytes / bandwidth
-    return np.where(n > 1, time, 0.0)
+    local, domains = _domains(n, hw)
+    up, out = _bandwidths(hw, eff)
+    alpha = hw.scale_up_latency_s if eff.all_reduce_latency_s is None else eff.all_reduce_latency_s
+    latency = alpha + 2.0 * _tree_steps(domains) * hw.scale_out_latency_s
+    inside = 2.0 * (local - 1.0) / local * message_bytes / up
+    across = 2.0 * (domains - 1.0) / domains * message_bytes / (local * out)
+    return np.where(n > 1, latency + inside + across, 0.0)
 
 
 def all_to_all_s(send_bytes, group_gpus, hw: HardwareSpec, eff: Efficiency):
-    """All-to-all where each GPU sends `send_bytes` in total, spread over the others."""
+    """All-to-all where each GPU sends `send_bytes` in total, spread evenly over the n GPUs: the
+    share for the n_l − 1 peers of its scale-up domain over NVLink, (n_l−1)/n_l · bytes / β_up
+    (the share of a full domain: hierarchical kernels such as DeepEP's forward over NVLink what
+    leaves the domain), and the share (n − D)/n for peers outside it over its own NIC,
+    bytes · (n − D)/n / β_out. Latency α_up plus ⌈log2 d⌉ · α_out across d domains. Each term
+    is non-decreasing in n. 0 when n = 1."""
     n = np.asarray(group_gpus, dtype=np.float64)
-    latency, bandwidth = _link(n, hw, eff)
-    time = latency + (n - 1.0) / n * send_bytes / bandwidth
-    return np.where(n > 1, time, 0.0)
+    local, domains = _domains(n, hw)
+    up, out = _bandwidths(hw, eff)
+    latency = hw.scale_up_latency_s + _tree_steps(domains) * hw.scale_out_latency_s
+    inside = (local - 1.0) / local * send_bytes / up
+    across = np.maximum(n - hw.scale_up_domain_gpus, 0.0) / n * send_bytes / out
+    return np.where(n > 1, latency + inside + across, 0.0)
+
+
+def _link(group_gpus, hw: HardwareSpec, eff: Efficiency):
+    """(latency_s, bytes_per_s) of the slowest link a group of `group_gpus` uses."""
+    inside = np.asarray(group_gpus) <= hw.scale_up_domain_gpus
+    up, out = _bandwidths(hw, eff)
+    latency = np.where(inside, hw.scale_up_latency_s, hw.scale_out_latency_s)
+    return latency, np.where(inside, up, out)
 
 
 def point_to_point_s(message_bytes, hw: HardwareSpec, eff: Efficiency, crosses_domain=False):

@@ -78,6 +78,14 @@ def deployment_violations(arch: Architecture, dep: Deployment) -> list[str]:
     return [message for ok, message in rules if not ok]
 
 
+def request_lifetime_s(ttft_s, tpot_s, osl_tokens):
+    """How long a request holds its slot in aggregated serving: its own path, TTFT + (OSL−1)·TPOT,
+    and never less than the OSL steps in which the engine does the work of every request in
+    flight (TPOT amortizes their prompts: c·ISL/OSL prompt tokens per step), so that a short OSL
+    cannot claim prefill throughput above what the steps carry (work conservation)."""
+    return np.maximum(ttft_s + (osl_tokens - 1.0) * tpot_s, osl_tokens * tpot_s)
+
+
 def _points(a: ArchArrays, d: DeployArrays, env: Env, workload: Workload, concurrency,
             memory_limit, limit) -> OperatingPoints:
     isl, osl = float(workload.isl_tokens), float(workload.osl_tokens)
@@ -85,7 +93,7 @@ def _points(a: ArchArrays, d: DeployArrays, env: Env, workload: Workload, concur
     step, ttft = serving_times(a, d, env, c, isl, osl, float(workload.prefill_chunk_tokens))
     tpot = step.total_s
     missing = ~np.isfinite(concurrency)
-    throughput = c * osl / (d.gpus * (ttft + (osl - 1.0) * tpot))
+    throughput = c * osl / (d.gpus * request_lifetime_s(ttft, tpot, osl))
     nan = lambda v: np.where(missing, np.nan, v)  # noqa: E731
     return OperatingPoints(
         concurrency=np.asarray(concurrency, float), tpot_s=nan(tpot), ttft_s=nan(ttft),

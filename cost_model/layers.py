@@ -1,11 +1,13 @@
 """The GEMMs of one pipeline stage's forward pass, with their per-GPU shapes after sharding.
 
 Shapes follow the seeds' Table 1 and reading notes §2 (M = tokens; N, K = model dims), sharded
-by the deployment: attention and dense FFN by TP inside an attention group of tokens/DP, experts
-by EP with each expert's H′ split over moe_tp = TP·DP/EP, vocabulary by TP.
+by the deployment: attention and dense FFN by TP on the tokens of the busiest attention-DP group
+(`StepLoad`: whole requests, never split across groups), experts by EP with each expert's H′
+split over moe_tp = TP·DP/EP on every group's tokens, vocabulary by TP.
 MoE under uniform routing (seeds): M_expert = C·k/E; the weights actually read are those of the
-experts touched by at least one token, 1 − (1 − k/E)^C of them; the busiest expert holds
-(1+δ) times the mean.
+experts touched by at least one token, 1 − (1 − k/E)^C of them; with EP > 1 the busiest GPU's
+experts hold (1+δ) times the mean (with every expert on each GPU, EP = 1, there is no busier GPU
+to wait for: the grouped GEMM runs the same total tiles whatever the split between experts).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import numpy as np
 
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.gemm import HOT_DTYPE, GemmRates, gemm_time_s
+from cost_model.step_load import StepLoad
 
 MOE_HIDDEN_UNIT = 4096  # `moe.per_token_us` is quoted per routed token copy of 4096 elements
 
@@ -68,10 +71,10 @@ class GemmList:
         return times
 
 
-def attention_gemms(g: GemmList, a: ArchArrays, d: DeployArrays, decode_tokens, prefill_tokens,
-                    layers):
-    """QKV / MLA projections and the output projection of `layers` layers."""
-    tok = (decode_tokens + prefill_tokens) / d.dp
+def attention_gemms(g: GemmList, a: ArchArrays, d: DeployArrays, load: StepLoad, layers):
+    """QKV / MLA projections and the output projection of `layers` layers (busiest group)."""
+    tok = load.group_tokens
+    decode_tokens, prefill_tokens = load.group_decode_seqs, load.group_prefill_tokens
     heads = a.heads_q / d.tp
     gqa, mla = (a.mla <= 0), (a.mla > 0)
     kv_heads = np.ceil(a.heads_kv / d.tp)
@@ -81,24 +84,32 @@ def attention_gemms(g: GemmList, a: ArchArrays, d: DeployArrays, decode_tokens, 
     g.add("attention/q_b", tok, heads * (a.nope_dim + a.rope_dim), q_in, layers * mla)
     g.add("attention/kv_a", tok, a.kv_lora + a.rope_dim, a.hidden, layers * mla)
     # decode: W_UK / W_UV absorbed into per-head GEMMs (DeepSeek-V2 §2.1.2); prefill: kv_b
-    g.add("attention/absorb_k", decode_tokens / d.dp, a.kv_lora, a.nope_dim, layers * mla,
+    g.add("attention/absorb_k", decode_tokens, a.kv_lora, a.nope_dim, layers * mla,
           groups=heads)
-    g.add("attention/absorb_v", decode_tokens / d.dp, a.v_dim, a.kv_lora, layers * mla,
+    g.add("attention/absorb_v", decode_tokens, a.v_dim, a.kv_lora, layers * mla,
           groups=heads)
-    g.add("attention/kv_b", prefill_tokens / d.dp, heads * (a.nope_dim + a.v_dim), a.kv_lora,
+    g.add("attention/kv_b", prefill_tokens, heads * (a.nope_dim + a.v_dim), a.kv_lora,
           layers * mla)
     g.add("attention/o", tok, a.hidden, heads * a.v_dim, layers)
 
 
-def ffn_gemms(g: GemmList, a: ArchArrays, d: DeployArrays, tokens, dense_layers, moe_layers):
-    """Dense FFN, routed experts (grouped GEMMs), shared experts and router."""
-    tok = tokens / d.dp
+def moe_imbalance_frac(d: DeployArrays):
+    """δ of the busiest GPU's routed tokens: the deployment's, only when experts are spread
+    over EP > 1 GPUs."""
+    return np.where(d.ep > 1, d.imbalance, 0.0)
+
+
+def ffn_gemms(g: GemmList, a: ArchArrays, d: DeployArrays, load: StepLoad, dense_layers,
+              moe_layers):
+    """Dense FFN, shared experts and router (busiest group's tokens); routed experts (grouped
+    GEMMs) on every group's tokens."""
+    tok, tokens = load.group_tokens, load.instance_tokens
     g.add("mlp/up", tok, a.gate_factor * a.ffn / d.tp, a.hidden, dense_layers)
     g.add("mlp/down", tok, a.hidden, a.ffn / d.tp, dense_layers)
     touched = touched_expert_frac(tokens, a.top_k, a.experts)
     local_touched = a.experts / d.ep * touched
     m_expert = tokens_per_expert(tokens, a.top_k, a.experts) / np.maximum(touched, 1e-12) \
-        * (1.0 + d.imbalance)
+        * (1.0 + moe_imbalance_frac(d))
     g.add("moe/experts_up", m_expert, 2.0 * a.expert_ffn / d.moe_tp, a.hidden, moe_layers,
           groups=local_touched)
     g.add("moe/experts_down", m_expert, a.hidden, a.expert_ffn / d.moe_tp, moe_layers,
@@ -135,7 +146,9 @@ def moe_overhead_s(a: ArchArrays, d: DeployArrays, env: Env, tokens):
                     + scanned_s + experts * env.eff.moe_per_expert_s, 0.0)
 
 
-def lm_head_gemm(g: GemmList, a: ArchArrays, d: DeployArrays, decode_tokens, prefill_tokens):
-    """Logits for the decode tokens and the last prefill token of each request (BF16 weights)."""
-    g.add("lm_head", (decode_tokens + np.minimum(prefill_tokens, 1.0)) / d.dp, a.vocab / d.tp,
-          a.hidden, 1.0, high=True)
+def lm_head_gemm(g: GemmList, a: ArchArrays, d: DeployArrays, load: StepLoad):
+    """Logits for the decode tokens and the last prompt token of each request whose prefill
+    the step completes (BF16 weights), on the busiest group."""
+    logits = load.group_decode_seqs + np.minimum(load.group_prefill_tokens,
+                                                 load.group_prefill_seqs)
+    g.add("lm_head", logits, a.vocab / d.tp, a.hidden, 1.0, high=True)

@@ -51,9 +51,10 @@ def weight_bytes_per_gpu(a: ArchArrays, d: DeployArrays, env: Env):
 
 
 def workspace_bytes_per_gpu(a: ArchArrays, d: DeployArrays, chunk_tokens):
-    """Activation workspace of the largest step (one prefill chunk)."""
+    """Activation workspace of the largest step: one prefill chunk, which belongs to one request
+    and so runs whole on one attention-DP group."""
     widest = np.maximum(a.hidden * WORKSPACE_HIDDEN_MULTIPLE, 3.0 * a.ffn / d.tp)
-    return chunk_tokens / d.dp * widest * BF16_BYTES
+    return chunk_tokens * widest * BF16_BYTES
 
 
 def max_concurrency(a: ArchArrays, d: DeployArrays, env: Env, max_context_tokens, chunk_tokens):

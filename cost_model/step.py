@@ -5,7 +5,8 @@ Aggregated serving with in-flight batching: in steady state each decode step of 
 must also absorb c·ISL/OSL prompt tokens (every request's ISL tokens are prefilled once per OSL
 generated tokens); the engine runs them as prefill chunks batched into decode steps, and TPOT
 carries their amortized cost, so prefill work is included in throughput.
-Pipeline parallelism keeps PP micro-batches of c/PP sequences in flight: TPOT = PP · stage time.
+Pipeline parallelism keeps PP micro-batches in flight, the busiest of ⌈c/PP⌉ whole sequences:
+TPOT = PP · stage time. Attention DP puts ⌈·/DP⌉ of them on the busiest group (`StepLoad`).
 TTFT is chunked-pipeline prefill of one request (seeds, guideline 6): m chunks through S stages take
 (m + S − 1) stage times, i.e. a bubble of (S−1)/(S−1+m).
 """
@@ -20,6 +21,7 @@ from cost_model.attention import decode_attention_s, prefill_attention_s
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.communication import all_reduce_s, all_to_all_s, point_to_point_s
 from cost_model.layers import GemmList, attention_gemms, ffn_gemms, lm_head_gemm
+from cost_model.step_load import StepLoad, busiest_group_seqs
 
 ACTIVATION_BYTES = 2.0  # BF16 residual stream between layers and in collectives
 # Non-GEMM kernels per layer with fusion (TensorRT-LLM/vLLM): 2 fused add+RMSNorm(+quant),
@@ -75,10 +77,10 @@ def _stage_layers(a: ArchArrays, d: DeployArrays):
     return layers, a.dense_layers * share, a.moe_layers * share
 
 
-def _communication_s(a, d, env: Env, tokens, dense_layers, moe_layers, layers):
-    """TP all-reduces after attention and FFN; EP all-to-all (dispatch + combine) with DP
-    attention; PP send of the activations to the next stage."""
-    tok = tokens / d.dp
+def _communication_s(a, d, env: Env, load: StepLoad, dense_layers, moe_layers, layers):
+    """TP all-reduces after attention and FFN (busiest group's tokens); EP all-to-all (dispatch +
+    combine) with DP attention; PP send of the activations to the next stage."""
+    tok = load.group_tokens
     hw, eff = env.hw, env.eff
     tp_reduce = all_reduce_s(tok * a.hidden * ACTIVATION_BYTES, d.tp, hw, eff)
     attention = layers * tp_reduce
@@ -86,82 +88,119 @@ def _communication_s(a, d, env: Env, tokens, dense_layers, moe_layers, layers):
     routed = tok / d.tp * np.minimum(a.top_k, d.ep) * a.hidden
     dispatch = all_to_all_s(routed * env.linear.activation_bytes_per_value, d.ep, hw, eff)
     combine = all_to_all_s(routed * ACTIVATION_BYTES, d.ep, hw, eff)
-    moe_group_reduce = all_reduce_s(tokens * a.hidden * ACTIVATION_BYTES, d.tp * d.dp, hw, eff)
+    moe_group_reduce = all_reduce_s(load.instance_tokens * a.hidden * ACTIVATION_BYTES,
+                                    d.tp * d.dp, hw, eff)
     moe = moe_layers * np.where(d.dp > 1, dispatch + combine + tp_reduce, moe_group_reduce)
     send = np.where(d.pp > 1, point_to_point_s(tok * a.hidden * ACTIVATION_BYTES, hw, eff), 0.0)
     return attention + dense + moe + send
 
 
-def _other_s(a, d, env: Env, tokens, layers, dense_layers):
-    tok = tokens / d.dp
+def _other_s(a, d, env: Env, load: StepLoad, layers, dense_layers):
     passes = ELEMENTWISE_HIDDEN_PASSES * a.hidden + ELEMENTWISE_FFN_PASSES * a.ffn / d.tp * \
         np.minimum(dense_layers, 1.0)
-    elementwise = tok * passes * ACTIVATION_BYTES / (env.hw.hbm_bytes_per_s *
-                                                    env.eff.for_rate("bf16").bandwidth_ceiling_frac)
+    elementwise = load.group_tokens * passes * ACTIVATION_BYTES / (
+        env.hw.hbm_bytes_per_s * env.eff.for_rate("bf16").bandwidth_ceiling_frac)
     fixed = OTHER_KERNELS_PER_LAYER * env.hw.kernel_launch_s
     return layers * (elementwise + fixed) + STEP_OVERHEAD_KERNELS * env.hw.kernel_launch_s / d.pp
 
 
 def stage_forward(a: ArchArrays, d: DeployArrays, env: Env, decode_seqs, context,
                   prefill_tokens, prefill_context, prefill_seqs=None) -> StageTime:
-    """One forward of the busiest stage for a micro-batch of `decode_seqs` decoding sequences at
-    `context` tokens plus `prefill_tokens` prompt tokens of `prefill_seqs` sequences (None: one
-    per DP group) attending to `prefill_context` on average (counts for the whole instance, all
-    DP groups). Broadcasts over every argument. The fused-MoE overhead calibrated on kernel
+    """One forward of the busiest stage for a micro-batch of `decode_seqs` whole decoding
+    sequences at `context` tokens plus `prefill_tokens` prompt tokens of `prefill_seqs` requests
+    (None: one request, a chunk) attending to `prefill_context` on average. Counts are for the
+    whole instance (all DP groups); the busiest group's share is taken in whole requests
+    (`StepLoad.of`). Broadcasts over every argument. The fused-MoE overhead calibrated on kernel
     tables (`layers.moe_overhead_s`) is not added: see its docstring."""
+    return stage_forward_load(a, d, env, StepLoad.of(d, decode_seqs, prefill_tokens, prefill_seqs),
+                              context, prefill_context)
+
+
+def stage_forward_load(a: ArchArrays, d: DeployArrays, env: Env, load: StepLoad, context,
+                       prefill_context) -> StageTime:
+    """`stage_forward` for a step given as a `StepLoad`."""
     layers, dense_layers, moe_layers = _stage_layers(a, d)
-    tokens = decode_seqs + prefill_tokens
-    shape = np.broadcast_shapes(np.shape(tokens), np.shape(prefill_context), a.hidden.shape)
+    shape = np.broadcast_shapes(np.shape(load.group_tokens), np.shape(load.instance_tokens),
+                                np.shape(prefill_context), a.hidden.shape)
     gemms = GemmList(shape)
-    attention_gemms(gemms, a, d, decode_seqs, prefill_tokens, layers)
-    ffn_gemms(gemms, a, d, tokens, dense_layers, moe_layers)
-    lm_head_gemm(gemms, a, d, decode_seqs, prefill_tokens)
+    attention_gemms(gemms, a, d, load, layers)
+    ffn_gemms(gemms, a, d, load, dense_layers, moe_layers)
+    lm_head_gemm(gemms, a, d, load)
     gemm_s = sum(gemms.times_s(env).values())
-    attention_s = layers * (decode_attention_s(a, d, env, decode_seqs, context)
-                            + prefill_attention_s(a, d, env, prefill_tokens, prefill_context,
-                                                  prefill_seqs))
+    attention_s = layers * (
+        decode_attention_s(a, d, env, load.group_decode_seqs, context)
+        + prefill_attention_s(a, d, env, load.group_prefill_tokens, prefill_context,
+                              load.group_prefill_seqs))
     return StageTime(
         gemm_s=gemm_s, attention_s=attention_s,
-        communication_s=_communication_s(a, d, env, tokens, dense_layers, moe_layers, layers),
-        other_s=_other_s(a, d, env, tokens, layers, dense_layers),
+        communication_s=_communication_s(a, d, env, load, dense_layers, moe_layers, layers),
+        other_s=_other_s(a, d, env, load, layers, dense_layers),
     )
 
 
+def micro_batch_seqs(concurrency, d: DeployArrays):
+    """⌈c/PP⌉: whole sequences in the busiest of the PP micro-batches in flight."""
+    return busiest_group_seqs(concurrency, d.pp)
+
+
 def _prefill_tokens(concurrency, d, isl_tokens, osl_tokens, chunk_tokens):
-    """(prompt tokens each step must absorb in steady state, tokens of one prefill chunk)."""
+    """(prompt tokens each step must absorb in steady state, tokens of one prefill chunk): every
+    request's ISL tokens are prefilled once per OSL generated tokens (an average rate over steps,
+    not a count of requests)."""
     chunk = isl_tokens / np.ceil(isl_tokens / chunk_tokens)
     return concurrency / d.pp * isl_tokens / osl_tokens, chunk
 
 
 def _forward_args(concurrency, d, isl_tokens, osl_tokens, chunk_tokens):
-    """Arguments of stage_forward for (a) a decode-only step and (b) the same step carrying
-    prompt tokens: one chunk, or all the step's share when that is more than a chunk. Stacked on a
-    new leading axis so numpy's per-call cost is paid once."""
-    micro = concurrency / d.pp
+    """Arguments of stage_forward for (a) a decode-only step, (b) the same step carrying prompt
+    tokens: one chunk, or all the step's share when that is more than a chunk, and (c) a step
+    that prefills one chunk of a newly arrived request beside the other c − 1 sequences (its
+    TTFT). Stacked on a new leading axis so numpy's per-call cost is paid once."""
+    micro = micro_batch_seqs(concurrency, d)
+    others = micro_batch_seqs(np.maximum(concurrency - 1.0, 0.0), d)
     per_step, chunk = _prefill_tokens(concurrency, d, isl_tokens, osl_tokens, chunk_tokens)
-    shape = np.broadcast_shapes(np.shape(concurrency), d.pp.shape)
-    decode_seqs = np.broadcast_to(micro, shape)
-    prefill = np.stack([np.zeros(shape), np.broadcast_to(np.maximum(per_step, chunk), shape)])
+    shape = np.broadcast_shapes(np.shape(concurrency), d.pp.shape, d.dp.shape)
+    full = lambda v: np.broadcast_to(v, shape)  # noqa: E731
+    decode_seqs = np.stack([full(micro), full(micro), full(others)])
+    prefill = np.stack([np.zeros(shape), full(np.maximum(per_step, chunk)), full(chunk)])
     # a chunk belongs to one request; a larger share is whole prompts of share/ISL requests
     prefill_seqs = np.maximum(prefill / isl_tokens, np.minimum(prefill, 1.0))
-    return np.stack([decode_seqs, decode_seqs]), isl_tokens + osl_tokens / 2.0, prefill, \
-        isl_tokens / 2.0, prefill_seqs
+    return decode_seqs, isl_tokens + osl_tokens / 2.0, prefill, isl_tokens / 2.0, prefill_seqs
+
+
+def chunk_step_frac(concurrency, d: DeployArrays, isl_tokens, osl_tokens, chunk_tokens):
+    """Share of steps that carry a prefill chunk when each step's prompt share p is below a
+    chunk: each DP group's requests need one every chunk/p_g steps (p_g its ⌈c/dp⌉ requests'
+    share) and the groups step together, so a step carries at least one chunk with probability
+    1 − (1 − p_g/chunk)^g over the g = min(dp, c) groups that hold requests (independent
+    arrivals); 1 once p reaches a chunk."""
+    group_per_step, chunk = _prefill_tokens(busiest_group_seqs(concurrency, d.dp), d, isl_tokens,
+                                            osl_tokens, chunk_tokens)
+    per_group = np.minimum(group_per_step / chunk, 1.0)
+    return 1.0 - (1.0 - per_group) ** np.minimum(d.dp, concurrency)
 
 
 def serving_times(a, d, env: Env, concurrency, isl_tokens, osl_tokens, chunk_tokens):
-    """(TPOT as a StageTime breakdown, TTFT in s) of aggregated serving at `concurrency`.
+    """(TPOT as a StageTime breakdown, steady-state TTFT in s) of aggregated serving at
+    `concurrency` whole requests.
 
     In steady state every step must absorb p = micro·ISL/OSL prompt tokens. When p is less than a
     chunk, the engine runs a chunk (≤ `chunk_tokens`, batched with the decode micro-batch; it
-    reads each weight and MoE expert once) every chunk/p steps: TPOT = A + (p/chunk)·(B − A),
-    A the decode step, B the step with a chunk. Otherwise every step carries its p prompt tokens:
-    TPOT = B with p tokens. All × PP.
-    TTFT = (m + S − 1) steps carrying a chunk + half a step of waiting for the one in progress."""
-    both = stage_forward(a, d, env, *_forward_args(concurrency, d, isl_tokens, osl_tokens,
-                                                    chunk_tokens))
+    reads each weight and MoE expert once) in a share s of the steps (`chunk_step_frac`):
+    TPOT = A + s·(B − A), A the decode step, B the step with a chunk. Otherwise every step
+    carries its p prompt tokens: TPOT = B with p tokens. All × PP, with ⌈c/PP⌉ sequences in the
+    busiest micro-batch and ⌈·/DP⌉ of them in its busiest attention group.
+    Steady-state TTFT of one request: its m chunks through S stages, (m + S − 1) steps that each
+    carry one chunk beside the other c − 1 sequences, plus half a decode step of waiting for the
+    step in progress when other sequences are running (none at c = 1). It does not depend on
+    OSL: the other requests' prompt share is what TPOT pays."""
+    three = stage_forward(a, d, env, *_forward_args(concurrency, d, isl_tokens, osl_tokens,
+                                                     chunk_tokens))
     per_step, chunk = _prefill_tokens(concurrency, d, isl_tokens, osl_tokens, chunk_tokens)
-    share = np.minimum(per_step / chunk, 1.0)
-    decode = both.part(0).plus(both.part(1).minus(both.part(0)), share).scaled(d.pp)
+    share = np.where(per_step >= chunk, 1.0,
+                     chunk_step_frac(concurrency, d, isl_tokens, osl_tokens, chunk_tokens))
+    decode = three.part(0).plus(three.part(1).minus(three.part(0)), share).scaled(d.pp)
     chunks = np.ceil(isl_tokens / chunk_tokens)
-    ttft = (chunks + d.pp - 1.0) * both.part(1).total_s + decode.total_s / (2.0 * d.pp)
+    waiting = np.where(np.asarray(concurrency) > 1.0, decode.total_s / (2.0 * d.pp), 0.0)
+    ttft = (chunks + d.pp - 1.0) * three.part(2).total_s + waiting
     return decode, ttft

@@ -173,7 +173,7 @@ def predicted_s(data: MeasuredAttention, hw: HardwareSpec, eff: Efficiency) -> n
         a, d, sub = arch.take(rows), _take(deploy, rows), data.subset(rows)
         if data.phase == "prefill":
             out[rows] = prefill_attention_s(a, d, env, sub.batch * sub.tokens,
-                                            (sub.tokens + 1) / 2, sequences=sub.batch)
+                                            (sub.tokens + 1) / 2, seqs=sub.batch)
         else:
             out[rows] = decode_attention_s(a, d, env, sub.batch, sub.tokens)
     return out

@@ -26,6 +26,7 @@ from cost_model.efficiency import Efficiency
 from cost_model.errors import ConfigError
 from cost_model.hardware import HardwareSpec
 from cost_model.layers import GemmList, ffn_gemms, moe_overhead_s
+from cost_model.step_load import StepLoad
 from cost_model.precision import get_precision
 from cost_model.units import MS_PER_S, US_PER_S
 from search.calibration import (
@@ -176,7 +177,7 @@ def predicted_s(data: MeasuredMoe, hw: HardwareSpec, eff: Efficiency) -> np.ndar
     env = Env(hw=hw, eff=eff, linear=get_precision(data.dtype), kv=get_precision("bf16"),
               high=get_precision("bf16"))
     gemms = GemmList(shape=(len(data),))
-    ffn_gemms(gemms, a, d, data.tokens, 0.0, 1.0)
+    ffn_gemms(gemms, a, d, StepLoad.single_group(data.tokens), 0.0, 1.0)
     times = gemms.times_s(env)
     return times["moe/experts_up"] + times["moe/experts_down"] + moe_overhead_s(
         a, d, env, data.tokens)

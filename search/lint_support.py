@@ -23,6 +23,7 @@ from cost_model.evaluate import deployment_violations, evaluate_points
 from cost_model.gemm import gemm_cost
 from cost_model.hardware import HardwareSpec
 from cost_model.layers import GemmList, attention_gemms, ffn_gemms
+from cost_model.step_load import StepLoad
 from cost_model.params import count_params
 from cost_model.precision import Precision, get_precision
 from cost_model.units import MS_PER_S
@@ -147,8 +148,8 @@ def model_gemms(arch: Architecture, dep: Deployment) -> list[Gemm]:
     """The per-layer GEMMs `cost_model.layers` runs for `arch` deployed as `dep`."""
     a, d = ArchArrays.from_architectures([arch]), DeployArrays.from_deployments([dep])
     g = GemmList((1, 1))
-    attention_gemms(g, a, d, 1.0, 1.0, 1.0)
-    ffn_gemms(g, a, d, 1.0, a.dense_layers, a.moe_layers)
+    attention_gemms(g, a, d, StepLoad.single_group(2.0, decode_seqs=1.0), 1.0)
+    ffn_gemms(g, a, d, StepLoad.single_group(1.0), a.dense_layers, a.moe_layers)
     scalar = lambda x: float(np.asarray(x).reshape(-1)[0])  # noqa: E731
     return [Gemm(name, scalar(n), scalar(k), high) for name, (_, n, k, _, count), high
             in zip(g.names, g.dims, g.high) if min(scalar(n), scalar(k), scalar(count)) > 0]

@@ -17,6 +17,7 @@ from cost_model.layers import (
     touched_expert_frac,
 )
 from cost_model.step import bubble_frac, stage_forward
+from cost_model.step_load import StepLoad
 
 H200 = get_hardware("h200")
 CHAT = Workload(isl_tokens=1024, osl_tokens=1024)
@@ -170,9 +171,9 @@ def test_gemms_no_candidate_runs_take_no_time(load_model):
     a, d = ArchArrays.from_architectures([llama]), DeployArrays.from_deployments([Deployment()])
     env = Env.create(H200, "fp8", "fp8")
     gemms = GemmList((1, 1))
-    tokens = np.array([[64.0]])
-    attention_gemms(gemms, a, d, tokens, 0.0, a.layers)
-    ffn_gemms(gemms, a, d, tokens, a.dense_layers, a.moe_layers)
+    load = StepLoad.single_group(np.array([[64.0]]))
+    attention_gemms(gemms, a, d, load, a.layers)
+    ffn_gemms(gemms, a, d, load, a.dense_layers, a.moe_layers)
     times = gemms.times_s(env)
     assert {name for name, t in times.items() if np.any(t > 0)} == \
         {"attention/qkv", "attention/o", "mlp/up", "mlp/down"}
@@ -207,3 +208,61 @@ def test_fused_moe_overhead_is_calibrated_and_not_in_step_times(load_model):
     assert overhead[0, 0] > env.eff.moe_fixed_overhead_s > 0 and overhead[1, 0] == 0
     step = stage_forward(a, d, env, tokens, 1024.0, 0.0, 512.0)
     assert step.other_s[0, 0] < models[0].num_moe_layers * overhead[0, 0]
+
+
+def test_chunk_step_share_over_dp_groups():
+    """c = 3 over dp = 2 (the busiest group holds ⌈3/2⌉ = 2), ISL = OSL = 1024, one 1,024-token
+    chunk: each group's step share p_g = 2 · 1024/1024 = 2 tokens, q = 2/1024; the two groups
+    step together: s = 1 − (1 − 2/1024)² = 0.0039024 (dp = 1 at c = 2: q = 2/1024 = 0.0019531).
+    At c = 1 only one group holds a request: s = 1/1024."""
+    from cost_model.step import chunk_step_frac
+
+    two = DeployArrays.from_deployments([Deployment(dp=2)])
+    one = DeployArrays.from_deployments([Deployment()])
+    share = lambda c, d: chunk_step_frac(c, d, 1024.0, 1024.0, 8192.0)[0, 0]  # noqa: E731
+    assert share(3.0, two) == pytest.approx(0.0039024, rel=1e-4)
+    assert share(2.0, one) == pytest.approx(2 / 1024)
+    assert share(1.0, two) == pytest.approx(1 / 1024)
+
+
+def test_ttft_is_the_requests_chunks_through_the_pipeline(load_model):
+    """Steady-state TTFT, by hand: ISL 20,000 in ⌈20000/8192⌉ = 3 chunks of 6,666.7 tokens through
+    PP = 2 stages takes (3 + 2 − 1) = 4 stage steps that carry one chunk each (attending to ISL/2
+    on average) beside the other c − 1 sequences; at c = 1 nothing else runs, so no waiting; at
+    c = 5 also half a stage step (TPOT/(2·PP)) for the step in progress."""
+    llama = load_model("Llama-3.1-8B")
+    dep = Deployment(tp=2, pp=2, precision="fp8")
+    workload = Workload(isl_tokens=20_000, osl_tokens=100)
+    a, d = ArchArrays.from_architectures([llama]), DeployArrays.from_deployments([dep])
+    env = Env.create(H200, "fp8", dep.kv_cache_precision)
+    chunk = 20_000 / 3
+    alone = stage_forward(a, d, env, 0.0, 20_050.0, chunk, 10_000.0).total_s[0, 0]
+    p1 = _points(llama, dep, workload=workload, concurrency=[1.0])
+    assert p1.ttft_s[0, 0] == pytest.approx(4 * alone, rel=1e-5)
+    beside = stage_forward(a, d, env, 2.0, 20_050.0, chunk, 10_000.0).total_s[0, 0]  # ⌈4/2⌉
+    p5 = _points(llama, dep, workload=workload, concurrency=[5.0])
+    assert p5.ttft_s[0, 0] == pytest.approx(4 * beside + p5.tpot_s[0, 0] / 4, rel=1e-5)
+
+
+def test_request_lifetime_is_never_below_the_work_of_its_steps():
+    """TTFT 0.5 s, TPOT 0.01 s: OSL 100 → max(0.5 + 99·0.01, 100·0.01) = 1.49 s; OSL 1 → max(0.5,
+    0.01) = 0.5 s; TTFT 0.001 s, OSL 1, TPOT 0.01 s (a step carrying every request's prompt) →
+    0.01 s."""
+    from cost_model.evaluate import request_lifetime_s
+
+    assert request_lifetime_s(0.5, 0.01, 100.0) == pytest.approx(1.49)
+    assert request_lifetime_s(0.5, 0.01, 1.0) == pytest.approx(0.5)
+    assert request_lifetime_s(0.001, 0.01, 1.0) == pytest.approx(0.01)
+
+
+def test_moe_imbalance_scales_the_busiest_experts_only_with_ep(load_model):
+    """Qwen3-30B-A3B, 4,096 tokens, E = 128, k = 8: M_expert = 4096·8/128 = 256 per expert; with
+    EP = 8 and δ = 0.1 the busiest GPU's experts hold 256·1.1 = 281.6 tokens; at EP = 1, 256."""
+    qwen = load_model("Qwen3-30B-A3B")
+    a = ArchArrays.from_architectures([qwen, qwen])
+    d = DeployArrays.from_deployments([Deployment(ep=8, dp=8, moe_imbalance_frac=0.1),
+                                       Deployment(moe_imbalance_frac=0.1)])
+    gemms = GemmList((2, 1))
+    ffn_gemms(gemms, a, d, StepLoad.single_group(np.full((2, 1), 4096.0)), 0.0, 1.0)
+    m_expert = gemms.dims[gemms.names.index("moe/experts_up")][0]
+    assert m_expert.reshape(-1) == pytest.approx([281.6, 256.0], rel=1e-9)
