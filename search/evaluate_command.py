@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +11,7 @@ import numpy as np
 from cost_model.architecture import Architecture
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.deployment import Deployment, make_deployment, make_workload
+from cost_model.errors import ConfigError
 from cost_model.evaluate import OperatingPoints, evaluate_points, validate_deployment
 from cost_model.hardware import HardwareSpec, get_hardware
 from cost_model.hf_config import load_architecture
@@ -116,7 +118,26 @@ def _write_plot(args: argparse.Namespace, doc: dict | None = None) -> None:
         write_model_frontier_plot(doc, Path(args.plot), tuple(args.window), not args.linear_x)
 
 
+def check_concurrency(values: list[int] | None) -> None:
+    for concurrency in values or []:
+        if concurrency < 1:
+            raise ConfigError(f"`--concurrency` must be whole requests >= 1; got {concurrency}")
+
+
+def check_window(window: tuple[float, float]) -> None:
+    """The frontier area's interactivity window: finite, 0 < LO < HI (tokens/s/user)."""
+    lo, hi = window
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise ConfigError(f"`--window` must be finite numbers; got {lo:g} {hi:g}")
+    if lo <= 0:
+        raise ConfigError(f"`--window` LO ({lo:g}) must be > 0 (tokens/s/user)")
+    if lo >= hi:
+        raise ConfigError(f"`--window` LO ({lo:g}) must be < HI ({hi:g})")
+
+
 def run_evaluate(args: argparse.Namespace) -> int:
+    check_concurrency(args.concurrency)
+    check_window(args.window)
     if args.plot is not None:
         _write_plot(args)
     doc = evaluate_document(args)

@@ -261,10 +261,39 @@ def export_target(output: str | Path, fmt: str) -> Path:
 
 def write_export(output: str | Path, target: Path, document: dict) -> Path:
     """Write an export to `target` (`export_target(output, …)`), creating a new folder that
-    `output` names only now, when the document exists."""
-    if names_new_folder(output):
-        target.parent.mkdir(parents=True, exist_ok=True)
-    return write_json(target, document)
+    `output` names only now, when the document exists; if the write fails, the folders made
+    for it are removed again."""
+    if not names_new_folder(output):
+        return write_json(target, document)
+    created = make_folders(target.parent, output)
+    try:
+        return write_json(target, document)
+    except BaseException:
+        remove_folders(created)
+        raise
+
+
+def make_folders(folder: Path, output: str | Path) -> list[Path]:
+    """Create `folder` and its missing parents; return the ones created, outermost first. On
+    an error, nothing is left created and the error names `-o`."""
+    missing = [f for f in (folder, *folder.parents) if not f.exists()][::-1]
+    created: list[Path] = []
+    try:
+        for path in missing:
+            path.mkdir()
+            created.append(path)
+    except OSError as exc:
+        remove_folders(created)
+        raise ExportError(f"`-o` ({output}) cannot be created: {exc.strerror or exc}") from None
+    return created
+
+
+def remove_folders(created: list[Path]) -> None:
+    for path in reversed(created):
+        try:
+            path.rmdir()
+        except OSError:  # no longer empty: someone else's files are there now
+            return
 
 
 def export_document(spec: StudySpec, trial: FrozenTrial, cand: Candidate, fmt: str) -> dict:

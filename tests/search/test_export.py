@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+import search.export
 from cost_model.hf_config import architecture_from_json_dict, load_architecture
 from cost_model.params import count_params
 from search.cli import main
@@ -210,4 +211,22 @@ def test_new_folder_is_not_made_when_the_export_fails(study, tmp_path, capsys):
                        f"{tmp_path / 'out'}/"], "`TRIAL` (4242)")
     bad_input(capsys, ["export", str(study), "0", "--format", "vllm", "-o",
                        f"{tmp_path / 'out'}/"], "`-o`", "directory")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("folder", ["/proc/archscout-newdir/", "/proc/archscout-newdir/sub/"])
+def test_uncreatable_new_folder_is_one_line(study, best, capsys, folder):
+    bad_input(capsys, ["export", str(study), str(best["trial"]), "--format", "hf", "-o", folder],
+              "`-o`", folder, "cannot be created")
+    assert not Path(folder).exists()
+
+
+def test_new_folders_are_removed_when_the_write_fails(study, best, tmp_path, capsys,
+                                                      monkeypatch):
+    def full_disk(path, document):
+        raise ExportError(f"`-o` ({path}) cannot be written: No space left on device")
+
+    monkeypatch.setattr(search.export, "write_json", full_disk)
+    bad_input(capsys, ["export", str(study), str(best["trial"]), "--format", "hf", "-o",
+                       f"{tmp_path / 'a' / 'b'}/"], "No space left on device")
     assert list(tmp_path.iterdir()) == []

@@ -5,6 +5,7 @@ fails validation writes nothing."""
 
 import copy
 import json
+import math
 import tomllib
 from pathlib import Path
 
@@ -85,6 +86,10 @@ def test_mutated_model_configs_load_or_fail_cleanly(doc):
 
 
 def _toml_value(value) -> str:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # TOML's inf, -inf, nan
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     return json.dumps(value) if not isinstance(value, dict) else "{ " + ", ".join(
         f"{json.dumps(str(k))} = {_toml_value(v)}" for k, v in value.items()) + " }"
 
@@ -138,3 +143,59 @@ def test_random_text_as_a_study_file(tmp_path_factory, capsys, text):
     path.write_text(text)
     assert main(["pareto", str(path)]) == 2
     _one_line_error(capsys, 2)
+
+
+# ---- bad inputs found by hand (issues 13 and 17): each exits 2 with one line, writes nothing ---
+
+QUICKSTART_DOC = tomllib.loads((REPO / "studies" / "quickstart.toml").read_text())
+LLAMA = str(MODEL_CONFIGS / "Llama-3.1-8B.json")
+INF = float("inf")
+
+
+def _quickstart_with(dotted: str, value) -> dict:
+    doc = copy.deepcopy(QUICKSTART_DOC)
+    *parents, key = dotted.split(".")
+    table = doc
+    for name in parents:
+        table = table[name]
+    table[key] = value
+    return doc
+
+
+@pytest.mark.parametrize("field, value, fragment", [
+    ("constraints.aspect_ratio_min", 300, "`aspect_ratio_min` (300.0) must be <= "),
+    ("space.tp", {"value": -1}, "`space.tp`: every option must be an integer >= 1; got -1"),
+    ("space.num_layers", {"min": -8, "max": 32, "step": 2}, "`space.num_layers`: every option"),
+    ("space.hidden_size", {"value": 0}, "`space.hidden_size`: every option"),
+    ("space.tp", 0, "`space.tp`: a dimension is a table, not 0"),
+    ("space.num_layers", 0, "`space.num_layers`: a dimension is a table, not 0"),
+    ("budget.total_params", INF, "`budget.total_params` (inf): Input should be a finite number"),
+    ("workload.interactivity_max", INF, "`workload.interactivity_max` (inf)"),
+], ids=["aspect-ratio-band", "tp-negative", "layers-negative", "hidden-zero", "tp-bare-zero",
+        "layers-bare-zero", "budget-inf", "window-inf"])
+def test_known_bad_studies_exit_2_before_writing(tmp_path, capsys, field, value, fragment):
+    path = tmp_path / "study.toml"
+    path.write_text(_to_toml(_quickstart_with(field, value)))
+    assert main(["search", str(path), "--trials", "16", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and fragment in err, err
+    assert [p.name for p in tmp_path.iterdir()] == ["study.toml"]  # no journal, no out/
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--concurrency", "-4"], "`--concurrency` must be whole requests >= 1; got -4"),
+    (["--concurrency", "0"], "`--concurrency` must be whole requests >= 1; got 0"),
+    (["--concurrency", "1", "64", "0"], "got 0"),
+    (["--window", "1000", "10"], "`--window` LO (1000) must be < HI (10)"),
+    (["--window", "0", "10"], "`--window` LO (0) must be > 0"),
+    (["--window", "nan", "10"], "`--window` must be finite numbers; got nan 10"),
+    (["--window", "10", "inf"], "`--window` must be finite numbers; got 10 inf"),
+], ids=["concurrency-negative", "concurrency-zero", "concurrency-one-zero", "window-reversed",
+        "window-zero", "window-nan", "window-inf"])
+def test_known_bad_evaluate_options_exit_2_before_writing(tmp_path, capsys, argv, fragment):
+    plot = tmp_path / "frontier.png"
+    code = main(["evaluate", LLAMA, "--hardware", "h200", "--plot", str(plot), *argv])
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and fragment in err, err
+    assert not any(tmp_path.iterdir())

@@ -1,0 +1,94 @@
+"""`main(argv)` itself: `--version`, Ctrl-C, options every command shares, and every package's
+error base reported as one line with exit code 2 (DESIGN: exit codes)."""
+
+import importlib.metadata
+import re
+from pathlib import Path
+
+import pytest
+
+import search.runner
+from constraints import ConstraintError
+from cost_model.errors import ConfigError
+from search import cli
+from search.cli import EXIT_BAD_INPUT, EXIT_INTERRUPTED, main
+from search.spec import load_spec
+from search.study_commands import load_study, open_storage
+
+from tests.search.test_inspect import QUICKSTART
+
+
+def _study(folder: Path, trials: int = 64, batch_size: int = 16) -> Path:
+    text = QUICKSTART.read_text(encoding="utf-8")
+    text = re.sub(r"(?m)^trials = \d+", f"trials = {trials}", text)
+    text = re.sub(r"(?m)^batch_size = \d+", f"batch_size = {batch_size}", text)
+    path = folder / "small.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _one_line(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "Traceback" not in err
+    return err
+
+
+def _trial_numbers(path: Path) -> list[int]:
+    spec = load_spec(path)
+    handle = open_storage(path, spec, None, shared=True)
+    try:
+        return [t.number for t in load_study(spec, handle).get_trials(deepcopy=False)]
+    finally:
+        handle.close()
+
+
+def test_version_prints_the_package_version(capsys):
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == \
+        f"archscout {importlib.metadata.version('archscout')}"
+
+
+def test_help_returns_instead_of_exiting(capsys):
+    assert main(["--help"]) == 0
+    assert "usage: archscout" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("seed", ["-1", str(2**40), "seven"])
+def test_search_seed_out_of_range_is_one_line(tmp_path, capsys, seed):
+    path = _study(tmp_path)
+    assert main(["search", str(path), "--seed", seed, "--no-progress"]) == EXIT_BAD_INPUT
+    assert "--seed" in _one_line(capsys)
+    assert not (tmp_path / "out").exists()  # nothing written
+
+
+def test_ctrl_c_is_one_line_exit_130_and_the_run_resumes(tmp_path, capsys, monkeypatch):
+    """Interrupted in its third batch, the search keeps the two finished ones (16 trials
+    each); the same command then completes the study with no trial lost or repeated."""
+    path = _study(tmp_path)
+    real, calls = search.runner.evaluate_batch, []
+
+    def interrupted_third_batch(spec, cands):
+        calls.append(len(cands))
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(spec, cands)
+
+    monkeypatch.setattr(search.runner, "evaluate_batch", interrupted_third_batch)
+    assert main(["search", str(path), "--no-progress"]) == EXIT_INTERRUPTED
+    assert "interrupted" in _one_line(capsys)
+    assert len(_trial_numbers(path)) == 32
+    monkeypatch.undo()
+    assert main(["search", str(path), "--no-progress"]) == 0
+    assert _trial_numbers(path) == list(range(64))
+
+
+@pytest.mark.parametrize("error", [ConstraintError, ConfigError],
+                         ids=["constraints", "cost_model"])
+def test_every_package_error_base_is_one_line_exit_2(capsys, monkeypatch, error):
+    def fails(args):
+        raise error("`field` (3) must be even")
+
+    monkeypatch.setattr(cli.cost_commands, "run_hardware", fails)
+    assert main(["hardware"]) == EXIT_BAD_INPUT
+    assert _one_line(capsys) == "archscout: error: `field` (3) must be even"
