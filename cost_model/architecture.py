@@ -180,6 +180,43 @@ class Architecture(BaseModel):
     def num_dense_layers(self) -> int:
         return self.num_layers - self.num_moe_layers
 
+    # ---- identity ----------------------------------------------------------------------------
+    @property
+    def design_key(self) -> tuple[tuple[str, Any], ...]:
+        """The design as (field, value) pairs: every field but the labels `name` and `family`,
+        with the values no layer uses normalized, so two architectures share a key iff they are
+        the same model. Normalized: the dense `intermediate_size` when no layer is dense (an MoE
+        whose every layer is MoE), and `layer_types` naming every layer sliding (= None). Expert
+        fields of a dense model and the shared-expert width without shared experts are already
+        0 by the validators."""
+        fields = self.model_dump(exclude={"name", "family"})
+        if self.num_dense_layers == 0:
+            fields["intermediate_size"] = 0
+        if self.layer_types is not None and self.num_sliding_layers == self.num_layers:
+            fields["layer_types"] = None
+        return tuple(fields.items())
+
+
+def design_name(arch: Architecture, show_vocab: bool = False) -> str:
+    """A short name of the shape that names every field a searched design varies in and none it
+    does not use: `H{hidden}-L{layers}-A{q heads}x{head dim}kv{kv heads}`, then
+    `-E{experts}k{top-k}x{expert width}s{shared experts}` for an MoE, then the dense MLPs:
+    `-F{width}` when every layer is dense, `-F{dense layers}x{width}` for an MoE's dense layers
+    (none: nothing), and `-V{vocab}` when `show_vocab` (a study that searches the vocabulary)."""
+    a = arch
+    name = (f"H{a.hidden_size}-L{a.num_layers}-A{a.num_attention_heads}x{a.head_dim}"
+            f"kv{a.num_kv_heads}")
+    if a.is_moe:
+        name += (f"-E{a.num_experts}k{a.experts_per_token}x{a.moe_intermediate_size}"
+                 f"s{a.num_shared_experts}")
+        if a.num_dense_layers:
+            name += f"-F{a.num_dense_layers}x{a.intermediate_size}"
+    else:
+        name += f"-F{a.intermediate_size}"
+    if show_vocab:
+        name += f"-V{a.vocab_size}"
+    return name
+
 
 def periodic_layer_types(num_layers: int, full_attention_period: int) -> tuple[LayerType, ...]:
     """Sliding layers with every `full_attention_period`-th layer full (Gemma-2, gpt-oss: 2)."""

@@ -133,14 +133,17 @@ def _outcome(spec: StudySpec, cand: Candidate, scores: ServingScores, i: int,
 
 # Outcomes of recently scored candidates: NSGA-II proposes the same design again and again (2,000
 # quickstart trials hold ~650 distinct feasible designs), and an outcome is a deterministic
-# function of the study and the design, so a repeat is copied instead of scored.
+# function of the study and the design, so a repeat is copied instead of scored. A design is its
+# `design_key` and deployment: params that differ only in a field the model does not use (the
+# dense width of an MoE without dense layers) are one design.
 MEMO_CANDIDATES = 8192  # ~3 KB each
 _memo: OrderedDict[tuple, Outcome] = OrderedDict()
 
 
-def _copy(outcome: Outcome) -> Outcome:
+def _copy(outcome: Outcome, cand: Candidate) -> Outcome:
+    """A caller's own copy of a memo entry, labelled with `cand`'s name."""
     return Outcome(None if outcome.values is None else list(outcome.values),
-                   dict(outcome.constraints), dict(outcome.attrs))
+                   dict(outcome.constraints), {**outcome.attrs, "architecture": cand.arch.name})
 
 
 def evaluate_batch(spec: StudySpec, cands: Sequence[Candidate]) -> list[Outcome]:
@@ -148,11 +151,11 @@ def evaluate_batch(spec: StudySpec, cands: Sequence[Candidate]) -> list[Outcome]
     scored before for the same study (this process, the `MEMO_CANDIDATES` most recently scored)
     are copied."""
     study = spec.model_dump_json()
-    keys = [(study, c.arch, c.deployment) if c.valid else None for c in cands]
+    keys = [(study, c.arch.design_key, c.deployment) if c.valid else None for c in cands]
     new = {key: cand for key, cand in zip(keys, cands) if key is not None and key not in _memo}
     for key, outcome in zip(new, score_batch(spec, list(new.values()))):
         _memo[key] = outcome
-    outcomes = [_copy(_memo[key]) if key is not None else score_batch(spec, [cand])[0]
+    outcomes = [_copy(_memo[key], cand) if key is not None else score_batch(spec, [cand])[0]
                 for key, cand in zip(keys, cands)]
     while len(_memo) > MEMO_CANDIDATES:  # only now: this batch's hits may be the oldest
         _memo.popitem(last=False)

@@ -29,6 +29,7 @@ from search.runner import NoFeasibleError
 from search.space import Candidate, build_candidate, complete_params
 from search.spec import StudySpec, load_spec
 from search.study_commands import load_study, open_for_reading
+from search.study_record import recorded_spec
 from search.tables import format_table, print_json
 
 
@@ -38,10 +39,13 @@ class TrialError(ConfigError):
 
 @contextmanager
 def opened_study(args: argparse.Namespace) -> Iterator[tuple[StudySpec, optuna.Study]]:
+    """The study and the spec it ran with (its stored record; a note on stderr when the file
+    `args.study` differs), so every candidate is rebuilt as it was evaluated."""
     spec = load_spec(args.study)
     handle = open_for_reading(Path(args.study), spec, args.storage)
     try:
-        yield spec, load_study(spec, handle)
+        study = load_study(spec, handle)
+        yield recorded_spec(study, spec, str(args.study)), study
     finally:
         handle.close()
 

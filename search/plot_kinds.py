@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
-import moocore
 import numpy as np
 import optuna
 from matplotlib.transforms import Bbox
@@ -30,6 +29,7 @@ from cost_model.hardware import HardwareSpec, get_hardware
 from cost_model.layers import GemmList, attention_gemms, ffn_gemms, lm_head_gemm
 from cost_model.precision import get_precision
 from cost_model.units import TERA
+from search.convergence import HV_REFERENCE, feasible_trial, hypervolume, normalized
 from search.evaluate_command import BREAKDOWN_PARTS
 from search.evaluation import hard_constraints, score_valid
 from search.export import ExportError, time_breakdown
@@ -296,7 +296,6 @@ def roofline_figure(spec: StudySpec, trial: int, cand: Candidate):
 # ---- history ------------------------------------------------------------------------------------
 
 HISTORY_SIZE_IN = (10.0, 6.5)
-HV_REFERENCE = 1.1  # reference point in normalized objectives: the worst feasible value + 10%
 MAX_HISTORY_POINTS = 400  # hypervolume checkpoints (trials between them are drawn as steps)
 
 
@@ -310,40 +309,24 @@ class History:
     hypervolume: np.ndarray
 
 
-def _feasible(trial, hard: tuple[str, ...]) -> bool:
-    return (trial.state == TrialState.COMPLETE and trial.values is not None
-            and all(np.isfinite(trial.values))
-            and all(trial.constraints.get(n, 0.0) <= 0 for n in hard))
-
-
-def _normalized(values: np.ndarray, directions: list[str]) -> np.ndarray:
-    """Objectives mapped to [0, 1], 0 the best and 1 the worst of the final feasible set (all
-    minimized), so the history's bounds are fixed."""
-    lo, hi = values.min(axis=0), values.max(axis=0)
-    span = np.where(hi > lo, hi - lo, 1.0)
-    z = (values - lo) / span
-    maximize = np.array([d == "maximize" for d in directions])
-    return np.where(maximize, 1.0 - z, z)
-
-
 def hypervolume_history(spec: StudySpec, study: optuna.Study) -> History:
     hard = hard_constraints(spec)
     trials = sorted(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,
                                                              TrialState.FAIL)),
                     key=lambda t: t.number)
-    feasible = [t for t in trials if _feasible(t, hard)]
+    feasible = [t for t in trials if feasible_trial(t, hard)]
     numbers = np.array([t.number for t in trials], dtype=np.int64)
-    flags = np.array([_feasible(t, hard) for t in trials], dtype=np.int64)
+    flags = np.array([feasible_trial(t, hard) for t in trials], dtype=np.int64)
     directions = spec.objectives.directions
     history = History(spec.objectives.names, directions, numbers, np.cumsum(flags),
                       np.zeros(0, np.int64), np.zeros(0))
     if not feasible:
         return history
-    z = _normalized(np.array([t.values for t in feasible], dtype=float), directions)
+    z = normalized(np.array([t.values for t in feasible], dtype=float), directions)
     feasible_numbers = np.array([t.number for t in feasible])
     picks = np.unique(np.linspace(0, len(feasible) - 1, min(len(feasible), MAX_HISTORY_POINTS))
                       .round().astype(int))
-    hv = [moocore.hypervolume(z[: i + 1], ref=HV_REFERENCE) for i in picks]
+    hv = [hypervolume(z[: i + 1]) for i in picks]
     return History(history.objectives, directions, numbers, history.feasible_cumulative,
                    feasible_numbers[picks], np.array(hv))
 

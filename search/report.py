@@ -1,8 +1,19 @@
 """The Pareto set of a study, ranked by frontier area, read from its storage.
 
-Feasible, non-dominated trials (moocore on the objective values) are grouped by architecture;
-each architecture's frontier is the envelope of the operating points of every deployment
-evaluated for it, and the report says which deployment realizes each part of that envelope.
+One entry per distinct design: trials are grouped by `Architecture.design_key`, so params that
+differ only in a field the model does not use (the dense width of an MoE without dense layers)
+are one design. A design's frontier is the envelope of the operating points of every feasible
+deployment evaluated for it, and its objective values (`design_values`) are the best those
+deployments reach: the envelope's area, the loss, the lowest TTFT, the fewest GPUs. The Pareto
+set is the designs that no other design dominates in those values; each entry says which
+deployment realizes each part of its frontier.
+
+Rescoring every design's envelope would cost as much as the search's own scoring, so designs
+are first pruned with bounds from the stored trial values: a design's envelope area lies between
+its best deployment's area and the sum of its deployments' areas (the envelope's region is the
+union of theirs). A design whose optimistic values are dominated by another design's
+pessimistic ones cannot be on the front; the others are rescored in one vectorized pass and
+filtered on their exact values, so no reported entry dominates another.
 """
 
 from __future__ import annotations
@@ -15,9 +26,16 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from cost_model.frontier import frontier_area, pareto_mask
-from search.evaluation import hard_constraints, score_valid, trial_details, window
-from search.space import DEPLOYMENT_PARAMS, Candidate, build_candidate, complete_params
+from objectives.serving import ServingScores
+from search.convergence import bounds_reached, convergence
+from search.evaluation import (
+    UNREACHED_TTFT_MS, hard_constraints, score_valid, trial_details, window,
+)
+from search.space import Candidate, build_candidate, complete_params
 from search.spec import StudySpec
+from search.study_record import recorded_spec
+
+AREA = "frontier_area"
 
 
 @dataclass(frozen=True)
@@ -29,9 +47,13 @@ class Record:
     feasible: bool
 
     @property
-    def arch_key(self) -> tuple:
-        params = self.candidate.params
-        return tuple(sorted((k, v) for k, v in params.items() if k not in DEPLOYMENT_PARAMS))
+    def arch_key(self) -> tuple | None:
+        """The design (`Architecture.design_key`); None for a shape that is not a model."""
+        return self.candidate.arch.design_key if self.candidate.valid else None
+
+    @property
+    def area(self) -> float:
+        return float(self.trial.user_attrs.get(AREA, 0.0))
 
 
 def load_records(spec: StudySpec, study: optuna.Study) -> list[Record]:
@@ -44,9 +66,14 @@ def load_records(spec: StudySpec, study: optuna.Study) -> list[Record]:
     return records
 
 
+def _usable(records: list[Record]) -> list[Record]:
+    return [r for r in records if r.feasible and r.candidate.valid]
+
+
 def pareto_records(spec: StudySpec, records: list[Record]) -> list[Record]:
-    """Feasible records not dominated in the study's objectives."""
-    feasible = [r for r in records if r.feasible and r.candidate.valid]
+    """Feasible trials not dominated in the study's objectives (trial by trial, as the sampler
+    sees them; the report's entries are designs, `pareto_items`)."""
+    feasible = _usable(records)
     if not feasible:
         return []
     values = np.array([r.trial.values for r in feasible], dtype=float)
@@ -55,25 +82,97 @@ def pareto_records(spec: StudySpec, records: list[Record]) -> list[Record]:
     return [r for r, k in zip(feasible, keep) if k]
 
 
-def _envelope(spec: StudySpec, group: list[Record]) -> dict:
-    """The frontier of one architecture over the deployments evaluated for it."""
-    unique = {tuple(sorted(r.candidate.params.items())): r for r in group}
-    group = sorted(unique.values(), key=lambda r: r.trial.number)
-    scores = score_valid(spec, [r.candidate for r in group])
+# ---- designs ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Design:
+    """The feasible trials of one design: `records` has one per distinct deployment (the
+    earliest trial of each), `trials` counts every trial, repeats and twins included."""
+
+    records: list[Record]
+    trials: int
+
+    @property
+    def best(self) -> Record:
+        """The trial whose own deployment has the largest frontier area."""
+        return max(self.records, key=lambda r: (r.area, -r.trial.number))
+
+
+def group_designs(records: list[Record]) -> list[Design]:
+    """Feasible, valid records by design, in order of first appearance."""
+    by_key: dict[tuple, dict] = {}
+    counts: dict[tuple, int] = {}
+    for r in sorted(_usable(records), key=lambda rec: rec.trial.number):
+        by_key.setdefault(r.arch_key, {}).setdefault(r.candidate.deployment, r)
+        counts[r.arch_key] = counts.get(r.arch_key, 0) + 1
+    return [Design(list(deps.values()), counts[key]) for key, deps in by_key.items()]
+
+
+def _minimized(spec: StudySpec, values: np.ndarray) -> np.ndarray:
+    """(n, objectives) values with maximized objectives negated, so that less is better."""
+    sign = np.array([-1.0 if d == "maximize" else 1.0 for d in spec.objectives.directions])
+    return values * sign
+
+
+def _stored_bounds(spec: StudySpec, design: Design) -> tuple[list[float], list[float]]:
+    """(pessimistic, optimistic) objective values of a design from its stored trial values."""
+    values = np.array([r.trial.values for r in design.records], dtype=float)
+    low, high = [], []
+    for j, (name, direction) in enumerate(zip(spec.objectives.names, spec.objectives.directions)):
+        column = values[:, j]
+        best = column.max() if direction == "maximize" else column.min()
+        low.append(best)
+        high.append(column.sum() if name == AREA else best)
+    return low, high
+
+
+def _may_be_optimal(spec: StudySpec, designs: list[Design]) -> list[Design]:
+    """Designs whose optimistic values no design's pessimistic values dominate."""
+    bounds = [_stored_bounds(spec, d) for d in designs]
+    pessimistic = _minimized(spec, np.array([b[0] for b in bounds], dtype=float))
+    optimistic = _minimized(spec, np.array([b[1] for b in bounds], dtype=float))
+    front = pessimistic[moocore.is_nondominated(pessimistic, keep_weakly=True)]
+    no_worse = np.all(front[None, :, :] <= optimistic[:, None, :], axis=2)
+    better = np.any(front[None, :, :] < optimistic[:, None, :], axis=2)
+    dominated = np.any(no_worse & better, axis=1)
+    return [d for d, out in zip(designs, dominated) if not out]
+
+
+# ---- a design's frontier, rescored --------------------------------------------------------------
+
+
+def _deployment_label(r: Record) -> str:
+    return r.trial.user_attrs.get("deployment", "")
+
+
+def _envelope(spec: StudySpec, design: Design, scores: ServingScores, rows: slice) -> dict:
+    """The frontier of one design over its deployments (`rows` of `scores`)."""
     p = scores.points
-    y = np.where(p.fits_memory, p.tokens_per_s_per_gpu, np.nan)
-    x, y = p.tokens_per_s_per_user.reshape(1, -1), y.reshape(1, -1)
+    y = np.where(p.fits_memory[rows], p.tokens_per_s_per_gpu[rows], np.nan).reshape(1, -1)
+    x = p.tokens_per_s_per_user[rows].reshape(1, -1)
     w = window(spec)
     on_front = pareto_mask(x, y)[0]
-    owner = np.repeat(np.arange(len(group)), p.concurrency.shape[1])
-    c = p.concurrency.reshape(-1)
+    owner = np.repeat(np.arange(len(design.records)), p.concurrency.shape[1])
+    c = p.concurrency[rows].reshape(-1)
     points = sorted(
         ({"tokens_per_s_per_user": float(x[0, i]), "tokens_per_s_per_gpu": float(y[0, i]),
-          "concurrency": int(c[i]), "trial": group[owner[i]].trial.number,
-          "deployment": group[owner[i]].trial.user_attrs.get("deployment", "")}
+          "concurrency": int(c[i]), "trial": design.records[owner[i]].trial.number,
+          "deployment": _deployment_label(design.records[owner[i]])}
          for i in np.flatnonzero(on_front)), key=lambda q: q["tokens_per_s_per_user"])
-    return {"frontier_area": float(frontier_area(x, y, w.x_lo, w.x_hi, w.log_x)[0]),
-            "frontier": points}
+    return {AREA: float(frontier_area(x, y, w.x_lo, w.x_hi, w.log_x)[0]), "frontier": points}
+
+
+def _design_values(spec: StudySpec, design: Design, scores: ServingScores, rows: slice,
+                   area: float) -> dict:
+    """The best each objective reaches over the design's deployments."""
+    ttft = np.where(np.isfinite(scores.ttft_ms[rows]), scores.ttft_ms[rows], UNREACHED_TTFT_MS)
+    rescored = {AREA: area, "ttft_ms": float(ttft.min()), "gpus": float(scores.gpus[rows].min())}
+    values = {}
+    for j, (name, direction) in enumerate(zip(spec.objectives.names, spec.objectives.directions)):
+        stored = [r.trial.values[j] for r in design.records]
+        values[name] = rescored.get(name, max(stored) if direction == "maximize" else min(stored))
+    return values
 
 
 def _architecture_doc(cand: Candidate) -> dict:
@@ -89,45 +188,72 @@ def _deployment_doc(cand: Candidate) -> dict:
             "kv_precision": d.kv_cache_precision, "gpus": d.gpus}
 
 
-def _item(spec: StudySpec, best: Record, group: list[Record]) -> dict:
+def _item(spec: StudySpec, design: Design, scores: ServingScores, rows: slice) -> dict:
+    best = design.best
     attrs = best.trial.user_attrs
-    envelope = _envelope(spec, group)
+    envelope = _envelope(spec, design, scores, rows)
     return {
-        "trial": best.trial.number, "frontier_area": envelope["frontier_area"],
-        "trial_frontier_area": attrs.get("frontier_area"), "loss_proxy": attrs.get("loss_proxy"),
+        "trial": best.trial.number, AREA: envelope[AREA],
+        "trial_frontier_area": attrs.get(AREA), "loss_proxy": attrs.get("loss_proxy"),
         "params_total": attrs.get("params_total"), "params_active": attrs.get("params_active"),
         "architecture": _architecture_doc(best.candidate),
         "deployment": _deployment_doc(best.candidate),
-        "deployments_evaluated": sorted({r.trial.user_attrs.get("deployment", "") for r in group}),
+        "deployments_evaluated": sorted({_deployment_label(r) for r in design.records}),
         "frontier": envelope["frontier"], "flags": trial_details(attrs).get("loss_flags", []),
         "values": dict(zip(spec.objectives.names, best.trial.values)),
+        "design_values": _design_values(spec, design, scores, rows, envelope[AREA]),
+        "design_trials": design.trials,
     }
 
 
-def pareto_items(spec: StudySpec, records: list[Record]) -> list[dict]:
-    """Pareto-optimal architectures, ranked by the area of their envelope frontier."""
-    front = pareto_records(spec, records)
-    feasible = [r for r in records if r.feasible and r.candidate.valid]
-    by_arch: dict[tuple, list[Record]] = {}
-    for r in feasible:
-        by_arch.setdefault(r.arch_key, []).append(r)
-    items, seen = [], set()
-    for r in sorted(front, key=lambda rec: -rec.trial.user_attrs.get("frontier_area", 0.0)):
-        if r.arch_key in seen:
-            continue
-        seen.add(r.arch_key)
-        items.append(_item(spec, r, by_arch[r.arch_key]))
-    items.sort(key=lambda item: -item["frontier_area"])
-    for rank, item in enumerate(items, start=1):
-        item["rank"] = rank
+def _rescored_items(spec: StudySpec, designs: list[Design]) -> list[dict]:
+    """The entry of each design, every deployment of every design scored in one pass."""
+    scores = score_valid(spec, [r.candidate for d in designs for r in d.records])
+    items, start = [], 0
+    for design in designs:
+        rows = slice(start, start + len(design.records))
+        items.append(_item(spec, design, scores, rows))
+        start = rows.stop
     return items
 
 
+def _pareto_designs(spec: StudySpec, records: list[Record]) -> list[tuple[dict, Design]]:
+    designs = _may_be_optimal(spec, group_designs(records)) if _usable(records) else []
+    if not designs:
+        return []
+    items = _rescored_items(spec, designs)
+    exact = np.array([[i["design_values"][n] for n in spec.objectives.names] for i in items])
+    keep = moocore.is_nondominated(_minimized(spec, exact), keep_weakly=True)
+    ranked = sorted(((i, d) for i, d, k in zip(items, designs, keep) if k),
+                    key=lambda pair: (-pair[0][AREA], pair[0]["trial"]))
+    for rank, (item, _) in enumerate(ranked, start=1):
+        item["rank"] = rank
+    return ranked
+
+
+def pareto_items(spec: StudySpec, records: list[Record]) -> list[dict]:
+    """Pareto-optimal designs, ranked by the area of their envelope frontier."""
+    return [item for item, _ in _pareto_designs(spec, records)]
+
+
 def pareto_document(spec: StudySpec, study: optuna.Study) -> dict:
+    """`pareto --json`: the Pareto set of the study as it ran (its stored spec; a note on stderr
+    when `spec`, the file's, differs), with its convergence and the space edges it reaches."""
+    spec = recorded_spec(study, spec)
     records = load_records(spec, study)
     finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))
+    ranked = _pareto_designs(spec, records)
     return {
         "study": spec.name, "trials": len(finished),
         "feasible": sum(r.feasible for r in records), "objectives": spec.objectives.names,
-        "pareto": pareto_items(spec, records),
+        "pareto": [item for item, _ in ranked],
+        "convergence": convergence(spec, finished, hard_constraints(spec)),
+        "bounds": bounds_reached(spec, [(i["rank"], _frontier_candidates(i, d))
+                                        for i, d in ranked]),
     }
+
+
+def _frontier_candidates(item: dict, design: Design) -> list[Candidate]:
+    """The candidates (deployments) that realize some part of an entry's frontier."""
+    on_front = {p["trial"] for p in item["frontier"]} or {item["trial"]}
+    return [r.candidate for r in design.records if r.trial.number in on_front]

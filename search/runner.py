@@ -74,16 +74,19 @@ def _comparable(spec: StudySpec) -> dict:
 
 
 def _check_same_spec(study: optuna.Study, spec: StudySpec) -> None:
+    """Store the spec of a new study; refuse to resume one whose spec changed, naming each
+    changed field with its stored and new value."""
+    from search.study_record import describe_differences, spec_differences  # it imports us
+
     stored = study.user_attrs.get(SPEC_ATTR)
     if stored is None:
         study.set_user_attr(SPEC_ATTR, spec.model_dump(mode="json"))
         return
-    old = {k: v for k, v in stored.items() if k not in RESUMABLE_FIELDS}
-    changed = sorted(k for k in old.keys() | _comparable(spec).keys()
-                     if old.get(k) != _comparable(spec).get(k))
-    if changed:
+    changes = spec_differences(stored, spec)
+    if changes:
         raise SpecError(f"study `{spec.name}` exists in this storage with a different spec "
-                        f"(changed: {', '.join(changed)}); give the new study another `name`")
+                        f"(changed: {describe_differences(changes)}); give the new study "
+                        f"another `name`, or restore the file")
 
 
 def open_study(spec: StudySpec, handle: StorageHandle, seed: int) -> optuna.Study:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import optuna
 
-from cost_model.architecture import Architecture, make_architecture
+from cost_model.architecture import Architecture, design_name, make_architecture
 from cost_model.deployment import Deployment, make_deployment
 from cost_model.errors import ConfigError
 from search.spec import Dimension, Space, StudySpec
@@ -57,17 +57,6 @@ def suggest_params(trial: optuna.Trial, space: Space) -> dict:
     return params
 
 
-def _shape_name(p: dict) -> str:
-    heads = p["num_kv_heads"] * p["q_per_kv"]
-    name = f"H{p['hidden_size']}-L{p['num_layers']}-A{heads}x{p['head_dim']}kv{p['num_kv_heads']}"
-    if p["num_experts"]:
-        name += f"-E{p['num_experts']}k{min(p['experts_per_token'], p['num_experts'])}" \
-                f"x{p['moe_intermediate_size']}s{p['num_shared_experts']}"
-    if p["intermediate_size"]:
-        name += f"-F{p['intermediate_size']}"
-    return name
-
-
 def _moe_fields(p: dict) -> dict:
     if not p["num_experts"]:
         return {}
@@ -80,19 +69,23 @@ def _moe_fields(p: dict) -> dict:
     )
 
 
-def build_architecture(p: dict, max_context_tokens: int) -> Architecture:
+def build_architecture(p: dict, max_context_tokens: int, show_vocab: bool = False) -> Architecture:
+    """The architecture of a parameter set, named by `design_name` (twins that differ only in a
+    field no layer uses, e.g. the dense width of an MoE without dense layers, get one name and
+    one `design_key`)."""
     if not p["num_experts"] and p["intermediate_size"] < 1:
         raise ConfigError(f"`intermediate_size` ({p['intermediate_size']}) must be > 0 for a "
                           "dense model (`num_experts` = 0)")
     dense_width = p["intermediate_size"] if (not p["num_experts"] or p["first_dense_layers"]) else 0
-    return make_architecture(
-        name=_shape_name(p), family="custom", vocab_size=p["vocab_size"],
+    arch = make_architecture(
+        name="sampled shape", family="custom", vocab_size=p["vocab_size"],
         hidden_size=p["hidden_size"], num_layers=p["num_layers"],
         num_attention_heads=p["num_kv_heads"] * p["q_per_kv"], num_kv_heads=p["num_kv_heads"],
         head_dim=p["head_dim"], intermediate_size=dense_width,
         max_position_embeddings=max(MIN_MAX_POSITION, 2 ** math.ceil(math.log2(max_context_tokens))),
         **_moe_fields(p),
     )
+    return arch.model_copy(update={"name": design_name(arch, show_vocab)})
 
 
 def build_deployment(p: dict, is_moe: bool) -> Deployment:
@@ -106,7 +99,7 @@ def build_candidate(spec: StudySpec, params: dict) -> Candidate:
     """The candidate of a parameter set (all params, fixed ones included)."""
     context = spec.workload.isl_tokens + spec.workload.osl_tokens
     try:
-        arch = build_architecture(params, context)
+        arch = build_architecture(params, context, len(spec.space.vocab_size.options) > 1)
         return Candidate(params, arch, build_deployment(params, arch.is_moe))
     except ConfigError as exc:
         return Candidate(params, None, None, invalid_reason=str(exc))
@@ -117,3 +110,23 @@ def complete_params(spec: StudySpec, sampled: dict) -> dict:
     params = {name: getattr(spec.space, name).options[0] for name in Space.model_fields}
     params.update(sampled)
     return params
+
+
+def used_values(cand: Candidate) -> dict:
+    """The value of each space dimension as the candidate's model uses it (fields clipped by
+    `build_candidate` as built, e.g. top-k ≤ experts; None where the model does not use the
+    field: expert fields of a dense model, the dense width of an MoE without dense layers)."""
+    a, d = cand.arch, cand.deployment
+    moe = (lambda value: value) if a.is_moe else (lambda value: None)
+    return {
+        "hidden_size": a.hidden_size, "num_layers": a.num_layers, "head_dim": a.head_dim,
+        "num_kv_heads": a.num_kv_heads, "q_per_kv": a.num_attention_heads // a.num_kv_heads,
+        "intermediate_size": a.intermediate_size if a.num_dense_layers else None,
+        "vocab_size": a.vocab_size, "num_experts": a.num_experts,
+        "experts_per_token": moe(a.experts_per_token),
+        "moe_intermediate_size": moe(a.moe_intermediate_size),
+        "num_shared_experts": moe(a.num_shared_experts),
+        "first_dense_layers": moe(a.first_dense_layers),
+        "tp": d.tp, "ep": moe(d.ep), "pp": d.pp, "dp": d.dp, "precision": d.precision,
+        "kv_precision": d.kv_cache_precision,
+    }

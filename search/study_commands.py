@@ -55,11 +55,15 @@ def _run_workers(args, spec: StudySpec, trials: int, seed: int) -> None:
 
 
 def _pareto_rows(doc: dict) -> list[dict]:
+    """One row per entry; objectives beyond area and loss (TTFT, GPUs) get a column each."""
     rows = []
+    extra = [n for n in doc.get("objectives", []) if n in ("ttft_ms", "gpus")]
     for item in doc["pareto"]:
         a, d = item["architecture"], item["deployment"]
+        values = item.get("design_values", item.get("values", {}))
         rows.append({"rank": item["rank"], "trial": item["trial"],
                      "frontier_area": item["frontier_area"], "loss": item["loss_proxy"],
+                     **{n: values[n] for n in extra},
                      "params_b": item["params_total"] / 1e9,
                      "active_b": item["params_active"] / 1e9, "architecture": a["name"],
                      "deployment": f"tp{d['tp']} ep{d['ep']} pp{d['pp']} dp{d['dp']} "
@@ -69,9 +73,16 @@ def _pareto_rows(doc: dict) -> list[dict]:
 
 
 def print_pareto(doc: dict) -> None:
+    """The Pareto table, then whether the front still moved and the space edges it reaches."""
+    from search.convergence import bounds_line, convergence_line
+
     print(f"study {doc['study']}: {doc['trials']} trials, {doc['feasible']} feasible, "
           f"{len(doc['pareto'])} Pareto-optimal architectures (ranked by frontier area)")
     print(format_table(_pareto_rows(doc)))
+    if "convergence" in doc:
+        print(convergence_line(doc["convergence"]))
+    if "bounds" in doc:
+        print(bounds_line(doc["bounds"], len(doc["pareto"])))
 
 
 def run_search(args: argparse.Namespace) -> int:
