@@ -28,6 +28,7 @@ from cost_model.gemm import gemm_cost
 from cost_model.hardware import HardwareSpec, get_hardware
 from cost_model.layers import GemmList, attention_gemms, ffn_gemms, lm_head_gemm
 from cost_model.precision import get_precision
+from cost_model.step_load import StepLoad
 from cost_model.units import TERA
 from search.convergence import HV_REFERENCE, feasible_trial, hypervolume, normalized
 from search.evaluate_command import BREAKDOWN_PARTS
@@ -154,16 +155,15 @@ def _scalar(value) -> float:
     return float(np.asarray(value, dtype=np.float64).reshape(-1)[0])
 
 
-def forward_gemms(cand: Candidate, decode_tokens: float, prefill_tokens: float) -> GemmList:
-    """The named per-GPU GEMMs of one forward of `decode_tokens` decoding sequences and
-    `prefill_tokens` prompt tokens (instance-wide counts; the model's layers, one stage or not:
-    a roofline point does not depend on how many times a GEMM runs)."""
+def forward_gemms(cand: Candidate, load: StepLoad) -> GemmList:
+    """The named per-GPU GEMMs of one forward step carrying `load` (the model's layers, one
+    stage or not: a roofline point does not depend on how many times a GEMM runs)."""
     a = ArchArrays.from_architectures([cand.arch])
     d = DeployArrays.from_deployments([cand.deployment])
     gemms = GemmList((1, 1))
-    attention_gemms(gemms, a, d, decode_tokens, prefill_tokens, a.layers)
-    ffn_gemms(gemms, a, d, decode_tokens + prefill_tokens, a.dense_layers, a.moe_layers)
-    lm_head_gemm(gemms, a, d, decode_tokens, prefill_tokens)
+    attention_gemms(gemms, a, d, load, a.layers)
+    ffn_gemms(gemms, a, d, load, a.dense_layers, a.moe_layers)
+    lm_head_gemm(gemms, a, d, load)
     return gemms
 
 
@@ -183,8 +183,9 @@ def gemm_points(cand: Candidate, hw: HardwareSpec, regime: str, gemms: GemmList)
 
 
 def roofline_points(spec: StudySpec, cand: Candidate) -> list[list[GemmPoint]]:
-    """Decode at c = 1 and at the largest fitting c (M = c/PP sequences per micro-batch), and one
-    prefill chunk (M = the study's chunk of the prompt)."""
+    """Decode at c = 1 and at the largest fitting c (M = the busiest DP group's share of the
+    ⌈c/PP⌉ sequences of a stage's step), and one prefill chunk (M = the study's chunk of one
+    prompt)."""
     hw = get_hardware(spec.hardware.gpu)
     limit = int(score_valid(spec, [cand]).max_concurrency[0])
     pp, dp = cand.deployment.pp, cand.deployment.dp
@@ -192,16 +193,17 @@ def roofline_points(spec: StudySpec, cand: Candidate) -> list[list[GemmPoint]]:
                              osl_tokens=spec.workload.osl_tokens)
     isl = workload.isl_tokens
     chunk = isl / np.ceil(isl / workload.prefill_chunk_tokens)
-    per_group = "" if dp == 1 else " per DP group"
-    cases = [(f"decode, concurrency 1 (M = {1 / pp / dp:.3g}{per_group})", 1 / pp, 0.0),
-             (f"decode, concurrency {limit:,} (M = {limit / pp / dp:,.0f}{per_group})",
-              limit / pp, 0.0),
-             (f"prefill chunk of {chunk:,.0f} tokens (M = {chunk / dp:,.0f}{per_group})", 0.0,
-              chunk)]
+    d = DeployArrays.from_deployments([cand.deployment])
+    per_group = "" if dp == 1 else " on the busiest DP group"
+    # a stage's step holds ⌈c/PP⌉ sequences, the busiest group ⌈·/DP⌉ of them; a prefill chunk
+    # is one request's, on one group
+    cases = [("decode, concurrency 1", StepLoad.of(d, 1.0, 0.0)),
+             (f"decode, concurrency {limit:,}", StepLoad.of(d, np.ceil(limit / pp), 0.0)),
+             (f"prefill chunk of {chunk:,.0f} tokens", StepLoad.of(d, 0.0, chunk))]
     if limit <= 1:  # the largest fitting concurrency is c = 1 (or nothing fits): one decode case
         del cases[1]
-    return [gemm_points(cand, hw, label, forward_gemms(cand, dec, pre))
-            for label, dec, pre in cases]
+    return [gemm_points(cand, hw, f"{label} (M = {_scalar(load.group_tokens):,.0f}{per_group})",
+                        forward_gemms(cand, load)) for label, load in cases]
 
 
 def _short(name: str) -> str:
