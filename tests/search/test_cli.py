@@ -1,5 +1,5 @@
 """`main(argv)` itself: `--version`, Ctrl-C, options every command shares, and every package's
-error base reported as one line with exit code 2 (DESIGN: exit codes)."""
+error base reported as one line with exit code 2 (search/cli.py's docstring)."""
 
 import importlib.metadata
 import re

@@ -78,8 +78,8 @@ INF = float("inf")
      "`space.num_layers`: every option must be an integer >= 1; got `min` = -8"),
     (lambda d: d["space"].update(hidden_size={"value": 0}), "`space.hidden_size`: every option "
                                                             "must be an integer >= 1; got 0"),
-    (lambda d: d["space"].update(num_experts={"choices": [0, -4]}), "`space.num_experts`: every "
-                                                                    "option must be an integer >= 0; got -4"),
+    (lambda d: d["space"].update(num_experts={"choices": [0, -4]}),
+     "`space.num_experts`: every option must be an integer >= 0; got -4"),
     (lambda d: d["space"].update(num_layers={"value": 10**9}), "`space.num_layers`: every option "
                                                                 "must be an integer <= 100000"),
     (lambda d: d["space"].update(hidden_size={"value": "wide"}), "`space.hidden_size`: every "
@@ -91,8 +91,8 @@ INF = float("inf")
                                         "`{ value = 0 }`, `{ choices = [...] }` or `{ min"),
     (lambda d: d["space"].update(num_layers=0), "`space.num_layers`: a dimension is a table, "
                                                 "not 0"),
-    (lambda d: d["space"].update(num_layers=[8, 16]), "`space.num_layers`: a dimension is a "
-                                                      "table, not [8, 16]; write `{ choices = [8, 16] }`"),
+    (lambda d: d["space"].update(num_layers=[8, 16]),
+     "`space.num_layers`: a dimension is a table, not [8, 16]; write `{ choices = [8, 16] }`"),
     (lambda d: d["budget"].update(total_params=INF), "`budget.total_params` (inf): Input should be "
                                                      "a finite number"),
     (lambda d: d["budget"].update(training_tokens=INF), "`budget.training_tokens` (inf)"),
@@ -103,8 +103,8 @@ INF = float("inf")
     (lambda d: d.update(seed=2**40), "`seed` (1099511627776)"),
 ], ids=["aspect-ratio-min-gt-max", "tp-negative", "layers-range-negative", "hidden-zero",
         "experts-negative-choice", "layers-huge", "hidden-string", "precision-number",
-        "tp-bare-zero", "layers-bare-zero", "layers-bare-list", "budget-inf", "tokens-inf", "window-inf",
-        "window-nan", "seed-negative", "seed-huge"])
+        "tp-bare-zero", "layers-bare-zero", "layers-bare-list", "budget-inf", "tokens-inf",
+        "window-inf", "window-nan", "seed-negative", "seed-huge"])
 def test_values_no_search_can_use_are_rejected_at_load(mutate, fragment):
     assert fragment in _error(mutate)
 
