@@ -73,7 +73,9 @@ def evaluate_document(args: argparse.Namespace) -> dict:
     usable = hw.hbm_capacity_bytes * (1 - RESERVED_MEMORY_FRAC) / GIB_BYTES
     weights = _weights_gib(arch, dep, hw)
     if limit < 1:
-        raise NoFitError(f"{arch.name} does not fit {dep.gpus}× {hw.name} with tp={dep.tp} "
+        counts = count_params(arch)
+        raise NoFitError(f"{arch.name} ({counts.total_params:,} params, {counts.active_params:,} "
+                         f"active) does not fit {dep.gpus}× {hw.name} with tp={dep.tp} "
                          f"ep={dep.ep} pp={dep.pp} dp={dep.dp}: {weights:.1f} GiB of weights per "
                          f"GPU, {usable:.1f} GiB usable; try more GPUs or a smaller precision")
     doc = {

@@ -15,6 +15,7 @@ from search.cli import EXIT_BAD_INPUT, EXIT_INTERRUPTED, main
 from search.spec import load_spec
 from search.study_commands import load_study, open_storage
 
+from tests.data_paths import MODEL_CONFIGS
 from tests.search.test_inspect import QUICKSTART
 
 
@@ -92,3 +93,13 @@ def test_every_package_error_base_is_one_line_exit_2(capsys, monkeypatch, error)
     monkeypatch.setattr(cli.cost_commands, "run_hardware", fails)
     assert main(["hardware"]) == EXIT_BAD_INPUT
     assert _one_line(capsys) == "archscout: error: `field` (3) must be even"
+
+
+def test_a_model_that_does_not_fit_says_its_size(capsys):
+    """Exit 1 (a valid request with no answer), one line with the parameter counts and memory."""
+    deepseek = str(MODEL_CONFIGS / "DeepSeek-V3.json")
+    assert main(["evaluate", deepseek, "--hardware", "h200"]) == cli.EXIT_INFEASIBLE
+    err = _one_line(capsys)
+    # source: tests/data/model_params.csv (transformers' exact counts); tolerance 0
+    assert "671,026,404,352 params, 37,552,282,624 active" in err
+    assert "GiB of weights per GPU" in err and "GiB usable" in err
