@@ -28,7 +28,9 @@ class OperatingPoints:
 
     concurrency: np.ndarray
     tpot_s: np.ndarray
-    ttft_s: np.ndarray
+    ttft_s: np.ndarray  # steady-state TTFT of one request (the engine's prefill path)
+    benchmark_ttft_s: np.ndarray  # TTFT a benchmark client at this concurrency measures
+    prompt_queue_s: np.ndarray  # the other prompts of its attention group, drained
     tokens_per_s_per_user: np.ndarray  # interactivity x = 1 / TPOT
     tokens_per_s_per_gpu: np.ndarray  # throughput y, prefill included
     fits_memory: np.ndarray
@@ -90,13 +92,15 @@ def _points(a: ArchArrays, d: DeployArrays, env: Env, workload: Workload, concur
             memory_limit, limit) -> OperatingPoints:
     isl, osl = float(workload.isl_tokens), float(workload.osl_tokens)
     c = np.where(np.isfinite(concurrency), concurrency, 1.0)
-    step, ttft = serving_times(a, d, env, c, isl, osl, float(workload.prefill_chunk_tokens))
+    times = serving_times(a, d, env, c, isl, osl, float(workload.prefill_chunk_tokens))
+    step, ttft = times.tpot, times.ttft_s
     tpot = step.total_s
     missing = ~np.isfinite(concurrency)
     throughput = c * osl / (d.gpus * request_lifetime_s(ttft, tpot, osl))
     nan = lambda v: np.where(missing, np.nan, v)  # noqa: E731
     return OperatingPoints(
         concurrency=np.asarray(concurrency, float), tpot_s=nan(tpot), ttft_s=nan(ttft),
+        benchmark_ttft_s=nan(times.benchmark_ttft_s), prompt_queue_s=nan(times.prompt_queue_s),
         tokens_per_s_per_user=nan(1.0 / tpot), tokens_per_s_per_gpu=nan(throughput),
         fits_memory=(c <= memory_limit) & ~missing & (memory_limit >= 1), max_concurrency=limit,
         gemm_s=nan(step.gemm_s), attention_s=nan(step.attention_s),

@@ -19,6 +19,7 @@ import numpy as np
 
 from cost_model.attention import decode_attention_s, prefill_attention_s
 from cost_model.batch import ArchArrays, DeployArrays, Env
+from cost_model.benchmark_ttft import benchmark_ttft_s, prompt_queue_s
 from cost_model.communication import all_reduce_s, all_to_all_s, point_to_point_s
 from cost_model.layers import GemmList, attention_gemms, ffn_gemms, lm_head_gemm
 from cost_model.step_load import StepLoad, busiest_group_seqs
@@ -153,16 +154,20 @@ def _prefill_tokens(concurrency, d, isl_tokens, osl_tokens, chunk_tokens):
 
 def _forward_args(concurrency, d, isl_tokens, osl_tokens, chunk_tokens):
     """Arguments of stage_forward for (a) a decode-only step, (b) the same step carrying prompt
-    tokens: one chunk, or all the step's share when that is more than a chunk, and (c) a step
-    that prefills one chunk of a newly arrived request beside the other c − 1 sequences (its
-    TTFT). Stacked on a new leading axis so numpy's per-call cost is paid once."""
+    tokens: one chunk, or all the step's share when that is more than a chunk, (c) a step that
+    prefills one chunk of a newly arrived request beside the other c − 1 sequences (its TTFT)
+    and (d) a step whose every group fills its token budget with prompts (the rate at which a
+    queue of prompts drains). Stacked on a new leading axis so numpy's per-call cost is paid
+    once."""
     micro = micro_batch_seqs(concurrency, d)
     others = micro_batch_seqs(np.maximum(concurrency - 1.0, 0.0), d)
     per_step, chunk = _prefill_tokens(concurrency, d, isl_tokens, osl_tokens, chunk_tokens)
     shape = np.broadcast_shapes(np.shape(concurrency), d.pp.shape, d.dp.shape)
     full = lambda v: np.broadcast_to(v, shape)  # noqa: E731
-    decode_seqs = np.stack([full(micro), full(micro), full(others)])
-    prefill = np.stack([np.zeros(shape), full(np.maximum(per_step, chunk)), full(chunk)])
+    decode_seqs = np.stack([full(micro), full(micro), full(others), full(others)])
+    # (d) every group's token budget filled with prompts: the engine's prefill rate
+    prefill = np.stack([np.zeros(shape), full(np.maximum(per_step, chunk)), full(chunk),
+                        full(d.dp * chunk_tokens)])
     # a chunk belongs to one request; a larger share is whole prompts of share/ISL requests
     prefill_seqs = np.maximum(prefill / isl_tokens, np.minimum(prefill, 1.0))
     return decode_seqs, isl_tokens + osl_tokens / 2.0, prefill, isl_tokens / 2.0, prefill_seqs
@@ -174,15 +179,30 @@ def chunk_step_frac(concurrency, d: DeployArrays, isl_tokens, osl_tokens, chunk_
     share) and the groups step together, so a step carries at least one chunk with probability
     1 − (1 − p_g/chunk)^g over the g = min(dp, c) groups that hold requests (independent
     arrivals); 1 once p reaches a chunk."""
-    group_per_step, chunk = _prefill_tokens(busiest_group_seqs(concurrency, d.dp), d, isl_tokens,
-                                            osl_tokens, chunk_tokens)
-    per_group = np.minimum(group_per_step / chunk, 1.0)
+    per_group = prefill_utilization(concurrency, d, isl_tokens, osl_tokens, chunk_tokens)
     return 1.0 - (1.0 - per_group) ** np.minimum(d.dp, concurrency)
 
 
-def serving_times(a, d, env: Env, concurrency, isl_tokens, osl_tokens, chunk_tokens):
-    """(TPOT as a StageTime breakdown, steady-state TTFT in s) of aggregated serving at
-    `concurrency` whole requests.
+def prefill_utilization(concurrency, d: DeployArrays, isl_tokens, osl_tokens, chunk_tokens):
+    """ρ_g = p_g / chunk, at most 1: the share of the busiest group's steps that its requests'
+    prompts need (one chunk per step fits the engine's token budget)."""
+    group_per_step, chunk = _prefill_tokens(busiest_group_seqs(concurrency, d.dp), d, isl_tokens,
+                                            osl_tokens, chunk_tokens)
+    return np.minimum(group_per_step / chunk, 1.0)
+
+
+@dataclass(frozen=True)
+class ServingTimes:
+    tpot: StageTime  # the decode step's breakdown, prefill work amortized, × PP
+    ttft_s: np.ndarray  # steady-state TTFT of one request (the engine's)
+    benchmark_ttft_s: np.ndarray  # what a benchmark client at this concurrency measures
+    prompt_queue_s: np.ndarray  # (C_g − 1) · S_prompt: draining the group's other prompts
+
+
+def serving_times(a, d, env: Env, concurrency, isl_tokens, osl_tokens, chunk_tokens
+                  ) -> ServingTimes:
+    """TPOT (a StageTime breakdown), steady-state TTFT and benchmark TTFT of aggregated serving
+    at `concurrency` whole requests (`cost_model.benchmark_ttft` for the last).
 
     In steady state every step must absorb p = micro·ISL/OSL prompt tokens. When p is less than a
     chunk, the engine runs a chunk (≤ `chunk_tokens`, batched with the decode micro-batch; it
@@ -194,13 +214,15 @@ def serving_times(a, d, env: Env, concurrency, isl_tokens, osl_tokens, chunk_tok
     carry one chunk beside the other c − 1 sequences, plus half a decode step of waiting for the
     step in progress when other sequences are running (none at c = 1). It does not depend on
     OSL: the other requests' prompt share is what TPOT pays."""
-    three = stage_forward(a, d, env, *_forward_args(concurrency, d, isl_tokens, osl_tokens,
+    steps = stage_forward(a, d, env, *_forward_args(concurrency, d, isl_tokens, osl_tokens,
                                                      chunk_tokens))
     per_step, chunk = _prefill_tokens(concurrency, d, isl_tokens, osl_tokens, chunk_tokens)
     share = np.where(per_step >= chunk, 1.0,
                      chunk_step_frac(concurrency, d, isl_tokens, osl_tokens, chunk_tokens))
-    decode = three.part(0).plus(three.part(1).minus(three.part(0)), share).scaled(d.pp)
+    decode = steps.part(0).plus(steps.part(1).minus(steps.part(0)), share).scaled(d.pp)
     chunks = np.ceil(isl_tokens / chunk_tokens)
     waiting = np.where(np.asarray(concurrency) > 1.0, decode.total_s / (2.0 * d.pp), 0.0)
-    ttft = (chunks + d.pp - 1.0) * three.part(2).total_s + waiting
-    return decode, ttft
+    ttft = (chunks + d.pp - 1.0) * steps.part(2).total_s + waiting
+    prompt_s = steps.part(3).total_s * isl_tokens / chunk_tokens  # one budget per stage step
+    queue = prompt_queue_s(prompt_s, busiest_group_seqs(concurrency, d.dp))
+    return ServingTimes(decode, ttft, benchmark_ttft_s(ttft, queue), queue)
