@@ -206,7 +206,7 @@ def _item(spec: StudySpec, design: Design, scores: ServingScores, rows: slice) -
     }
 
 
-def _rescored_items(spec: StudySpec, designs: list[Design]) -> list[dict]:
+def design_items(spec: StudySpec, designs: list[Design]) -> list[dict]:
     """The entry of each design, every deployment of every design scored in one pass."""
     scores = score_valid(spec, [r.candidate for d in designs for r in d.records])
     items, start = [], 0
@@ -221,7 +221,7 @@ def _pareto_designs(spec: StudySpec, records: list[Record]) -> list[tuple[dict, 
     designs = _may_be_optimal(spec, group_designs(records)) if _usable(records) else []
     if not designs:
         return []
-    items = _rescored_items(spec, designs)
+    items = design_items(spec, designs)
     exact = np.array([[i["design_values"][n] for n in spec.objectives.names] for i in items])
     keep = moocore.is_nondominated(_minimized(spec, exact), keep_weakly=True)
     ranked = sorted(((i, d) for i, d, k in zip(items, designs, keep) if k),

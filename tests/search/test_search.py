@@ -21,6 +21,7 @@ from search.runner import run_study
 from search.spec import load_spec
 from search.storage import StorageHandle
 from search.study_commands import load_study, open_storage
+from tests.search.test_pareto_set import check_pareto_set
 
 REPO = Path(__file__).resolve().parents[2]
 STUDIES = sorted((REPO / "studies").glob("*.toml"))
@@ -151,11 +152,16 @@ def test_two_workers_share_one_study(tmp_path, capsys):
 
 @pytest.mark.parametrize("path", STUDIES, ids=lambda p: p.stem)
 def test_every_shipped_study_runs(tmp_path, capsys, path):
+    """256 trials of each shipped study; its Pareto set is one (one entry per design, none
+    dominated by another, exactly the non-dominated designs: `check_pareto_set`)."""
     target = tmp_path / path.name
     shutil.copy(path, target)
     assert main(["search", str(target), "--trials", "256", "--no-progress"]) == 0
     capsys.readouterr()
-    assert _pareto_json(capsys, target)["feasible"] > 0
+    doc = _pareto_json(capsys, target)
+    assert doc["feasible"] > 0 and doc["pareto"]
+    spec = load_spec(target)
+    assert check_pareto_set(spec, load_study(spec, open_storage(target, spec, None, True))) == doc
 
 
 def _bad(capsys, argv, code, *fragments):
