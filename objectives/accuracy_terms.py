@@ -305,6 +305,10 @@ PRECISION_MULTIPLIER_UPPER: Mapping[str, float] = MappingProxyType({
     "fp32": 1.0, "bf16": 1.0, "fp16": 1.0, "fp8": 1.0025, "fp8_block": 1.0025,
     "nvfp4": 1.015, "mxfp4": 1.03,
 })  # §7.1 item 7, upper end of each band  # fmt: skip
+PRECISION_MULTIPLIER_LOWER: Mapping[str, float] = MappingProxyType({
+    "fp32": 1.0, "bf16": 1.0, "fp16": 1.0, "fp8": 1.0, "fp8_block": 1.0,
+    "nvfp4": 1.010, "mxfp4": 1.02,
+})  # §7.1 item 7, lower end of each band  # fmt: skip
 FP4_FORMATS = frozenset({"nvfp4", "mxfp4"})
 FP4_TESTED_PARAMS_RANGE = (8e9, 1.2e10)  # the NVFP4 paper's 8B and 12B runs (§7.1 item 7)
 FINE_GRAINED_FP8 = "fp8_block"  # the recipe behind the FP8 multiplier

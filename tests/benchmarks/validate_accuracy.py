@@ -28,8 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from objectives.accuracy import predict_loss, ranking_loss_nats  # noqa: E402
-from tests.objectives.shapes import build  # noqa: E402
+from objectives.accuracy import predict_loss, ranking_loss_nats
+from tests.objectives.shapes import build
 
 DATA = ROOT / "tests" / "data" / "accuracy" / "comparisons.csv"
 TIE_FRAC = 0.01  # policy: "comparable" read as within 1% of loss
