@@ -19,7 +19,11 @@ Row conventions (the CSV's own notes and TensorRT-LLM's mapping):
 - "fp4" on NVIDIA GPUs is NVFP4; "fp8" on a DeepSeek-V3-family model is its native block-scaled
   FP8 (`fp8_block`).
 
-Usage: python tests/benchmarks/validate_serving.py [--data DIR] [--json]
+Also reads the development set `tests/data/serving/published_ttft_tpot.csv` (more published rows
+with TTFT and TPOT; tests/data/serving/SOURCES.md) and reports it apart, then both sets combined;
+`--json` keeps the published set's summary at the top level, with `dev_set` and `combined` beside it.
+
+Usage: python tests/benchmarks/validate_serving.py [--data DIR] [--dev-set CSV | --no-dev-set] [--json]
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from tests.data_paths import HF_CONFIGS, TEST_DATA  # noqa: E402
 DEFAULT_DATA_DIR = TEST_DATA  # serving_published.csv and model_configs/
 CSV_NAME = "serving_published.csv"
 HF_CONFIG_DIR = HF_CONFIGS
+DEV_SET_CSV = TEST_DATA / "serving" / "published_ttft_tpot.csv"  # development set (its SOURCES.md)
 
 # CSV model name -> config file: "data:" under the data folder, "tests:" under tests/data/hf_configs.
 MODEL_CONFIGS = {
@@ -344,28 +349,71 @@ def print_report(summary: dict, data_path: Path) -> None:
         print(f"{count:>5}  {reason}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA_DIR,
-                        help=f"folder holding {CSV_NAME} and model_configs/ (default: %(default)s)")
-    parser.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
-    args = parser.parse_args(argv)
-    data_path = args.data / CSV_NAME
-    if not data_path.is_file():
-        print(f"`--data`: {data_path} does not exist", file=sys.stderr)
-        return 2
-    with data_path.open(newline="", encoding="utf-8") as f:
+def _read_rows(path: Path, option: str) -> list[dict[str, str]] | None:
+    """The CSV's rows, or None (the reason printed) when it is missing or lacks a column."""
+    if not path.is_file():
+        print(f"`{option}`: {path} does not exist", file=sys.stderr)
+        return None
+    with path.open(newline="", encoding="utf-8") as f:
         reader = csv.DictReader(f)
         missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or ())]
         rows = list(reader)
     if missing:
-        print(f"`--data`: {data_path} lacks the column(s) {', '.join(missing)}", file=sys.stderr)
+        print(f"`{option}`: {path} lacks the column(s) {', '.join(missing)}", file=sys.stderr)
+        return None
+    return rows
+
+
+def _print_combined(summary: dict, paths: list[Path]) -> None:
+    print(f"serving validation, combined: {' + '.join(str(p) for p in paths)}")
+    print(f"rows evaluated {summary['rows_evaluated']}, skipped {summary['rows_skipped']}\n")
+    print("overall (n per metric: TPOT / TTFT / tok/s/GPU)")
+    print(_header(f"{'models':<26} {'n':>21}"))
+    for kind, stats in summary["overall"].items():
+        counts = "/".join(str(stats[m]["n"]) for m in METRICS)
+        print(f"{kind:<26} {counts:>21}{_cells(stats)}")
+    print("\nskipped rows by reason")
+    for reason, count in summary["skipped"].items():
+        print(f"{count:>5}  {reason}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA_DIR,
+                        help=f"folder holding {CSV_NAME} and model_configs/ (default: %(default)s)")
+    parser.add_argument("--dev-set", type=Path, default=DEV_SET_CSV,
+                        help="development-set CSV scored beside it (default: %(default)s)")
+    parser.add_argument("--no-dev-set", action="store_true", help="score the published CSV only")
+    parser.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
+    args = parser.parse_args(argv)
+    data_path = args.data / CSV_NAME
+    rows = _read_rows(data_path, "--data")
+    if rows is None:
         return 2
-    summary = summarize(*evaluate_all(rows, args.data))
+    dev_rows = None if args.no_dev_set else _read_rows(args.dev_set, "--dev-set")
+    if dev_rows is None and not args.no_dev_set:
+        return 2
+    results, skipped = evaluate_all(rows, args.data)
+    summary = summarize(results, skipped)
+    dev_summary = combined = None
+    if dev_rows is not None:
+        dev_results, dev_skipped = evaluate_all(dev_rows, args.data)
+        dev_summary = summarize(dev_results, dev_skipped)
+        combined = summarize(results + dev_results, skipped + dev_skipped)
     if args.json:
-        print(json.dumps({"data": str(data_path), **summary}, indent=1))
+        document = {"data": str(data_path), **summary}
+        if dev_summary is not None:
+            document["dev_set"] = {"data": str(args.dev_set), **dev_summary}
+            document["combined"] = {"data": [str(data_path), str(args.dev_set)],
+                                    **{k: v for k, v in combined.items() if k != "rows"}}
+        print(json.dumps(document, indent=1))
     else:
         print_report(summary, data_path)
+        if dev_summary is not None:
+            print("\n" + "=" * 100 + "\n")
+            print_report(dev_summary, args.dev_set)
+            print("\n" + "=" * 100 + "\n")
+            _print_combined(combined, [data_path, args.dev_set])
     return 0
 
 
