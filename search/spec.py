@@ -26,7 +26,9 @@ from constraints import CONSTRAINT_NAMES
 from objectives.serving import OBJECTIVES
 
 OBJECTIVE_DIRECTIONS = {name: o.direction for name, o in OBJECTIVES.items()}
-_FROZEN = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+# strict: TOML has real integers and booleans, so `trials = true` or `isl_tokens = 1e3` is a
+# mistake, not a number; finite: `inf` is no budget or window.
+_FROZEN = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 # Samplers seed numpy (seeds < 2**32); runs add offsets to the study's seed (the trials already
 # finished, 7919 per extra worker), so study seeds stop at 2**31 - 1 to leave them room.
 SEED_MAX = 2**31 - 1
@@ -182,6 +184,15 @@ class Space(BaseModel):
     def _known_formats(cls, dim: Dimension, info: ValidationInfo) -> Dimension:
         _check_formats(dim, info.field_name)
         return dim
+
+    @model_validator(mode="after")
+    def _dense_models_have_an_ffn(self) -> Space:
+        """Every trial would be an invalid shape (space.py: a dense model needs H′ > 0)."""
+        largest = lambda dim: max(v for _, v in dim.extremes())  # noqa: E731
+        if largest(self.num_experts) == 0 and largest(self.intermediate_size) == 0:
+            raise ValueError("`intermediate_size` must have an option > 0 for a dense model "
+                             "(every `num_experts` option is 0); got only 0")
+        return self
 
 
 class Budget(BaseModel):

@@ -99,12 +99,18 @@ INF = float("inf")
     (lambda d: d["workload"].update(interactivity_max=INF), "`workload.interactivity_max` (inf)"),
     (lambda d: d["workload"].update(interactivity_min=float("nan")),
      "`workload.interactivity_min` (nan)"),
+    (lambda d: d["space"].update(intermediate_size={"value": 0}), "`space`: `intermediate_size` "
+                                                                  "must have an option > 0"),
+    (lambda d: d.update(trials=True), "`trials` (True): Input should be a valid integer"),
+    (lambda d: d["workload"].update(isl_tokens=1e3), "`workload.isl_tokens` (1000.0)"),
+    (lambda d: d["budget"].update(total_params=False), "`budget.total_params` (False)"),
     (lambda d: d.update(seed=-1), "`seed` (-1)"),
     (lambda d: d.update(seed=2**40), "`seed` (1099511627776)"),
 ], ids=["aspect-ratio-min-gt-max", "tp-negative", "layers-range-negative", "hidden-zero",
         "experts-negative-choice", "layers-huge", "hidden-string", "precision-number",
         "tp-bare-zero", "layers-bare-zero", "layers-bare-list", "budget-inf", "tokens-inf",
-        "window-inf", "window-nan", "seed-negative", "seed-huge"])
+        "window-inf", "window-nan", "dense-without-ffn", "trials-bool", "tokens-float", "budget-bool", "seed-negative",
+        "seed-huge"])
 def test_values_no_search_can_use_are_rejected_at_load(mutate, fragment):
     assert fragment in _error(mutate)
 
