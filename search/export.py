@@ -260,11 +260,9 @@ def export_target(output: str | Path, fmt: str) -> Path:
 
 
 def write_export(output: str | Path, target: Path, document: dict) -> Path:
-    """Write an export to `target` (`export_target(output, …)`), creating a new folder that
-    `output` names only now, when the document exists; if the write fails, the folders made
-    for it are removed again."""
-    if not names_new_folder(output):
-        return write_json(target, document)
+    """Write an export to `target` (`export_target(output, …)`). Missing folders on the way (a
+    new `out/`, or `newdir/` of `newdir/config.json`, as `save_pretrained` does) are created
+    only now, when the document exists, and removed again if the write fails."""
     created = make_folders(target.parent, output)
     try:
         return write_json(target, document)

@@ -166,10 +166,20 @@ def test_unknown_format(study, best, tmp_path, capsys):
 
 @pytest.mark.parametrize("fmt", ["hf", "json", "vllm"])
 def test_unwritable_output_leaves_nothing(study, best, tmp_path, capsys, fmt):
-    out = tmp_path / "missing" / "out.json"
+    (tmp_path / "taken").write_text("a file, not a folder")
+    out = tmp_path / "taken" / "out.json"
     bad_input(capsys, ["export", str(study), str(best["trial"]), "--format", fmt, "-o", str(out)],
               "`-o`", str(out))
-    assert list(tmp_path.iterdir()) == []
+    assert [p.name for p in tmp_path.iterdir()] == ["taken"]
+
+
+@pytest.mark.parametrize("fmt", ["hf", "json", "vllm"])
+def test_missing_folders_of_a_file_path_are_created(study, best, tmp_path, capsys, fmt):
+    """`-o newdir/config.json` creates newdir/ (as `save_pretrained` does; issue 13)."""
+    out = tmp_path / "new" / "dir" / "config.json"
+    assert main(["export", str(study), str(best["trial"]), "--format", fmt, "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert json.loads(out.read_text()) and [p.name for p in out.parent.iterdir()] == [out.name]
 
 
 def test_unknown_trial_writes_nothing(study, tmp_path, capsys):
