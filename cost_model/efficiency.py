@@ -7,13 +7,16 @@ own entry uses its tensor-core rate's: fp4 → nvfp4, else bf16), all interpreta
 - `compute_ceiling_frac`: best sustained fraction of dense peak FLOP/s for large aligned GEMMs;
 - `bandwidth_ceiling_frac`: best sustained fraction of HBM bandwidth for streaming kernels;
 - `fixed_overhead_us`: time every GEMM pays regardless of size (launch, pipeline fill and drain);
-- `n_half_dim`, `k_half_dim`: small-dimension saturation: the math rate is scaled by
-  N/(N + n_half)·K/(K + k_half) (a thin tile or a short K loop cannot keep the tensor cores fed);
+- `n_half_dim`, `k_half_dim`: small-dimension saturation of a kernel tile: its math rate is
+  scaled by B_N/(B_N + n_half) (a thin tile feeds its tensor cores less well) and its K loop runs
+  as if k_half longer (pipeline fill and drain: K_s/(K_s + k_half) of the rate on a split of K_s);
 - `overlap_frac`: share of the shorter of math and memory time hidden under the longer
   (1: the seeds' roofline max; 0: their sum);
 - `split_k_overhead_us`: extra time of a split-K launch (partial-sum reduction, serialization);
   large where the library does not split K;
-- `sm_bandwidth_gb_per_s`: what one SM streams from HBM; caps grids too small to busy every SM;
+- `sm_bandwidth_gb_per_s`: what one SM of this format's kernels streams (its loads in flight over
+  memory latency): a tile's K loop takes at least K_s·max(m_t·b_A, n_t·b_B) / (its SMs · this), so
+  it caps grids too small to busy every SM (whatever the number of tiles: each streams its own);
 - `quantize_fixed_us`, `quantize_bandwidth_frac` (quantized formats): the kernel that turns BF16
   activations into the GEMM's format: fixed time and fraction of HBM bandwidth it sustains.
 `[gemm.<format>.fit]` (optional) records how a calibration fitted them: source, points, errors.

@@ -2,25 +2,34 @@
 
 For C[M,N] = A[M,K] · B[K,N] (A = activations, B = weights), the seeds' formulas:
     FLOPs = 2MNK,  read = MK·b_A + NK·b_B,  write = MN·b_C,  I = FLOPs / (read + write).
-The prediction picks, like a GEMM library, the fastest of the hardware's kernel geometries, each
-run whole or split along K (a power of two, up to 16, keeping ≥ 256 per split, enough to fill the
-GPU). For each candidate, on the dims as given (callers pass dims *after* sharding):
+The prediction picks, like a GEMM library, the fastest kernel candidate: each of the hardware's
+kernel geometries run whole or split along K into s ∈ SPLIT_K_FACTORS partitions (a fixed set).
+A split needs ≥ 256 of K per partition; on a shorter K it runs as if K were padded to s·256, so
+every candidate is a non-decreasing function of M, N and K and so is their minimum ("a kernel
+may always pad a smaller problem, so a larger one is never predicted faster"). For a candidate,
+on the dims as given (callers pass dims *after* sharding), with K_s = K/s:
     η_tile = MN / (B_M⌈M/B_M⌉ · B_N⌈N/B_N⌉)                       (seeds, reading notes §3)
-    η_wave = work units / (slots · ⌈units / slots⌉), in clusters    (seeds, reading notes §3)
-    t_math = FLOPs / (peak · ceil_c · rel · η_tile · η_wave · s_N · s_K)
-    t_mem  = bytes / min(HBM · ceil_bw, busy SMs · B_SM)
-    t = max(t_math, t_mem) + (1 − overlap)·min(t_math, t_mem) + [split] t_split + t_fixed
-with the small-dimension saturation s_N = N/(N + n_half), s_K = K_split/(K_split + k_half); B_SM
-what one SM can stream (Little's law: its loads in flight / memory latency), which caps small
-grids; and `overlap` the share of the shorter phase hidden under the longer (1 is the seeds'
-roofline max, 0 no overlap at all).
-The coefficients are per GPU and format, fitted to measured kernels (`cost_model.efficiency`).
+    waves  = ⌈s · clusters / slots⌉;  η_wave = s · tiles / (waves · slot tiles)  (§3)
+    t_math = waves · slot tiles · B_M·B_N · 2(K_s + k_half) / (peak · ceil_c · rel · s_N)
+    t_mem  = max(bytes / min(HBM · ceil_bw, SMs · B_SM),  K_s·max(m_t·b_A, n_t·b_B) / (SMs per tile · B_SM))
+    t = max(t_math, t_mem) + (1 − overlap)·min(t_math, t_mem) + [s > 1] t_split + t_fixed
+t_math is the time of the waves of full tiles (padded work), with the K loop lengthened by
+k_half (pipeline fill and drain of each tile: the seeds' K/(K + k_half) saturation) and a tile's
+rate scaled by s_N = B_N/(B_N + n_half) (a thin tile feeds its tensor cores less well). t_mem
+is the longer of streaming the unique bytes (split partial sums included) from HBM and one
+tile streaming its K loop at what its SMs can pull (B_SM, by Little's law their loads in flight
+over memory latency): m_t = min(M, B_M), n_t = min(N, B_N) are the rows and columns a tile
+loads, and its larger operand sets the pace (the other rides in the same stages). That caps
+grids too few to busy every SM — every tile streams its own operands whatever the number of
+tiles, so more tiles never make a GEMM faster. `overlap` is the share of the shorter phase
+hidden under the longer (1 is the seeds' roofline max, 0 no overlap at all). The coefficients
+are per GPU and format, fitted to measured kernels (`cost_model.efficiency`).
 
 Quantized activations (FP8, NVFP4) are written by some kernel; when they arrive in BF16 a
 quantization kernel reads them and writes the quantized copy (and its scales):
     t_quant = t_q,fixed + M·K·(b_BF16 + b_A) / (HBM · quant_bw)
 It is reported apart (`quantize_s`) because serving engines fuse it into the kernel before the GEMM;
-measured GEMM tables that quantize inside the timed op compare to `time_s + quantize_s`.
+measured GEMM tables that quantize inside the timed op compare to `op_s = time_s + quantize_s`.
 Everything broadcasts over numpy arrays of M, N and K.
 """
 
@@ -36,16 +45,20 @@ from cost_model.hardware import GemmKernel, HardwareSpec
 from cost_model.precision import Precision, get_precision
 from cost_model.units import gemm_flop
 
-MAX_SPLIT_K = 16  # split-K / stream-K partitions a library uses to fill the GPU on small grids
+# split-K / stream-K partitions a library uses to fill the GPU on small grids (CUTLASS split-K
+# and cuBLAS pick powers of two); fixed, so that which split is best never depends on K
+SPLIT_K_FACTORS = (1, 2, 4, 8, 16)
 MIN_K_PER_SPLIT = 256  # a split must keep several K-steps of 64-128 to pipeline (CUTLASS split-K)
-PARTIAL_SUM_BYTES = 4.0  # split-K partial sums are FP32
-# Step times (every GEMM of every candidate of a search) compute in float32: their ~70 array
-# operations on (kernels × GEMMs × cases × candidates × concurrencies) run ~1.6× faster than in
-# float64, and 24 mantissa bits hold every dimension below 16.7M exactly and times to 1e-7
-# relative, far below the model's error. `gemm_cost` (reports) and calibration stay float64.
+PARTIAL_SUM_BYTES = 4.0  # split-K partial sums are FP32, written and read back once each
+PARTIAL_SUM_PASSES = 2.0
+# Step times (every GEMM of every candidate of a search) compute in float32: their array
+# operations on (kernel candidates × GEMMs × cases × candidates × concurrencies) run ~1.6× faster
+# than in float64, and 24 mantissa bits hold every dimension below 16.7M exactly and times to
+# 1e-7 relative, far below the model's error. `gemm_cost` (reports) and calibration stay float64.
 HOT_DTYPE = np.float32
 DEFAULT_OUT_PRECISION = "bf16"  # serving epilogues write BF16 activations unless fused quantization
 QUANTIZE_FROM_PRECISION = "bf16"  # activations reach a quantization kernel in BF16
+BOUNDS = ("compute", "memory", "overhead")  # what sets a kernel's time (`GemmCost.bound`)
 
 
 def tile_efficiency(m, n, tile_m, tile_n):
@@ -81,8 +94,21 @@ class GemmCost:
     time_s: np.ndarray
     tile_efficiency: np.ndarray
     wave_efficiency: np.ndarray
-    compute_bound: np.ndarray  # bool: the predicted time is set by math, not memory
+    compute_bound: np.ndarray  # bool: the kernel's math outlasts its memory traffic
+    overhead_bound: np.ndarray  # bool: its fixed (and split-K) overhead outlasts both
     quantize_s: np.ndarray  # quantizing BF16 activations for this GEMM (0 if A is not quantized)
+
+    @property
+    def op_s(self) -> np.ndarray:
+        """Kernel plus activation quantization: what a measured quantized GEMM op includes."""
+        return self.time_s + self.quantize_s
+
+    @property
+    def bound(self) -> np.ndarray:
+        """"overhead" where the fixed overhead sets the kernel's time, else "compute" or
+        "memory" by which of its math and memory time is longer."""
+        return np.where(self.overhead_bound, "overhead",
+                        np.where(self.compute_bound, "compute", "memory"))
 
     @property
     def roofline_compute_bound(self) -> np.ndarray:
@@ -101,25 +127,25 @@ class GemmCost:
 @cache
 def _kernel_table(kernels: tuple[GemmKernel, ...], sm_count: int,
                   dtype: type = np.float64) -> dict[str, np.ndarray]:
-    """Every kernel geometry as 1-D arrays (one entry each): tile, SMs per tile, cluster shape,
-    relative ceiling, concurrent cluster slots and the tiles those slots hold."""
+    """The kernel candidates as arrays on two axes, geometry × split (axis 0: one entry per
+    geometry: tile, SMs per tile, cluster shape, relative ceiling, concurrent cluster slots and
+    the tiles they hold; axis 1: one entry per split of SPLIT_K_FACTORS and the K it needs)."""
     rows = [(kn.tile_m, kn.tile_n, kn.sms_per_tile, kn.cluster_tiles_m, kn.cluster_tiles_n,
              kn.relative_peak_frac) for kn in kernels]
     names = ("tile_m", "tile_n", "sms_per_tile", "cluster_m", "cluster_n", "relative")
-    table = {name: np.array(col, dtype=np.float64) for name, col in zip(names, zip(*rows))}
+    table = {name: np.array(col, dtype=np.float64)[:, None] for name, col in zip(names, zip(*rows))}
     tiles_per_cluster = table["cluster_m"] * table["cluster_n"]
     table["slots"] = np.maximum(np.floor(sm_count / (table["sms_per_tile"] * tiles_per_cluster)),
                                 1.0)
     table["slot_tiles"] = table["slots"] * tiles_per_cluster
     table["tile_area"] = table["tile_m"] * table["tile_n"]
+    split = np.array(SPLIT_K_FACTORS, dtype=np.float64)[None, :]
+    table["split"] = split
+    table["min_k"] = np.where(split > 1, split * MIN_K_PER_SPLIT, 0.0)  # K a split pads to
+    table["splits"] = (split > 1).astype(np.float64)  # 1: pays the split-K overhead
+    table["partial_bytes"] = table["splits"] * split * (PARTIAL_SUM_PASSES * PARTIAL_SUM_BYTES)
+    table["waves_per_cluster"] = split / table["slots"]
     return {name: col.astype(dtype) for name, col in table.items()}
-
-
-def _split_k(clusters, slots, depth):
-    """Largest power of two ≤ 16 that neither overfills one wave nor cuts K below 256 per split
-    (`depth` = max(K/256, 1)); frexp gives floor(log2) exactly and cheaply."""
-    room = np.minimum(np.maximum(slots / clusters, 1.0), depth)
-    return np.minimum(np.ldexp(room.dtype.type(0.5), np.frexp(room)[1]), MAX_SPLIT_K)
 
 
 def _saturation(dim, half_dim):
@@ -204,44 +230,65 @@ def _bytes(m, n, k, groups, r: GemmRates):
     return read, groups * m * n * r.c_bytes_per_value
 
 
-def _candidates(m, n, k, groups, stream_bytes, hw: HardwareSpec, r: GemmRates,
-                detail: bool = False):
-    """Predicted time of every kernel geometry (axis 0), run whole and split along K (a list of
-    two arrays); with `detail`, also η_tile, η_wave and whether math sets the time. Computes in
-    the dtype of `m`."""
+def _candidates(m, n, k, groups, hw: HardwareSpec, r: GemmRates, detail: bool = False):
+    """Predicted kernel time (without the fixed overhead) of every kernel candidate (axes 0 and
+    1: geometry × split); with `detail`, also its math, memory and split-overhead times, η_tile
+    and η_wave. Each is non-decreasing in M, N and K (module docstring). Terms that depend on
+    the geometry alone or the split alone are computed on that axis only: this is the hot path.
+    Computes in the dtype of `m`."""
     m = np.asarray(m)
     table = _kernel_table(hw.gemm_kernels, hw.sm_count, m.dtype.type)
-    extra = (1,) * max(np.ndim(stream_bytes), np.ndim(r.peak_flop_per_s), np.ndim(m), np.ndim(n),
-                       np.ndim(k))
+    extra = (1,) * max(np.ndim(r.peak_flop_per_s), np.ndim(m), np.ndim(n), np.ndim(k),
+                       np.ndim(groups))
     t = {name: col.reshape(col.shape + extra) for name, col in table.items()}
-    tiles_m, tiles_n = np.ceil(m / t["tile_m"]), np.ceil(n / t["tile_n"])
-    padded = tiles_m * tiles_n * t["tile_area"]  # M·N / η_tile
-    tiles = tiles_m * tiles_n * groups
+    tiles_m, tiles_n = np.ceil(m / t["tile_m"]), np.ceil(n / t["tile_n"])  # geometry axis
     clusters = np.ceil(tiles_m / t["cluster_m"]) * np.ceil(tiles_n / t["cluster_n"]) * groups
-    # math time at full waves and an unsaturated K loop: FLOPs / (peak·ceil·rel·s_N·η_tile)
-    math_rate = r.peak_flop_per_s * r.compute_ceiling_frac * _saturation(n, r.n_half_dim)
-    math_full = padded * ((2.0 * groups * k) / math_rate / t["relative"])
-    bandwidth = np.minimum(hw.hbm_bytes_per_s * r.bandwidth_ceiling_frac,
-                           hw.sm_count * r.sm_bandwidth_bytes_per_s).astype(m.dtype)
-    tile_bandwidth = t["sms_per_tile"] * r.sm_bandwidth_bytes_per_s
-    hidden = 1.0 - r.overlap_frac
-    split = _split_k(clusters, t["slots"], np.maximum(k / MIN_K_PER_SPLIT, 1.0))
-    splits = (split > 1).astype(split.dtype)  # 0/1 in the working dtype (bool × float widens)
-    variants = (  # (busy tiles, waves, K-loop factor 1/s_K, extra bytes, extra time)
-        (tiles, np.ceil(clusters / t["slots"]), 1.0 + r.k_half_dim / k, stream_bytes, 0.0),
-        (tiles * split, np.ceil(clusters * split / t["slots"]), 1.0 + r.k_half_dim * split / k,
-         stream_bytes + splits * split * ((2.0 * PARTIAL_SUM_BYTES) * groups * m * n),
-         splits * r.split_k_overhead_s),
-    )
-    out = []
-    for busy, waves, k_loop, memory_bytes, extra_s in variants:
-        eta_wave = busy / (waves * t["slot_tiles"])
-        math = math_full * k_loop / eta_wave
-        memory = memory_bytes / np.minimum(bandwidth, busy * tile_bandwidth)
-        time = np.maximum(math, memory) + hidden * np.minimum(math, memory) + extra_s
-        eta_tile = np.multiply(m, n, dtype=np.float64) / padded if detail else None
-        out.append((time, eta_tile, eta_wave, math >= memory) if detail else time)
-    return out
+    waves = np.ceil(clusters * t["waves_per_cluster"])
+    k_padded = np.maximum(k, t["min_k"])  # split axis: a split's K, padded to ≥ 256 per split
+    k_split = k_padded / t["split"]
+    math = _into(np.multiply, waves, _wave_s_per_k(t, r) * (k_split + r.k_half_dim))
+    unique = groups * (k_padded * (m * r.a_bytes_per_value + n * r.b_bytes_per_value)
+                       + m * n * (r.c_bytes_per_value + t["partial_bytes"]))
+    memory = _into(np.maximum, k_split * _tile_stream_s_per_k(m, n, t, r),
+                   unique / _hbm_bytes_per_s(hw, r))
+    split_s = t["splits"] * r.split_k_overhead_s
+    if not detail:  # the same as below, in place: the hot path's largest arrays
+        hidden = _into(np.multiply, np.minimum(math, memory), r.overlap_frac)
+        return _into(np.add, _into(np.subtract, _into(np.add, math, memory), hidden), split_s)
+    time = overlapped(math, memory, r.overlap_frac) + split_s
+    eta_tile = np.multiply(m, n, dtype=np.float64) / (tiles_m * tiles_n * t["tile_area"])
+    eta_wave = tiles_m * tiles_n * groups * t["split"] / (waves * t["slot_tiles"])
+    return time, math, memory, split_s, eta_tile, eta_wave
+
+
+def _into(ufunc, a: np.ndarray, b):
+    """ufunc(a, b), written into a's buffer when a already has the result's shape (a is a
+    temporary: the hot path saves allocating its largest arrays)."""
+    if a.shape == np.broadcast_shapes(a.shape, np.shape(b)):
+        return ufunc(a, b, out=a)
+    return ufunc(a, b)
+
+
+def _wave_s_per_k(t: dict, r: GemmRates):
+    """Time of one wave of full tiles per unit of K loop: slot tiles · B_M·B_N · 2 FLOP at the
+    tile's rate, peak · ceil_c · rel · s_N with s_N = B_N / (B_N + n_half)."""
+    rate = r.peak_flop_per_s * r.compute_ceiling_frac * t["relative"] \
+        * _saturation(t["tile_n"], r.n_half_dim)
+    return 2.0 * t["slot_tiles"] * t["tile_area"] / rate
+
+
+def _hbm_bytes_per_s(hw: HardwareSpec, r: GemmRates):
+    """What a full grid streams: HBM at its ceiling, or every SM at B_SM if that is less."""
+    return np.minimum(hw.hbm_bytes_per_s * r.bandwidth_ceiling_frac,
+                      hw.sm_count * r.sm_bandwidth_bytes_per_s)
+
+
+def _tile_stream_s_per_k(m, n, t: dict, r: GemmRates):
+    """Time per unit of K loop of one tile streaming its operands at what its SMs pull:
+    max(m_t·b_A, n_t·b_B) / (SMs per tile · B_SM), m_t = min(M, B_M), n_t = min(N, B_N)."""
+    a_row = np.minimum(m, t["tile_m"]) * r.a_bytes_per_value
+    b_col = np.minimum(n, t["tile_n"]) * r.b_bytes_per_value
+    return np.maximum(a_row, b_col) / (t["sms_per_tile"] * r.sm_bandwidth_bytes_per_s)
 
 
 def gemm_time_s(m, n, k, groups, hw: HardwareSpec, rates: GemmRates, dtype: type = np.float64):
@@ -250,9 +297,7 @@ def gemm_time_s(m, n, k, groups, hw: HardwareSpec, rates: GemmRates, dtype: type
     calibration keeps float64, whose finite-difference Jacobians need the digits)."""
     m, n, k, groups = (np.asarray(x, dtype=dtype) for x in (m, n, k, groups))
     rates = rates.astype(dtype)
-    read, write = _bytes(m, n, k, groups, rates)
-    whole, split = _candidates(m, n, k, groups, read + write, hw, rates)
-    return np.minimum(whole.min(axis=0), split.min(axis=0)) + rates.fixed_overhead_s
+    return _candidates(m, n, k, groups, hw, rates).min(axis=(0, 1)) + rates.fixed_overhead_s
 
 
 def quantize_time_s(m, k, groups, hw: HardwareSpec, rates: GemmRates):
@@ -275,16 +320,19 @@ def gemm_cost(m, n, k, hw: HardwareSpec, precision: Precision | str,
                                        "out_dtype"))
     m, n, k, groups = (np.asarray(x, dtype=np.float64) for x in (m, n, k, groups))
     flop, read, write = _traffic(m, n, k, groups, rates)
-    found = _candidates(m, n, k, groups, read + write, hw, rates, detail=True)
-    times, tiles, waves, math_bound = (np.concatenate(np.broadcast_arrays(*x)) for x in zip(*found))
-    best = np.argmin(times, axis=0)[None]
+    found = np.broadcast_arrays(*_candidates(m, n, k, groups, hw, rates, detail=True))
+    time, math, memory, split_s, eta_tile, eta_wave = (x.reshape((-1,) + x.shape[2:]) for x in found)
+    best = np.argmin(time, axis=0)[None]
     pick = lambda x: np.take_along_axis(x, best, 0)[0]  # noqa: E731
+    math, memory = pick(math), pick(memory)
+    overhead = pick(split_s) + rates.fixed_overhead_s
     peak = rates.peak_flop_per_s
     return GemmCost(
         flop=flop, read_bytes=read, write_bytes=write, math_s=flop / peak,
         read_s=read / hw.hbm_bytes_per_s, write_s=write / hw.hbm_bytes_per_s,
-        time_s=pick(times) + rates.fixed_overhead_s, tile_efficiency=pick(tiles),
-        wave_efficiency=pick(waves), compute_bound=pick(math_bound),
+        time_s=pick(time) + rates.fixed_overhead_s, tile_efficiency=pick(eta_tile),
+        wave_efficiency=pick(eta_wave), compute_bound=math >= memory,
+        overhead_bound=overhead >= np.maximum(math, memory),
         quantize_s=np.broadcast_to(quantize_time_s(m, k, groups, hw, rates), flop.shape),
     )
 

@@ -67,6 +67,7 @@ COEFFICIENTS = {
     "quantize_bandwidth_frac": (1.0, 0.05, 1.0, 0.5),
 }
 KERNEL_COEFFICIENTS = tuple(list(COEFFICIENTS)[:8])
+SM_BANDWIDTH_FLOOR_SHARES = 4.0  # B_SM may fall to 1/4 of an SM's fair share of HBM (`_bounds`)
 
 # Seeds 001, Figure 4 (GB300 NVFP4 GEMM, M = 8192): throughput reaches 80% of its K = 16384 value
 # at K = 3072 and 90% at 6144 (N = 9728); 75% of its N = 16384 value at N = 2560 and 90% at 6144,
@@ -292,12 +293,13 @@ def abs_error_quantiles(predicted: np.ndarray, measured: np.ndarray) -> tuple[fl
 # ---- fitting --------------------------------------------------------------------------------
 
 def _bounds(name: str, hw: HardwareSpec) -> tuple[float, float, float]:
-    """(low, high, start) of a coefficient; one SM streams between its fair share of HBM and
-    all of it (Little's law caps it far below, the fit finds where)."""
+    """(low, high, start) of a coefficient; one SM streams between a quarter of its fair share
+    of HBM (a kernel with few loads in flight: NVFP4 at small M on Blackwell streams its K loop
+    at ~40 GB/s per SM) and all of it (Little's law caps it far below, the fit finds where)."""
     _, low, high, start = COEFFICIENTS[name]
     if name == "sm_bandwidth_gb_per_s":
         fair = hw.hbm_bytes_per_s / hw.sm_count / GIGA
-        return fair, hw.hbm_bytes_per_s / GIGA, 4.0 * fair
+        return fair / SM_BANDWIDTH_FLOOR_SHARES, hw.hbm_bytes_per_s / GIGA, 4.0 * fair
     return low, high, start
 
 

@@ -133,12 +133,13 @@ def test_missing_coefficient_names_the_field():
 
 
 def test_shipped_bandwidth_caps_are_physical():
-    """One SM streams at least its fair share of HBM and at most all of it."""
+    """One SM streams at least a quarter of its fair share of HBM (the calibration's floor: a
+    kernel with few loads in flight, like NVFP4 at small M) and at most all of it."""
     for name in catalog_names():
         hw = get_hardware(name)
         for fmt, eff in get_efficiency(name).gemm.items():
             fair = hw.hbm_bytes_per_s / hw.sm_count
-            assert fair * (1 - 1e-3) <= eff.sm_bandwidth_bytes_per_s, (name, fmt)
+            assert fair / 4 * (1 - 1e-3) <= eff.sm_bandwidth_bytes_per_s, (name, fmt)
             assert eff.sm_bandwidth_bytes_per_s <= hw.hbm_bytes_per_s * (1 + 1e-3), (name, fmt)
             assert math.isfinite(eff.overlap_frac)
 
