@@ -128,12 +128,16 @@ def _toml(value: Any) -> str:
 
 def _check_integers(dim: Dimension, low: int, high: int) -> None:
     for label, value in dim.extremes():
-        if not isinstance(value, int) or isinstance(value, bool):
+        if not isinstance(value, int):  # a string (Dimension's ints are strict: no bools)
             raise ValueError(f"every option must be an integer; got {label}{_toml(value)}")
         if value < low:
             raise ValueError(f"every option must be an integer >= {low}; got {label}{value}")
         if value > high:
             raise ValueError(f"every option must be an integer <= {high}; got {label}{value}")
+
+
+def _largest(dim: Dimension) -> int:
+    return max(value for _, value in dim.extremes())
 
 
 def _check_formats(dim: Dimension, field: str) -> None:
@@ -188,8 +192,7 @@ class Space(BaseModel):
     @model_validator(mode="after")
     def _dense_models_have_an_ffn(self) -> Space:
         """Every trial would be an invalid shape (space.py: a dense model needs H′ > 0)."""
-        largest = lambda dim: max(v for _, v in dim.extremes())  # noqa: E731
-        if largest(self.num_experts) == 0 and largest(self.intermediate_size) == 0:
+        if _largest(self.num_experts) == 0 and _largest(self.intermediate_size) == 0:
             raise ValueError("`intermediate_size` must have an option > 0 for a dense model "
                              "(every `num_experts` option is 0); got only 0")
         return self
