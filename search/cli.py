@@ -21,6 +21,7 @@ from search import (
     evaluate_command,
     inspect_commands,
     lint_command,
+    loss_command,
     study_commands,
 )
 from search.runner import NoFeasibleError
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate_command.add_parser(sub)
     study_commands.add_parsers(sub)
     lint_command.add_parser(sub)
+    loss_command.add_parser(sub)
     calibrate_command.add_parser(sub)
     inspect_commands.add_parsers(sub)
     return parser

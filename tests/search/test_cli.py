@@ -2,6 +2,7 @@
 error base reported as one line with exit code 2 (search/cli.py's docstring)."""
 
 import importlib.metadata
+import json
 import re
 from pathlib import Path
 
@@ -103,3 +104,12 @@ def test_a_model_that_does_not_fit_says_its_size(capsys):
     # source: tests/data/model_params.csv (transformers' exact counts); tolerance 0
     assert "671,026,404,352 params, 37,552,282,624 active" in err
     assert "GiB of weights per GPU" in err and "GiB usable" in err
+
+
+def test_loss_is_a_command(capsys):
+    """`archscout loss` (search/loss_command.py) is registered: one document, or one line."""
+    llama = str(MODEL_CONFIGS / "Llama-3.1-8B.json")
+    assert main(["loss", llama, "--training-tokens", "15T", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["training_tokens"] == 15e12
+    assert main(["loss", llama, "--training-tokens", "many"]) == EXIT_BAD_INPUT
+    assert "`--training-tokens` must be a number" in _one_line(capsys)
