@@ -10,3 +10,4 @@ MODEL_CONFIGS = TEST_DATA / "model_configs"  # Hugging Face config.json of publi
 HF_CONFIGS = TEST_DATA / "hf_configs"  # more public configs, and small synthetic ones
 MODEL_PARAMS_CSV = TEST_DATA / "model_params.csv"  # exact parameter counts of MODEL_CONFIGS
 SERVING_PUBLISHED_CSV = TEST_DATA / "serving_published.csv"  # published serving measurements
+SERVING_DEV_SET_CSV = TEST_DATA / "serving" / "published_ttft_tpot.csv"  # more, with TTFT
