@@ -83,9 +83,12 @@ def prefill_work_items(a: ArchArrays, d: DeployArrays, toks, seqs):
     return seqs * per_seq * a.heads_q / d.tp
 
 
-def decode_attention_s(a: ArchArrays, d: DeployArrays, env: Env, seqs, context):
+def decode_attention_s(a: ArchArrays, d: DeployArrays, env: Env, seqs, context,
+                       queries_per_seq=1.0):
     """Mean per-layer time of decode attention on one GPU: `seqs` sequences of its attention
-    group (whole requests: `StepLoad.group_decode_seqs`) decoding at `context`."""
+    group (whole requests: `StepLoad.group_decode_seqs`) decoding at `context`, each with
+    `queries_per_seq` new tokens (k + 1 when verifying k speculative tokens: the KV is read
+    once per sequence, the math grows with the queries)."""
     heads = a.heads_q / d.tp
     peak = env.hw.peak_for(env.high) * env.eff.prefill_attention_compute_frac
     bandwidth = env.hw.hbm_bytes_per_s * env.eff.decode_attention_bandwidth_frac
@@ -95,7 +98,7 @@ def decode_attention_s(a: ArchArrays, d: DeployArrays, env: Env, seqs, context):
     dequant_s_per_elem = np.where(quantized, 1.0 / env.eff.decode_kv_dequant_elements_per_s, 0.0)
 
     def one(ctx):
-        flop = seqs * ctx * heads * _head_flop_per_key(a, absorbed=True)
+        flop = seqs * queries_per_seq * ctx * heads * _head_flop_per_key(a, absorbed=True)
         stream_s = seqs * ctx * np.maximum(kv_bytes / bandwidth, kv_elems * dequant_s_per_elem)
         return np.maximum(flop / peak, stream_s)
 

@@ -86,12 +86,21 @@ class DeployArrays:
     pp: np.ndarray
     dp: np.ndarray
     imbalance: np.ndarray
+    spec_tokens: np.ndarray | float = 0.0  # speculative tokens verified per step (0: none)
+    spec_acceptance: np.ndarray | float = 0.0
 
     @classmethod
     def from_deployments(cls, deps: Sequence[Deployment]) -> DeployArrays:
         return cls(tp=_column([d.tp for d in deps]), ep=_column([d.ep for d in deps]),
                    pp=_column([d.pp for d in deps]), dp=_column([d.dp for d in deps]),
-                   imbalance=_column([d.moe_imbalance_frac for d in deps]))
+                   imbalance=_column([d.moe_imbalance_frac for d in deps]),
+                   spec_tokens=_column([d.spec_tokens for d in deps]),
+                   spec_acceptance=_column([d.spec_acceptance_frac for d in deps]))
+
+    @property
+    def speculative(self) -> bool:
+        """True when any candidate verifies speculative tokens."""
+        return bool(np.any(np.asarray(self.spec_tokens) > 0))
 
     @property
     def moe_tp(self) -> np.ndarray:

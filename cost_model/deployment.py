@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from cost_model.architecture import config_error_from
@@ -28,6 +29,11 @@ DEFAULT_MOE_IMBALANCE_FRAC = 0.1
 # Sequences one engine instance (attention group) batches at most: TensorRT-LLM's trtllm-bench
 # caps max_batch_size at 4096 (tensorrt_llm/bench/build/tuning.py, finetune_setting()).
 DEFAULT_MAX_BATCH_SEQUENCES = 4096
+# Per-token acceptance of speculative tokens when none is given: DeepSeek-V3 technical report
+# (arXiv 2412.19437) §5.4.3: "the acceptance rate of the second token prediction ranges between
+# 85% and 90%" for its one-token MTP module; the lower end.
+DEFAULT_SPEC_ACCEPTANCE_FRAC = 0.85
+SPEC_METHODS = ("mtp", "eagle")  # both draft with one transformer block and the model's LM head
 
 
 class Deployment(BaseModel):
@@ -42,11 +48,19 @@ class Deployment(BaseModel):
     precision: str = "fp8"  # weights and GEMM activations of the linear layers
     kv_precision: str | None = None  # KV cache; default: fp8 when `precision` is 8-bit or less
     moe_imbalance_frac: float = Field(default=DEFAULT_MOE_IMBALANCE_FRAC, ge=0, le=10)
+    # speculative decoding: `spec_tokens` draft tokens per step, verified together by the model;
+    # each is accepted with `spec_acceptance_frac` given that the ones before it were
+    spec_tokens: int = Field(default=0, ge=0, le=16)
+    spec_acceptance_frac: float = Field(default=DEFAULT_SPEC_ACCEPTANCE_FRAC, ge=0, le=1)
+    spec_method: str = "mtp"
 
     @model_validator(mode="after")
     def _check(self) -> Deployment:
         get_precision(self.precision, "precision")
         get_precision(self.kv_cache_precision, "kv_precision")
+        if self.spec_method not in SPEC_METHODS:
+            raise ConfigError(f"`spec_method` must be one of {', '.join(SPEC_METHODS)}; got "
+                              f"{self.spec_method!r}")
         if (self.tp * self.dp) % self.ep:
             raise ConfigError(
                 f"`ep` ({self.ep}) must divide the GPUs of a stage, `tp`·`dp` = {self.tp * self.dp}"
@@ -67,6 +81,22 @@ class Deployment(BaseModel):
     @property
     def moe_tp(self) -> int:
         return self.tp * self.dp // self.ep
+
+    @property
+    def tokens_per_step(self) -> float:
+        """Expected tokens each sequence gains per decode step: 1 + a + a² + … + a^k for k
+        speculative tokens at per-token acceptance a (a token counts only if all before it
+        were accepted; the verified step always yields one)."""
+        return expected_tokens_per_step(self.spec_tokens, self.spec_acceptance_frac)
+
+
+def expected_tokens_per_step(spec_tokens, acceptance_frac):
+    """Σ_{i=0..k} a^i (arrays broadcast): k+1 at a = 1, 1 at a = 0."""
+    k = np.asarray(spec_tokens, dtype=np.float64)
+    a = np.asarray(acceptance_frac, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        geometric = (1.0 - a ** (k + 1.0)) / (1.0 - a)
+    return np.where(a >= 1.0, k + 1.0, geometric)
 
 
 class Workload(BaseModel):

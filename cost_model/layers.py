@@ -74,7 +74,7 @@ class GemmList:
 def attention_gemms(g: GemmList, a: ArchArrays, d: DeployArrays, load: StepLoad, layers):
     """QKV / MLA projections and the output projection of `layers` layers (busiest group)."""
     tok = load.group_tokens
-    decode_tokens, prefill_tokens = load.group_decode_seqs, load.group_prefill_tokens
+    decode_tokens, prefill_tokens = load.group_decode_tokens, load.group_prefill_tokens
     heads = a.heads_q / d.tp
     gqa, mla = (a.mla <= 0), (a.mla > 0)
     kv_heads = np.ceil(a.heads_kv / d.tp)
@@ -149,6 +149,6 @@ def moe_overhead_s(a: ArchArrays, d: DeployArrays, env: Env, tokens):
 def lm_head_gemm(g: GemmList, a: ArchArrays, d: DeployArrays, load: StepLoad):
     """Logits for the decode tokens and the last prompt token of each request whose prefill
     the step completes (BF16 weights), on the busiest group."""
-    logits = load.group_decode_seqs + np.minimum(load.group_prefill_tokens,
+    logits = load.group_decode_tokens + np.minimum(load.group_prefill_tokens,
                                                  load.group_prefill_seqs)
     g.add("lm_head", logits, a.vocab / d.tp, a.hidden, 1.0, high=True)

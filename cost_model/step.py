@@ -13,13 +13,14 @@ TTFT is chunked-pipeline prefill of one request (seeds, guideline 6): m chunks t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from cost_model.attention import decode_attention_s, prefill_attention_s
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.benchmark_ttft import benchmark_ttft_s, prompt_queue_s
+from cost_model.deployment import expected_tokens_per_step
 from cost_model.communication import all_reduce_s, all_to_all_s, point_to_point_s
 from cost_model.layers import GemmList, attention_gemms, ffn_gemms, lm_head_gemm
 from cost_model.step_load import StepLoad, busiest_group_seqs
@@ -106,15 +107,17 @@ def _other_s(a, d, env: Env, load: StepLoad, layers, dense_layers):
 
 
 def stage_forward(a: ArchArrays, d: DeployArrays, env: Env, decode_seqs, context,
-                  prefill_tokens, prefill_context, prefill_seqs=None) -> StageTime:
+                  prefill_tokens, prefill_context, prefill_seqs=None,
+                  tokens_per_seq=1.0) -> StageTime:
     """One forward of the busiest stage for a micro-batch of `decode_seqs` whole decoding
     sequences at `context` tokens plus `prefill_tokens` prompt tokens of `prefill_seqs` requests
     (None: one request, a chunk) attending to `prefill_context` on average. Counts are for the
     whole instance (all DP groups); the busiest group's share is taken in whole requests
-    (`StepLoad.of`). Broadcasts over every argument. The fused-MoE overhead calibrated on kernel
-    tables (`layers.moe_overhead_s`) is not added: see its docstring."""
-    return stage_forward_load(a, d, env, StepLoad.of(d, decode_seqs, prefill_tokens, prefill_seqs),
-                              context, prefill_context)
+    (`StepLoad.of`); each decoding sequence puts `tokens_per_seq` tokens through the model (k + 1
+    when verifying k speculative tokens). Broadcasts over every argument. The fused-MoE overhead
+    calibrated on kernel tables (`layers.moe_overhead_s`) is not added: see its docstring."""
+    load = StepLoad.of(d, decode_seqs, prefill_tokens, prefill_seqs, tokens_per_seq)
+    return stage_forward_load(a, d, env, load, context, prefill_context)
 
 
 def stage_forward_load(a: ArchArrays, d: DeployArrays, env: Env, load: StepLoad, context,
@@ -129,7 +132,8 @@ def stage_forward_load(a: ArchArrays, d: DeployArrays, env: Env, load: StepLoad,
     lm_head_gemm(gemms, a, d, load)
     gemm_s = sum(gemms.times_s(env).values())
     attention_s = layers * (
-        decode_attention_s(a, d, env, load.group_decode_seqs, context)
+        decode_attention_s(a, d, env, load.group_decode_seqs, context,
+                           load.decode_tokens_per_seq)
         + prefill_attention_s(a, d, env, load.group_prefill_tokens, prefill_context,
                               load.group_prefill_seqs))
     return StageTime(
@@ -170,7 +174,8 @@ def _forward_args(concurrency, d, isl_tokens, osl_tokens, chunk_tokens):
                         full(d.dp * chunk_tokens)])
     # a chunk belongs to one request; a larger share is whole prompts of share/ISL requests
     prefill_seqs = np.maximum(prefill / isl_tokens, np.minimum(prefill, 1.0))
-    return decode_seqs, isl_tokens + osl_tokens / 2.0, prefill, isl_tokens / 2.0, prefill_seqs
+    return decode_seqs, isl_tokens + osl_tokens / 2.0, prefill, isl_tokens / 2.0, prefill_seqs, \
+        d.spec_tokens + 1.0
 
 
 def chunk_step_frac(concurrency, d: DeployArrays, isl_tokens, osl_tokens, chunk_tokens):
@@ -191,9 +196,22 @@ def prefill_utilization(concurrency, d: DeployArrays, isl_tokens, osl_tokens, ch
     return np.minimum(group_per_step / chunk, 1.0)
 
 
+def draft_pass(a: ArchArrays, d: DeployArrays, env: Env, concurrency, context) -> StageTime:
+    """One drafting pass of speculative decoding for the busiest micro-batch: one transformer
+    block of the model's kind (DeepSeek-V3's MTP module is one block sharing the embedding and
+    output head, arXiv 2412.19437 §2.2; an EAGLE draft head is one decoder layer) and the LM
+    head, on one token per sequence. k draft tokens take k such passes, one after another."""
+    moe = np.minimum(a.moe_layers, 1.0)
+    block = replace(a, layers=np.ones_like(a.layers), dense_layers=1.0 - moe, moe_layers=moe,
+                    sliding_layers=np.zeros_like(a.sliding_layers))
+    single = replace(d, pp=np.ones_like(d.pp))
+    return stage_forward(block, single, env, micro_batch_seqs(concurrency, d), context, 0.0, 0.0)
+
+
 @dataclass(frozen=True)
 class ServingTimes:
-    tpot: StageTime  # the decode step's breakdown, prefill work amortized, × PP
+    tpot: StageTime  # per output token: the decode step (prefill amortized, × PP, drafts
+    # included) over the tokens it yields
     ttft_s: np.ndarray  # steady-state TTFT of one request (the engine's)
     benchmark_ttft_s: np.ndarray  # what a benchmark client at this concurrency measures
     prompt_queue_s: np.ndarray  # (C_g − 1) · S_prompt: draining the group's other prompts
@@ -214,14 +232,20 @@ def serving_times(a, d, env: Env, concurrency, isl_tokens, osl_tokens, chunk_tok
     carry one chunk beside the other c − 1 sequences, plus half a decode step of waiting for the
     step in progress when other sequences are running (none at c = 1). It does not depend on
     OSL: the other requests' prompt share is what TPOT pays."""
-    steps = stage_forward(a, d, env, *_forward_args(concurrency, d, isl_tokens, osl_tokens,
+    gained = expected_tokens_per_step(d.spec_tokens, d.spec_acceptance)
+    decode_steps = osl_tokens / gained  # steps a request decodes for: prompts amortize over them
+    steps = stage_forward(a, d, env, *_forward_args(concurrency, d, isl_tokens, decode_steps,
                                                      chunk_tokens))
-    per_step, chunk = _prefill_tokens(concurrency, d, isl_tokens, osl_tokens, chunk_tokens)
+    per_step, chunk = _prefill_tokens(concurrency, d, isl_tokens, decode_steps, chunk_tokens)
     share = np.where(per_step >= chunk, 1.0,
-                     chunk_step_frac(concurrency, d, isl_tokens, osl_tokens, chunk_tokens))
-    decode = steps.part(0).plus(steps.part(1).minus(steps.part(0)), share).scaled(d.pp)
+                     chunk_step_frac(concurrency, d, isl_tokens, decode_steps, chunk_tokens))
+    step = steps.part(0).plus(steps.part(1).minus(steps.part(0)), share).scaled(d.pp)
+    if d.speculative:
+        step = step.plus(draft_pass(a, d, env, concurrency, isl_tokens + osl_tokens / 2.0),
+                         d.spec_tokens)
+    decode = step.scaled(1.0 / gained)
     chunks = np.ceil(isl_tokens / chunk_tokens)
-    waiting = np.where(np.asarray(concurrency) > 1.0, decode.total_s / (2.0 * d.pp), 0.0)
+    waiting = np.where(np.asarray(concurrency) > 1.0, step.total_s / (2.0 * d.pp), 0.0)
     ttft = (chunks + d.pp - 1.0) * steps.part(2).total_s + waiting
     prompt_s = steps.part(3).total_s * isl_tokens / chunk_tokens  # one budget per stage step
     queue = prompt_queue_s(prompt_s, busiest_group_seqs(concurrency, d.dp))

@@ -40,17 +40,26 @@ class StepLoad:
     group_prefill_tokens: np.ndarray  # prompt tokens that group prefills in the step
     group_prefill_seqs: np.ndarray  # the requests those prompt tokens belong to
     instance_tokens: np.ndarray  # decode + prompt tokens of all DP groups (what experts see)
+    # tokens each decoding sequence puts through the model per step: 1, or k + 1 when k
+    # speculative tokens are verified together
+    decode_tokens_per_seq: np.ndarray | float = 1.0
+
+    @property
+    def group_decode_tokens(self) -> np.ndarray:
+        return self.group_decode_seqs * self.decode_tokens_per_seq
 
     @property
     def group_tokens(self) -> np.ndarray:
-        return self.group_decode_seqs + self.group_prefill_tokens
+        return self.group_decode_tokens + self.group_prefill_tokens
 
     @classmethod
-    def of(cls, d: DeployArrays, decode_seqs, prefill_tokens, prefill_seqs=None) -> StepLoad:
-        """From instance-wide counts: `decode_seqs` whole decoding sequences and
-        `prefill_tokens` prompt tokens of `prefill_seqs` requests (None: one request, i.e. a
-        chunk). The busiest group gets ⌈decode_seqs/dp⌉ sequences and ⌈prefill_seqs/dp⌉ of the
-        prompts (a share below one request, an amortized average, stays on one group)."""
+    def of(cls, d: DeployArrays, decode_seqs, prefill_tokens, prefill_seqs=None,
+           tokens_per_seq=1.0) -> StepLoad:
+        """From instance-wide counts: `decode_seqs` whole decoding sequences (each putting
+        `tokens_per_seq` tokens through the model) and `prefill_tokens` prompt tokens of
+        `prefill_seqs` requests (None: one request, i.e. a chunk). The busiest group gets
+        ⌈decode_seqs/dp⌉ sequences and ⌈prefill_seqs/dp⌉ of the prompts (a share below one
+        request, an amortized average, stays on one group)."""
         decode_seqs = np.asarray(decode_seqs, dtype=np.float64)
         prefill_tokens = np.asarray(prefill_tokens, dtype=np.float64)
         seqs = np.minimum(prefill_tokens, 1.0) if prefill_seqs is None else \
@@ -61,7 +70,8 @@ class StepLoad:
         return cls(group_decode_seqs=busiest_group_seqs(decode_seqs, d.dp),
                    group_prefill_tokens=_snap_whole(prefill_tokens * share),
                    group_prefill_seqs=group_seqs,
-                   instance_tokens=decode_seqs + prefill_tokens)
+                   instance_tokens=decode_seqs * tokens_per_seq + prefill_tokens,
+                   decode_tokens_per_seq=tokens_per_seq)
 
     @classmethod
     def single_group(cls, tokens, decode_seqs=None) -> StepLoad:

@@ -180,7 +180,12 @@ def predicted_s(data: MeasuredAttention, hw: HardwareSpec, eff: Efficiency) -> n
 
 
 def _take(d: DeployArrays, rows: np.ndarray) -> DeployArrays:
-    return DeployArrays(**{f.name: getattr(d, f.name)[rows] for f in fields(d)})
+    return DeployArrays(**{f.name: _rows(getattr(d, f.name), rows) for f in fields(d)})
+
+
+def _rows(value, rows: np.ndarray):
+    """`value[rows]` for a per-row array; a scalar field (a default) as it is."""
+    return value[rows] if np.ndim(value) else value
 
 
 # ---- fitting --------------------------------------------------------------------------------
