@@ -19,6 +19,7 @@ filtered on their exact values, so no reported entry dominates another.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import moocore
 import numpy as np
@@ -40,11 +41,16 @@ AREA = "frontier_area"
 
 @dataclass(frozen=True)
 class Record:
-    """One finished, valid trial as the report needs it."""
+    """One completed trial as the report needs it; its candidate is rebuilt when first read
+    (only the feasible trials' are: a third of a study's, or less)."""
 
     trial: FrozenTrial
-    candidate: Candidate
+    spec: StudySpec
     feasible: bool
+
+    @cached_property
+    def candidate(self) -> Candidate:
+        return build_candidate(self.spec, complete_params(self.spec, self.trial.params))
 
     @property
     def arch_key(self) -> tuple | None:
@@ -57,12 +63,12 @@ class Record:
 
 
 def load_records(spec: StudySpec, study: optuna.Study) -> list[Record]:
-    """Completed trials (one storage read, no deep copies) with their rebuilt candidates."""
+    """Completed trials (one storage read, no deep copies)."""
     hard = hard_constraints(spec)
     records = []
     for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
         feasible = all(t.constraints.get(n, 0.0) <= 0 for n in hard)
-        records.append(Record(t, build_candidate(spec, complete_params(spec, t.params)), feasible))
+        records.append(Record(t, spec, feasible))
     return records
 
 
@@ -118,13 +124,13 @@ def _minimized(spec: StudySpec, values: np.ndarray) -> np.ndarray:
 def _stored_bounds(spec: StudySpec, design: Design) -> tuple[list[float], list[float]]:
     """(pessimistic, optimistic) objective values of a design from its stored trial values."""
     values = np.array([r.trial.values for r in design.records], dtype=float)
-    low, high = [], []
+    pessimistic, optimistic = [], []
     for j, (name, direction) in enumerate(zip(spec.objectives.names, spec.objectives.directions)):
         column = values[:, j]
         best = column.max() if direction == "maximize" else column.min()
-        low.append(best)
-        high.append(column.sum() if name == AREA else best)
-    return low, high
+        pessimistic.append(best)  # the envelope's area is at least its best deployment's
+        optimistic.append(column.sum() if name == AREA else best)  # and at most their sum
+    return pessimistic, optimistic
 
 
 def _may_be_optimal(spec: StudySpec, designs: list[Design]) -> list[Design]:
