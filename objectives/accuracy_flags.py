@@ -48,6 +48,9 @@ MAX_LAYERS_SOFT = cap.GEMSTONES_DEPTH_RANGE[1]  # 80, the deepest Gemstones mode
 ASPECT_RATIO_HARD_MAX = terms.ASPECT_RATIO_KAPLAN_RANGE[1]  # 700: Kaplan's (6, 4288) [V]
 ASPECT_RATIO_SOFT_RANGE = (5.0, terms.ASPECT_RATIO_MORPH_RANGE[1])  # Gemstones 768×98 (R 7.8) to Morph's 384
 MIN_ATTENTION_WIDTH_FRAC = 1 / 8  # no run narrower than n_q·d_h = H/8 (Kaplan Fig. 5 keeps H)
+# the widest trained: 2·H (Qwen3 configs, Bian 2025b's Panda-1B [V]), 2.3·H (DeepSeek-V3's MLA
+# queries [V]); beyond 2.5·H the mix and KV terms would be rewarding an untested extreme
+MAX_ATTENTION_WIDTH_FRAC = 2.5
 MIN_KV_WIDTH_FRAC = 1 / 32  # DeepSeek-V2 Table 8's MQA at 7B: one 128-wide KV head at H 4096 [V]
 MIN_HEAD_DIM_HARD = 32
 MIN_FFN_WIDTH_FRAC = 1.0  # Bian 2025b's narrowest: Panda-3B, gated d_ff = d_model [V]
@@ -73,7 +76,8 @@ def depth_flags(shape) -> list[RangeFlag]:
 
 def attention_flags(shape) -> list[RangeFlag]:
     flags = outside("n_q·d_h / H (attention width)", shape.attention_width_frac,
-                    (MIN_ATTENTION_WIDTH_FRAC, math.inf), "no run below H/8", hard=True)  # fmt: skip
+                    (MIN_ATTENTION_WIDTH_FRAC, MAX_ATTENTION_WIDTH_FRAC),
+                    "trained models span H/8 (none below) to 2.3·H", hard=True)  # fmt: skip
     flags += outside("n_kv·d_h / H (KV width)", shape.kv_width_frac, (MIN_KV_WIDTH_FRAC, math.inf),
                      "DeepSeek-V2 Table 8: MQA at 7B", hard=True)  # fmt: skip
     no_law = "no loss law; Kaplan 2020: weak effect"

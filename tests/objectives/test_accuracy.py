@@ -470,7 +470,7 @@ OUTSIDE = {  # id: (arch, tokens, precision), (flag prefix, validated range in t
     "mlp-light": ((_llama_3_2_1b(ffn=512), 1e11, "bf16"),
                   ("hard: FFN width / H (SwiGLU-equivalent, active) = 0.25", "[1, inf]", True)),
     "narrow-attention": ((_llama_3_2_1b(heads=2, kv_heads=2), 1e11, "bf16"),
-                         ("hard: n_q·d_h / H (attention width) = 0.0625", "[0.125, inf]", True)),
+                         ("hard: n_q·d_h / H (attention width) = 0.0625", "[0.125, 2.5]", True)),
     "huge-vocab": ((_llama_3_2_1b(vocab=1 << 20), 1e11, "bf16"),
                    ("hard: V (vocabulary) = 1.049e+06", "[0, 2.621e+05]", True)),
     "mqa": ((_llama_3_2_1b(kv_heads=1), 1e11, "bf16"), ("soft: n_kv (KV heads) = 1", "[2, n_q]", False)),
