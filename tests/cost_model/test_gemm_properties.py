@@ -1,0 +1,141 @@
+"""GEMM physics that hold for every GPU × format × shape (issue 10): predicted time never falls
+when M, N or K grows (a kernel may always pad a smaller problem), in the reports' float64 path and
+the search's float32 hot path; and per GPU the formats rank, on decode-like and prefill-like
+shapes, the way the measured tables rank them."""
+
+import csv
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cost_model.gemm import HOT_DTYPE, GemmRates, gemm_cost, gemm_time_s
+from cost_model.hardware import catalog_names, get_hardware
+from cost_model.precision import PRECISIONS
+from tests.data_paths import TEST_DATA
+
+# every catalog GPU with every format its tensor cores run (fp32 → tf32, fp4 only on Blackwell)
+CASES = [(name, fmt) for name in catalog_names() for fmt, prec in PRECISIONS.items()
+         if get_hardware(name).supports(prec)]
+FLOAT32_REL = 1e-6  # float32 rounding of the hot path (24 bits: 6e-8 per operation)
+MAX_DIM = 1 << 17  # 131,072: beyond every sharded model dimension and token count of a step
+ORDER_FILE = TEST_DATA / "gemm_format_order.csv"  # written by tests/benchmarks/gemm_format_order.py
+TIE_FRAC = 0.05  # formats measured within 5% of each other are a tie: no order asserted
+GEOMEAN_REL = 0.20  # a regime's predicted geometric mean within 20% of the measured one
+
+
+def _times_s(name: str, fmt: str, m, n, k, groups=1.0) -> list[np.ndarray]:
+    """Kernel time by both paths: `gemm_cost` (float64) and `gemm_time_s` in HOT_DTYPE."""
+    hw = get_hardware(name)
+    rates = GemmRates.of(hw, PRECISIONS[fmt])
+    return [gemm_cost(m, n, k, hw, fmt, groups=groups).time_s,
+            gemm_time_s(m, n, k, groups, hw, rates, HOT_DTYPE).astype(np.float64)]
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(case=st.sampled_from(CASES), dims=st.tuples(*[st.integers(1, MAX_DIM)] * 3),
+       axis=st.integers(0, 2), grow=st.integers(1, 4096), groups=st.sampled_from([1.0, 8.0]))
+def test_gemm_time_never_falls_when_a_dimension_grows(case, dims, axis, grow, groups):
+    grown = list(dims)
+    grown[axis] += grow
+    for before, after in zip(_times_s(*case, *dims, groups), _times_s(*case, *grown, groups)):
+        assert after >= before * (1 - FLOAT32_REL), (case, dims, axis, grow)
+
+
+@pytest.mark.parametrize("name, fmt", CASES, ids=[f"{n}-{f}" for n, f in CASES])
+def test_gemm_time_non_decreasing_on_dense_sweeps(name, fmt):
+    """Every integer M and K up to 4,608 and N up to 2,304 (every tile, cluster, wave and split
+    boundary of those ranges), at decode and prefill sizes of the other two dims."""
+    sweep = np.arange(1.0, 4609.0)
+    for m, n, k, axis in ((sweep[:, None], np.array([576.0, 4096.0, 14336.0]), 4096.0, 0),
+                          (np.array([1.0, 64.0, 8192.0]), sweep[:2304, None], 7168.0, 1),
+                          (np.array([1.0, 65.0, 4096.0]), 2048.0, sweep[:, None], 2)):
+        for times in _times_s(name, fmt, m, n, k):
+            steps = np.diff(np.broadcast_to(times, np.broadcast_shapes(
+                np.shape(m), np.shape(n), np.shape(k))), axis=0)
+            assert np.all(steps >= -FLOAT32_REL * times.max()), (name, fmt, axis)
+
+
+@pytest.mark.parametrize("name, fmt", CASES, ids=[f"{n}-{f}" for n, f in CASES])
+def test_op_time_non_decreasing(name, fmt):
+    """Kernel plus activation quantization (what measured ops time) grows with M and K too."""
+    m = np.arange(1.0, 3000.0, 29.0)[:, None]
+    k = np.arange(64.0, 20000.0, 197.0)[None, :]
+    op_s = gemm_cost(m, 4096.0, k, get_hardware(name), fmt).op_s
+    assert np.all(np.diff(op_s, axis=0) >= 0) and np.all(np.diff(op_s, axis=1) >= 0)
+
+
+@pytest.mark.parametrize("name, fmt, shape, grown", [
+    ("b200", "nvfp4", (64, 4096, 14336), (65, 4096, 14336)),  # issue 10: 29.97 -> 20.44 µs
+    ("rtx-pro-6000", "bf16", (1, 4096, 511), (1, 4096, 512)),  # issue 10: -36% at K = 512
+    ("rtx-pro-6000", "bf16", (1, 16384, 511), (1, 16384, 512)),
+], ids=["b200-nvfp4-m64-65", "rtx-bf16-k511-512", "rtx-bf16-k511-512-wide"])
+def test_issue_reproductions_no_longer_fall(name, fmt, shape, grown):
+    hw = get_hardware(name)
+    assert gemm_cost(*grown, hw, fmt).time_s >= gemm_cost(*shape, hw, fmt).time_s
+
+
+# ---- format ordering as measured -------------------------------------------------------------
+
+def _measured_order() -> dict[tuple[str, str], dict]:
+    """(hardware, regime) -> {"shapes": (m, n, k) arrays, "measured_us": {dtype: geomean},
+    "source": ...} from tests/data/gemm_format_order.csv."""
+    out: dict[tuple[str, str], dict] = {}
+    with ORDER_FILE.open(newline="") as handle:
+        for row in csv.DictReader(handle):
+            entry = out.setdefault((row["hardware"], row["regime"]), {"measured_us": {}})
+            m, nk = (np.array(row[c].split(), dtype=np.float64) for c in ("m_values", "nk_values"))
+            grid = np.meshgrid(m, nk, nk, indexing="ij")
+            entry["shapes"] = [g.ravel() for g in grid]
+            entry["measured_us"][row["dtype"]] = float(row["measured_geomean_op_us"])
+            entry["source"] = row["source"]
+    return out
+
+
+MEASURED_ORDER = _measured_order()
+
+
+def _predicted_geomean_op_us(name: str, fmt: str, shapes) -> float:
+    op_s = gemm_cost(*shapes, get_hardware(name), fmt).op_s
+    return float(np.exp(np.mean(np.log(op_s)))) * 1e6
+
+
+# RTX PRO 6000's decode tables stream weights faster than its DRAM can (BF16 M = 1, N = 4096,
+# K = 8192: 67 MB in 21.4 µs = 3.1 TB/s on 1.79 TB/s GDDR7): weights up to ~128 MB stay in its
+# L2 between timed runs, more so the fewer bytes a format has per weight. Serving streams every
+# layer's weights once per step, far beyond any L2, so the model does not represent it.
+L2_RESIDENT = {("rtx-pro-6000", "decode")}
+
+
+def _order_case(key: tuple[str, str]):
+    marks = [pytest.mark.xfail(strict=True, reason="weights L2-resident in the measured "
+                               "decode table (see L2_RESIDENT)")] if key in L2_RESIDENT else []
+    return pytest.param(*key, id="-".join(key), marks=marks)
+
+
+@pytest.mark.parametrize("name, regime", [_order_case(key) for key in sorted(MEASURED_ORDER)])
+def test_formats_rank_as_measured(name, regime):
+    """Geometric mean of the op time (kernel + activation quantization, as the tables time it)
+    over the regime's grid (decode: M 1-64; prefill: M 4096-16384; N, K 2048-16384), per format:
+    every pair the tables separate by more than TIE_FRAC is ranked the same way, and each
+    format's mean is within GEOMEAN_REL of the measured one. Source: the CSV's `source`
+    (aiconfigurator-core measured tables; regenerate with tests/benchmarks/gemm_format_order.py)."""
+    entry = MEASURED_ORDER[(name, regime)]
+    measured = entry["measured_us"]
+    predicted = {f: _predicted_geomean_op_us(name, f, entry["shapes"]) for f in measured}
+    for fmt in measured:
+        assert predicted[fmt] == pytest.approx(measured[fmt], rel=GEOMEAN_REL), fmt
+    for fast in measured:
+        for slow in measured:
+            if measured[fast] * (1 + TIE_FRAC) < measured[slow]:
+                assert predicted[fast] < predicted[slow], (fast, slow, predicted)
+
+
+def test_ordering_data_covers_every_calibrated_gpu_and_the_three_formats():
+    blackwell = {"b200", "gb200", "b300", "gb300", "rtx-pro-6000"}
+    assert {name for name, _ in MEASURED_ORDER} == blackwell | {"h100-sxm", "h200"}
+    for (name, _), entry in MEASURED_ORDER.items():
+        assert {"bf16", "fp8"} <= entry["measured_us"].keys()
+        assert ("nvfp4" in entry["measured_us"]) == (name in blackwell)
+        assert "silicon_sample" not in entry["source"]  # the held-out test set is never read
