@@ -9,7 +9,9 @@ against the published one:
   and the size is "within 2×" when pred/published lies in [1/2, 2];
 - metric `accuracy` (benchmark points, higher is better): the sign agrees when the loss moves
   the other way; no size check (points are not nats);
-- metric `tie` (published "comparable"): agrees when |pred| <= TIE_FRAC.
+- metric `tie` (published "comparable"): agrees when |pred| <= TIE_FRAC;
+- metric `params` (a published effective-parameter ratio, e.g. Clark's EPC): pred is the ratio of
+  the proxy's effective parameter counts minus 1, checked like `loss`.
 
 Rows with role `calibration` are the sources a term was built from: reported apart, not counted
 as validation. Prints per-row results and, per family, sign agreement and within-2× rates.
@@ -36,20 +38,22 @@ TIE_FRAC = 0.01  # policy: "comparable" read as within 1% of loss
 WITHIN_FACTOR = 2.0
 
 
-def _loss(shape: str, tokens: float, precision: str, ranked: bool) -> float:
+def _loss(shape: str, tokens: float, precision: str, ranked: bool, metric: str = "loss") -> float:
     arch = build(shape)
+    if metric == "params":
+        return predict_loss(arch, tokens, precision).effective_params
     if ranked:
         return ranking_loss_nats(arch, tokens, precision)
     return predict_loss(arch, tokens, precision).loss_nats
 
 
 def evaluate_row(row: dict, ranked: bool = False) -> dict:
-    loss_a = _loss(row["shape_a"], float(row["tokens_a"]), row["precision_a"], ranked)
-    loss_b = _loss(row["shape_b"], float(row["tokens_b"]), row["precision_b"], ranked)
-    pred = loss_b / loss_a - 1
     metric, a, b = row["metric"], float(row["value_a"]), float(row["value_b"])
+    loss_a = _loss(row["shape_a"], float(row["tokens_a"]), row["precision_a"], ranked, metric)
+    loss_b = _loss(row["shape_b"], float(row["tokens_b"]), row["precision_b"], ranked, metric)
+    pred = loss_b / loss_a - 1
     published, within = None, None
-    if metric == "loss":
+    if metric in ("loss", "params"):
         published = b / a - 1
         sign = pred * published > 0
         ratio = pred / published if published else float("inf")
@@ -82,7 +86,7 @@ def _print(results: list[dict], summary: dict) -> None:
     print(f"{'id':32s} {'family':12s} {'metric':8s} {'pred':>8s} {'published':>10s} sign 2x")
     for r in results:
         pub = "" if r["published"] is None else (
-            f"{r['published']:+.2%}" if r["metric"] == "loss" else f"{r['published']:+.2f}pt")
+            f"{r['published']:+.2%}" if r["metric"] in ("loss", "params") else f"{r['published']:+.2f}pt")
         within = "" if r["within_2x"] is None else ("yes" if r["within_2x"] else "no")
         print(f"{r['id']:32s} {r['family']:12s} {r['metric']:8s} {r['pred_frac']:+8.2%} {pub:>10s} "
               f"{'yes' if r['sign_agrees'] else 'NO ':4s} {within}")  # fmt: skip
