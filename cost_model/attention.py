@@ -39,8 +39,8 @@ def kv_cache_bytes_per_sequence(a: ArchArrays, context_tokens, kv_bytes_per_valu
     full_layers = a.layers - a.sliding_layers
     sliding_tokens = np.minimum(context_tokens, a.window)
     tokens = full_layers * context_tokens + a.sliding_layers * sliding_tokens
-    stages = 1.0 if d is None else d.pp
-    return per_token * np.ceil(a.layers / stages) / a.layers * tokens
+    stages, kvp = (1.0, 1.0) if d is None else (d.pp, d.kvp)
+    return per_token * np.ceil(a.layers / stages) / a.layers * tokens / kvp
 
 
 def _head_flop_per_key(a: ArchArrays, absorbed: bool):
@@ -98,8 +98,9 @@ def decode_attention_s(a: ArchArrays, d: DeployArrays, env: Env, seqs, context,
     dequant_s_per_elem = np.where(quantized, 1.0 / env.eff.decode_kv_dequant_elements_per_s, 0.0)
 
     def one(ctx):
-        flop = seqs * queries_per_seq * ctx * heads * _head_flop_per_key(a, absorbed=True)
-        stream_s = seqs * ctx * np.maximum(kv_bytes / bandwidth, kv_elems * dequant_s_per_elem)
+        local = ctx / d.kvp  # Helix: this GPU's slice of the sequence
+        flop = seqs * queries_per_seq * local * heads * _head_flop_per_key(a, absorbed=True)
+        stream_s = seqs * local * np.maximum(kv_bytes / bandwidth, kv_elems * dequant_s_per_elem)
         return np.maximum(flop / peak, stream_s)
 
     items_s = decode_work_items(a, d, seqs) * env.eff.decode_attention_per_sequence_s \
@@ -119,8 +120,9 @@ def prefill_attention_s(a: ArchArrays, d: DeployArrays, env: Env, toks, mean_con
     kv_bytes = kv_elems_per_token_layer(a, d) * env.kv.activation_bytes_per_value
 
     def one(ctx):
-        flop = toks * ctx * heads * _head_flop_per_key(a, absorbed=False)
-        reread = np.ceil(toks / FLASH_QUERY_TILE_TOKENS) * ctx * kv_bytes
+        local = ctx / d.kvp  # Helix: this GPU's slice of the keys
+        flop = toks * local * heads * _head_flop_per_key(a, absorbed=False)
+        reread = np.ceil(toks / FLASH_QUERY_TILE_TOKENS) * local * kv_bytes
         return np.maximum(flop / peak, reread / env.hw.hbm_bytes_per_s)
 
     items_s = (prefill_work_items(a, d, toks, seqs) * env.eff.prefill_attention_per_tile_s

@@ -88,6 +88,7 @@ class DeployArrays:
     imbalance: np.ndarray
     spec_tokens: np.ndarray | float = 0.0  # speculative tokens verified per step (0: none)
     spec_acceptance: np.ndarray | float = 0.0
+    kvp: np.ndarray | float = 1.0  # Helix KV parallelism: attention sharded over the sequence
 
     @classmethod
     def from_deployments(cls, deps: Sequence[Deployment]) -> DeployArrays:
@@ -95,7 +96,8 @@ class DeployArrays:
                    pp=_column([d.pp for d in deps]), dp=_column([d.dp for d in deps]),
                    imbalance=_column([d.moe_imbalance_frac for d in deps]),
                    spec_tokens=_column([d.spec_tokens for d in deps]),
-                   spec_acceptance=_column([d.spec_acceptance_frac for d in deps]))
+                   spec_acceptance=_column([d.spec_acceptance_frac for d in deps]),
+                   kvp=_column([d.kvp for d in deps]))
 
     @property
     def speculative(self) -> bool:
@@ -103,12 +105,18 @@ class DeployArrays:
         return bool(np.any(np.asarray(self.spec_tokens) > 0))
 
     @property
+    def ffn_tp(self):
+        """TP of the output projection, dense FFN, shared experts and LM head: Helix reuses its
+        TP × KVP attention GPUs as one TP group there (TP alone without Helix)."""
+        return self.tp * self.kvp
+
+    @property
     def moe_tp(self) -> np.ndarray:
-        return self.tp * self.dp / self.ep
+        return self.tp * self.dp * self.kvp / self.ep
 
     @property
     def gpus(self) -> np.ndarray:
-        return self.tp * self.dp * self.pp
+        return self.tp * self.dp * self.pp * self.kvp
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,13 @@ Parallelism (TensorRT-LLM's mapping, written as four degrees):
 - `dp`: attention data parallelism: `dp` attention groups, each with its own requests (and KV);
 - `ep`: expert parallelism of MoE layers over the tp·dp GPUs of a stage; the remaining factor
   `moe_tp = tp·dp / ep` shards each expert's intermediate dimension;
-- `pp`: pipeline stages.
-GPUs per instance = tp · dp · pp.
+- `pp`: pipeline stages;
+- `kvp`: Helix KV parallelism (Bhatia et al. 2025, arXiv 2507.07120; TensorRT-LLM's Helix
+  mapping): attention runs on tp × kvp GPUs with each sequence's KV split along the sequence
+  over the kvp ranks (per GPU 2·L·⌈n_kv/tp⌉·d_h·b·S/kvp), partial results combined by an
+  all-to-all of outputs and log-sum-exp; the same GPUs then run the output projection and the
+  FFN as one TP group of tp·kvp (experts: EP over tp·dp·kvp). kvp = 1 is plain TP.
+GPUs per instance = tp · dp · pp · kvp.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ class Deployment(BaseModel):
     spec_tokens: int = Field(default=0, ge=0, le=16)
     spec_acceptance_frac: float = Field(default=DEFAULT_SPEC_ACCEPTANCE_FRAC, ge=0, le=1)
     spec_method: str = "mtp"
+    kvp: int = Field(default=1, ge=1, le=1024)
 
     @model_validator(mode="after")
     def _check(self) -> Deployment:
@@ -61,10 +67,10 @@ class Deployment(BaseModel):
         if self.spec_method not in SPEC_METHODS:
             raise ConfigError(f"`spec_method` must be one of {', '.join(SPEC_METHODS)}; got "
                               f"{self.spec_method!r}")
-        if (self.tp * self.dp) % self.ep:
-            raise ConfigError(
-                f"`ep` ({self.ep}) must divide the GPUs of a stage, `tp`·`dp` = {self.tp * self.dp}"
-            )
+        stage = self.tp * self.dp * self.kvp
+        if stage % self.ep:
+            raise ConfigError(f"`ep` ({self.ep}) must divide the GPUs of a stage, "
+                              f"`tp`·`dp`{'·`kvp`' if self.kvp > 1 else ''} = {stage}")
         return self
 
     @property
@@ -76,11 +82,16 @@ class Deployment(BaseModel):
 
     @property
     def gpus(self) -> int:
-        return self.tp * self.dp * self.pp
+        return self.tp * self.dp * self.pp * self.kvp
+
+    @property
+    def ffn_tp(self) -> int:
+        """TP of the output projection, dense FFN, shared experts and LM head (tp·kvp)."""
+        return self.tp * self.kvp
 
     @property
     def moe_tp(self) -> int:
-        return self.tp * self.dp // self.ep
+        return self.tp * self.dp * self.kvp // self.ep
 
     @property
     def tokens_per_step(self) -> float:

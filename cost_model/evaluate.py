@@ -62,8 +62,12 @@ def deployment_violations(arch: Architecture, dep: Deployment) -> list[str]:
          f"`tp` ({dep.tp}) must divide `num_attention_heads` ({arch.num_attention_heads})"),
         (arch.num_kv_heads % dep.tp == 0 or dep.tp % arch.num_kv_heads == 0,
          f"`tp` ({dep.tp}) and `num_kv_heads` ({arch.num_kv_heads}) must divide one another"),
-        (arch.num_dense_layers == 0 or arch.intermediate_size % dep.tp == 0,
-         f"`tp` ({dep.tp}) must divide `intermediate_size` ({arch.intermediate_size})"),
+        (arch.num_dense_layers == 0 or arch.intermediate_size % dep.ffn_tp == 0,
+         f"`tp`{'·`kvp`' if dep.kvp > 1 else ''} ({dep.ffn_tp}) must divide "
+         f"`intermediate_size` ({arch.intermediate_size})"),
+        (dep.kvp == 1 or arch.num_attention_heads % dep.ffn_tp == 0,
+         f"`tp`·`kvp` ({dep.ffn_tp}) must divide `num_attention_heads` "
+         f"({arch.num_attention_heads}): the output projection is sharded over them"),
         (dep.pp <= arch.num_layers,
          f"`pp` ({dep.pp}) must not exceed `num_layers` ({arch.num_layers})"),
     ]
@@ -72,7 +76,8 @@ def deployment_violations(arch: Architecture, dep: Deployment) -> list[str]:
             (arch.num_experts % dep.ep == 0,
              f"`ep` ({dep.ep}) must divide `num_experts` ({arch.num_experts})"),
             (arch.moe_intermediate_size % dep.moe_tp == 0,
-             f"`tp`·`dp`/`ep` ({dep.moe_tp}) must divide `moe_intermediate_size` "
+             f"`tp`·`dp`{'·`kvp`' if dep.kvp > 1 else ''}/`ep` ({dep.moe_tp}) must divide "
+             f"`moe_intermediate_size` "
              f"({arch.moe_intermediate_size})"),
         ]
     elif dep.ep > 1:

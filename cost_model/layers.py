@@ -90,7 +90,8 @@ def attention_gemms(g: GemmList, a: ArchArrays, d: DeployArrays, load: StepLoad,
           groups=heads)
     g.add("attention/kv_b", prefill_tokens, heads * (a.nope_dim + a.v_dim), a.kv_lora,
           layers * mla)
-    g.add("attention/o", tok, a.hidden, heads * a.v_dim, layers)
+    # Helix: after the KVP all-to-all each GPU holds heads/(tp·kvp) heads of every token
+    g.add("attention/o", tok, a.hidden, a.heads_q / d.ffn_tp * a.v_dim, layers)
 
 
 def moe_imbalance_frac(d: DeployArrays):
@@ -104,8 +105,8 @@ def ffn_gemms(g: GemmList, a: ArchArrays, d: DeployArrays, load: StepLoad, dense
     """Dense FFN, shared experts and router (busiest group's tokens); routed experts (grouped
     GEMMs) on every group's tokens."""
     tok, tokens = load.group_tokens, load.instance_tokens
-    g.add("mlp/up", tok, a.gate_factor * a.ffn / d.tp, a.hidden, dense_layers)
-    g.add("mlp/down", tok, a.hidden, a.ffn / d.tp, dense_layers)
+    g.add("mlp/up", tok, a.gate_factor * a.ffn / d.ffn_tp, a.hidden, dense_layers)
+    g.add("mlp/down", tok, a.hidden, a.ffn / d.ffn_tp, dense_layers)
     touched = touched_expert_frac(tokens, a.top_k, a.experts)
     local_touched = a.experts / d.ep * touched
     m_expert = tokens_per_expert(tokens, a.top_k, a.experts) / np.maximum(touched, 1e-12) \
@@ -114,8 +115,8 @@ def ffn_gemms(g: GemmList, a: ArchArrays, d: DeployArrays, load: StepLoad, dense
           groups=local_touched)
     g.add("moe/experts_down", m_expert, a.hidden, a.expert_ffn / d.moe_tp, moe_layers,
           groups=local_touched)
-    g.add("moe/shared_up", tok, 2.0 * a.shared_ffn / d.tp, a.hidden, moe_layers)
-    g.add("moe/shared_down", tok, a.hidden, a.shared_ffn / d.tp, moe_layers)
+    g.add("moe/shared_up", tok, 2.0 * a.shared_ffn / d.ffn_tp, a.hidden, moe_layers)
+    g.add("moe/shared_down", tok, a.hidden, a.shared_ffn / d.ffn_tp, moe_layers)
     g.add("moe/router", tok, a.experts, a.hidden, moe_layers, high=True)
 
 
@@ -151,4 +152,4 @@ def lm_head_gemm(g: GemmList, a: ArchArrays, d: DeployArrays, load: StepLoad):
     the step completes (BF16 weights), on the busiest group."""
     logits = load.group_decode_tokens + np.minimum(load.group_prefill_tokens,
                                                  load.group_prefill_seqs)
-    g.add("lm_head", logits, a.vocab / d.tp, a.hidden, 1.0, high=True)
+    g.add("lm_head", logits, a.vocab / d.ffn_tp, a.hidden, 1.0, high=True)

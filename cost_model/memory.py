@@ -21,20 +21,21 @@ WORKSPACE_HIDDEN_MULTIPLE = 8.0  # live activations per token of a max-size step
 def attention_weight_elems_per_gpu(a: ArchArrays, d: DeployArrays):
     """Attention weights of one layer on one GPU (MLA down-projections are replicated)."""
     heads = a.heads_q / d.tp
-    gqa = a.hidden * (heads + 2 * np.ceil(a.heads_kv / d.tp)) * a.head_dim + heads * a.head_dim \
-        * a.hidden
+    o_heads = a.heads_q / d.ffn_tp  # Helix shards the output projection over tp·kvp
+    gqa = a.hidden * (heads + 2 * np.ceil(a.heads_kv / d.tp)) * a.head_dim + o_heads * \
+        a.head_dim * a.hidden
     q = np.where(a.q_lora > 0, a.hidden * a.q_lora + a.q_lora * heads * (a.nope_dim + a.rope_dim),
                  a.hidden * heads * (a.nope_dim + a.rope_dim))
     kv = a.hidden * (a.kv_lora + a.rope_dim) + a.kv_lora * heads * (a.nope_dim + a.v_dim)
-    mla = q + kv + heads * a.v_dim * a.hidden
+    mla = q + kv + o_heads * a.v_dim * a.hidden
     return np.where(a.mla > 0, mla, gqa)
 
 
 def ffn_weight_elems_per_gpu(a: ArchArrays, d: DeployArrays):
     """(dense FFN elements per dense layer, MoE elements per MoE layer) on one GPU."""
-    dense = (a.gate_factor + 1.0) * a.hidden * a.ffn / d.tp
+    dense = (a.gate_factor + 1.0) * a.hidden * a.ffn / d.ffn_tp
     experts = a.experts / d.ep * 3.0 * a.hidden * a.expert_ffn / d.moe_tp
-    shared = 3.0 * a.hidden * a.shared_ffn / d.tp
+    shared = 3.0 * a.hidden * a.shared_ffn / d.ffn_tp
     return dense, experts + shared
 
 
@@ -46,14 +47,14 @@ def weight_bytes_per_gpu(a: ArchArrays, d: DeployArrays, env: Env):
                       + a.dense_layers * dense + a.moe_layers * moe)
     router = share * a.moe_layers * a.experts * a.hidden
     # vocab-parallel embedding and LM head; with PP they sit on different stages
-    vocab = a.vocab * a.hidden / d.tp * np.where(d.pp > 1, 1.0, 2.0 - a.tied)
+    vocab = a.vocab * a.hidden / d.ffn_tp * np.where(d.pp > 1, 1.0, 2.0 - a.tied)
     return linear * env.linear.weight_bytes_per_value + (router + vocab) * BF16_BYTES
 
 
 def workspace_bytes_per_gpu(a: ArchArrays, d: DeployArrays, chunk_tokens):
     """Activation workspace of the largest step: one prefill chunk, which belongs to one request
     and so runs whole on one attention-DP group."""
-    widest = np.maximum(a.hidden * WORKSPACE_HIDDEN_MULTIPLE, 3.0 * a.ffn / d.tp)
+    widest = np.maximum(a.hidden * WORKSPACE_HIDDEN_MULTIPLE, 3.0 * a.ffn / d.ffn_tp)
     return chunk_tokens * widest * BF16_BYTES
 
 

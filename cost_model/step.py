@@ -84,21 +84,31 @@ def _communication_s(a, d, env: Env, load: StepLoad, dense_layers, moe_layers, l
     combine) with DP attention; PP send of the activations to the next stage."""
     tok = load.group_tokens
     hw, eff = env.hw, env.eff
-    tp_reduce = all_reduce_s(tok * a.hidden * ACTIVATION_BYTES, d.tp, hw, eff)
-    attention = layers * tp_reduce
+    tp_reduce = all_reduce_s(tok * a.hidden * ACTIVATION_BYTES, d.ffn_tp, hw, eff)
+    attention = layers * (tp_reduce + helix_all_to_all_s(a, d, env, tok))
     dense = dense_layers * tp_reduce
-    routed = tok / d.tp * np.minimum(a.top_k, d.ep) * a.hidden
+    routed = tok / d.ffn_tp * np.minimum(a.top_k, d.ep) * a.hidden
     dispatch = all_to_all_s(routed * env.linear.activation_bytes_per_value, d.ep, hw, eff)
     combine = all_to_all_s(routed * ACTIVATION_BYTES, d.ep, hw, eff)
     moe_group_reduce = all_reduce_s(load.instance_tokens * a.hidden * ACTIVATION_BYTES,
-                                    d.tp * d.dp, hw, eff)
+                                    d.ffn_tp * d.dp, hw, eff)
     moe = moe_layers * np.where(d.dp > 1, dispatch + combine + tp_reduce, moe_group_reduce)
     send = np.where(d.pp > 1, point_to_point_s(tok * a.hidden * ACTIVATION_BYTES, hw, eff), 0.0)
     return attention + dense + moe + send
 
 
+def helix_all_to_all_s(a, d, env: Env, tokens):
+    """Helix's exchange after attention (arXiv 2507.07120 §3): each of the kvp ranks holds, for
+    its tp share of the query heads, partial outputs over its slice of the sequence plus one
+    log-sum-exp per head; an all-to-all over the kvp ranks leaves each with heads/(tp·kvp)
+    heads combined. It sends (kvp−1)/kvp of tokens · heads/tp · (v_dim + 1) BF16 values. 0 when
+    kvp = 1."""
+    values = tokens * a.heads_q / d.tp * (a.v_dim + 1.0) * ACTIVATION_BYTES
+    return all_to_all_s(values, d.kvp, env.hw, env.eff)
+
+
 def _other_s(a, d, env: Env, load: StepLoad, layers, dense_layers):
-    passes = ELEMENTWISE_HIDDEN_PASSES * a.hidden + ELEMENTWISE_FFN_PASSES * a.ffn / d.tp * \
+    passes = ELEMENTWISE_HIDDEN_PASSES * a.hidden + ELEMENTWISE_FFN_PASSES * a.ffn / d.ffn_tp * \
         np.minimum(dense_layers, 1.0)
     elementwise = load.group_tokens * passes * ACTIVATION_BYTES / (
         env.hw.hbm_bytes_per_s * env.eff.for_rate("bf16").bandwidth_ceiling_frac)
