@@ -1,6 +1,9 @@
 """Terms of the accuracy proxy (`reference/accuracy_proxy.md` §7): the Chinchilla-form base law and
-its compute optimum, the MoE effective parameter count, and the multiplicative shape and precision
-penalties, each with its fitted coefficients and validated range.
+its compute optimum, Clark's routed-model law, the MLP/attention mix law, the precision
+multipliers, PTQ and the downstream mapping, each with its fitted coefficients and validated range.
+The notes' first-round shape terms (P_AR in R = H/L, the power-mean N_eff, P_kv in n_q/n_kv) stay
+here for `search/lint.py` and the notes' §7.4 cases; the proxy itself uses `capacity_terms`
+(issue 11: saturating MoE, depth at fixed N, attention/FFN capacity, vocabulary).
 
 Every coefficient is a named constant carrying its paper, equation or table and the notes'
 provenance tag: [V] read in the paper, [V2] two copies agree, [S] one secondary copy, [R] recalled,

@@ -13,7 +13,13 @@ import argparse
 
 from cost_model.errors import ConfigError
 from cost_model.hf_config import load_architecture
-from objectives.accuracy import BASE_LAWS, DEFAULT_LAW, LossProxy, predict_loss, summarize_shape
+from objectives.accuracy import (
+    BASE_LAWS,
+    DEFAULT_LAW,
+    LossProxy,
+    predict_loss,
+    summarize_shape,
+)
 from search.tables import print_json
 
 EXIT_OK = 0

@@ -22,11 +22,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from objectives.accuracy import predict_loss  # noqa: E402
-from tests.objectives.probe import (  # noqa: E402
-    ARCHETYPES, _options, _polish, _score, degeneracies, load_studies, loss_only_optimum,
+from objectives.accuracy import predict_loss
+from tests.objectives.probe import (
+    ARCHETYPES,
+    _options,
+    _polish,
+    _score,
+    degeneracies,
+    load_studies,
+    loss_only_optimum,
 )  # fmt: skip
-from tests.objectives.shapes import build  # noqa: E402
+from tests.objectives.shapes import build
 
 
 def _moved(proxy) -> dict:

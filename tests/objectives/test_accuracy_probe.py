@@ -6,10 +6,17 @@ the data end, not on every candidate of every shipped study."""
 import numpy as np
 import pytest
 
+from cost_model.errors import ConfigError
 from objectives.accuracy import predict_loss
 from search.space import build_architecture
 from tests.objectives.probe import (
-    ARCHETYPES, STUDIES, _options, degeneracies, load_studies, loss_only_optimum, ranked,
+    ARCHETYPES,
+    STUDIES,
+    _options,
+    degeneracies,
+    load_studies,
+    loss_only_optimum,
+    ranked,
 )  # fmt: skip
 from tests.objectives.shapes import build
 
@@ -32,7 +39,7 @@ def test_degenerate_archetype_raises_a_hard_flag(archetype):
 
 @pytest.mark.parametrize("spec", SPECS, ids=STUDY_IDS)
 def test_loss_only_optimum_is_not_degenerate(spec):
-    params, best, arch = loss_only_optimum(spec, samples=600, rounds=2)
+    _, best, arch = loss_only_optimum(spec, samples=600, rounds=2)
     assert np.isfinite(best), "no candidate inside the study's budget"
     assert degeneracies(arch) == [], arch.name
 
@@ -47,7 +54,7 @@ def test_hard_flags_do_not_fire_on_every_candidate(spec):
         params = {name: values[rng.integers(len(values))] for name, values in options.items()}
         try:
             arch = build_architecture(params, context)
-        except Exception:  # noqa: BLE001 -- invalid shapes are not models
+        except ConfigError:  # invalid shapes are not models
             continue
         proxy, scored = predict_loss(arch, spec.budget.training_tokens, spec.budget.training_precision), scored + 1
         flagged += bool(proxy.hard_flags)

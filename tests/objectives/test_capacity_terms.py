@@ -7,10 +7,20 @@ import math
 import pytest
 
 from objectives.capacity_terms import (
-    REFERENCE_LAYERS, REFERENCE_MIX_RATIO, REFERENCE_NON_EMBEDDING_PARAMS, attention_width_penalty,
-    clark_epc_multiplier, counted_vocab_params, depth_penalty, ffn_width_penalty,
-    granularity_multiplier, head_dim_penalty, kv_width_penalty, optimal_vocab_size,
-    reference_layers, vocab_penalty,
+    REFERENCE_LAYERS,
+    REFERENCE_MIX_RATIO,
+    REFERENCE_NON_EMBEDDING_PARAMS,
+    attention_width_penalty,
+    clark_epc_multiplier,
+    counted_vocab_params,
+    depth_penalty,
+    ffn_width_penalty,
+    granularity_multiplier,
+    head_dim_penalty,
+    kv_width_penalty,
+    optimal_vocab_size,
+    reference_layers,
+    vocab_penalty,
 )  # fmt: skip
 
 N_8B = REFERENCE_NON_EMBEDDING_PARAMS
