@@ -63,10 +63,16 @@ class ExportError(ConfigError):
 
 def write_atomic(path: Path, write: Callable[[Path], None], option: str = "-o") -> Path:
     """Call `write(tmp)` on a temporary file beside `path`, then rename it onto `path`; errors
-    name the command-line `option` that gave the path."""
+    name the command-line `option` that gave the path. What is not a regular file or folder (a
+    pipe, a device such as /dev/stdout) is written in place, never replaced; a symbolic link
+    keeps pointing where it did, at the new file."""
     path = Path(path)
+    if path.exists() and not (path.is_file() or path.is_dir()):
+        return _write_in_place(path, write, option)
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
     try:
-        fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
+                                        suffix=".tmp")
     except OSError as exc:
         raise ExportError(f"`{option}` ({path}) cannot be written: {exc.strerror}") from None
     os.close(fd)
@@ -74,11 +80,19 @@ def write_atomic(path: Path, write: Callable[[Path], None], option: str = "-o") 
     try:
         write(tmp)
         os.chmod(tmp, _new_file_mode())  # mkstemp makes 0600; a plain new file follows the umask
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except OSError as exc:
         raise ExportError(f"`{option}` ({path}) cannot be written: {exc.strerror or exc}") from None
     finally:
         tmp.unlink(missing_ok=True)
+    return path
+
+
+def _write_in_place(path: Path, write: Callable[[Path], None], option: str) -> Path:
+    try:
+        write(path)
+    except OSError as exc:
+        raise ExportError(f"`{option}` ({path}) cannot be written: {exc.strerror or exc}") from None
     return path
 
 
@@ -251,6 +265,8 @@ def names_new_folder(output: str | Path) -> bool:
 def export_target(output: str | Path, fmt: str) -> Path:
     """Where a format goes: a directory (an existing one, or a new one per `names_new_folder`)
     holds the HF export as config.json."""
+    if not str(output).strip():  # Path("") is ".": an empty -o must not mean the current folder
+        raise ExportError(f"`-o` ({str(output)!r}) must name a file or a folder")
     path = Path(output)
     if path.is_dir() or names_new_folder(output):
         if fmt != "hf":

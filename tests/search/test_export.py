@@ -1,7 +1,10 @@
 """`archscout export` (hf, json, vllm) through `main(argv)`, and the export helpers."""
 
 import json
+import os
 import shlex
+import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -240,3 +243,35 @@ def test_new_folders_are_removed_when_the_write_fails(study, best, tmp_path, cap
     bad_input(capsys, ["export", str(study), str(best["trial"]), "--format", "hf", "-o",
                        f"{tmp_path / 'a' / 'b'}/"], "No space left on device")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_empty_output_is_refused(study, best, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # Path("") is ".": it used to write ./config.json
+    bad_input(capsys, ["export", str(study), str(best["trial"]), "--format", "hf", "-o", ""],
+              "`-o` ('') must name a file or a folder")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_pipe_is_written_not_replaced(study, best, tmp_path, capsys):
+    """`-o /dev/stdout`, a FIFO or a device is written in place: renaming a temporary file onto
+    it would replace the device node (as root, `-o /dev/full` used to)."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_text()))
+    reader.start()
+    assert main(["export", str(study), str(best["trial"]), "--format", "json", "-o",
+                 str(fifo)]) == 0
+    reader.join(timeout=60)
+    capsys.readouterr()
+    assert json.loads(received[0])["trial"] == best["trial"]
+    assert stat.S_ISFIFO(fifo.stat().st_mode) and [p.name for p in tmp_path.iterdir()] == ["pipe"]
+
+
+def test_a_symlink_keeps_pointing_at_the_new_file(study, best, tmp_path, capsys):
+    real = tmp_path / "real.json"
+    real.write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    _export(study, best["trial"], "json", link, capsys)
+    assert link.is_symlink() and json.loads(real.read_text())["trial"] == best["trial"]
