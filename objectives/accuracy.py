@@ -277,9 +277,11 @@ def _band(shape: ShapeSummary, tokens: float, fmt: str, base_law: BaseLaw, centr
 def _loss_terms(shape: ShapeSummary, tokens: float, fmt: str, base_law: BaseLaw,
                 coefficients: ProxyCoefficients) -> tuple[float, float, dict[str, float], float]:  # fmt: skip
     """(N_eff, L_base, terms, L_hat) for one set of coefficients."""
-    n_eff = effective_params(shape, coefficients)
+    non_embedding = effective_non_embedding_params(shape, coefficients)
+    optimal_vocab = cap.optimal_vocab_size(non_embedding, shape.hidden_size)
+    n_eff = _with_embeddings(shape, coefficients, non_embedding, optimal_vocab)
     base_nats = terms.base_loss_nats(base_law, n_eff, tokens)
-    penalties = _penalties(shape, tokens, fmt, coefficients)
+    penalties = _penalties(shape, tokens, fmt, coefficients, non_embedding, optimal_vocab)
     return n_eff, base_nats, penalties, base_nats * math.prod(penalties.values())
 
 
@@ -300,12 +302,17 @@ def _optimal_vocab(shape: ShapeSummary, coefficients: ProxyCoefficients) -> floa
     return cap.optimal_vocab_size(effective_non_embedding_params(shape, coefficients), shape.hidden_size)
 
 
+def _with_embeddings(shape: ShapeSummary, coefficients: ProxyCoefficients, non_embedding: float,
+                     optimal_vocab: float) -> float:  # fmt: skip
+    counted = cap.counted_vocab_params(shape.vocab_params, shape.vocab_size, optimal_vocab)
+    return non_embedding + coefficients.embedding_weight * counted
+
+
 def effective_params(shape: ShapeSummary, coefficients: ProxyCoefficients = CENTRAL_COEFFICIENTS) -> float:
     """N_eff = N_ne,eff + w_emb · (embedding params up to 4× Tao's optimal vocabulary)."""
     non_embedding = effective_non_embedding_params(shape, coefficients)
     optimal = cap.optimal_vocab_size(non_embedding, shape.hidden_size)
-    counted = cap.counted_vocab_params(shape.vocab_params, shape.vocab_size, optimal)
-    return non_embedding + coefficients.embedding_weight * counted
+    return _with_embeddings(shape, coefficients, non_embedding, optimal)
 
 
 def _banded(factor: float, band: int) -> float:
@@ -315,8 +322,8 @@ def _banded(factor: float, band: int) -> float:
     return 1.0 + (factor - 1.0) * (1.0 + TERM_BAND_FRAC * band * direction)
 
 
-def _penalties(shape: ShapeSummary, tokens: float, fmt: str, coefficients: ProxyCoefficients) -> dict[str, float]:
-    non_embedding = effective_non_embedding_params(shape, coefficients)
+def _penalties(shape: ShapeSummary, tokens: float, fmt: str, coefficients: ProxyCoefficients,
+               non_embedding: float, optimal_vocab: float) -> dict[str, float]:  # fmt: skip
     mix = 1.0
     if shape.uses_mix:
         law = terms.MIX_LAWS[coefficients.mix_law]
@@ -329,7 +336,7 @@ def _penalties(shape: ShapeSummary, tokens: float, fmt: str, coefficients: Proxy
         "head_dim": cap.head_dim_penalty(shape.head_dim),
         "ffn_width": cap.ffn_width_penalty(shape.ffn_width_frac),
         "mlp_mix": mix,
-        "vocabulary": cap.vocab_penalty(shape.vocab_size, cap.optimal_vocab_size(non_embedding, shape.hidden_size)),
+        "vocabulary": cap.vocab_penalty(shape.vocab_size, optimal_vocab),
     }  # fmt: skip
     banded = {name: _banded(value, coefficients.term_band) for name, value in shape_terms.items()}
     banded["kv_width"] = shape_terms["kv_width"]  # its band is the coefficient's own
