@@ -54,7 +54,7 @@ MAX_ATTENTION_WIDTH_FRAC = 2.5
 MIN_KV_WIDTH_FRAC = 1 / 32  # DeepSeek-V2 Table 8's MQA at 7B: one 128-wide KV head at H 4096 [V]
 MIN_HEAD_DIM_HARD = 32
 MIN_FFN_WIDTH_FRAC = 1.0  # Bian 2025b's narrowest: Panda-3B, gated d_ff = d_model [V]
-TOP1_MAX_EXPERTS = 64  # top-1 past 64 experts: Clark's runs only (<= 1.3B dense) [S]
+TOP1_MAX_EXPERTS = 64  # top-1 past 64 experts: only small dense sizes (Clark <= 1.3B; Switch-Base/Large, 128 experts) [R]
 
 
 def base_law_flags(n_eff: float, tokens: float) -> list[RangeFlag]:
