@@ -246,7 +246,7 @@ def _candidates(m, n, k, groups, hw: HardwareSpec, r: GemmRates, detail: bool = 
     waves = np.ceil(clusters * t["waves_per_cluster"])
     k_padded = np.maximum(k, t["min_k"])  # split axis: a split's K, padded to ≥ 256 per split
     k_split = k_padded / t["split"]
-    math = _into(np.multiply, waves, _wave_s_per_k(t, r) * (k_split + r.k_half_dim))
+    math = _into(np.multiply, _wave_s_per_k(t, r) * (k_split + r.k_half_dim), waves)
     unique = groups * (k_padded * (m * r.a_bytes_per_value + n * r.b_bytes_per_value)
                        + m * n * (r.c_bytes_per_value + t["partial_bytes"]))
     memory = _into(np.maximum, k_split * _tile_stream_s_per_k(m, n, t, r),
@@ -310,14 +310,16 @@ def quantize_time_s(m, k, groups, hw: HardwareSpec, rates: GemmRates):
 
 def gemm_cost(m, n, k, hw: HardwareSpec, precision: Precision | str,
               out_precision: Precision | str | None = None,
-              weight_precision: Precision | str | None = None, groups=1) -> GemmCost:
+              weight_precision: Precision | str | None = None, groups=1,
+              efficiency: GemmEfficiency | None = None) -> GemmCost:
     """Cost of C[M,N] = A[M,K]·B[K,N] with A in `precision`, B in `weight_precision` (default: the
     same) and C in `out_precision` (default BF16). Dims broadcast; pass them after sharding.
-    `groups` identical GEMMs in one launch (a grouped MoE GEMM) share one fixed overhead."""
+    `groups` identical GEMMs in one launch (a grouped MoE GEMM) share one fixed overhead.
+    `efficiency`: coefficients to use instead of the shipped ones of this GPU and format."""
     a_prec = get_precision(precision, "dtype") if isinstance(precision, str) else precision
     rates = GemmRates.of(hw, a_prec, _as_precision(weight_precision, a_prec, "weight_dtype"),
                          _as_precision(out_precision, get_precision(DEFAULT_OUT_PRECISION),
-                                       "out_dtype"))
+                                       "out_dtype"), efficiency)
     m, n, k, groups = (np.asarray(x, dtype=np.float64) for x in (m, n, k, groups))
     flop, read, write = _traffic(m, n, k, groups, rates)
     found = np.broadcast_arrays(*_candidates(m, n, k, groups, hw, rates, detail=True))

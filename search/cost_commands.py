@@ -17,7 +17,8 @@ from search.calibration import measured_time_s
 from search.tables import format_table, print_json
 
 GEMM_KEYS = ("m", "n", "k", "dtype", "out_dtype", "math_us", "read_us", "write_us", "time_us",
-             "bound", "roofline_bound", "intensity_flop_per_byte", "tile_efficiency", "wave_efficiency", "tflops")
+             "quantize_us", "op_us", "bound", "roofline_bound", "intensity_flop_per_byte",
+             "tile_efficiency", "wave_efficiency", "tflops")
 
 
 def hardware_summary(hw: HardwareSpec) -> dict:
@@ -46,16 +47,20 @@ def run_hardware(args: argparse.Namespace) -> int:
 
 
 def gemm_rows(m, n, k, hw: HardwareSpec, dtype: str, out_dtype: str) -> list[dict]:
-    """One row per GEMM with the CLI's keys (µs, TFLOP/s); m, n, k are equal-length arrays."""
+    """One row per GEMM with the CLI's keys (µs, TFLOP/s); m, n, k are equal-length arrays.
+    `time_us` is the kernel; `quantize_us` the kernel quantizing BF16 activations to `dtype`
+    (0 for BF16); `op_us` both, what measured quantized GEMM ops include; `bound` what sets
+    the kernel's time: its fixed overhead, memory or compute."""
     cost = gemm_cost(m, n, k, hw, dtype, out_precision=out_dtype)
     columns = {
         "math_us": cost.math_s * US_PER_S, "read_us": cost.read_s * US_PER_S,
         "write_us": cost.write_s * US_PER_S, "time_us": cost.time_s * US_PER_S,
+        "quantize_us": cost.quantize_s * US_PER_S, "op_us": cost.op_s * US_PER_S,
         "intensity_flop_per_byte": cost.intensity_flop_per_byte,
         "tile_efficiency": cost.tile_efficiency, "wave_efficiency": cost.wave_efficiency,
         "tflops": cost.achieved_flop_per_s / TERA,
     }
-    bound = np.where(cost.compute_bound, "compute", "memory")
+    bound = cost.bound
     roofline = np.where(cost.roofline_compute_bound, "compute", "memory")
     return [
         {"m": int(m[i]), "n": int(n[i]), "k": int(k[i]), "dtype": dtype, "out_dtype": out_dtype,

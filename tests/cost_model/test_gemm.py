@@ -179,3 +179,102 @@ def test_float32_step_path_matches_float64():
             fast = gemm_time_s(m, n, k, groups, hw, rates, HOT_DTYPE)
             assert fast.dtype == HOT_DTYPE
             assert np.allclose(fast, exact, rtol=1e-5, atol=0)
+
+
+# ---- golden numbers of the model's form (issue 10), on a toy GPU derived by hand ----------------
+# 8 SMs, one 128×128 1-SM kernel geometry, 1 PFLOP/s BF16, 10 TB/s HBM, B_SM = 100 GB/s; BF16 A,
+# B and C (2 bytes). Coefficients at their neutral values unless a test sets them.
+
+def _toy_gpu(relative_peak_frac: float = 1.0):
+    from cost_model.hardware import GemmKernel
+
+    kernel = GemmKernel(tile_m=128, tile_n=128, relative_peak_frac=relative_peak_frac)
+    return get_hardware("h200").model_copy(update={
+        "name": "toy", "sm_count": 8, "hbm_bytes_per_s": 1e13, "peak_flop_per_s": {"bf16": 1e15},
+        "gemm_kernels": (kernel,)})
+
+
+def _toy_efficiency(**changes):
+    from cost_model.efficiency import GemmEfficiency
+
+    values = {"compute_ceiling_frac": 1.0, "bandwidth_ceiling_frac": 1.0, "fixed_overhead_s": 0.0,
+              "n_half_dim": 0.0, "k_half_dim": 0.0, "overlap_frac": 1.0,
+              "split_k_overhead_s": 1.0, "sm_bandwidth_bytes_per_s": 1e11}
+    return GemmEfficiency(**{**values, **changes})
+
+
+def _toy_us(m, n, k, hw=None, **changes):
+    cost = gemm_cost(m, n, k, hw or _toy_gpu(), "bf16", efficiency=_toy_efficiency(**changes))
+    return cost.time_s * US_PER_S, cost
+
+
+def test_golden_one_tile_streams_its_k_loop_at_b_sm():
+    """M = 1, N = 128, K = 4096, no split (1 s overhead): the one tile streams its K loop at B_SM,
+    K·max(m_t·b_A, n_t·b_B) / B_SM = 4096·max(1·2, 128·2) / 1e11 = 10.48576 µs, longer than the
+    grid's stream ((4096·(2 + 256) + 256) B / min(HBM 1e13, 8 SMs · B_SM) = 1.32 µs) and math
+    (8 slot tiles · 128² · 2 · 4096 / 1e15 = 1.074 µs). M = 65 and M = 129 (two tiles) take the
+    same: each tile streams its own 128 weight columns (65 A rows are 130 < 256 bytes per K); the
+    old per-grid cap (unique bytes over busy tiles · B_SM) made two tiles twice as fast."""
+    for m in (1, 65, 129):
+        time_us, cost = _toy_us(m, 128, 4096)
+        assert time_us == pytest.approx(10.48576, rel=1e-9), m
+        assert cost.bound == "memory"
+
+
+def test_golden_split_k_pads_short_k():
+    """Split overhead 0, M = 1, N = 128; the grid streams at min(1e13, 8 · 1e11) = 8e11 B/s.
+    K = 1000 runs as 4 splits of 256 (K padded to 1024): one tile streams 256·256 B / 1e11 =
+    0.65536 µs (the grid (1024·258 + 256 + 4·8·128) B / 8e11 = 0.336 µs), as K = 1024. K = 4096:
+    8 splits of 512, HBM-bound: (4096·258 + 256 + 8·8·128) B / 8e11 = 1.33152 µs (16 splits:
+    1.342 µs; 4: the tile's 2.62 µs). K = 8192: 8 splits, (8192·258 + 256 + 8192) / 8e11 =
+    2.65248 µs. (A split chosen from K gave K = 1000 2 splits of 500, 1.28 µs, and K = 1024 4:
+    one more K was twice as fast.)"""
+    for k, expected_us in ((1000, 0.65536), (1024, 0.65536), (4096, 1.33152), (8192, 2.65248)):
+        time_us, _ = _toy_us(1, 128, k, split_k_overhead_s=0.0)
+        assert time_us == pytest.approx(expected_us, rel=1e-9), k
+
+
+def test_golden_math_waves_k_half_n_half_overlap():
+    """M = N = K = 1024: 64 tiles on 8 slots = 8 waves; a tile's K loop runs K + k_half = 1088 at
+    peak · rel · B_N/(B_N + n_half) = 1e15 · 0.8 · 128/256: math = 8 · 8 · 128² · 2 · 1088 / 4e14
+    = 5.70425344 µs. Memory: HBM 1024²·6 B / 1e13 = 0.6291456 µs (B_SM = 2e12: one tile's stream
+    1024·256 / 2e12 = 0.131 µs is shorter); overlap 0.5 hides half of it: 6.01883 µs. M = 1025:
+    72 tiles = 9 waves, math 9/8 × 5.70425344 = 6.41728512 µs, plus half of
+    (1025·1024·4 + 1024²·2) B / 1e13 = 0.6295552 µs: 6.73206 µs; η_tile = 1025/1152."""
+    changes = {"n_half_dim": 128.0, "k_half_dim": 64.0, "overlap_frac": 0.5,
+               "sm_bandwidth_bytes_per_s": 2e12}
+    hw = _toy_gpu(relative_peak_frac=0.8)
+    time_us, cost = _toy_us(1024, 1024, 1024, hw, **changes)
+    assert time_us == pytest.approx(5.70425344 + 0.5 * 0.6291456, rel=1e-9)
+    assert cost.bound == "compute" and cost.tile_efficiency == 1 and cost.wave_efficiency == 1
+    time_us, cost = _toy_us(1025, 1024, 1024, hw, **changes)
+    assert time_us == pytest.approx(6.41728512 + 0.5 * 0.6295552, rel=1e-9)
+    assert cost.tile_efficiency == pytest.approx(1025 / 1152) and cost.wave_efficiency == 1
+
+
+def test_golden_overhead_bound():
+    """Fixed overhead 5 µs, M = 13, N = 128, K = 64: one tile streams 64·256 B / 1e11 = 0.164 µs,
+    so the 5 µs overhead sets the time (5.164 µs) and `bound` says "overhead"; M = 4096,
+    N = K = 1024 (256 tiles, 32 waves: math 2·4096·1024² / 1e15 = 8.59 µs; memory 18.9 MB at
+    8 SMs · 1e12 = 2.36 µs) is "compute"."""
+    time_us, cost = _toy_us(13, 128, 64, fixed_overhead_s=5e-6)
+    assert time_us == pytest.approx(5.16384, rel=1e-9)
+    assert cost.bound == "overhead" and not cost.compute_bound
+    _, cost = _toy_us(4096, 1024, 1024, fixed_overhead_s=5e-6, sm_bandwidth_bytes_per_s=1e12)
+    assert cost.bound == "compute"
+
+
+def test_op_time_adds_quantization_and_is_pure_kernel_for_bf16():
+    hw = get_hardware("b200")
+    fp8 = gemm_cost(1, 8192, 8192, hw, "fp8")
+    assert fp8.op_s == pytest.approx(fp8.time_s + fp8.quantize_s) and fp8.quantize_s > 0
+    bf16 = gemm_cost(1, 8192, 8192, hw, "bf16")
+    assert bf16.op_s == bf16.time_s
+
+
+@pytest.mark.parametrize("name", catalog_names())
+def test_efficiencies_are_fractions(name):
+    m = np.array([1.0, 13.0, 65.0, 777.0, 8192.0])[:, None]
+    cost = gemm_cost(m, np.array([128.0, 4000.0, 28672.0]), 7168, get_hardware(name), "bf16")
+    for eta in (cost.tile_efficiency, cost.wave_efficiency):
+        assert np.all((eta > 0) & (eta <= 1))
