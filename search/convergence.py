@@ -5,9 +5,10 @@
   each scaled to [0, 1] over the final feasible set (0 the best), against the reference point
   `HV_REFERENCE` in every objective: the same measure `plot --kind history` draws. A change above
   `MOVING_HV_CHANGE_FRAC` means the front still moved in the last 20% of trials.
-- Bounds: the searched numeric dimensions (three options or more: with two, every value is an
-  edge) at whose smallest or largest option some Pareto entry sits, using the value the design
-  uses (none when the field is unused, e.g. the dense width of an MoE without dense layers).
+- Bounds: the searched numeric dimensions at whose smallest or largest option some Pareto entry
+  sits (with two options, where every value is an edge: every entry), using the value the
+  design uses (none when the field is unused, e.g. the dense width of an MoE without dense
+  layers).
   Natural edges are not reported: a lower edge of 0 or 1 (no experts, one KV head, tp1) and an
   upper edge of a parallel degree that cannot double within `max_gpus`.
 """
@@ -82,11 +83,12 @@ def bounds_reached(spec: StudySpec, ranked: Sequence[tuple[int, Sequence[Candida
     hits = []
     for name, dim in searched_dimensions(spec.space).items():
         options = dim.options
-        if len(options) < 3 or not all(isinstance(o, int) for o in options):
+        if not all(isinstance(o, int) for o in options):
             continue
+        needed = len(used) if len(options) == 2 else 1  # two options: a unanimous edge only
         for side, edge in (("min", min(options)), ("max", max(options))):
             ranks = [rank for rank, values in used if any(v[name] == edge for v in values)]
-            if ranks and not _natural(spec, name, side, edge):
+            if len(ranks) >= needed and ranks and not _natural(spec, name, side, edge):
                 hits.append({"dimension": name, "bound": side, "value": edge,
                              "entries": len(ranks), "ranks": ranks})
     return hits

@@ -182,7 +182,11 @@ def test_bounds_name_only_edges_the_design_uses():
     assert {("hidden_size", "min"), ("num_layers", "min"), ("q_per_kv", "max"),
             ("moe_intermediate_size", "max"), ("ep", "min"), ("dp", "min")} <= set(hits)
     assert not any(name == "intermediate_size" for name, _ in hits)
-    assert not any(name == "num_shared_experts" for name, _ in hits)  # two options: no edge
+    unshared = _candidate(spec, num_shared_experts=0)
+    both = {(h["dimension"], h["bound"]) for h in bounds_reached(spec, [(1, [cand]),
+                                                                        (2, [unshared])])}
+    assert ("num_shared_experts", "max") in hits  # two options: an edge every entry takes
+    assert ("num_shared_experts", "max") not in both and ("num_shared_experts", "min") not in both
     assert hits[("num_layers", "min")] == {"dimension": "num_layers", "bound": "min",
                                            "value": 32, "entries": 1, "ranks": [1]}
     dense = _candidate(spec, hidden_size=4096, intermediate_size=12288, first_dense_layers=3)
