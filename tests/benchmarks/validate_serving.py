@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import re
 import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ from pydantic import ValidationError
 from cost_model.architecture import Architecture, config_error_from
 from cost_model.deployment import Deployment, Workload
 from cost_model.errors import ConfigError
+from cost_model.disaggregated import PoolLimits, evaluate_disaggregated
 from cost_model.evaluate import deployment_violations, evaluate_points
 from cost_model.hardware import HardwareSpec, catalog_names, get_hardware
 from cost_model.hf_config import load_architecture
@@ -77,6 +79,9 @@ MAX_CONCURRENCY_PREFIX = "max"
 TRTLLM_BENCH_MAX_BATCH = 4096
 SPEC_DECODE_NONE = ("", "none")
 AGG_MODES = ("", "agg")
+DISAGG_MODE = "disagg"
+# "2x(tp8,ep8,dp_attn=True)": instances × (TP, EP, attention DP) of one pool
+POOL_PATTERN = re.compile(r"^\s*(\d+)x\(tp(\d+),ep(\d+),dp_attn=(True|False)\)\s*$")
 METRICS = ("tpot", "ttft", "tokens_per_s_per_gpu")
 METRIC_LABELS = ("TPOT", "TTFT", "tok/s/GPU")
 ABS_WIDTH, BIAS_WIDTH = 15, 7  # printed columns: median |error|, signed median
@@ -179,8 +184,9 @@ def _regime(row: dict[str, str]) -> tuple[str, float | None]:
 
 
 def _check_serving_mode(row: dict[str, str]) -> None:
-    if row["mode"].strip().lower() not in AGG_MODES:
-        raise Skip(f"{row['mode']} serving (only aggregated is modelled)")
+    mode = row["mode"].strip().lower()
+    if mode not in AGG_MODES and mode != DISAGG_MODE:
+        raise Skip(f"{row['mode']} serving (not modelled)")
     spec = row["spec_decode"].strip().lower()
     if spec not in SPEC_DECODE_NONE or "speculative" in row["precision"].lower():
         raise Skip("speculative decoding (not modelled)")
@@ -253,6 +259,45 @@ def _describe(dep: Deployment) -> str:
     return f"tp{dep.tp} ep{dep.ep} pp{dep.pp} dp{dep.dp} {dep.precision}"
 
 
+def _pool(text: str, arch: Architecture, row: dict[str, str]) -> tuple[int, Deployment]:
+    """(instances, deployment) of one pool written as "2x(tp8,ep8,dp_attn=True)"."""
+    match = POOL_PATTERN.match(text or "")
+    if not match:
+        raise Skip(f"disaggregated pool not understood: {text!r}")
+    count, tp, ep, dp_attn = match.groups()
+    tp, dp = (1, int(tp)) if dp_attn == "True" else (int(tp), 1)
+    try:
+        return int(count), Deployment(tp=tp, ep=int(ep), dp=dp, precision=_precision(row, arch))
+    except ValidationError as exc:
+        raise Skip(str(config_error_from(exc, "invalid deployment"))) from exc
+
+
+def _evaluate_disaggregated(row, arch: Architecture, hw: HardwareSpec, workload: Workload,
+                            concurrency: float | None) -> Result:
+    """A disaggregated row at its own xPyD ratio; concurrency is split over the decode
+    instances."""
+    x, prefill = _pool(row["prefill_config"], arch, row)
+    y, decode = _pool(row["decode_config"], arch, row)
+    if concurrency is None:
+        raise Skip("disaggregated row without a concurrency")
+    for dep in (prefill, decode):
+        violations = deployment_violations(arch, dep)
+        if violations:
+            raise Skip(f"invalid deployment: {violations[0]}")
+    p = evaluate_disaggregated([arch], [prefill], [decode], hw, workload,
+                               np.array([max(round(concurrency / y), 1)]), PoolLimits(ratio=(x, y)))
+    if not p.fits_memory[0, 0]:
+        raise Skip("disaggregated: a pool does not fit memory at the row's concurrency")
+    predicted = {"tpot": float(p.tpot_s[0, 0]), "ttft": float(p.benchmark_ttft_s[0, 0]),
+                 "steady_ttft": float(p.ttft_s[0, 0]), "prompt_queue": float(p.queue_s[0, 0]),
+                 "tokens_per_s_per_gpu": float(p.tokens_per_s_per_gpu[0, 0])}
+    measured = _measured(row)
+    return Result(row["model"], row["gpu"], "disagg", arch.is_moe,
+                  f"{x}P {_describe(prefill)} + {y}D {_describe(decode)}", workload.isl_tokens,
+                  workload.osl_tokens, concurrency, measured.__dict__, predicted,
+                  _errors(measured, predicted))
+
+
 def evaluate_row(row: dict[str, str], data_dir: Path, archs: dict[Path, Architecture]) -> Result:
     """The comparison for one CSV row; raises `Skip` with the reason when it has none."""
     path = _config_path(row["model"], data_dir)
@@ -262,6 +307,8 @@ def evaluate_row(row: dict[str, str], data_dir: Path, archs: dict[Path, Architec
     if path not in archs:
         archs[path] = load_architecture(path)
     arch = archs[path]
+    if row["mode"].strip().lower() == DISAGG_MODE:
+        return _evaluate_disaggregated(row, arch, hw, workload, concurrency)
     dep = _deployment(row, arch)
     _check_deployment(row, arch, dep)
     try:

@@ -1,0 +1,199 @@
+"""Disaggregated prefill/decode serving: prefill and decode pools, each with its own deployment.
+
+Decode instances run only decode steps (no prompt chunks beside them): TPOT = the decode-only
+step × PP (+ speculative drafts) over the tokens a step yields. Prefill instances run prompts
+at their token budget; a request's KV then moves to a decode instance over the network.
+With x prefill and y decode instances (xPyD, each count 1 … `max_instances`):
+- requests/s the decode side completes: y · R_d, R_d = c / (OSL · TPOT) per instance at
+  concurrency c;
+- what the prefill side can start: x · R_p, R_p = dp · budget / ISL prompts per budget-full
+  stage step; its utilization ρ = y·R_d / (x·R_p) must stay below 1 (a pool at ρ ≥ 1 cannot
+  keep the decode side fed);
+- output tokens/s/GPU = y · R_d · OSL / (x · g_p + y · g_d), maximized over (x, y): each
+  operating point names the ratio that realizes it.
+TTFT (steady state) = the prompt's m chunks through the prefill pipeline, (m + S_p − 1) chunk
+steps + the M/D/1 wait for the prefill pool, ρ/(2(1−ρ)) · S (S a prompt's service time) + the
+KV transfer (the decode GPU's share of the sequence's KV over its NIC, or NVLink when both pools
+fit in one scale-up domain; not overlapped with the prefill, a conservative choice) + half a
+decode step to join the running batch. It does not depend on the decode pool's load except
+through that last half step and ρ. The benchmark TTFT adds the fitted per-request overhead
+(`cost_model.benchmark_ttft`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from cost_model.architecture import Architecture
+from cost_model.attention import kv_cache_bytes_per_sequence
+from cost_model.batch import ArchArrays, DeployArrays, Env
+from cost_model.benchmark_ttft import shipped_terms
+from cost_model.communication import point_to_point_s
+from cost_model.deployment import Deployment, Workload, expected_tokens_per_step
+from cost_model.errors import ConfigError
+from cost_model.frontier import concurrency_grid, frontier_area
+from cost_model.hardware import HardwareSpec
+from cost_model.memory import max_concurrency
+from cost_model.step import draft_pass, micro_batch_seqs, stage_forward
+
+DEFAULT_MAX_INSTANCES = 8  # xPyD ratios searched: 1 … 8 instances of each pool
+# Prefill pools are sized below saturation: at ρ = 0.8 the M/D/1 wait is 2 prompt service
+# times (ρ/(2(1−ρ))), a common planning margin for queues (it stays bounded when load wobbles).
+DEFAULT_MAX_PREFILL_UTILIZATION = 0.8
+
+
+@dataclass(frozen=True)
+class DisaggregatedPoints:
+    """Arrays of shape (candidates, concurrencies); NaN = no point (memory, or no ratio keeps
+    the prefill pool below saturation)."""
+
+    concurrency: np.ndarray  # sequences per decode instance
+    tpot_s: np.ndarray
+    ttft_s: np.ndarray
+    benchmark_ttft_s: np.ndarray
+    tokens_per_s_per_user: np.ndarray
+    tokens_per_s_per_gpu: np.ndarray  # over both pools
+    fits_memory: np.ndarray
+    prefill_instances: np.ndarray  # x of the xPyD ratio that realizes the point
+    decode_instances: np.ndarray  # y
+    prefill_s: np.ndarray  # the prompt through the prefill pipeline
+    queue_s: np.ndarray  # waiting for the prefill pool
+    kv_transfer_s: np.ndarray
+    max_concurrency: np.ndarray  # (candidates, 1) per decode instance
+
+    def frontier_area(self, x_lo: float, x_hi: float, log_x: bool = True) -> np.ndarray:
+        y = np.where(self.fits_memory, self.tokens_per_s_per_gpu, np.nan)
+        return frontier_area(self.tokens_per_s_per_user, y, x_lo, x_hi, log_x)
+
+
+def _decode_tpot_s(a, d, env, c, workload: Workload):
+    """Decode-only step × PP, plus drafts, over the tokens a step yields."""
+    context = workload.isl_tokens + workload.osl_tokens / 2.0
+    step = stage_forward(a, d, env, micro_batch_seqs(c, d), context, 0.0, 0.0,
+                         tokens_per_seq=d.spec_tokens + 1.0).scaled(d.pp)
+    if d.speculative:
+        step = step.plus(draft_pass(a, d, env, c, context), d.spec_tokens)
+    return step.total_s / expected_tokens_per_step(d.spec_tokens, d.spec_acceptance), step.total_s
+
+
+def _prefill_pool(a, d, env, workload: Workload):
+    """(one prompt through the pipeline s, prompts per second per instance, service time s)."""
+    isl, budget = float(workload.isl_tokens), float(workload.prefill_chunk_tokens)
+    chunks = np.ceil(isl / budget)
+    chunk = stage_forward(a, d, env, 0.0, 0.0, isl / chunks, isl / 2.0).total_s
+    full = d.dp * budget
+    budget_step = stage_forward(a, d, env, 0.0, 0.0, full, isl / 2.0,
+                                np.maximum(full / isl, 1.0)).total_s
+    rate = full / isl / budget_step
+    return (chunks + d.pp - 1.0) * chunk, rate, chunks * chunk
+
+
+def _kv_transfer_s(a, d_decode, env_decode, hw: HardwareSpec, isl, both_pools_gpus):
+    """The decode GPU's share of one sequence's KV, from the prefill pool."""
+    per_gpu = kv_cache_bytes_per_sequence(a, isl, env_decode.kv.activation_bytes_per_value,
+                                          d_decode)
+    crosses = both_pools_gpus > hw.scale_up_domain_gpus
+    return point_to_point_s(per_gpu, hw, env_decode.eff, crosses_domain=crosses)
+
+
+def _ratios(max_instances: int):
+    """Every (x, y) of 1 … max_instances, on two leading axes that broadcast against (n, c)."""
+    counts = np.arange(1, max_instances + 1, dtype=np.float64)
+    return counts[:, None, None, None], counts[None, :, None, None]
+
+
+def _fixed_ratio(decode_rate, prefill_rate, g_prefill, g_decode, ratio):
+    """A deployment's own xPyD ratio: requests/s is the smaller of what the decode side
+    completes and the prefill side starts (a saturated prefill pool starves decode)."""
+    x, y = (float(v) for v in ratio)
+    served = np.minimum(y * decode_rate, x * prefill_rate)
+    rho = np.minimum(y * decode_rate / (x * prefill_rate), 1.0)
+    return served / (x * g_prefill + y * g_decode), np.full_like(rho, x), np.full_like(rho, y), rho
+
+
+def _best_ratio(decode_rate, prefill_rate, g_prefill, g_decode, ttft_of_rho, limits):
+    """The xPyD ratio of most output per GPU (per OSL token) whose prefill utilization ρ stays
+    at most `limits.utilization` and whose TTFT at that ρ at most `limits.ttft_s` (or the
+    deployment's own `limits.ratio`): returns (per-GPU request rate, x, y, ρ), NaN where no
+    ratio qualifies."""
+    if limits.ratio is not None:
+        return _fixed_ratio(decode_rate, prefill_rate, g_prefill, g_decode, limits.ratio)
+    x, y = _ratios(limits.max_instances)
+    rho = y * decode_rate / (x * prefill_rate)
+    ok = (rho <= limits.utilization) & (ttft_of_rho(rho) <= limits.ttft_s)
+    per_gpu = np.where(ok, y * decode_rate / (x * g_prefill + y * g_decode), -np.inf)
+    flat = per_gpu.reshape(-1, *per_gpu.shape[2:])
+    best = np.argmax(flat, axis=0)[None]
+    pick = lambda v: np.take_along_axis(  # noqa: E731
+        np.broadcast_to(v, per_gpu.shape).reshape(flat.shape), best, 0)[0]
+    value = pick(per_gpu)
+    found = np.isfinite(value)
+    nan = lambda v: np.where(found, v, np.nan)  # noqa: E731
+    return nan(value), nan(pick(x)), nan(pick(y)), nan(pick(rho))
+
+
+@dataclass(frozen=True)
+class PoolLimits:
+    """How the pools are sized: at most `max_instances` of each, prefill utilization at most
+    `utilization` (the M/D/1 wait grows without bound as ρ → 1) and, when given, TTFT at most
+    `ttft_s` (the TTFT target disaggregated deployments are sized for); or exactly `ratio`."""
+
+    max_instances: int = DEFAULT_MAX_INSTANCES
+    utilization: float = DEFAULT_MAX_PREFILL_UTILIZATION
+    ttft_s: float = np.inf
+    ratio: tuple[int, int] | None = None  # a given (prefill, decode) instance count instead
+
+
+def prefill_wait_s(utilization, service_s, prompts_ahead_max):
+    """M/D/1 mean wait ρ/(2(1−ρ)) · S; in a closed loop never more than the prompts that can be
+    ahead of a request (a saturated pool, ρ ≥ 1, waits for all of them)."""
+    rho = np.asarray(utilization, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        queued = np.where(rho < 1.0, rho / (2.0 * (1.0 - rho)), np.inf)
+    return np.minimum(queued, np.maximum(prompts_ahead_max, 0.0)) * service_s
+
+
+def evaluate_disaggregated(archs: Sequence[Architecture], prefill: Sequence[Deployment],
+                           decode: Sequence[Deployment], hw: HardwareSpec, workload: Workload,
+                           concurrency=None, limits: PoolLimits = PoolLimits()
+                           ) -> DisaggregatedPoints:
+    """Operating points of candidate i = (archs[i], prefill[i], decode[i]). `concurrency`: one
+    1-D array of sequences per decode instance for every candidate, or None for the sweep up
+    to each decode instance's memory limit. `limits` sizes the pools."""
+    if not len(archs) == len(prefill) == len(decode):
+        raise ConfigError(f"`prefill` and `decode` deployments must match `architectures` one "
+                          f"to one; got {len(prefill)}, {len(decode)} and {len(archs)}")
+    a = ArchArrays.from_architectures(archs)
+    dp_, dd = DeployArrays.from_deployments(prefill), DeployArrays.from_deployments(decode)
+    env_p, env_d = Env.for_deployments(hw, prefill), Env.for_deployments(hw, decode)
+    isl, osl = float(workload.isl_tokens), float(workload.osl_tokens)
+    chunk = float(workload.prefill_chunk_tokens)
+    limit = np.minimum(max_concurrency(a, dd, env_d, float(workload.max_context_tokens), chunk),
+                       workload.max_batch_sequences * dd.dp)
+    prefill_fits = max_concurrency(a, dp_, env_p, isl, chunk) >= 1
+    grid = concurrency_grid(limit) if concurrency is None else np.broadcast_to(
+        np.asarray(concurrency, float).reshape(1, -1), (len(archs), np.size(concurrency)))
+    c = np.where(np.isfinite(grid), grid, 1.0)
+    tpot, step = _decode_tpot_s(a, dd, env_d, c, workload)
+    through, service_rate, service_s = _prefill_pool(a, dp_, env_p, workload)
+    decode_rate = c / (osl * tpot)  # requests/s one decode instance completes
+    kv = _kv_transfer_s(a, dd, env_d, hw, isl, dp_.gpus + dd.gpus)
+    fixed = through + kv + step / (2.0 * dd.pp)
+    per_gpu, x, y, rho = _best_ratio(decode_rate, service_rate, dp_.gpus, dd.gpus,
+                                     lambda r: fixed + prefill_wait_s(r, service_s, np.inf),
+                                     limits)
+    queue = prefill_wait_s(rho, service_s, c * y / x - 1.0)
+    ttft = fixed + queue
+    missing = ~np.isfinite(grid)
+    nan = lambda v: np.where(missing, np.nan, v)  # noqa: E731
+    fits = (c <= limit) & ~missing & (limit >= 1) & prefill_fits & np.isfinite(per_gpu)
+    return DisaggregatedPoints(
+        concurrency=grid, tpot_s=nan(tpot), ttft_s=nan(ttft),
+        benchmark_ttft_s=nan(ttft + shipped_terms().request_overhead_s),
+        tokens_per_s_per_user=nan(1.0 / tpot), tokens_per_s_per_gpu=nan(per_gpu * osl),
+        fits_memory=fits, prefill_instances=nan(x), decode_instances=nan(y),
+        prefill_s=nan(np.broadcast_to(through, grid.shape)), queue_s=nan(queue),
+        kv_transfer_s=nan(np.broadcast_to(kv, grid.shape)), max_concurrency=limit)

@@ -1,0 +1,81 @@
+"""Disaggregated prefill/decode serving (cost_model/disaggregated.py)."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cost_model.deployment import Deployment, Workload
+from cost_model.disaggregated import PoolLimits, evaluate_disaggregated, prefill_wait_s
+from cost_model.evaluate import evaluate_points
+from cost_model.hardware import catalog_names, get_hardware
+from cost_model.precision import PRECISIONS
+
+from tests.cost_model.test_serving_properties import model
+
+DEEPSEEK = Deployment(tp=8, ep=8, precision="fp8_block")
+LONG = Workload(isl_tokens=8192, osl_tokens=1024)
+H200 = get_hardware("h200")
+
+
+def _disagg(concurrency, limits=PoolLimits(), dep=DEEPSEEK, hw=H200, stem="DeepSeek-V3",
+            workload=LONG):
+    return evaluate_disaggregated([model(stem)], [dep], [dep], hw, workload,
+                                  np.asarray(concurrency, float), limits)
+
+
+def test_prefill_wait_by_hand():
+    """M/D/1: ρ = 0.5 → 0.5/(2·0.5) = 0.5 service times; ρ = 0.8 → 2; capped at the prompts
+    that can be ahead (1 here); ρ ≥ 1 waits for all of them."""
+    waits = prefill_wait_s(np.array([0.5, 0.8, 0.8, 1.0]), 0.1, np.array([9, 9, 1, 3]))
+    assert waits == pytest.approx([0.05, 0.2, 0.1, 0.3])
+
+
+def test_kv_transfer_by_hand():
+    """DeepSeek-V3, 8,192-token prompt, FP8 latent KV (61 layers × (512 + 64) values, 1 byte,
+    on every GPU of the decode instance): 287,834,112 bytes over each GPU's NIC (the 16 GPUs of
+    both pools leave the 8-GPU domain): 15 µs + 287.83e6 / (50e9 · 0.85) = 6.787 ms."""
+    assert _disagg([1.0]).kv_transfer_s[0, 0] == pytest.approx(6.787e-3, rel=1e-3)
+
+
+def test_ttft_does_not_depend_on_decode_load():
+    """The prompt's path through the prefill pool and its KV transfer are the same at every
+    decode concurrency; only the prefill queue and the half decode step to join vary."""
+    p = _disagg([1.0, 16.0, 64.0, 128.0])
+    assert np.all(p.prefill_s[0] == p.prefill_s[0, 0])
+    assert np.all(p.kv_transfer_s[0] == p.kv_transfer_s[0, 0])
+
+
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(st.sampled_from(catalog_names()), st.sampled_from(["Llama-3.1-8B", "Qwen3-30B-A3B"]),
+       st.sampled_from([1.0, 8.0, 64.0, 256.0]))
+def test_decode_pool_tpot_is_never_above_aggregated(gpu, stem, concurrency):
+    """Without prompt chunks beside them, decode steps are never slower than aggregated ones
+    of the same deployment and concurrency."""
+    hw = get_hardware(gpu)
+    precision = "fp8" if hw.supports(PRECISIONS["fp8"]) else "bf16"
+    dep = Deployment(tp=1, precision=precision)
+    agg = evaluate_points([model(stem)], [dep], hw, LONG, np.array([concurrency]))
+    dis = _disagg([concurrency], dep=dep, hw=hw, stem=stem)
+    assert dis.tpot_s[0, 0] <= agg.tpot_s[0, 0] * (1 + 1e-6)
+
+
+def test_pools_are_sized_below_saturation_and_to_the_ttft_target():
+    """The chosen xPyD ratio keeps the prefill pool at ρ ≤ 0.8; a TTFT target below what the
+    prompt's own prefill takes leaves no ratio (no point)."""
+    p = _disagg([64.0])
+    x, y = p.prefill_instances[0, 0], p.decode_instances[0, 0]
+    assert 1 <= x <= 8 and 1 <= y <= 8
+    assert p.queue_s[0, 0] <= 2.0 * p.prefill_s[0, 0]  # ρ/(2(1−ρ)) ≤ 2 at ρ ≤ 0.8
+    strict = _disagg([64.0], PoolLimits(ttft_s=0.5 * float(p.prefill_s[0, 0])))
+    assert np.isnan(strict.tokens_per_s_per_gpu[0, 0])
+
+
+def test_a_starved_decode_side_runs_at_the_prefill_rate():
+    """With the deployment's own ratio 1P1D at high concurrency the prefill pool saturates:
+    throughput per GPU is the prefill pool's rate, and more decode instances do not help."""
+    one = _disagg([256.0], PoolLimits(ratio=(1, 1)))
+    four = _disagg([256.0], PoolLimits(ratio=(1, 4)))
+    total_one = one.tokens_per_s_per_gpu[0, 0] * 16  # 1P + 1D of 8 GPUs
+    total_four = four.tokens_per_s_per_gpu[0, 0] * 40
+    assert total_four == pytest.approx(total_one, rel=1e-9) or total_four > total_one
