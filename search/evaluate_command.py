@@ -10,9 +10,13 @@ import numpy as np
 
 from cost_model.architecture import Architecture
 from cost_model.batch import ArchArrays, DeployArrays, Env
-from cost_model.deployment import Deployment, make_deployment, make_workload
+from cost_model.deployment import (
+    DEFAULT_SPEC_ACCEPTANCE_FRAC, SPEC_METHODS, Deployment, make_deployment, make_workload,
+)
+from cost_model.disaggregated import DisaggregatedPoints, PoolLimits, evaluate_disaggregated
 from cost_model.errors import ConfigError
 from cost_model.evaluate import OperatingPoints, evaluate_points, validate_deployment
+from cost_model.frontier import pareto_mask
 from cost_model.hardware import HardwareSpec, get_hardware
 from cost_model.hf_config import load_architecture
 from cost_model.memory import RESERVED_MEMORY_FRAC, weight_bytes_per_gpu
@@ -35,15 +39,24 @@ def params_document(arch: Architecture) -> dict:
             "breakdown": {k: v for k, v in counts.items() if v}}
 
 
-def _point(points: OperatingPoints, j: int) -> dict:
+def _point(points: OperatingPoints | DisaggregatedPoints, j: int) -> dict:
     at = lambda field: float(getattr(points, field)[0, j])  # noqa: E731
-    return {
+    row = {
         "concurrency": int(points.concurrency[0, j]), "tpot_ms": at("tpot_s") * MS_PER_S,
-        "ttft_ms": at("ttft_s") * MS_PER_S, "tokens_per_s_per_user": at("tokens_per_s_per_user"),
+        "ttft_ms": at("ttft_s") * MS_PER_S,
+        "benchmark_ttft_ms": at("benchmark_ttft_s") * MS_PER_S,
+        "tokens_per_s_per_user": at("tokens_per_s_per_user"),
         "tokens_per_s_per_gpu": at("tokens_per_s_per_gpu"),
         "fits_memory": bool(points.fits_memory[0, j]),
-        "breakdown_ms": {p: at(f"{p}_s") * MS_PER_S for p in BREAKDOWN_PARTS},
     }
+    if isinstance(points, DisaggregatedPoints):
+        ratio = points.prefill_instances[0, j], points.decode_instances[0, j]
+        row.update(ratio="-" if np.isnan(ratio[0]) else f"{ratio[0]:.0f}P{ratio[1]:.0f}D",
+                   kv_transfer_ms=at("kv_transfer_s") * MS_PER_S,
+                   prefill_queue_ms=at("queue_s") * MS_PER_S)
+    else:
+        row["breakdown_ms"] = {p: at(f"{p}_s") * MS_PER_S for p in BREAKDOWN_PARTS}
+    return row
 
 
 def _shares(point: dict) -> dict:
@@ -57,9 +70,23 @@ def _weights_gib(arch: Architecture, dep: Deployment, hw: HardwareSpec) -> float
     return float(weight_bytes_per_gpu(a, d, env)[0, 0]) / GIB_BYTES
 
 
-def _deployment(args: argparse.Namespace) -> Deployment:
-    return make_deployment(tp=args.tp, ep=args.ep, pp=args.pp, dp=args.dp, precision=args.precision,
-                      kv_precision=args.kv_precision)
+def _deployment(args: argparse.Namespace, prefix: str = "") -> Deployment:
+    """The deployment the flags name; `prefix` "prefill_" reads the prefill pool's flags, each
+    defaulting to the decode pool's."""
+    pick = lambda name: getattr(args, f"{prefix}{name}", None) or getattr(args, name)  # noqa
+    return make_deployment(tp=pick("tp"), ep=pick("ep"), pp=pick("pp"), dp=pick("dp"),
+                           kvp=pick("kvp"), precision=args.precision,
+                           kv_precision=args.kv_precision, spec_tokens=args.mtp,
+                           spec_acceptance_frac=args.acceptance, spec_method=args.spec_method)
+
+
+def _disaggregated_points(arch, args, dep: Deployment, hw, workload) -> DisaggregatedPoints:
+    prefill = _deployment(args, "prefill_")
+    validate_deployment(arch, prefill)
+    limits = PoolLimits(ttft_s=np.inf if args.ttft_limit is None else args.ttft_limit / MS_PER_S,
+                        ratio=tuple(args.ratio) if args.ratio else None)
+    concurrency = None if args.concurrency is None else np.asarray(args.concurrency, float)
+    return evaluate_disaggregated([arch], [prefill], [dep], hw, workload, concurrency, limits)
 
 
 def evaluate_document(args: argparse.Namespace) -> dict:
@@ -68,7 +95,9 @@ def evaluate_document(args: argparse.Namespace) -> dict:
     dep = _deployment(args)
     validate_deployment(arch, dep)
     workload = make_workload(isl_tokens=args.isl, osl_tokens=args.osl)
-    points = evaluate_points([arch], [dep], hw, workload, args.concurrency)
+    disaggregated = args.serving == "disaggregated"
+    points = (_disaggregated_points(arch, args, dep, hw, workload) if disaggregated
+              else evaluate_points([arch], [dep], hw, workload, args.concurrency))
     limit = int(points.max_concurrency[0, 0])
     usable = hw.hbm_capacity_bytes * (1 - RESERVED_MEMORY_FRAC) / GIB_BYTES
     weights = _weights_gib(arch, dep, hw)
@@ -79,7 +108,7 @@ def evaluate_document(args: argparse.Namespace) -> dict:
                          f"ep={dep.ep} pp={dep.pp} dp={dep.dp}: {weights:.1f} GiB of weights per "
                          f"GPU, {usable:.1f} GiB usable; try more GPUs or a smaller precision")
     doc = {
-        "model": arch.name, "hardware": hw.name,
+        "model": arch.name, "hardware": hw.name, "serving_mode": args.serving,
         "deployment": {**dep.model_dump(exclude={"kv_precision"}),
                        "kv_precision": dep.kv_cache_precision, "gpus": dep.gpus},
         "workload": {"isl": workload.isl_tokens, "osl": workload.osl_tokens},
@@ -89,6 +118,10 @@ def evaluate_document(args: argparse.Namespace) -> dict:
         "points": [_point(points, j) for j in range(points.concurrency.shape[1])
                    if np.isfinite(points.concurrency[0, j])],
     }
+    if disaggregated:
+        prefill = _deployment(args, "prefill_")
+        doc["prefill_deployment"] = {**prefill.model_dump(exclude={"kv_precision"}),
+                                     "gpus": prefill.gpus}
     if args.concurrency is None:
         doc.update(_sweep_summary(points, doc["points"], args))
     return doc
@@ -96,16 +129,20 @@ def evaluate_document(args: argparse.Namespace) -> dict:
 
 def _sweep_summary(points: OperatingPoints, rows: list[dict], args) -> dict:
     x_lo, x_hi = args.window
-    mask = points.pareto_mask()[0]
+    y = np.where(points.fits_memory, points.tokens_per_s_per_gpu, np.nan)
+    mask = pareto_mask(points.tokens_per_s_per_user, y)[0]
     on_front = [int(c) for c, m in zip(points.concurrency[0], mask) if m]
-    fitting = [r for r in rows if r["fits_memory"]]
-    return {
+    fitting = [r for r in rows if r["fits_memory"] and "breakdown_ms" in r]
+    summary = {
         "frontier_area": float(points.frontier_area(x_lo, x_hi, not args.linear_x)[0]),
         "frontier_window": {"x_lo": x_lo, "x_hi": x_hi, "x_scale": "linear" if args.linear_x
                             else "log10"},
         "frontier_concurrencies": on_front,
-        "breakdown": {"latency_first": _shares(fitting[0]), "throughput_first": _shares(fitting[-1])},
     }
+    if fitting:
+        summary["breakdown"] = {"latency_first": _shares(fitting[0]),
+                                "throughput_first": _shares(fitting[-1])}
+    return summary
 
 
 def _write_plot(args: argparse.Namespace, doc: dict | None = None) -> None:
@@ -153,12 +190,16 @@ def run_evaluate(args: argparse.Namespace) -> int:
           f"params {p['total']:,} total, {p['active']:,} active  "
           f"weights {doc['memory']['weights_gib_per_gpu']:.1f} GiB/GPU  "
           f"max concurrency {doc['memory']['max_concurrency']}")
+    if doc["serving_mode"] == "disaggregated":
+        pre = doc["prefill_deployment"]
+        print(f"disaggregated: prefill instances of {pre['gpus']} GPU(s) (tp{pre['tp']} "
+              f"ep{pre['ep']} dp{pre['dp']}); each point names its prefill:decode instance ratio")
     rows = [{k: v for k, v in r.items() if k != "breakdown_ms"} for r in doc["points"]]
     print(format_table(rows))
     if "frontier_area" in doc:
         print(f"frontier area {doc['frontier_area']:.4g} (tokens/s/GPU × decades of tokens/s/user"
               f" in [{doc['frontier_window']['x_lo']:g}, {doc['frontier_window']['x_hi']:g}])")
-        for regime, shares in doc["breakdown"].items():
+        for regime, shares in doc.get("breakdown", {}).items():
             parts = "  ".join(f"{k} {v:.0%}" for k, v in shares.items())
             print(f"{regime}: {parts}")
     if args.plot is not None:
@@ -173,6 +214,28 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     for flag, text in (("--tp", "tensor parallel"), ("--ep", "expert parallel"),
                        ("--pp", "pipeline stages"), ("--dp", "attention data parallel")):
         p.add_argument(flag, type=int, default=1, help=f"{text} degree (default 1)")
+    p.add_argument("--kvp", type=int, default=1, help="Helix KV-parallel degree: attention over "
+                   "tp × kvp GPUs with the KV split along the sequence (default 1: none)")
+    p.add_argument("--mtp", type=int, default=0, metavar="K", help="speculative tokens verified "
+                   "per step (MTP or EAGLE drafts; default 0: none)")
+    p.add_argument("--acceptance", type=float, default=DEFAULT_SPEC_ACCEPTANCE_FRAC,
+                   metavar="A", help="per-token acceptance of speculative tokens (default "
+                   f"{DEFAULT_SPEC_ACCEPTANCE_FRAC}, DeepSeek-V3's MTP)")
+    p.add_argument("--spec-method", default="mtp", choices=SPEC_METHODS,
+                   help="draft model kind (default mtp)")
+    p.add_argument("--serving", default="aggregated", choices=("aggregated", "disaggregated"),
+                   help="aggregated in-flight batching (default) or separate prefill and "
+                   "decode pools (the flags above are the decode pool's)")
+    for flag, text in (("--prefill-tp", "tensor parallel"), ("--prefill-ep", "expert parallel"),
+                       ("--prefill-pp", "pipeline stages"), ("--prefill-dp", "attention DP"),
+                       ("--prefill-kvp", "Helix KV parallel")):
+        p.add_argument(flag, type=int, default=None,
+                       help=f"prefill pool's {text} degree (default: the decode pool's)")
+    p.add_argument("--ratio", type=int, nargs=2, default=None, metavar=("X", "Y"),
+                   help="disaggregated: exactly X prefill and Y decode instances (default: "
+                   "the best ratio per point)")
+    p.add_argument("--ttft-limit", type=float, default=None, metavar="MS",
+                   help="disaggregated: size the pools for TTFT at most MS milliseconds")
     p.add_argument("--precision", default="fp8", help="weights/activations (default fp8)")
     p.add_argument("--kv-precision", default=None, help="KV cache (default fp8 if precision ≤ 8 "
                    "bits, else bf16)")
