@@ -1,0 +1,175 @@
+"""Mutation testing of the core cost-model formulas: does the suite notice a one-line change?
+
+Each mutation replaces one exact snippet of one file (a formula's factor, a dropped term, a
+ceiling removed). For each, a private copy of the repository (never the working tree: other
+processes may be editing it) gets that one change and runs the fast part of the suite
+(tests/cost_model tests/constraints tests/objectives, stopping at the first failure); the mutant
+is *killed* when the run fails. Tests that already fail without a mutation are left out of every
+run and listed. A mutation whose snippet is not in the revision scored is
+reported as not applicable (so an older revision can be scored with the same list).
+
+Usage: python tests/benchmarks/mutation_score.py [--rev REV] [--only SUBSTRING]
+  --rev REV   score a git revision instead of the working tree (e.g. 2e381df, before the
+              formula tests were added)
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+TESTS = ["tests/cost_model", "tests/constraints", "tests/objectives"]
+
+
+@dataclass(frozen=True)
+class Mutation:
+    path: str
+    original: str
+    mutated: str
+    what: str
+
+
+MUTATIONS = (
+    Mutation("cost_model/step.py", "decode.total_s / (2.0 * d.pp)", "decode.total_s / (4.0 * d.pp)",
+             "TTFT: a quarter instead of half a step of waiting"),
+    Mutation("cost_model/step.py", "STEP_OVERHEAD_KERNELS * env.hw.kernel_launch_s / d.pp",
+             "STEP_OVERHEAD_KERNELS * env.hw.kernel_launch_s", "step overhead not shared by stages"),
+    Mutation("cost_model/step.py", "STEP_OVERHEAD_KERNELS = 8", "STEP_OVERHEAD_KERNELS = 4",
+             "step-overhead kernel count"),
+    Mutation("cost_model/step.py", "tp_reduce = all_reduce_s(tok * a.hidden * ACTIVATION_BYTES",
+             "tp_reduce = all_reduce_s(tok * a.hidden * 1.0", "TP all-reduce message in 1 byte"),
+    Mutation("cost_model/step.py", "attention = layers * tp_reduce", "attention = 0.0 * tp_reduce",
+             "no all-reduce after attention"),
+    Mutation("cost_model/step.py", "routed * env.linear.activation_bytes_per_value",
+             "routed * ACTIVATION_BYTES", "dispatch in BF16 instead of the linear format"),
+    Mutation("cost_model/step.py", "(chunks + d.pp - 1.0) *", "(chunks + d.pp) *",
+             "pipeline fill of TTFT"),
+    Mutation("cost_model/step.py", "** np.minimum(d.dp, concurrency)", "** d.dp",
+             "empty DP groups carry chunks"),
+    Mutation("cost_model/step.py", "ELEMENTWISE_HIDDEN_PASSES = 12.0", "ELEMENTWISE_HIDDEN_PASSES = 6.0",
+             "elementwise traffic"),
+    Mutation("cost_model/step.py", "OTHER_KERNELS_PER_LAYER = 4", "OTHER_KERNELS_PER_LAYER = 2",
+             "non-GEMM kernels per layer"),
+    Mutation("cost_model/step_load.py", "return np.ceil(np.divide(seqs, groups))",
+             "return np.divide(seqs, groups)", "fractional requests per DP group"),
+    Mutation("cost_model/memory.py", "RESERVED_MEMORY_FRAC = 0.10", "RESERVED_MEMORY_FRAC = 0.05",
+             "reserved memory share"),
+    Mutation("cost_model/memory.py", "np.where(d.pp > 1, 1.0, 2.0 - a.tied)",
+             "np.where(d.pp > 1, 1.0, 2.0)", "tied embeddings stored twice"),
+    Mutation("cost_model/memory.py", "np.maximum(np.floor(free / per_seq), 0.0) * d.dp",
+             "np.maximum(np.floor(free / per_seq), 0.0)", "max concurrency of one DP group only"),
+    Mutation("cost_model/memory.py", "WORKSPACE_HIDDEN_MULTIPLE = 8.0",
+             "WORKSPACE_HIDDEN_MULTIPLE = 4.0", "activation workspace"),
+    Mutation("cost_model/memory.py", "router = share * a.moe_layers * a.experts * a.hidden",
+             "router = 0.0 * a.hidden", "router weights forgotten"),
+    Mutation("cost_model/evaluate.py", "throughput = c * osl /", "throughput = c * (osl - 1.0) /",
+             "throughput counts OSL − 1 tokens"),
+    Mutation("cost_model/evaluate.py", "return np.maximum(ttft_s + (osl_tokens - 1.0) * tpot_s, "
+             "osl_tokens * tpot_s)", "return ttft_s + (osl_tokens - 1.0) * tpot_s",
+             "lifetime without work conservation"),
+    Mutation("cost_model/layers.py", "np.minimum(load.group_prefill_tokens,\n"
+             "                                                 load.group_prefill_seqs)",
+             "load.group_prefill_tokens", "LM head on every prompt token"),
+    Mutation("cost_model/layers.py", "return np.where(d.ep > 1, d.imbalance, 0.0)",
+             "return d.imbalance", "imbalance charged at EP = 1"),
+    Mutation("cost_model/layers.py", "return 1.0 - miss ** np.maximum(tokens, 0.0)",
+             "return 1.0 - miss ** np.maximum(tokens / 2.0, 0.0)", "touched experts"),
+    Mutation("cost_model/layers.py", "* top_k / np.maximum(experts, 1.0)",
+             "* top_k / np.maximum(2.0 * experts, 1.0)", "tokens per expert C·k/E"),
+    Mutation("cost_model/communication.py", "inside = 2.0 * (local - 1.0) / local * message_bytes",
+             "inside = (local - 1.0) / local * message_bytes", "all-reduce volume 2(n−1)/n"),
+    Mutation("cost_model/communication.py", "inside = (local - 1.0) / local * send_bytes / up",
+             "inside = send_bytes / up", "all-to-all volume (n−1)/n"),
+    Mutation("cost_model/communication.py", "latency = alpha + 2.0 * _tree_steps(domains)",
+             "latency = alpha + 1.0 * _tree_steps(domains)", "all-reduce tree hops"),
+    Mutation("cost_model/attention.py", "np.where(a.mla > 0, a.kv_lora + a.rope_dim, 2.0 * heads",
+             "np.where(a.mla > 0, a.kv_lora + a.rope_dim, 1.0 * heads", "KV = K + V"),
+    Mutation("cost_model/attention.py", "np.where(a.mla > 0, a.kv_lora + a.rope_dim, 2.0 * heads",
+             "np.where(a.mla > 0, a.kv_lora, 2.0 * heads", "MLA cache without its RoPE part"),
+    Mutation("cost_model/attention.py", "gqa = 4.0 * a.head_dim", "gqa = 2.0 * a.head_dim",
+             "attention FLOPs per key"),
+    Mutation("cost_model/units.py", "return FLOP_PER_MAC * np.multiply(",
+             "return 1.0 * np.multiply(", "1 MAC = 2 FLOP"),
+    Mutation("cost_model/benchmark_ttft.py", "+ terms.queue_share_frac * queue_s", "+ queue_s",
+             "benchmark TTFT queue share"),
+)
+
+
+def _tree(rev: str | None, into: Path) -> None:
+    """The working tree (tracked and untracked, not ignored) or a revision, copied to `into`."""
+    if rev:
+        archive = subprocess.run(["git", "archive", rev], cwd=REPO, check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+        return
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO,
+                           check=True, capture_output=True).stdout.split(b"\0")
+    for name in filter(None, files):
+        src, dst = REPO / name.decode(), into / name.decode()
+        if src.is_file():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)
+
+
+def _pytest(root: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "-rf", *extra, *TESTS], cwd=root, capture_output=True, text=True)
+
+
+def _baseline_failures(root: Path) -> list[str]:
+    """Tests that fail without any mutation: left out of every mutant's run (and reported)."""
+    out = _pytest(root).stdout
+    return [line.split()[1] for line in out.splitlines() if line.startswith("FAILED ")]
+
+
+def _suite_fails(root: Path, deselect: list[str]) -> bool:
+    flags = [f"--deselect={test}" for test in deselect]
+    return _pytest(root, "-x", *flags).returncode != 0
+
+
+def score(rev: str | None, only: str | None) -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        _tree(rev, root)
+        broken = _baseline_failures(root)
+        for test in broken:
+            print(f"  (fails unmutated, left out: {test})")
+        killed = applicable = 0
+        for m in MUTATIONS:
+            if only and only not in m.path + m.what:
+                continue
+            path = root / m.path
+            text = path.read_text() if path.exists() else ""
+            if text.count(m.original) != 1:
+                print(f"  n/a       {m.path}: {m.what}")
+                continue
+            applicable += 1
+            path.write_text(text.replace(m.original, m.mutated))
+            start = time.monotonic()
+            dead = _suite_fails(root, broken)
+            path.write_text(text)
+            killed += dead
+            print(f"  {'killed' if dead else 'SURVIVED':8}  {m.path}: {m.what} "
+                  f"({time.monotonic() - start:.0f} s)")
+        print(f"{killed} of {applicable} applicable mutations killed "
+              f"({killed / max(applicable, 1):.0%}); {len(MUTATIONS) - applicable} not applicable")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rev", default=None, help="git revision to score (default: work tree)")
+    parser.add_argument("--only", default=None, help="mutations whose file or text contains this")
+    args = parser.parse_args(argv)
+    return score(args.rev, args.only)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""Golden numbers for memory, the non-GEMM step time, the LM head's tokens and the throughput
+definition, each derived by hand in its docstring (every constant of the formula appears there,
+so a one-line change to the formula fails here)."""
+
+import numpy as np
+import pytest
+
+from cost_model.batch import ArchArrays, DeployArrays, Env
+from cost_model.deployment import Deployment, Workload
+from cost_model.evaluate import evaluate_points
+from cost_model.hardware import get_hardware
+from cost_model.layers import GemmList, lm_head_gemm
+from cost_model.memory import max_concurrency, weight_bytes_per_gpu, workspace_bytes_per_gpu
+from cost_model.step import _other_s
+from cost_model.step_load import StepLoad
+
+H200 = get_hardware("h200")
+
+
+def _arrays(arch, dep):
+    return ArchArrays.from_architectures([arch]), DeployArrays.from_deployments([dep])
+
+
+def test_weights_llama_8b_fp8(load_model):
+    """Llama-3.1-8B (H 4096, L 32, 32 q / 8 kv heads × 128, FFN 14,336, vocab 128,256, untied),
+    FP8 linear layers (1 byte), BF16 embedding and LM head (2 bytes), one GPU:
+    attention 4096·(4096 + 2·1024) + 4096·4096 = 41,943,040 per layer; MLP 3·4096·14336 =
+    176,160,768; linear 32 · 218,103,808 = 6,979,321,856 bytes; vocab 2 · 128256·4096 · 2 bytes =
+    2,101,346,304; total 9,080,668,160 bytes."""
+    a, d = _arrays(load_model("Llama-3.1-8B"), Deployment(precision="fp8"))
+    env = Env.create(H200, "fp8", "fp8")
+    assert weight_bytes_per_gpu(a, d, env)[0, 0] == 9_080_668_160
+
+
+def test_tied_embedding_is_stored_once(load_model):
+    """gemma-2-9b ties its LM head to the embedding: the vocabulary costs 256000·3584·2 bytes
+    once (1,835,008,000), not twice."""
+    gemma = load_model("gemma-2-9b")
+    a, d = _arrays(gemma, Deployment(precision="bf16"))
+    untied = a.__class__(**{**a.__dict__, "tied": np.zeros_like(a.tied)})
+    env = Env.create(H200, "bf16", "bf16")
+    extra = weight_bytes_per_gpu(untied, d, env) - weight_bytes_per_gpu(a, d, env)
+    assert extra[0, 0] == 256_000 * 3584 * 2
+
+
+def test_weights_qwen3_moe_with_router(load_model):
+    """Qwen3-30B-A3B (H 2048, L 48, 32 q / 4 kv heads × 128, 128 experts of 768, vocab 151,936,
+    untied), FP8, one GPU: attention 2048·4096 + 2·2048·512 + 4096·2048 = 18,874,368; experts
+    128·3·2048·768 = 603,979,776; linear 48 · 622,854,144 = 29,896,998,912 bytes; router (BF16)
+    48·128·2048·2 = 25,165,824; vocab 2·151936·2048·2 = 1,244,659,712; total 31,166,824,448."""
+    a, d = _arrays(load_model("Qwen3-30B-A3B"), Deployment(precision="fp8"))
+    env = Env.create(H200, "fp8", "fp8")
+    assert weight_bytes_per_gpu(a, d, env)[0, 0] == 31_166_824_448
+
+
+def test_max_concurrency_llama_8b_by_hand(load_model):
+    """H200 usable HBM 151,397,597,184 · (1 − 0.10) = 136,257,837,465.6 bytes; weights
+    9,080,668,160; workspace of an 8,192-token chunk: 8192 · max(8·4096, 3·14336) · 2 =
+    704,643,072; KV per sequence at 2,048 tokens (FP8): 2·32·8·128·2048 = 134,217,728;
+    ⌊126,472,526,233.6 / 134,217,728⌋ = 942 sequences per group; dp = 2 holds 1,884."""
+    llama = load_model("Llama-3.1-8B")
+    env = Env.create(H200, "fp8", "fp8")
+    a, d = _arrays(llama, Deployment(precision="fp8"))
+    assert workspace_bytes_per_gpu(a, d, 8192.0)[0, 0] == 704_643_072
+    assert max_concurrency(a, d, env, 2048.0, 8192.0)[0, 0] == 942
+    _, d2 = _arrays(llama, Deployment(precision="fp8", dp=2))
+    assert max_concurrency(a, d2, env, 2048.0, 8192.0)[0, 0] == 1884
+
+
+def test_other_time_by_hand(load_model):
+    """Non-GEMM time of 64 tokens of Llama-3.1-8B at TP 1: per layer 12·H + 3·H′ = 12·4096 +
+    3·14336 = 92,160 BF16 values per token read or written, 64·92160·2 bytes at the HBM rate ×
+    the BF16 bandwidth ceiling, plus 4 kernel launches; per step 8 launches (÷ PP)."""
+    a, d = _arrays(load_model("Llama-3.1-8B"), Deployment())
+    env = Env.create(H200, "fp8", "fp8")
+    launch = H200.kernel_launch_s
+    rate = H200.hbm_bytes_per_s * env.eff.for_rate("bf16").bandwidth_ceiling_frac
+    expected = 32 * (64 * 92_160 * 2 / rate + 4 * launch) + 8 * launch
+    got = _other_s(a, d, env, StepLoad.single_group(64.0), 32.0, 32.0)
+    assert float(np.asarray(got).reshape(-1)[0]) == pytest.approx(expected, rel=1e-9)
+
+
+def test_lm_head_runs_on_decode_tokens_and_one_per_prompt(load_model):
+    """10 decoding sequences and a 1,000-token chunk of one prompt: 10 + 1 = 11 logits rows."""
+    a, d = _arrays(load_model("Llama-3.1-8B"), Deployment())
+    gemms = GemmList((1, 1))
+    lm_head_gemm(gemms, a, d, StepLoad.of(d, 10.0, 1000.0))
+    m = gemms.dims[gemms.names.index("lm_head")][0]
+    assert float(np.asarray(m).reshape(-1)[0]) == 11.0
+
+
+def test_throughput_is_output_tokens_over_the_request_lifetime(load_model):
+    """y = c · OSL / (GPUs · max(TTFT + (OSL − 1)·TPOT, OSL · TPOT)) (DESIGN "Throughput")."""
+    llama = load_model("Llama-3.1-8B")
+    workload = Workload(isl_tokens=1024, osl_tokens=256)
+    p = evaluate_points([llama], [Deployment(tp=2)], H200, workload, np.array([1.0, 64.0]))
+    c, osl = p.concurrency[0], 256.0
+    lifetime = np.maximum(p.ttft_s[0] + (osl - 1) * p.tpot_s[0], osl * p.tpot_s[0])
+    assert p.tokens_per_s_per_gpu[0] == pytest.approx(c * osl / (2 * lifetime), rel=1e-9)
