@@ -5,8 +5,13 @@ Prints, per GPU and format, the median and 90th-percentile |predicted / measured
 measured shape of aiconfigurator-core's tables, before (the seeds' roofline at peak) and after
 calibration (the shipped coefficients: kernel + activation quantization, both inside the timed
 op); then the same pooled over all shapes, by token-count band, and the goal check.
+With --held-out shape|nk it also refits every GPU and format (as `archscout calibrate` does) on
+a split of its table and reports the op error (kernel + quantization, `archscout gemm`'s
+`op_us`) on the rest: `shape` holds out a fifth of the shapes by a hash of (M, N, K), `nk`
+every M of a fifth of the (N, K) pairs (model widths the fit never saw). The fitted coefficients
+are checked to keep GEMM time non-decreasing in M, N and K.
 Run: pip install aiconfigurator-core; python tests/benchmarks/bench_gemm_fit.py
-     [--framework trtllm|sglang|vllm] [--framework-version V]
+     [--framework trtllm|sglang|vllm] [--framework-version V] [--held-out shape|nk]
 Without the package it prints the errors the calibration recorded in the shipped files.
 """
 
@@ -14,16 +19,21 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import zlib
 
 import numpy as np
 
 from cost_model.efficiency import get_efficiency
+from cost_model.gemm import GemmRates, gemm_time_s
 from cost_model.hardware import get_hardware
 from cost_model.precision import get_precision
 from search.calibration import (
     AIC_PACKAGE,
     AIC_SYSTEMS,
+    MeasuredGemms,
     aiconfigurator_table,
+    efficiency_of,
+    fit_hardware,
     measured_gemms,
     predicted_s,
     read_table,
@@ -32,6 +42,7 @@ from search.calibration import (
 )
 from search.tables import format_table
 
+HELD_OUT_SHARE = 5  # one in five shapes (or (N, K) pairs) is held out of the fit
 GOAL_OVERALL_MEDIAN_FRAC = 0.10
 GOAL_WORST_MEDIAN_FRAC = 0.15
 M_BANDS = ((1, 64, "decode M<=64"), (65, 1024, "65..1024"), (1025, 1 << 30, "prefill M>1024"))
@@ -48,16 +59,21 @@ def _row(hardware: str, fmt: str, points: int, before: np.ndarray, after: np.nda
             "median": float(np.median(after)), "p90": float(np.quantile(after, 0.9))}
 
 
+def tables_of(name: str, framework: str, version: str | None) -> list[MeasuredGemms]:
+    """The measured tables of one GPU, every format (the version the shipped fit used)."""
+    recorded = shipped_points().get(name, {})
+    fitted_to = recorded.get("framework_version") if framework == recorded.get("framework") \
+        else None
+    path, _ = aiconfigurator_table(name, framework, version or fitted_to)
+    return measured_gemms(read_table(path), name, str(path))[0]
+
+
 def measure(framework: str, version: str | None) -> tuple[list[dict], dict[str, list]]:
     """Rows per GPU and format, and every shape's (format, M, error before, error after)."""
     rows, pooled = [], {"dtype": [], "m": [], "before": [], "after": []}
     for name in AIC_SYSTEMS:
-        recorded = shipped_points().get(name, {})
-        fitted_to = recorded.get("framework_version") if framework == recorded.get("framework") \
-            else None
-        path, _ = aiconfigurator_table(name, framework, version or fitted_to)
         hw, eff = get_hardware(name), get_efficiency(name)
-        for data in measured_gemms(read_table(path), name, str(path))[0]:
+        for data in tables_of(name, framework, version):
             after = _errors(predicted_s(data, hw, eff.for_precision(get_precision(data.dtype))), data.time_s)
             before = _errors(roofline_s(data, hw), data.time_s)
             rows.append(_row(name, data.dtype, len(data), before, after))
@@ -90,10 +106,63 @@ def recorded_rows() -> list[dict]:
     return rows
 
 
+def held_out_mask(data: MeasuredGemms, split: str) -> np.ndarray:
+    """True for the rows held out of the fit: a stable hash of (M, N, K), or of (N, K)."""
+    keys = zip(data.m, data.n, data.k) if split == "shape" else zip(data.n, data.k)
+    hashes = [zlib.crc32(",".join(str(int(v)) for v in key).encode()) for key in keys]
+    return np.array(hashes) % HELD_OUT_SHARE == 0
+
+
+def monotone(data: MeasuredGemms, fitted, hw) -> bool:
+    """Fitted coefficients keep time non-decreasing along every integer M, N and K up to 4,608."""
+    rates = GemmRates.of(hw, get_precision(data.dtype), eff=fitted)
+    sweep = np.arange(1.0, 4609.0)
+    for m, n, k in ((sweep, 4096.0, 4096.0), (64.0, sweep, 7168.0), (1.0, 2048.0, sweep)):
+        if np.any(np.diff(gemm_time_s(m, n, k, 1.0, hw, rates)) < 0):
+            return False
+    return True
+
+
+def held_out_rows(framework: str, version: str | None, split: str) -> list[dict]:
+    """Per GPU and format: refit on the kept rows, op |error| on the held-out ones, next to the
+    shipped coefficients' error (fitted on every row) on the same held-out rows."""
+    rows = []
+    for name in AIC_SYSTEMS:
+        hw, shipped = get_hardware(name), get_efficiency(name)
+        tables = tables_of(name, framework, version)
+        masks = [held_out_mask(d, split) for d in tables]
+        kept = [d.subset(np.flatnonzero(~mask)) for d, mask in zip(tables, masks)]
+        for data, mask, fit in zip(tables, masks, fit_hardware(kept, hw)):
+            test = data.subset(np.flatnonzero(mask))
+            fitted = efficiency_of(fit.coefficients)
+            error = _errors(predicted_s(test, hw, fitted), test.time_s)
+            full = _errors(predicted_s(test, hw, shipped.for_precision(get_precision(data.dtype))),
+                           test.time_s)
+            rows.append({"hardware": name, "dtype": data.dtype, "fit_rows": len(data) - len(test),
+                         "held_out_rows": len(test), "median": float(np.median(error)),
+                         "p90": float(np.quantile(error, 0.9)),
+                         "shipped_median": float(np.median(full)),
+                         "monotone": monotone(data, fitted, hw)})
+    return rows
+
+
+def print_held_out(framework: str, version: str | None, split: str) -> None:
+    rows = held_out_rows(framework, version, split)
+    what = "shapes (hash of M, N, K)" if split == "shape" else "(N, K) pairs, every M"
+    print(f"\nheld out: 1 in {HELD_OUT_SHARE} {what}; op |predicted/measured - 1| on them after "
+          "a fit on the rest (shipped_median: the shipped fit, which saw them)\n")
+    print(format_table(rows))
+    medians = [r["median"] for r in rows]
+    print(f"\nheld-out median of the per-GPU/format medians {np.median(medians):.1%}, worst "
+          f"{max(medians):.1%}; monotone for every fit: {all(r['monotone'] for r in rows)}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--framework", default="trtllm")
     parser.add_argument("--framework-version")
+    parser.add_argument("--held-out", choices=("shape", "nk"),
+                        help="also refit on a split of the tables and report the rest")
     args = parser.parse_args()
     if importlib.util.find_spec(AIC_PACKAGE) is None:
         print("aiconfigurator-core is not installed: errors recorded by the calibration "
@@ -115,6 +184,8 @@ def main() -> int:
     print(f"\ngoal (median <= {GOAL_OVERALL_MEDIAN_FRAC:.0%} over all shapes, no GPU/format above "
           f"{GOAL_WORST_MEDIAN_FRAC:.0%}): {'met' if met else 'NOT met'}; worst "
           f"{worst['hardware']} {worst['dtype']} {worst['median']:.1%}")
+    if args.held_out:
+        print_held_out(args.framework, args.framework_version, args.held_out)
     return 0 if met else 1
 
 
