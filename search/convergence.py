@@ -58,7 +58,8 @@ def convergence(spec: StudySpec, finished: Iterable[FrozenTrial], hard: Sequence
     doc = {"trials": len(trials), "early_trials": early_count,
            "hypervolume_early": None, "hypervolume": None, "relative_change_frac": None,
            "still_moving": None, "moving_threshold_frac": MOVING_HV_CHANGE_FRAC}
-    feasible = [(i < early_count, t.values) for i, t in enumerate(trials) if feasible_trial(t, hard)]
+    feasible = [(i < early_count, t.values) for i, t in enumerate(trials)
+                if feasible_trial(t, hard)]
     if not feasible:
         return doc
     z = normalized(np.array([v for _, v in feasible], dtype=float), spec.objectives.directions)

@@ -105,9 +105,15 @@ def _staircase(item: dict) -> tuple[list[float], list[float]]:
 
 
 def _label(item: dict) -> str:
+    """'#1 H…-L… (area 15,830; tp1 ep16 dp16 nvfp4)', or '…; 3 deployments)' when the frontier
+    envelopes several (each point names its own in `pareto --json`)."""
     d = item["deployment"]
-    return (f"#{item['rank']} {item['architecture']['name']} "
-            f"(area {item['frontier_area']:,.0f}; tp{d['tp']} {d['precision']})")
+    deployments = {p["deployment"] for p in item["frontier"]}
+    how = (f"{len(deployments)} deployments" if len(deployments) > 1 else
+           f"tp{d['tp']}" + (f" ep{d['ep']} dp{d['dp']}" if d["ep"] > 1 or d["dp"] > 1 else "")
+           + f" {d['precision']}")
+    name, area = item["architecture"]["name"], item["frontier_area"]
+    return f"#{item['rank']} {name} (area {area:,.0f}; {how})"
 
 
 def frontier_figure(spec: StudySpec, doc: dict, top: int = DEFAULT_TOP):
