@@ -52,6 +52,10 @@ VLLM_KV_CACHE_DTYPE = {"fp32": "auto", "fp16": "auto", "bf16": "auto", "fp8": "f
 # `--max-num-seqs` is per engine (one per DP rank); capped at the batch the cost model assumes.
 VLLM_MAX_NUM_SEQS_CAP = DEFAULT_MAX_BATCH_SEQUENCES
 VLLM_MODEL_PLACEHOLDER = "/path/to/{name}"  # the folder holding config.json and the weights
+# vLLM's `--speculative-config` methods (vllm/config/speculative.py): DeepSeek-style MTP layers
+# shipped with the model, or an EAGLE-3 draft model of its own
+VLLM_SPEC_METHODS = {"mtp": "deepseek_mtp", "eagle": "eagle3"}
+VLLM_DRAFT_PLACEHOLDER = "/path/to/eagle3-draft"
 
 
 class ExportError(ConfigError):
@@ -223,6 +227,10 @@ def _vllm_kv_cache_dtype(dep: Deployment) -> str:
 
 def _vllm_notes(arch: Architecture, dep: Deployment) -> list[str]:
     notes = []
+    if dep.kvp > 1:
+        notes.append(f"Helix (kvp = {dep.kvp}) as vLLM decode context parallelism: vLLM keeps "
+                     f"attention TP over all {dep.tp * dep.kvp} GPUs, the cost model "
+                     f"tp = {dep.tp} heads × kvp = {dep.kvp} sequence shards")
     if arch.is_moe and 1 < dep.ep < dep.tp * dep.dp:
         notes.append(f"vLLM's expert parallelism spans TP·DP = {dep.tp * dep.dp} GPUs; the cost "
                      f"model evaluated EP = {dep.ep} (experts also sharded {dep.moe_tp}-way)")
@@ -239,17 +247,34 @@ def vllm_command(args: dict) -> str:
     return shlex.join(words)
 
 
+def _vllm_speculative_config(dep: Deployment) -> str | None:
+    """`--speculative-config` (vLLM's JSON argument) for MTP or EAGLE drafts; an EAGLE draft
+    model is named by a placeholder to fill in."""
+    if dep.spec_tokens == 0:
+        return None
+    config = {"method": VLLM_SPEC_METHODS[dep.spec_method],
+              "num_speculative_tokens": dep.spec_tokens}
+    if dep.spec_method == "eagle":
+        config["model"] = VLLM_DRAFT_PLACEHOLDER
+    return json.dumps(config, separators=(",", ":"))
+
+
 def vllm_document(spec: StudySpec, cand: Candidate, max_concurrency: int) -> dict:
-    """`vllm serve` arguments of the candidate's deployment (one engine per DP rank)."""
+    """`vllm serve` arguments of the candidate's deployment (one engine per DP rank). Helix's
+    KV parallelism maps onto vLLM's decode context parallelism: TP = tp·kvp GPUs whose
+    `--decode-context-parallel-size` kvp ranks split each sequence's KV."""
     arch, dep = cand.arch, cand.deployment
     per_engine = max(1, min(max_concurrency // dep.dp, VLLM_MAX_NUM_SEQS_CAP))
     args = {
         "model": VLLM_MODEL_PLACEHOLDER.format(name=arch.name),
-        "tensor_parallel_size": dep.tp, "pipeline_parallel_size": dep.pp,
+        "tensor_parallel_size": dep.tp * dep.kvp,
+        "decode_context_parallel_size": dep.kvp if dep.kvp > 1 else None,
+        "pipeline_parallel_size": dep.pp,
         "data_parallel_size": dep.dp, "enable_expert_parallel": arch.is_moe and dep.ep > 1,
         "quantization": _vllm_quantization(dep), "kv_cache_dtype": _vllm_kv_cache_dtype(dep),
         "max_model_len": spec.workload.isl_tokens + spec.workload.osl_tokens,
         "max_num_seqs": per_engine,
+        "speculative_config": _vllm_speculative_config(dep),
     }
     return {**args, "command": vllm_command(args), "notes": _vllm_notes(arch, dep)}
 

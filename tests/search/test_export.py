@@ -24,7 +24,8 @@ from tests.search.test_inspect import bad_input, make_study, pareto_items
 
 VLLM_KEYS = {"model", "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
              "enable_expert_parallel", "quantization", "kv_cache_dtype", "max_model_len",
-             "max_num_seqs", "command", "notes"}
+             "max_num_seqs", "command", "notes", "decode_context_parallel_size",
+             "speculative_config"}
 
 
 @pytest.fixture(scope="module")
@@ -118,6 +119,20 @@ def test_vllm_export(study, best, tmp_path, capsys):
     assert flags["--tensor-parallel-size"] == str(dep["tp"])
     assert flags["--max-model-len"] == str(doc["max_model_len"])
     assert flags["--kv-cache-dtype"] == doc["kv_cache_dtype"]
+
+
+def test_vllm_arguments_of_helix_and_speculative_decoding(study):
+    """Helix kvp = 2 over tp = 2 maps to vLLM TP 4 with decode context parallelism 2; two MTP
+    tokens to `--speculative-config {"method":"deepseek_mtp","num_speculative_tokens":2}`."""
+    spec, cand = _candidate(study)
+    dep = cand.deployment.model_copy(update={"tp": 2, "kvp": 2, "spec_tokens": 2})
+    doc = vllm_document(spec, cand.__class__(**{**cand.__dict__, "deployment": dep}), 64)
+    assert doc["tensor_parallel_size"] == 4 and doc["decode_context_parallel_size"] == 2
+    assert json.loads(doc["speculative_config"]) == {"method": "deepseek_mtp",
+                                                     "num_speculative_tokens": 2}
+    words = shlex.split(doc["command"])
+    assert words[words.index("--speculative-config") + 1] == doc["speculative_config"]
+    assert any("decode context parallelism" in note for note in doc["notes"])
 
 
 @pytest.mark.parametrize("precision, kv, quantization, kv_cache_dtype", [
