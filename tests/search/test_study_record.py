@@ -6,13 +6,15 @@ import json
 import re
 from pathlib import Path
 
+import optuna
 import pytest
 
 from search.cli import main
 from search.report import pareto_document
 from search.spec import load_spec
 from search.study_commands import load_study, open_storage
-from search.study_record import describe_differences, spec_differences
+from search.runner import SPEC_ATTR
+from search.study_record import describe_differences, recorded_spec, spec_differences
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "studies" / "quickstart.toml"
@@ -110,3 +112,13 @@ def test_differences_are_named_down_to_the_field():
     diffs = spec_differences(stored, changed)
     assert diffs == [("workload.osl_tokens", 512, 2048)]
     assert describe_differences(diffs) == "workload.osl_tokens: stored 512, file 2048"
+
+
+def test_a_study_without_a_usable_record_reads_the_file(capsys):
+    spec = load_spec(QUICKSTART)
+    study = optuna.create_study(directions=spec.objectives.directions)
+    assert recorded_spec(study, spec) is spec and capsys.readouterr().err == ""  # none stored
+    study.set_user_attr(SPEC_ATTR, {**spec.model_dump(mode="json"), "colour": "red"})
+    assert recorded_spec(study, spec, "q.toml") is spec
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "`colour` is not a known key" in err and "q.toml" in err
