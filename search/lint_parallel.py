@@ -222,8 +222,10 @@ def check_attention_parallelism(ctx: LintContext) -> list[Draft]:
     context = float(ctx.workload.max_context_tokens)
     kv_gib = float(kv_cache_bytes_per_sequence(a, context, ctx.env.kv.activation_bytes_per_value,
                                                d)[0, 0]) / GIB_BYTES
+    helix = with_deployment(dep, tp=tp, kvp=dep.kvp * dep.tp // tp)
     message = (f"{verdict.message}; {kv_gib * MIB_PER_GIB:.1f} MiB of KV per sequence per GPU at "
-               f"{context:,.0f} tokens (Helix KV sharding also keeps one copy)")
+               f"{context:,.0f} tokens; attention DP or Helix (KV split along the sequence over "
+               f"the same GPUs, FFN still TP over all of them) keeps one copy")
     cost = {"extra_kv_copies": verdict.value, "kv_gib_per_sequence_per_gpu": kv_gib}
-    fixes = (Fix(arch, fix),) if fix is not None and valid(arch, fix) else ()
+    fixes = tuple(Fix(arch, f) for f in (fix, helix) if f is not None and valid(arch, f))
     return [Draft(7, "kv-replication", "warning", message, cost, fixes)]

@@ -285,3 +285,16 @@ def test_lint_bad_input_is_one_line_exit_2(main, capsys, argv, fragment):
 def test_lint_missing_config_exit_2(main, capsys):
     assert main(["lint", "no-such-config.json", "--hardware", "h200"]) == 2
     assert "no-such-config.json" in capsys.readouterr().err
+
+
+def test_g7_measures_helix_as_an_alternative():
+    """TP 16 of an 8-KV-head model replicates the KV cache: lint proposes attention DP and
+    Helix (tp 8, kvp 2 over the same 16 GPUs), each measured."""
+    from cost_model.hf_config import load_architecture
+    from tests.data_paths import HF_CONFIGS
+
+    arch = load_architecture(HF_CONFIGS / "serving_Llama-3.1-405B-Instruct.json")
+    g7 = _of(_lint(arch, "gb200", tp=16), 7)[0]
+    fixes = [g7.alternative, *g7.alternative["others"]]
+    assert any(f["deployment"] == {"tp": [16, 8], "kvp": [1, 2]} for f in fixes)
+    assert all("frontier_area_change_frac" in f["measured"] for f in fixes)
