@@ -12,7 +12,7 @@ from cost_model.hardware import get_hardware
 from cost_model.step import helix_all_to_all_s
 from cost_model.hf_config import load_architecture
 
-from tests.data_paths import HF_CONFIGS
+from tests.data_paths import HF_CONFIGS, MODEL_CONFIGS
 
 LLAMA_405B = load_architecture(HF_CONFIGS / "serving_Llama-3.1-405B-Instruct.json")
 GB200 = get_hardware("gb200")
@@ -75,3 +75,27 @@ def test_kvp_1_is_plain_tp():
     plain = evaluate_points([LLAMA_405B], [Deployment(tp=8)], GB200, workload, c)
     same = evaluate_points([LLAMA_405B], [Deployment(tp=8, kvp=1)], GB200, workload, c)
     assert np.array_equal(plain.tpot_s, same.tpot_s)
+
+
+def test_helix_ttl_gain_for_deepseek_r1_at_1m_tokens_matches_the_paper():
+    """Bhatia et al. 2025 (arXiv 2507.07120, abstract): at multi-million-token context Helix
+    "reduces TTL by up to 1.5x at fixed batch sizes ... for DeepSeek-R1" on Blackwell. 64 GB200
+    (one NVL72 domain), 1M-token context, NVFP4, decode pool only (disaggregated, 1P1D), batch 1:
+    the best plain mapping (TP 64 × EP 64; attention DP 8 × TP 8; attention DP 64) against
+    Helix (kvp 64 × EP 64). The model's gain is 1.50 (tolerance ±15%)."""
+    from cost_model.disaggregated import PoolLimits, evaluate_disaggregated
+
+    r1 = load_architecture(MODEL_CONFIGS / "DeepSeek-V3.json")
+    workload = Workload(isl_tokens=1_000_000, osl_tokens=1024)
+    prefill = Deployment(tp=8, ep=8, precision="nvfp4")
+
+    def ttl(dep):
+        p = evaluate_disaggregated([r1], [prefill], [dep], GB200, workload, np.array([1.0]),
+                                   PoolLimits(ratio=(1, 1)))
+        return float(p.tpot_s[0, 0])
+
+    plain = min(ttl(Deployment(tp=64, ep=64, precision="nvfp4")),
+                ttl(Deployment(tp=8, dp=8, ep=64, precision="nvfp4")),
+                ttl(Deployment(tp=1, dp=64, ep=64, precision="nvfp4")))
+    helix = ttl(Deployment(tp=1, kvp=64, ep=64, precision="nvfp4"))
+    assert plain / helix == pytest.approx(1.5, rel=0.15)
