@@ -130,3 +130,11 @@ def used_values(cand: Candidate) -> dict:
         "tp": d.tp, "ep": moe(d.ep), "pp": d.pp, "dp": d.dp, "precision": d.precision,
         "kv_precision": d.kv_cache_precision,
     }
+
+
+def design_identity(spec: StudySpec, params: dict) -> tuple | None:
+    """What a parameter set evaluates: (`Architecture.design_key`, deployment), equal for params
+    that differ only in fields the model does not use; None for a shape that is not a model.
+    (For samplers that skip designs already tried: params alone count twins as new.)"""
+    cand = build_candidate(spec, complete_params(spec, params))
+    return (cand.arch.design_key, cand.deployment) if cand.valid else None

@@ -19,7 +19,7 @@ from search.convergence import bounds_reached
 from search.plot_kinds import hypervolume_history
 from search.report import design_items, group_designs, load_records, pareto_document
 from search.runner import run_study
-from search.space import build_candidate, complete_params
+from search.space import build_candidate, complete_params, design_identity
 from search.spec import StudySpec, load_spec
 from search.storage import StorageHandle
 from search.study_commands import load_study, open_storage
@@ -233,3 +233,11 @@ def test_convergence_is_the_hypervolume_of_the_last_fifth(tmp_path, capsys):
     assert isinstance(doc["bounds"], list)
     for key in ("study", "trials", "feasible", "objectives", "pareto"):  # the schema stays
         assert key in doc
+
+
+def test_design_identity_is_equal_for_twins_only():
+    spec = load_spec(MOE)
+    assert design_identity(spec, MOE_WINNER) == design_identity(
+        spec, {**MOE_WINNER, "intermediate_size": 12288})
+    assert design_identity(spec, MOE_WINNER) != design_identity(spec, {**MOE_WINNER, "dp": 16})
+    assert design_identity(spec, {**MOE_WINNER, "num_experts": 0, "intermediate_size": 0}) is None
