@@ -6,8 +6,9 @@ The prediction picks, like a GEMM library, the fastest kernel candidate: each of
 kernel geometries run whole or split along K into s ∈ SPLIT_K_FACTORS partitions (a fixed set).
 A split needs ≥ 256 of K per partition; on a shorter K it runs as if K were padded to s·256, so
 every candidate is a non-decreasing function of M, N and K and so is their minimum ("a kernel
-may always pad a smaller problem, so a larger one is never predicted faster"). For a candidate,
-on the dims as given (callers pass dims *after* sharding), with K_s = K/s:
+may always pad a smaller problem, so a larger one is never predicted faster"), exactly: every
+operation below is monotone under rounding too (no differences), in float64 and float32.
+For a candidate, on the dims as given (callers pass dims *after* sharding), with K_s = K/s:
     η_tile = MN / (B_M⌈M/B_M⌉ · B_N⌈N/B_N⌉)                       (seeds, reading notes §3)
     waves  = ⌈s · clusters / slots⌉;  η_wave = s · tiles / (waves · slot tiles)  (§3)
     t_math = waves · slot tiles · B_M·B_N · 2(K_s + k_half) / (peak · ceil_c · rel · s_N)
@@ -253,8 +254,8 @@ def _candidates(m, n, k, groups, hw: HardwareSpec, r: GemmRates, detail: bool = 
                    unique / _hbm_bytes_per_s(hw, r))
     split_s = t["splits"] * r.split_k_overhead_s
     if not detail:  # the same as below, in place: the hot path's largest arrays
-        hidden = _into(np.multiply, np.minimum(math, memory), r.overlap_frac)
-        return _into(np.add, _into(np.subtract, _into(np.add, math, memory), hidden), split_s)
+        shorter = _into(np.multiply, np.minimum(math, memory), 1.0 - r.overlap_frac)
+        return _into(np.add, _into(np.add, _into(np.maximum, math, memory), shorter), split_s)
     time = overlapped(math, memory, r.overlap_frac) + split_s
     eta_tile = np.multiply(m, n, dtype=np.float64) / (tiles_m * tiles_n * t["tile_area"])
     eta_wave = tiles_m * tiles_n * groups * t["split"] / (waves * t["slot_tiles"])
