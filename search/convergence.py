@@ -23,7 +23,7 @@ import numpy as np
 from optuna.trial import FrozenTrial, TrialState
 
 from search.space import Candidate, searched_dimensions, used_values
-from search.spec import StudySpec
+from search.spec import Dimension, StudySpec
 
 HV_REFERENCE = 1.1  # reference point in normalized objectives: the worst feasible value + 10%
 LATE_FRAC = 0.2  # the last fifth of the trials
@@ -76,6 +76,18 @@ def _natural(spec: StudySpec, name: str, side: str, edge: int) -> bool:
     return name in PARALLEL_DEGREES and 2 * edge > spec.hardware.max_gpus
 
 
+def _edges(dim: Dimension) -> tuple[int, int] | None:
+    """The smallest and largest option of a numeric dimension (a range is not materialized);
+    None for a fixed dimension or one of names (precisions)."""
+    if dim.value is not None:
+        return None
+    if dim.choices is None:
+        return dim.min, dim.max
+    if not all(isinstance(o, int) for o in dim.choices):
+        return None
+    return min(dim.choices), max(dim.choices)
+
+
 def bounds_reached(spec: StudySpec, ranked: Sequence[tuple[int, Sequence[Candidate]]]
                    ) -> list[dict]:
     """Each (dimension, edge) some Pareto entry sits at: the edge and the ranks that use it.
@@ -83,11 +95,11 @@ def bounds_reached(spec: StudySpec, ranked: Sequence[tuple[int, Sequence[Candida
     used = [(rank, [used_values(c) for c in cands]) for rank, cands in ranked]
     hits = []
     for name, dim in searched_dimensions(spec.space).items():
-        options = dim.options
-        if not all(isinstance(o, int) for o in options):
+        edges = _edges(dim)
+        if edges is None:
             continue
-        needed = len(used) if len(options) == 2 else 1  # two options: a unanimous edge only
-        for side, edge in (("min", min(options)), ("max", max(options))):
+        needed = len(used) if len(dim.options) == 2 else 1  # two options: a unanimous edge only
+        for side, edge in zip(("min", "max"), edges):
             ranks = [rank for rank, values in used if any(v[name] == edge for v in values)]
             if len(ranks) >= needed and ranks and not _natural(spec, name, side, edge):
                 hits.append({"dimension": name, "bound": side, "value": edge,
