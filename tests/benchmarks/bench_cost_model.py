@@ -4,7 +4,9 @@ Prints, measured in the same run:
   (a) operating points evaluated per second when candidates are evaluated together (vectorized);
   (b) the time of one candidate's whole frontier (concurrency sweep + area), next to the
       overhead of one Optuna trial (NSGA-II, in memory, 9 parameters, 2 objectives,
-      3 constraints, an objective that costs nothing) — the baseline.
+      3 constraints, an objective that costs nothing) — the baseline;
+  (c) the GEMM hot path alone (`gemm_time_s` in float32, the inner loop of step times) on a
+      search-sized batch: 5 GEMM rows × 2 cases × the candidates × 16 concurrencies.
 Run: python tests/benchmarks/bench_cost_model.py [--candidates 2000]
 """
 
@@ -21,11 +23,13 @@ import optuna
 from cost_model.architecture import Architecture
 from cost_model.deployment import Deployment, Workload
 from cost_model.evaluate import evaluate_points
+from cost_model.gemm import HOT_DTYPE, GemmRates, gemm_time_s
 from cost_model.hardware import get_hardware
 from cost_model.hf_config import load_architecture
+from cost_model.precision import get_precision
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repository root: tests.data_paths
-from tests.data_paths import MODEL_CONFIGS as CONFIGS  # noqa: E402
+from tests.data_paths import MODEL_CONFIGS as CONFIGS
 
 WORKLOAD = Workload(isl_tokens=1024, osl_tokens=1024)
 
@@ -66,6 +70,20 @@ def one_frontier_s(arch, hw) -> float:
     return best_of(50, run)
 
 
+def gemm_batch_s(candidates: int, hw) -> float:
+    """Best of 5 `gemm_time_s` calls on random decode-to-prefill shapes, FP8 rows and one BF16
+    row (as the router's), shaped like one step-time batch of the search."""
+    rng = np.random.default_rng(0)
+    shape = (5, 2, candidates, 16)
+    m = rng.integers(1, 4096, shape).astype(np.float64)
+    n = rng.choice([1024.0, 4096.0, 6144.0, 14336.0], shape)
+    k = rng.choice([4096.0, 14336.0], shape)
+    high = np.array([False] * 4 + [True]).reshape(5, 1, 1, 1)
+    rates = GemmRates.select(high, GemmRates.of(hw, get_precision("bf16")),
+                             GemmRates.of(hw, get_precision("fp8")))
+    return best_of(5, lambda: gemm_time_s(m, n, k, 1.0, hw, rates, HOT_DTYPE))
+
+
 def optuna_trial_overhead_s(trials: int = 1000) -> float:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(directions=["maximize", "minimize"],
@@ -90,11 +108,14 @@ def main() -> None:
     rate = points_per_s(archs, hw)
     frontier = one_frontier_s(base, hw)
     trial = optuna_trial_overhead_s()
+    gemm_s = gemm_batch_s(args.candidates, hw)
     print(f"(a) vectorized: {rate:,.0f} operating points/s "
           f"({args.candidates} candidates × 16 concurrencies)")
     print(f"(b) one frontier (16 points + area): {frontier * 1e3:.3f} ms")
     print(f"    one Optuna trial (NSGA-II, in memory, no objective cost): {trial * 1e3:.3f} ms")
     print(f"    frontier / trial overhead = {frontier / trial:.2f}  (goal: frontier <= 1 ms)")
+    print(f"(c) GEMM hot path: {gemm_s * 1e3:.1f} ms for 5 × 2 × {args.candidates} × 16 GEMMs "
+          f"({5 * 2 * args.candidates * 16 / gemm_s:,.0f} GEMMs/s)")
 
 
 if __name__ == "__main__":
