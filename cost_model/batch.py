@@ -21,6 +21,9 @@ from cost_model.hardware import HardwareSpec
 from cost_model.precision import Precision, get_precision
 
 
+WEIGHT_ONLY_ACTIVATIONS = "bf16"  # what w4a16 / w8a16 compute in (their "a16")
+
+
 def _column(values) -> np.ndarray:
     return np.asarray(values, dtype=np.float64).reshape(-1, 1)
 
@@ -142,46 +145,92 @@ class FormatColumn:
 @dataclass(frozen=True)
 class Env:
     """What a batch of candidates shares: the GPU, its efficiency data and the number formats
-    (one `Precision`, or a `FormatColumn` of per-candidate formats)."""
+    (each one `Precision`, or a `FormatColumn` of per-candidate formats). A weight-only format
+    (w4a16, w8a16) runs its GEMMs on BF16 activations at the BF16 rate and efficiency of the GPU
+    with its own weight bytes (`cost_model.precision`)."""
 
     hw: HardwareSpec
     eff: Efficiency
-    linear: Precision | FormatColumn  # weights and activations of linear layers
+    linear: Precision | FormatColumn  # weights and activations of attention / dense linear layers
     kv: Precision | FormatColumn
     high: Precision  # unquantized parts: embeddings, LM head, router, attention math
+    moe: Precision | FormatColumn | None = None  # routed experts; None: the `linear` format
+
+    @property
+    def experts(self) -> Precision | FormatColumn:
+        """The routed experts' format."""
+        return self.linear if self.moe is None else self.moe
+
+    @property
+    def mixed_experts(self) -> bool:
+        """True when some candidate's experts use another format than its linear layers."""
+        return self.moe is not None and not same_format(self.moe, self.linear)
 
     @cached_property
     def linear_rates(self) -> GemmRates:
-        if isinstance(self.linear, Precision):
-            return GemmRates.of(self.hw, self.linear)
-        rates = [GemmRates.of(self.hw, p) for p in self.linear.formats]
-        return GemmRates(**{f.name: _column(np.array([getattr(r, f.name) for r in rates])
-                                            [self.linear.index]) for f in fields(GemmRates)})
+        return _rates(self.hw, self.linear)
+
+    @cached_property
+    def moe_rates(self) -> GemmRates:
+        return self.linear_rates if not self.mixed_experts else _rates(self.hw, self.experts)
 
     @cached_property
     def high_rates(self) -> GemmRates:
         return GemmRates.of(self.hw, self.high)
 
     @classmethod
-    def create(cls, hw: HardwareSpec, precision: str, kv_precision: str) -> Env:
+    def create(cls, hw: HardwareSpec, precision: str, kv_precision: str,
+               moe_precision: str | None = None) -> Env:
+        moe = None if moe_precision is None else _linear_format(hw, moe_precision,
+                                                                "moe_precision")
         return cls(hw=hw, eff=get_efficiency(hw.name), linear=_linear_format(hw, precision),
-                   kv=get_precision(kv_precision, "kv_precision"), high=get_precision("bf16"))
+                   kv=get_precision(kv_precision, "kv_precision"), high=get_precision("bf16"),
+                   moe=moe)
 
     @classmethod
     def for_deployments(cls, hw: HardwareSpec, deps: Sequence[Deployment]) -> Env:
         """One environment for candidates whose deployments may use different formats."""
         linear = _format_column(hw, [d.precision for d in deps], _linear_format)
+        moe = _format_column(hw, [d.expert_precision for d in deps],
+                             lambda hw, name: _linear_format(hw, name, "moe_precision"))
         kv = _format_column(hw, [d.kv_cache_precision for d in deps],
                             lambda _, name: get_precision(name, "kv_precision"))
         return cls(hw=hw, eff=get_efficiency(hw.name), linear=linear, kv=kv,
-                   high=get_precision("bf16"))
+                   high=get_precision("bf16"), moe=None if same_format(moe, linear) else moe)
 
 
-def _linear_format(hw: HardwareSpec, name: str) -> Precision:
-    linear = get_precision(name, "precision")
+def same_format(a: Precision | FormatColumn, b: Precision | FormatColumn) -> bool:
+    """True when `a` and `b` give every candidate the same format."""
+    if isinstance(a, Precision) or isinstance(b, Precision):
+        return a == b
+    return a.formats == b.formats and np.array_equal(a.index, b.index)
+
+
+def _rates(hw: HardwareSpec, fmt: Precision | FormatColumn) -> GemmRates:
+    """GEMM rates of one format, or (n, 1) columns of each candidate's format."""
+    if isinstance(fmt, Precision):
+        return _format_rates(hw, fmt)
+    rates = [_format_rates(hw, p) for p in fmt.formats]
+    return GemmRates(**{f.name: _column(np.array([getattr(r, f.name) for r in rates])[fmt.index])
+                        for f in fields(GemmRates)})
+
+
+def _format_rates(hw: HardwareSpec, fmt: Precision) -> GemmRates:
+    """A's format sets the peak and efficiency, B's the weight bytes: a weight-only format's
+    activations are BF16 (`Precision.activation_bits`), so its GEMMs are BF16 GEMMs on
+    narrower weights."""
+    if fmt.weight_only:
+        return GemmRates.of(hw, get_precision(WEIGHT_ONLY_ACTIVATIONS), fmt)
+    return GemmRates.of(hw, fmt)
+
+
+def _linear_format(hw: HardwareSpec, name: str, field: str = "precision") -> Precision:
+    """The format `name` of linear layers (`field`: which deployment field names it), checked
+    against the GPU's tensor-core rates."""
+    linear = get_precision(name, field)
     if not hw.supports(linear):
         have = ", ".join(sorted(hw.peak_flop_per_s))
-        raise ConfigError(f"`precision` {linear.name} is not supported on {hw.name} "
+        raise ConfigError(f"`{field}` {linear.name} is not supported on {hw.name} "
                           f"(tensor-core rates: {have})")
     return linear
 

@@ -12,6 +12,11 @@ Parallelism (TensorRT-LLM's mapping, written as four degrees):
   all-to-all of outputs and log-sum-exp; the same GPUs then run the output projection and the
   FFN as one TP group of tp·kvp (experts: EP over tp·dp·kvp). kvp = 1 is plain TP.
 GPUs per instance = tp · dp · pp · kvp.
+
+Number formats per component: `precision` for the linear layers of attention, dense FFNs and
+shared experts; `moe_precision` for the routed experts (default: `precision`), as checkpoints
+ship them (DeepSeek-R1 NVFP4: NVFP4 experts, FP8 attention; gpt-oss: MXFP4 experts, BF16
+attention); `kv_precision` for the KV cache.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ DEFAULT_MAX_BATCH_SEQUENCES = 4096
 # 85% and 90%" for its one-token MTP module; the lower end.
 DEFAULT_SPEC_ACCEPTANCE_FRAC = 0.85
 SPEC_METHODS = ("mtp", "eagle")  # both draft with one transformer block and the model's LM head
+FP8_BITS = 8  # activations this narrow (FP8, FP4) get an FP8 KV cache by default
 
 
 class Deployment(BaseModel):
@@ -51,6 +57,7 @@ class Deployment(BaseModel):
     pp: int = Field(default=1, ge=1, le=256)
     dp: int = Field(default=1, ge=1, le=1024)
     precision: str = "fp8"  # weights and GEMM activations of the linear layers
+    moe_precision: str | None = None  # routed experts; default: `precision`
     kv_precision: str | None = None  # KV cache; default: fp8 when `precision` is 8-bit or less
     moe_imbalance_frac: float = Field(default=DEFAULT_MOE_IMBALANCE_FRAC, ge=0, le=10)
     # speculative decoding: `spec_tokens` draft tokens per step, verified together by the model;
@@ -63,6 +70,7 @@ class Deployment(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> Deployment:
         get_precision(self.precision, "precision")
+        get_precision(self.expert_precision, "moe_precision")
         get_precision(self.kv_cache_precision, "kv_precision")
         if self.spec_method not in SPEC_METHODS:
             raise ConfigError(f"`spec_method` must be one of {', '.join(SPEC_METHODS)}; got "
@@ -75,10 +83,17 @@ class Deployment(BaseModel):
 
     @property
     def kv_cache_precision(self) -> str:
+        """The KV format: `kv_precision`, else fp8 when attention's activations are 8-bit or
+        less (a weight-only `precision` computes in BF16, so its KV stays BF16)."""
         if self.kv_precision is not None:
             return self.kv_precision
-        low = get_precision(self.precision).value_bits <= 8
+        low = get_precision(self.precision).activation_bits <= FP8_BITS
         return "fp8" if low else "bf16"
+
+    @property
+    def expert_precision(self) -> str:
+        """The routed experts' format: `moe_precision`, else `precision`."""
+        return self.precision if self.moe_precision is None else self.moe_precision
 
     @property
     def gpus(self) -> int:

@@ -36,17 +36,30 @@ def tokens_per_expert(concurrency, top_k, experts):
 
 @dataclass
 class GemmList:
-    """Named GEMMs of a forward: shape, how many run per stage (`count`), and precision class."""
+    """Named GEMMs of a forward: shape, how many run per stage (`count`), and precision class:
+    BF16 (`high`), the routed experts' format (`moe`) or the linear layers' format."""
 
     shape: tuple[int, ...]  # every dimension broadcasts to this shape
     names: list[str] = field(default_factory=list)
     dims: list[tuple] = field(default_factory=list)  # (m, n, k, groups, count)
-    high: list[bool] = field(default_factory=list)  # True: BF16 (unquantized), else linear format
+    high: list[bool] = field(default_factory=list)  # True: BF16 (unquantized)
+    moe: list[bool] = field(default_factory=list)  # True: routed experts (`Env.experts`)
 
-    def add(self, name, m, n, k, count, groups=1.0, high=False):
+    def add(self, name, m, n, k, count, groups=1.0, high=False, moe=False):
         self.names.append(name)
         self.dims.append((m, n, k, groups, count))
         self.high.append(high)
+        self.moe.append(moe)
+
+    def _rows_mask(self, flags: list[bool], rows: list[int]) -> np.ndarray:
+        return np.array([flags[row] for row in rows]).reshape((-1,) + (1,) * len(self.shape))
+
+    def rates(self, env: Env, rows: list[int]) -> GemmRates:
+        """Each row's rates (axis 0): BF16, the experts' format or the linear layers'."""
+        low = env.linear_rates
+        if env.mixed_experts:
+            low = GemmRates.select(self._rows_mask(self.moe, rows), env.moe_rates, low)
+        return GemmRates.select(self._rows_mask(self.high, rows), env.high_rates, low)
 
     def times_s(self, env: Env) -> dict[str, np.ndarray]:
         """Per-stage time of each named GEMM (count × one GEMM), in one vectorized call. GEMMs
@@ -64,8 +77,7 @@ class GemmList:
         m, n, k, groups, count = stacked
         live = (m > 0) & (n > 0) & (k > 0) & (groups > 0) & (count > 0)
         m, n, k, groups = (np.where(live, x, 1.0) for x in (m, n, k, groups))
-        high = np.array([self.high[row] for row in rows]).reshape((-1,) + (1,) * len(shape))
-        rates = GemmRates.select(high, env.high_rates, env.linear_rates)
+        rates = self.rates(env, rows)
         live_s = np.where(live, gemm_time_s(m, n, k, groups, env.hw, rates, HOT_DTYPE) * count, 0.0)
         times.update(zip((self.names[row] for row in rows), live_s))
         return times
@@ -103,7 +115,7 @@ def moe_imbalance_frac(d: DeployArrays):
 def ffn_gemms(g: GemmList, a: ArchArrays, d: DeployArrays, load: StepLoad, dense_layers,
               moe_layers):
     """Dense FFN, shared experts and router (busiest group's tokens); routed experts (grouped
-    GEMMs) on every group's tokens."""
+    GEMMs, in the experts' format) on every group's tokens."""
     tok, tokens = load.group_tokens, load.instance_tokens
     g.add("mlp/up", tok, a.gate_factor * a.ffn / d.ffn_tp, a.hidden, dense_layers)
     g.add("mlp/down", tok, a.hidden, a.ffn / d.ffn_tp, dense_layers)
@@ -112,9 +124,9 @@ def ffn_gemms(g: GemmList, a: ArchArrays, d: DeployArrays, load: StepLoad, dense
     m_expert = tokens_per_expert(tokens, a.top_k, a.experts) / np.maximum(touched, 1e-12) \
         * (1.0 + moe_imbalance_frac(d))
     g.add("moe/experts_up", m_expert, 2.0 * a.expert_ffn / d.moe_tp, a.hidden, moe_layers,
-          groups=local_touched)
+          groups=local_touched, moe=True)
     g.add("moe/experts_down", m_expert, a.hidden, a.expert_ffn / d.moe_tp, moe_layers,
-          groups=local_touched)
+          groups=local_touched, moe=True)
     g.add("moe/shared_up", tok, 2.0 * a.shared_ffn / d.ffn_tp, a.hidden, moe_layers)
     g.add("moe/shared_down", tok, a.hidden, a.shared_ffn / d.ffn_tp, moe_layers)
     g.add("moe/router", tok, a.experts, a.hidden, moe_layers, high=True)

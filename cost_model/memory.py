@@ -1,7 +1,9 @@
 """Memory per GPU: weights + KV cache + workspace, and the largest concurrency that fits.
 
-Weights are counted per GPU from the sharded shapes (the same sharding as `layers.py`); linear
-layers in the deployment's format, embeddings / LM head / router / norms in BF16.
+Weights are counted per GPU from the sharded shapes (the same sharding as `layers.py`); routed
+experts in the deployment's expert format (`moe_precision`), the other linear layers (attention,
+dense FFN, shared experts) in its `precision`, embeddings / LM head / router in BF16; block
+scales are part of each format's bytes per weight.
 """
 
 from __future__ import annotations
@@ -32,23 +34,26 @@ def attention_weight_elems_per_gpu(a: ArchArrays, d: DeployArrays):
 
 
 def ffn_weight_elems_per_gpu(a: ArchArrays, d: DeployArrays):
-    """(dense FFN elements per dense layer, MoE elements per MoE layer) on one GPU."""
+    """(dense FFN elements per dense layer, routed-expert and shared-expert elements per MoE
+    layer) on one GPU."""
     dense = (a.gate_factor + 1.0) * a.hidden * a.ffn / d.ffn_tp
     experts = a.experts / d.ep * 3.0 * a.hidden * a.expert_ffn / d.moe_tp
     shared = 3.0 * a.hidden * a.shared_ffn / d.ffn_tp
-    return dense, experts + shared
+    return dense, experts, shared
 
 
 def weight_bytes_per_gpu(a: ArchArrays, d: DeployArrays, env: Env):
     """Weights on the busiest GPU: the first or last stage's layers plus its embedding share."""
     share = np.ceil(a.layers / d.pp) / a.layers
-    dense, moe = ffn_weight_elems_per_gpu(a, d)
+    dense, experts, shared = ffn_weight_elems_per_gpu(a, d)
     linear = share * (a.layers * attention_weight_elems_per_gpu(a, d)
-                      + a.dense_layers * dense + a.moe_layers * moe)
+                      + a.dense_layers * dense + a.moe_layers * shared)
+    routed = share * a.moe_layers * experts
     router = share * a.moe_layers * a.experts * a.hidden
     # vocab-parallel embedding and LM head; with PP they sit on different stages
     vocab = a.vocab * a.hidden / d.ffn_tp * np.where(d.pp > 1, 1.0, 2.0 - a.tied)
-    return linear * env.linear.weight_bytes_per_value + (router + vocab) * BF16_BYTES
+    return (linear * env.linear.weight_bytes_per_value
+            + routed * env.experts.weight_bytes_per_value + (router + vocab) * BF16_BYTES)
 
 
 def workspace_bytes_per_gpu(a: ArchArrays, d: DeployArrays, chunk_tokens):
@@ -58,11 +63,20 @@ def workspace_bytes_per_gpu(a: ArchArrays, d: DeployArrays, chunk_tokens):
     return chunk_tokens * widest * BF16_BYTES
 
 
+def usable_bytes_per_gpu(env: Env) -> float:
+    """HBM the serving engine may fill (RESERVED_MEMORY_FRAC left unused)."""
+    return env.hw.hbm_capacity_bytes * (1.0 - RESERVED_MEMORY_FRAC)
+
+
+def kv_bytes_per_gpu_per_sequence(a: ArchArrays, d: DeployArrays, env: Env, context_tokens):
+    """KV cache of one sequence of `context_tokens` on each GPU of its attention group."""
+    return kv_cache_bytes_per_sequence(a, context_tokens, env.kv.activation_bytes_per_value, d)
+
+
 def max_concurrency(a: ArchArrays, d: DeployArrays, env: Env, max_context_tokens, chunk_tokens):
     """Largest number of sequences at `max_context_tokens` whose KV fits next to the weights and
     workspace (0 when even the weights do not fit)."""
-    usable = env.hw.hbm_capacity_bytes * (1.0 - RESERVED_MEMORY_FRAC)
-    free = usable - weight_bytes_per_gpu(a, d, env) - workspace_bytes_per_gpu(a, d, chunk_tokens)
-    per_seq = kv_cache_bytes_per_sequence(a, max_context_tokens, env.kv.activation_bytes_per_value,
-                                          d)
+    free = usable_bytes_per_gpu(env) - weight_bytes_per_gpu(a, d, env) \
+        - workspace_bytes_per_gpu(a, d, chunk_tokens)
+    per_seq = kv_bytes_per_gpu_per_sequence(a, d, env, max_context_tokens)
     return np.maximum(np.floor(free / per_seq), 0.0) * d.dp

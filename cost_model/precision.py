@@ -5,6 +5,14 @@ overhead: NVFP4 is E2M1 values with an E4M3 scale per 16 values (and one FP32 sc
 negligible): 4 + 8/16 = 4.5 bits/value. MXFP4 uses 32-value blocks with E8M0 scales:
 4 + 8/32 = 4.25 bits/value. Sources: the seeds' reading notes §4 ("NVFP4 micro-block scaling") and
 the OCP Microscaling Formats (MX) v1.0 specification.
+
+Weight-only formats store low-bit weights and run BF16 math: the GEMM kernel dequantizes each
+weight tile in registers (Marlin / TensorRT-LLM weight-only kernels; gpt-oss's MXFP4 experts on
+Hopper, which has no FP4 tensor cores). Their activations are BF16 (`activation_value_bits`),
+they run at the BF16 tensor-core rate with the BF16 GEMM efficiency of the GPU, and only the
+weight bytes shrink: `w4a16` holds MXFP4 weights (4 + 8/32 = 4.25 bits/value, as gpt-oss ships;
+INT4 with one BF16 scale per 128-value group is 4.125, within 3%), `w8a16` FP8/INT8 weights with
+per-channel scales (8 bits/value; one scale per output row is negligible).
 """
 
 from __future__ import annotations
@@ -21,7 +29,8 @@ class Precision(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
-    value_bits: float = Field(gt=0)
+    value_bits: float = Field(gt=0)  # bits of a stored weight (and activation, unless below)
+    activation_value_bits: float | None = Field(default=None, gt=0)  # weight-only: BF16's 16
     weight_scale_bits_per_value: float = Field(ge=0)  # scale storage amortized per weight value
     activation_scale_bits_per_value: float = Field(ge=0)  # … per activation value
     tensor_core_rate: str  # key of HardwareSpec.peak_flop_per_s whose rate this format runs at
@@ -32,13 +41,23 @@ class Precision(BaseModel):
         return (self.value_bits + self.weight_scale_bits_per_value) / BITS_PER_BYTE
 
     @property
+    def activation_bits(self) -> float:
+        """Bits of one activation value, scales excluded."""
+        return self.value_bits if self.activation_value_bits is None else self.activation_value_bits
+
+    @property
     def activation_bytes_per_value(self) -> float:
-        return (self.value_bits + self.activation_scale_bits_per_value) / BITS_PER_BYTE
+        return (self.activation_bits + self.activation_scale_bits_per_value) / BITS_PER_BYTE
+
+    @property
+    def weight_only(self) -> bool:
+        """Low-bit weights, activations (and math) in a wider format."""
+        return self.activation_value_bits is not None
 
     @property
     def bits_per_value(self) -> float:
         """Storage bits per value of an activation-style tensor (the seeds' 4.5 for NVFP4)."""
-        return self.value_bits + self.activation_scale_bits_per_value
+        return self.activation_bytes_per_value * BITS_PER_BYTE
 
 
 # DeepSeek-V3 technical report (arXiv 2412.19437) §3.3.2: FP8 activations carry one FP32 scale per
@@ -49,6 +68,7 @@ _E4M3_BITS = 8.0
 _E8M0_BITS = 8.0
 _NVFP4_BLOCK = 16  # seeds: "an FP8 (E4M3) scale to each 16-value micro-block"
 _MXFP4_BLOCK = 32  # OCP MX v1.0: 32-element blocks with an E8M0 shared scale
+_BF16_BITS = 16.0
 
 PRECISIONS: dict[str, Precision] = {
     p.name: p
@@ -71,6 +91,14 @@ PRECISIONS: dict[str, Precision] = {
         Precision(name="nvfp4", value_bits=4, weight_scale_bits_per_value=_E4M3_BITS / _NVFP4_BLOCK,
                   activation_scale_bits_per_value=_E4M3_BITS / _NVFP4_BLOCK,
                   tensor_core_rate="fp4", block_size=_NVFP4_BLOCK),
+        # weight-only (module docstring): BF16 activations and math, low-bit weights
+        Precision(name="w4a16", value_bits=4, activation_value_bits=_BF16_BITS,
+                  weight_scale_bits_per_value=_E8M0_BITS / _MXFP4_BLOCK,
+                  activation_scale_bits_per_value=0, tensor_core_rate="bf16",
+                  block_size=_MXFP4_BLOCK),
+        Precision(name="w8a16", value_bits=8, activation_value_bits=_BF16_BITS,
+                  weight_scale_bits_per_value=0, activation_scale_bits_per_value=0,
+                  tensor_core_rate="bf16"),
     )
 }
 ALIASES = {"fp4": "nvfp4", "e4m3": "fp8", "float8": "fp8", "bfloat16": "bf16", "float16": "fp16"}

@@ -88,7 +88,7 @@ def _communication_s(a, d, env: Env, load: StepLoad, dense_layers, moe_layers, l
     attention = layers * (tp_reduce + helix_all_to_all_s(a, d, env, tok))
     dense = dense_layers * tp_reduce
     routed = tok / d.ffn_tp * np.minimum(a.top_k, d.ep) * a.hidden
-    dispatch = all_to_all_s(routed * env.linear.activation_bytes_per_value, d.ep, hw, eff)
+    dispatch = all_to_all_s(routed * env.experts.activation_bytes_per_value, d.ep, hw, eff)
     combine = all_to_all_s(routed * ACTIVATION_BYTES, d.ep, hw, eff)
     moe_group_reduce = all_reduce_s(load.instance_tokens * a.hidden * ACTIVATION_BYTES,
                                     d.ffn_tp * d.dp, hw, eff)

@@ -8,29 +8,59 @@ finished trials are kept, the same command resumes).
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.metadata
 import os
 import sys
 import traceback
 
-from constraints.errors import ConstraintError
 from cost_model.errors import ConfigError, CostModelError
-from search import (
-    calibrate_command,
-    cost_commands,
-    evaluate_command,
-    inspect_commands,
-    lint_command,
-    loss_command,
-    study_commands,
-)
-from search.runner import NoFeasibleError
-from search.spec import SEED_MAX
 
 EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT = 0, 1, 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for a Ctrl-C
-# Every package's error base: bad input, reported as one line with EXIT_BAD_INPUT.
-BAD_INPUT_ERRORS = (CostModelError, ConstraintError)
+# Every command, the module (under `search`) whose add_parser / add_parsers registers it, and its
+# help line. Modules are imported only when their command runs (or its help is shown): the gemm
+# and evaluate paths never load optuna, matplotlib, scipy or the calibration code. A test checks
+# that each module registers exactly its commands here, with the same help.
+COMMANDS = (
+    ("hardware", "cost_commands", "the hardware catalog, or one entry with its sources"),
+    ("gemm", "cost_commands", "predicted time of one GEMM, or of every row of a CSV"),
+    ("evaluate", "evaluate_command", "cost model on one architecture: points, frontier, area "
+     "(or every row of a CSV with --batch)"),
+    ("search", "study_commands", "run (or resume) a study and print its Pareto set"),
+    ("pareto", "study_commands", "the Pareto-optimal architectures, ranked by frontier area"),
+    ("lint", "lint_command", "the seven hardware guidelines on a model: what each broken one "
+     "costs and the nearest compliant alternative"),
+    ("loss", "loss_command", "the accuracy proxy of one architecture: loss, band, ranked loss, "
+     "each term and the flags"),
+    ("calibrate", "calibrate_command", "fit the GEMM efficiency layer to measured kernels"),
+    ("show", "inspect_commands", "one trial: shape, deployment, frontier, time breakdown, "
+     "constraints"),
+    ("export", "inspect_commands", "one trial as a Hugging Face config.json, our JSON record or "
+     "vLLM serving arguments"),
+    ("plot", "inspect_commands", "plot the study: Pareto frontiers, one trial's time breakdown "
+     "or GEMM roofline, or hypervolume over trials"),
+)
+COMMAND_MODULES = tuple(dict.fromkeys(module for _, module, _ in COMMANDS))
+# Errors of packages a command may not have imported, by (module, class): an error whose module
+# was never imported cannot have been raised, so these are looked up in sys.modules at the time.
+BAD_INPUT_ERRORS = (("cost_model.errors", "CostModelError"), ("constraints.errors",
+                                                               "ConstraintError"))
+INFEASIBLE_ERRORS = (("search.evaluate_command", "NoFitError"),
+                     ("search.runner", "NoFeasibleError"))
+
+
+def loaded_errors(names: tuple[tuple[str, str], ...]) -> tuple[type, ...]:
+    """The error classes of `names` whose modules are imported (none raised otherwise)."""
+    return tuple(getattr(sys.modules[module], cls) for module, cls in names
+                 if module in sys.modules)
+
+
+def __getattr__(name: str):
+    """`cli.cost_commands` etc.: the command modules, imported on first use."""
+    if name in COMMAND_MODULES:
+        return importlib.import_module(f"search.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -38,18 +68,58 @@ class _Parser(argparse.ArgumentParser):
         raise CostModelError(f"{self.prog}: {message}")
 
 
+class _Registrar:
+    """Stands in for the subparsers action while a command module registers its commands:
+    `add_parser(name, …)` hands back the placeholder parser of that name."""
+
+    def __init__(self, parsers: dict[str, _CommandParser]):
+        self.parsers = parsers
+        self.registered: dict[str, dict] = {}  # name -> add_parser keywords, for the table test
+
+    def add_parser(self, name: str, **kwargs) -> _CommandParser:
+        self.registered[name] = kwargs
+        parser = self.parsers[name]
+        parser.description = kwargs.get("description", parser.description)
+        return parser
+
+
+class _CommandParser(_Parser):
+    """A command's parser that imports its module and lets it add the arguments only when
+    the command is parsed or its help is shown."""
+
+    module: str  # set by build_parser
+    siblings: dict[str, _CommandParser]  # every command parser of the same module
+    _loaded = False
+
+    def load(self) -> None:
+        if self._loaded:
+            return
+        for parser in self.siblings.values():
+            parser._loaded = True
+        command_module = importlib.import_module(f"search.{self.module}")
+        register = getattr(command_module, "add_parsers", None) or command_module.add_parser
+        register(_Registrar(self.siblings))
+
+    def parse_known_args(self, args=None, namespace=None):
+        self.load()
+        return super().parse_known_args(args, namespace)
+
+    def format_help(self) -> str:
+        self.load()
+        return super().format_help()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="archscout", description=__doc__.splitlines()[0])
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     parser.add_argument("--version", action="version", version=f"archscout {package_version()}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    cost_commands.add_parsers(sub)
-    evaluate_command.add_parser(sub)
-    study_commands.add_parsers(sub)
-    lint_command.add_parser(sub)
-    loss_command.add_parser(sub)
-    calibrate_command.add_parser(sub)
-    inspect_commands.add_parsers(sub)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_CommandParser)
+    by_module: dict[str, dict[str, _CommandParser]] = {}
+    for name, module, text in COMMANDS:
+        command = sub.add_parser(name, help=text)
+        siblings = by_module.setdefault(module, {})
+        siblings[name] = command
+        command.module, command.siblings = module, siblings
     return parser
 
 
@@ -63,7 +133,11 @@ def package_version() -> str:
 def check_shared_options(args: argparse.Namespace) -> None:
     """Options several commands share, checked once: a sampler seed numpy accepts."""
     seed = getattr(args, "seed", None)
-    if seed is not None and not 0 <= seed <= SEED_MAX:
+    if seed is None:
+        return
+    from search.spec import SEED_MAX  # only the study commands take a seed
+
+    if not 0 <= seed <= SEED_MAX:
         raise ConfigError(f"`--seed` must be an integer in [0, {SEED_MAX}]; got {seed}")
 
 
@@ -91,10 +165,10 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # the reader (e.g. `| head`) closed stdout: not an error of ours
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
         return EXIT_OK
-    except (evaluate_command.NoFitError, NoFeasibleError) as exc:
+    except loaded_errors(INFEASIBLE_ERRORS) as exc:
         print(f"archscout: {exc}", file=sys.stderr)
         return EXIT_INFEASIBLE
-    except BAD_INPUT_ERRORS as exc:
+    except loaded_errors(BAD_INPUT_ERRORS) as exc:
         if debug:
             traceback.print_exc()
         print(f"archscout: error: {exc}", file=sys.stderr)

@@ -13,7 +13,7 @@ from cost_model.gemm import DEFAULT_OUT_PRECISION, gemm_cost
 from cost_model.hardware import HardwareSpec, catalog_names, get_hardware
 from cost_model.precision import get_precision
 from cost_model.units import GIB_BYTES, GIGA, TERA, US_PER_S
-from search.calibration import measured_time_s
+from search.measured_lookup import measured_time_s
 from search.tables import format_table, print_json
 
 GEMM_KEYS = ("m", "n", "k", "dtype", "out_dtype", "math_us", "read_us", "write_us", "time_us",

@@ -11,7 +11,8 @@ import numpy as np
 from cost_model.architecture import Architecture
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.deployment import (
-    DEFAULT_SPEC_ACCEPTANCE_FRAC, SPEC_METHODS, Deployment, make_deployment, make_workload,
+    DEFAULT_SPEC_ACCEPTANCE_FRAC, SPEC_METHODS, Deployment, Workload, make_deployment,
+    make_workload,
 )
 from cost_model.disaggregated import DisaggregatedPoints, PoolLimits, evaluate_disaggregated
 from cost_model.errors import ConfigError
@@ -19,7 +20,10 @@ from cost_model.evaluate import OperatingPoints, evaluate_points, validate_deplo
 from cost_model.frontier import pareto_mask
 from cost_model.hardware import HardwareSpec, get_hardware
 from cost_model.hf_config import load_architecture
-from cost_model.memory import RESERVED_MEMORY_FRAC, weight_bytes_per_gpu
+from cost_model.memory import (
+    kv_bytes_per_gpu_per_sequence, usable_bytes_per_gpu, weight_bytes_per_gpu,
+    workspace_bytes_per_gpu,
+)  # fmt: skip
 from cost_model.params import count_params
 from cost_model.units import GIB_BYTES, MS_PER_S
 from search.tables import format_table, print_json
@@ -64,10 +68,40 @@ def _shares(point: dict) -> dict:
     return {p: point["breakdown_ms"][p] / total for p in BREAKDOWN_PARTS}
 
 
-def _weights_gib(arch: Architecture, dep: Deployment, hw: HardwareSpec) -> float:
-    env = Env.create(hw, dep.precision, dep.kv_cache_precision)
+def memory_document(arch: Architecture, dep: Deployment, hw: HardwareSpec,
+                    workload: Workload) -> dict:
+    """Memory per GPU in GiB: weights (each component in its format), the workspace of one
+    prefill chunk, one request's KV at ISL + OSL, all three (what one request needs) and what
+    the engine may fill. Checks each component's format against the GPU."""
+    env = Env.for_deployments(hw, [dep])
     a, d = ArchArrays.from_architectures([arch]), DeployArrays.from_deployments([dep])
-    return float(weight_bytes_per_gpu(a, d, env)[0, 0]) / GIB_BYTES
+    gib = lambda value: float(np.ravel(value)[0]) / GIB_BYTES  # noqa: E731
+    parts = {
+        "weights_gib_per_gpu": gib(weight_bytes_per_gpu(a, d, env)),
+        "workspace_gib_per_gpu": gib(workspace_bytes_per_gpu(
+            a, d, float(workload.prefill_chunk_tokens))),
+        "kv_gib_per_request": gib(kv_bytes_per_gpu_per_sequence(
+            a, d, env, float(workload.max_context_tokens))),
+    }
+    return {**parts, "needed_gib_one_request": sum(parts.values()),
+            "usable_gib_per_gpu": gib(usable_bytes_per_gpu(env))}
+
+
+def deployment_document(dep: Deployment) -> dict:
+    """The deployment with its defaults resolved (KV and expert formats) and its GPU count."""
+    return {**dep.model_dump(exclude={"kv_precision", "moe_precision"}),
+            "moe_precision": dep.expert_precision, "kv_precision": dep.kv_cache_precision,
+            "gpus": dep.gpus}
+
+
+def no_fit_message(doc: dict) -> str:
+    """The one line of a deployment that cannot hold the model (exit 1)."""
+    p, m, d = doc["params"], doc["memory"], doc["deployment"]
+    return (f"{doc['model']} ({p['total']:,} params, {p['active']:,} active) does not fit "
+            f"{d['gpus']}× {doc['hardware']} with tp={d['tp']} ep={d['ep']} pp={d['pp']} "
+            f"dp={d['dp']}: {m['weights_gib_per_gpu']:.1f} GiB of weights per GPU "
+            f"({m['needed_gib_one_request']:.1f} GiB with the workspace and one request's KV), "
+            f"{m['usable_gib_per_gpu']:.1f} GiB usable; try more GPUs or a smaller precision")
 
 
 def _deployment(args: argparse.Namespace, prefix: str = "") -> Deployment:
@@ -76,6 +110,7 @@ def _deployment(args: argparse.Namespace, prefix: str = "") -> Deployment:
     pick = lambda name: getattr(args, f"{prefix}{name}", None) or getattr(args, name)  # noqa
     return make_deployment(tp=pick("tp"), ep=pick("ep"), pp=pick("pp"), dp=pick("dp"),
                            kvp=pick("kvp"), precision=args.precision,
+                           moe_precision=args.moe_precision,
                            kv_precision=args.kv_precision, spec_tokens=args.mtp,
                            spec_acceptance_frac=args.acceptance, spec_method=args.spec_method)
 
@@ -90,38 +125,32 @@ def _disaggregated_points(arch, args, dep: Deployment, hw, workload) -> Disaggre
 
 
 def evaluate_document(args: argparse.Namespace) -> dict:
+    """The document `evaluate` prints. A deployment that cannot hold the model has the same
+    keys, `fits_memory` false and no points (its frontier area 0)."""
     arch = load_architecture(args.model)
     hw = get_hardware(args.hardware)
     dep = _deployment(args)
     validate_deployment(arch, dep)
     workload = make_workload(isl_tokens=args.isl, osl_tokens=args.osl)
+    memory = memory_document(arch, dep, hw, workload)
     disaggregated = args.serving == "disaggregated"
     points = (_disaggregated_points(arch, args, dep, hw, workload) if disaggregated
               else evaluate_points([arch], [dep], hw, workload, args.concurrency))
     limit = int(points.max_concurrency[0, 0])
-    usable = hw.hbm_capacity_bytes * (1 - RESERVED_MEMORY_FRAC) / GIB_BYTES
-    weights = _weights_gib(arch, dep, hw)
-    if limit < 1:
-        counts = count_params(arch)
-        raise NoFitError(f"{arch.name} ({counts.total_params:,} params, {counts.active_params:,} "
-                         f"active) does not fit {dep.gpus}× {hw.name} with tp={dep.tp} "
-                         f"ep={dep.ep} pp={dep.pp} dp={dep.dp}: {weights:.1f} GiB of weights per "
-                         f"GPU, {usable:.1f} GiB usable; try more GPUs or a smaller precision")
+    fits = limit >= 1
     doc = {
         "model": arch.name, "hardware": hw.name, "serving_mode": args.serving,
-        "deployment": {**dep.model_dump(exclude={"kv_precision"}),
-                       "kv_precision": dep.kv_cache_precision, "gpus": dep.gpus},
+        "deployment": deployment_document(dep),
         "workload": {"isl": workload.isl_tokens, "osl": workload.osl_tokens},
         "params": params_document(arch),
-        "memory": {"weights_gib_per_gpu": weights, "usable_gib_per_gpu": usable,
-                   "max_concurrency": limit},
+        "memory": {**memory, "max_concurrency": limit},
+        "fits_memory": fits,
         "points": [_point(points, j) for j in range(points.concurrency.shape[1])
-                   if np.isfinite(points.concurrency[0, j])],
+                   if fits and np.isfinite(points.concurrency[0, j])],
     }
     if disaggregated:
         prefill = _deployment(args, "prefill_")
-        doc["prefill_deployment"] = {**prefill.model_dump(exclude={"kv_precision"}),
-                                     "gpus": prefill.gpus}
+        doc["prefill_deployment"] = {**deployment_document(prefill)}
     if args.concurrency is None:
         doc.update(_sweep_summary(points, doc["points"], args))
     return doc
@@ -131,10 +160,11 @@ def _sweep_summary(points: OperatingPoints, rows: list[dict], args) -> dict:
     x_lo, x_hi = args.window
     y = np.where(points.fits_memory, points.tokens_per_s_per_gpu, np.nan)
     mask = pareto_mask(points.tokens_per_s_per_user, y)[0]
-    on_front = [int(c) for c, m in zip(points.concurrency[0], mask) if m]
+    on_front = [int(c) for c, m in zip(points.concurrency[0], mask) if m and rows]
     fitting = [r for r in rows if r["fits_memory"] and "breakdown_ms" in r]
+    area = float(points.frontier_area(x_lo, x_hi, not args.linear_x)[0]) if rows else 0.0
     summary = {
-        "frontier_area": float(points.frontier_area(x_lo, x_hi, not args.linear_x)[0]),
+        "frontier_area": area,
         "frontier_window": {"x_lo": x_lo, "x_hi": x_hi, "x_scale": "linear" if args.linear_x
                             else "log10"},
         "frontier_concurrencies": on_front,
@@ -180,6 +210,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if args.plot is not None:
         _write_plot(args)
     doc = evaluate_document(args)
+    if not doc["fits_memory"]:
+        if args.json:  # the same keys: parameter counts and the memory it needs
+            print_json(doc)
+        raise NoFitError(no_fit_message(doc))
     if args.plot is not None:
         _write_plot(args, doc)
     if args.json:  # stdout holds the document alone
@@ -236,7 +270,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "the best ratio per point)")
     p.add_argument("--ttft-limit", type=float, default=None, metavar="MS",
                    help="disaggregated: size the pools for TTFT at most MS milliseconds")
-    p.add_argument("--precision", default="fp8", help="weights/activations (default fp8)")
+    p.add_argument("--precision", default="fp8", help="weights/activations of attention, dense "
+                   "and shared-expert layers: bf16, fp8, fp8_block, nvfp4, mxfp4, or weight-only "
+                   "w4a16 / w8a16 (BF16 math); default fp8")
+    p.add_argument("--moe-precision", default=None, help="routed experts' format (default: "
+                   "--precision), e.g. nvfp4 experts with --precision fp8, or w4a16 on Hopper")
     p.add_argument("--kv-precision", default=None, help="KV cache (default fp8 if precision ≤ 8 "
                    "bits, else bf16)")
     p.add_argument("--isl", type=int, default=1024, help="input tokens per request (default 1024)")
