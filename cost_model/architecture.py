@@ -186,14 +186,21 @@ class Architecture(BaseModel):
         """The design as (field, value) pairs: every field but the labels `name` and `family`,
         with the values no layer uses normalized, so two architectures share a key iff they are
         the same model. Normalized: the dense `intermediate_size` when no layer is dense (an MoE
-        whose every layer is MoE), and `layer_types` naming every layer sliding (= None). Expert
-        fields of a dense model and the shared-expert width without shared experts are already
-        0 by the validators."""
+        whose every layer is MoE), `layer_types` naming every layer sliding (= None), and
+        per-layer patterns equal on every layer (`layer_mixers` all attention, `layer_ffn_widths`
+        all `intermediate_size`: None). Expert fields of a dense model, the shared-expert width
+        without shared experts and the QK-norm scope without QK norms are fixed by the
+        validators."""
         fields = self.model_dump(exclude={"name", "family"})
         if self.num_dense_layers == 0:
             fields["intermediate_size"] = 0
         if self.layer_types is not None and self.num_sliding_layers == self.num_layers:
             fields["layer_types"] = None
+        # a per-layer pattern that is the same on every layer is the homogeneous model
+        if set(fields.get("layer_mixers") or ()) == {"attention"}:
+            fields["layer_mixers"] = None
+        if set(fields.get("layer_ffn_widths") or ()) == {self.intermediate_size}:
+            fields["layer_ffn_widths"] = None
         return tuple(fields.items())
 
 

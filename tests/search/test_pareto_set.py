@@ -14,6 +14,7 @@ import optuna
 import pytest
 
 import search.evaluation as evaluation
+from cost_model.architecture import Architecture, make_architecture
 from search.cli import main
 from search.convergence import bounds_reached
 from search.plot_kinds import hypervolume_history
@@ -241,3 +242,24 @@ def test_design_identity_is_equal_for_twins_only():
         spec, {**MOE_WINNER, "intermediate_size": 12288})
     assert design_identity(spec, MOE_WINNER) != design_identity(spec, {**MOE_WINNER, "dp": 16})
     assert design_identity(spec, {**MOE_WINNER, "num_experts": 0, "intermediate_size": 0}) is None
+
+
+def _llama_like(**fields) -> Architecture:
+    base = dict(name="a", vocab_size=32000, hidden_size=1024, num_layers=4,
+                num_attention_heads=8, num_kv_heads=8, head_dim=128, intermediate_size=4096,
+                max_position_embeddings=4096)
+    return make_architecture(**{**base, **fields})
+
+
+def test_design_key_sets_labels_and_uniform_patterns_aside():
+    plain = _llama_like()
+    assert _llama_like(name="b", family="llama").design_key == plain.design_key
+    sliding = _llama_like(sliding_window=512)
+    listed = _llama_like(sliding_window=512, layer_types=("sliding_attention",) * 4)
+    assert listed.design_key == sliding.design_key != plain.design_key
+    mixed = _llama_like(sliding_window=512, layer_types=("sliding_attention", "full_attention") * 2)
+    assert mixed.design_key != sliding.design_key
+    if "layer_mixers" in Architecture.model_fields:  # per-layer patterns
+        assert _llama_like(layer_mixers=("attention",) * 4).design_key == plain.design_key
+        assert _llama_like(layer_ffn_widths=(4096,) * 4).design_key == plain.design_key
+        assert _llama_like(layer_ffn_widths=(4096, 0, 4096, 2048)).design_key != plain.design_key
