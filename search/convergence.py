@@ -27,7 +27,10 @@ from search.spec import Dimension, StudySpec
 
 HV_REFERENCE = 1.1  # reference point in normalized objectives: the worst feasible value + 10%
 LATE_FRAC = 0.2  # the last fifth of the trials
-MOVING_HV_CHANGE_FRAC = 0.001  # a relative hypervolume gain above this: the front still moved
+# A relative hypervolume gain above this in the last fifth: the front still moved. Measured
+# (seed 0): quickstart +2.1% at 384 trials, +3.0% at 1,000, +0.26% at 2,000; moe-400b-gb300-nvl72
+# +7.0% at 2,000, +0.26% at 8,000; a ~30B/3B MoE on 8x H200 +0.07% at 8,000.
+MOVING_HV_CHANGE_FRAC = 0.001
 PARALLEL_DEGREES = ("tp", "ep", "pp", "dp")
 NATURAL_FLOOR = 1
 
