@@ -12,6 +12,18 @@ Conventions (the same as transformers' modeling code, which `params.py` counts e
 - Sliding-window attention: `layer_types` names each layer's attention ("full_attention" or
   "sliding_attention", as in transformers); `None` means every layer uses `sliding_window` when it
   is set and full attention when it is `None`.
+- QK norms: `qk_norm` with `qk_norm_scope` "head" (one RMSNorm over head_dim shared by the heads,
+  Qwen3) or "layer" (one over the whole q projection and one over the whole k projection,
+  MiniMax-M2: n_q·d_h + n_kv·d_h weights).
+- DeepSeek Sparse Attention (DSA, DeepSeek-V3.2 and GLM-5: `index_heads` > 0): MLA whose queries
+  attend only to the `index_topk` keys a lightning indexer picks. The indexer has `index_heads`
+  heads of `index_head_dim` (queries from the MLA q latent, one shared key from the hidden state,
+  LayerNorm on that key, a per-head weight) and caches its key per token beside the MLA latent.
+- Per-layer heterogeneity (a layer pattern): `layer_mixers` names each layer's token mixer
+  ("attention" or "none": Puzzle/Nemotron-NAS layers whose attention was removed); None means every
+  layer has attention. `layer_ffn_widths` gives each layer's dense FFN width (0: no FFN), for dense
+  models; None means `intermediate_size` on every dense layer. With either, the norms are the
+  sub-blocks' own (one pre-norm per attention and per FFN: `norms_per_layer` 2).
 - Biases: `qkv_bias` on the q/k/v projections (MLA: on `q_a_proj` and `kv_a_proj`), `o_bias` on
   the output projection, `mlp_bias` on dense and shared-expert MLPs, `router_bias` on the router,
   `expert_bias` on routed experts; `attention_sinks` is one learned logit per query head (gpt-oss).
@@ -28,10 +40,14 @@ from cost_model.errors import ConfigError
 Positive = Annotated[StrictInt, Field(ge=1)]
 NonNegative = Annotated[StrictInt, Field(ge=0)]
 LayerType = Literal["full_attention", "sliding_attention"]
+MixerKind = Literal["attention", "none"]
+ATTENTION_MIXER: MixerKind = "attention"
+NO_MIXER: MixerKind = "none"
 FULL_ATTENTION: LayerType = "full_attention"
 SLIDING_ATTENTION: LayerType = "sliding_attention"
 
 _MLA_DIM_FIELDS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+_DSA_FIELDS = ("index_heads", "index_head_dim", "index_topk")
 _MOE_ONLY_FIELDS = (
     "experts_per_token", "moe_intermediate_size", "num_shared_experts",
     "shared_expert_intermediate_size", "first_dense_layers",
@@ -60,9 +76,17 @@ class Architecture(BaseModel):
     qk_rope_head_dim: NonNegative = 0  # MLA
     v_head_dim: NonNegative = 0  # MLA
     qk_norm: StrictBool = False  # RMSNorm over head_dim on q and k (Qwen3)
+    qk_norm_scope: Literal["head", "layer"] = "head"  # "layer": over all heads (MiniMax-M2)
     attention_sinks: StrictBool = False  # one learned logit per query head (gpt-oss)
     sliding_window: Positive | None = None
     layer_types: tuple[LayerType, ...] | None = None
+    # DeepSeek Sparse Attention (MLA + lightning indexer); all 0 = dense attention
+    index_heads: NonNegative = 0
+    index_head_dim: NonNegative = 0
+    index_topk: NonNegative = 0  # keys each query attends to
+    # per-layer heterogeneity; None = homogeneous
+    layer_mixers: tuple[MixerKind, ...] | None = None
+    layer_ffn_widths: tuple[NonNegative, ...] | None = None  # dense FFN width per layer, 0: none
     # dense MLP
     intermediate_size: NonNegative  # width of dense-layer MLPs; unused when no layer is dense
     gated_mlp: StrictBool = True  # gate and up projections (SwiGLU / GeGLU)
@@ -96,18 +120,45 @@ class Architecture(BaseModel):
 
     @model_validator(mode="after")
     def _cross_field_rules(self) -> Self:
-        for rule in (_check_heads, _check_mla, _check_moe, _check_moe_layers, _check_sliding):
+        for rule in (_check_heads, _check_mla, _check_moe, _check_moe_layers, _check_sliding,
+                     _check_qk_norm, _check_dsa, _check_layer_pattern):
             rule(self)
         return self
 
     # ---- attention ---------------------------------------------------------------------------
     @property
-    def attention_variant(self) -> Literal["mha", "gqa", "mqa", "mla"]:
+    def attention_variant(self) -> Literal["mha", "gqa", "mqa", "mla", "mla_dsa"]:
         if self.attention_kind == "mla":
-            return "mla"
+            return "mla_dsa" if self.is_sparse_attention else "mla"
         if self.num_kv_heads == self.num_attention_heads:
             return "mha"
         return "mqa" if self.num_kv_heads == 1 else "gqa"
+
+    @property
+    def is_sparse_attention(self) -> bool:
+        """DeepSeek Sparse Attention: a lightning indexer picks `index_topk` keys per query."""
+        return self.index_heads > 0
+
+    @property
+    def index_key_elems_per_token_per_layer(self) -> int:
+        """Indexer-cache elements per token per layer (one key of `index_head_dim`; 0 without DSA)."""
+        return self.index_head_dim
+
+    @property
+    def layer_has_attention(self) -> tuple[bool, ...]:
+        if self.layer_mixers is None:
+            return (True,) * self.num_layers
+        return tuple(mixer == ATTENTION_MIXER for mixer in self.layer_mixers)
+
+    @property
+    def num_attention_layers(self) -> int:
+        """Layers whose mixer is attention (full or sliding); the others have no mixer."""
+        return self.num_layers if self.layer_mixers is None else self.layer_mixers.count(ATTENTION_MIXER)
+
+    @property
+    def is_heterogeneous(self) -> bool:
+        """True when layers differ beyond the sliding/MoE patterns (`layer_mixers`, FFN widths)."""
+        return self.layer_mixers is not None or self.layer_ffn_widths is not None
 
     @property
     def q_dim(self) -> int:
@@ -147,7 +198,8 @@ class Architecture(BaseModel):
 
     @property
     def num_full_attention_layers(self) -> int:
-        return self.num_layers - self.num_sliding_layers
+        """Attention layers that are not sliding (layers without a mixer are neither)."""
+        return self.num_attention_layers - self.num_sliding_layers
 
     @property
     def sliding_pattern(self) -> Literal["none", "all", "mixed"]:
@@ -178,7 +230,26 @@ class Architecture(BaseModel):
 
     @property
     def num_dense_layers(self) -> int:
+        """Layers with a dense FFN (with `layer_ffn_widths`: those of width > 0)."""
+        if self.layer_ffn_widths is not None:
+            return sum(1 for width in self.layer_ffn_widths if width > 0)
         return self.num_layers - self.num_moe_layers
+
+    @property
+    def dense_ffn_widths(self) -> tuple[int, ...]:
+        """Each layer's dense FFN width (0: an MoE layer or a layer without FFN)."""
+        if self.layer_ffn_widths is not None:
+            return self.layer_ffn_widths
+        return tuple(0 if moe else self.intermediate_size for moe in self.layer_is_moe)
+
+    @property
+    def mean_dense_ffn_width(self) -> float:
+        """Mean width over the dense-FFN layers: Σ widths / dense layers, so that dense layers x
+        this width gives the exact dense FFN weights (`intermediate_size` when homogeneous)."""
+        dense = self.num_dense_layers
+        if self.layer_ffn_widths is None or dense == 0:
+            return float(self.intermediate_size)
+        return sum(self.layer_ffn_widths) / dense
 
     # ---- identity ----------------------------------------------------------------------------
     @property
@@ -333,6 +404,49 @@ def _check_sliding(arch: Architecture) -> None:
             f"`layer_types` ({len(arch.layer_types)} entries) must have one entry per layer "
             f"(`num_layers` = {arch.num_layers})"
         )
+
+
+def _check_qk_norm(arch: Architecture) -> None:
+    if arch.qk_norm_scope != "head" and not arch.qk_norm:
+        raise ValueError(f"`qk_norm_scope` ({arch.qk_norm_scope!r}) must be 'head' when `qk_norm` is False")
+
+
+def _check_dsa(arch: Architecture) -> None:
+    values = [getattr(arch, field) for field in _DSA_FIELDS]
+    if not any(values):
+        return
+    if not all(values):
+        shown = ", ".join(f"`{f}` = {v}" for f, v in zip(_DSA_FIELDS, values, strict=True))
+        raise ValueError(f"sparse attention needs every one of {shown} >= 1, or all 0")
+    if arch.attention_kind != "mla" or arch.q_lora_rank < 1:
+        raise ValueError(
+            f"sparse attention (`index_heads` = {arch.index_heads}) needs `attention_kind` 'mla' "
+            f"with `q_lora_rank` >= 1 (got {arch.attention_kind!r}, {arch.q_lora_rank}): the indexer "
+            "reads the query latent"
+        )
+
+
+def _check_layer_pattern(arch: Architecture) -> None:
+    for field in ("layer_mixers", "layer_ffn_widths"):
+        values = getattr(arch, field)
+        if values is not None and len(values) != arch.num_layers:
+            raise ValueError(f"`{field}` ({len(values)} entries) must have one entry per layer "
+                             f"(`num_layers` = {arch.num_layers})")
+    if not arch.is_heterogeneous:
+        return
+    if arch.norms_per_layer != 2:
+        raise ValueError(f"`norms_per_layer` ({arch.norms_per_layer}) must be 2 with a per-layer "
+                         "pattern (one pre-norm per attention and per FFN)")
+    if arch.layer_mixers is not None and arch.sliding_window is not None:
+        raise ValueError("`sliding_window` must be None with `layer_mixers` (not supported together)")
+    widths = arch.layer_ffn_widths
+    if widths is None:
+        return
+    if arch.is_moe:
+        raise ValueError("`layer_ffn_widths` is for dense models (`num_experts` must be 0)")
+    if arch.intermediate_size != max(widths):
+        raise ValueError(f"`intermediate_size` ({arch.intermediate_size}) must equal the widest of "
+                         f"`layer_ffn_widths` ({max(widths)})")
 
 
 def _require_zero(arch: Architecture, fields: tuple[str, ...], when: str) -> None:

@@ -20,7 +20,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from cost_model.architecture import (
-    FULL_ATTENTION, SLIDING_ATTENTION, Architecture, config_error_from, periodic_layer_types,
+    ATTENTION_MIXER, FULL_ATTENTION, NO_MIXER, SLIDING_ATTENTION, Architecture, config_error_from,
+    periodic_layer_types,
 )  # fmt: skip
 from cost_model.errors import ConfigError
 from cost_model.hf_export import EXPORT_ORDER, architecture_to_hf_config
@@ -64,7 +65,8 @@ def _defaults(common: tuple[Any, ...], **extra: Any) -> dict[str, Any]:
 
 
 # transformers 5.24 config-class defaults of every key read below (None: derived, e.g. head_dim
-# = hidden_size // num_attention_heads, num_key_value_heads = num_attention_heads). The tuple is
+# = hidden_size // num_attention_heads, num_key_value_heads = num_attention_heads; MLA families
+# derive head_dim from qk_nope_head_dim + qk_rope_head_dim whatever the key says). The tuple is
 # (vocab, hidden, intermediate, layers, heads, kv heads, head_dim, act, max positions, tied).
 TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
     "llama": _defaults(
@@ -106,6 +108,24 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         hidden_activation="gelu_pytorch_tanh", sliding_window=4096, layer_types=None,
     ),
     "phi3": _defaults((32064, 3072, 8192, 32, 32, None, None, "silu", 4096, False), sliding_window=None),
+    "minimax_m2": _defaults(
+        (200064, 3072, 1536, 62, 48, 8, 128, "silu", 196608, False), num_local_experts=256,
+        num_experts_per_tok=8,
+    ),
+    "deepseek_v32": _defaults(
+        (129280, 7168, 18432, 61, 128, 128, 64, "silu", 163840, False), attention_bias=False,
+        moe_intermediate_size=2048, n_shared_experts=1, n_routed_experts=256, num_experts_per_tok=8,
+        first_k_dense_replace=3, kv_lora_rank=512, q_lora_rank=1536, qk_rope_head_dim=64,
+        qk_nope_head_dim=128, v_head_dim=128, index_topk=2048, index_head_dim=128, index_n_heads=64,
+        mlp_layer_types=None, layer_types=None,
+    ),
+    "glm_moe_dsa": _defaults(
+        (154880, 6144, 12288, 78, 64, 64, 64, "silu", 202752, False), attention_bias=False,
+        moe_intermediate_size=2048, n_shared_experts=1, n_routed_experts=256, num_experts_per_tok=8,
+        first_k_dense_replace=3, kv_lora_rank=512, q_lora_rank=2048, qk_rope_head_dim=64,
+        qk_nope_head_dim=192, v_head_dim=256, index_topk=2048, index_head_dim=128, index_n_heads=32,
+        mlp_layer_types=None, layer_types=None, indexer_types=None,
+    ),
     "llama4_text": _defaults(
         (202048, 5120, 8192, 48, 40, 8, 128, "silu", 131072, False), attention_bias=False,
         intermediate_size_mlp=16384, interleave_moe_layer_step=1, moe_layers=None,
@@ -113,10 +133,20 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         no_rope_layer_interval=4, no_rope_layers=None, layer_types=None,
     ),
 }
+# Families whose config class transformers names differently: Kimi-K2's `kimi_k2` is DeepSeek-V3's
+# architecture (transformers' KimiK25Config turns its text_config into a `deepseek_v3` one).
+TRANSFORMERS_DEFAULTS["kimi_k2"] = TRANSFORMERS_DEFAULTS["deepseek_v3"]
+TRANSFORMERS_MODEL_TYPES = {"kimi_k2": "deepseek_v3"}
+# Families transformers 5.x has no class for (their repos ship remote code): the defaults are
+# their remote config class's (DeciLMConfig subclasses LlamaConfig), `block_configs` is required.
+REMOTE_CODE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "nemotron-nas": {**TRANSFORMERS_DEFAULTS["llama"], "intermediate_size": None, "block_configs": None},
+}
 # Multimodal wrappers whose language model is read from `text_config` (the vision tower and its
 # projector are not modelled): wrapper model_type -> the text model_type.
-TEXT_CONFIG_WRAPPERS = {"llama4": "llama4_text"}
-SUPPORTED_MODEL_TYPES = tuple(TRANSFORMERS_DEFAULTS)
+TEXT_CONFIG_WRAPPERS = {"llama4": "llama4_text", "kimi_k25": "kimi_k2"}
+SUPPORTED_MODEL_TYPES = (*TRANSFORMERS_DEFAULTS, *REMOTE_CODE_DEFAULTS)
+_ALL_DEFAULTS = {**TRANSFORMERS_DEFAULTS, **REMOTE_CODE_DEFAULTS}
 
 
 @dataclass(frozen=True)
@@ -140,7 +170,7 @@ def architecture_from_hf_config(config: Mapping[str, Any], name: str | None = No
     family = _FAMILIES[model_type]
     given = _resolve_aliases(config, family)
     _check_keys(given, model_type, family)
-    merged = {**TRANSFORMERS_DEFAULTS[model_type], **given}
+    merged = {**_ALL_DEFAULTS[model_type], **given}
     label = name or str(config.get("_name_or_path") or model_type)
     fields = {"name": label, "family": model_type, **_common_fields(merged), **family.read(merged)}
     try:
@@ -175,7 +205,7 @@ def _resolve_aliases(config: Mapping[str, Any], family: _Family) -> dict[str, An
 
 
 def _check_keys(given: Mapping[str, Any], model_type: str, family: _Family) -> None:
-    read, fixed = TRANSFORMERS_DEFAULTS[model_type].keys(), {**_FIXED_FOR_ALL, **family.fixed}
+    read, fixed = _ALL_DEFAULTS[model_type].keys(), {**_FIXED_FOR_ALL, **family.fixed}
     for key, value in given.items():
         if key in fixed and value not in fixed[key]:
             allowed = " or ".join(repr(v) for v in fixed[key])
@@ -308,6 +338,43 @@ def _read_deepseek_v3(c: Mapping[str, Any]) -> dict[str, Any]:
     return {**mla, **_moe(c, "n_routed_experts", "moe_intermediate_size"), **moe}
 
 
+def _read_minimax_m2(c: Mapping[str, Any]) -> dict[str, Any]:
+    """MiniMax-M2: GQA with one RMSNorm over all q heads and one over all k heads, experts of
+    `intermediate_size` (no dense layers, no shared expert); the routing correction bias is a
+    buffer, not a parameter."""
+    experts = _moe(c, "num_local_experts", "intermediate_size")
+    return {**experts, "intermediate_size": 0, "qk_norm": True, "qk_norm_scope": "layer"}
+
+
+def _read_dsa(c: Mapping[str, Any]) -> dict[str, Any]:
+    """DeepSeek-V3.2 / GLM-5: DeepSeek-V3's MLA and MoE plus the DSA lightning indexer on every
+    layer. `mlp_layer_types` and `layer_types`, when given, must be what the config class derives
+    (leading dense layers; every layer "indexed_attention")."""
+    fields = _read_deepseek_v3(c)
+    layers, dense = c["num_hidden_layers"], min(_int(c, "first_k_dense_replace", 0), c["num_hidden_layers"])
+    derived = {"mlp_layer_types": ["dense"] * dense + ["sparse"] * (layers - dense),
+               "layer_types": ["indexed_attention"] * layers}
+    for key, expected in derived.items():
+        if c[key] is not None and list(c[key]) != expected:
+            raise ConfigError(f"`{key}` ({c[key]!r}) is not supported: only {expected[0]!r} … as "
+                              "`first_k_dense_replace` derives it")
+    indexer = {"index_heads": _int(c, "index_n_heads"), "index_head_dim": _int(c, "index_head_dim"),
+               "index_topk": _int(c, "index_topk")}
+    return {**fields, **indexer}
+
+
+def _read_glm_moe_dsa(c: Mapping[str, Any]) -> dict[str, Any]:
+    """GLM-5: `_read_dsa`; every layer must run its own indexer (`indexer_types` all "full": a
+    "shared" layer reuses the previous layer's top-k and has no indexer weights)."""
+    types = c["indexer_types"]
+    if types is not None and set(types) != {"full"}:
+        raise ConfigError(f"`indexer_types` ({types!r}) is not supported: every layer must be 'full'")
+    for key in ("index_topk_pattern", "index_topk_freq"):
+        if key in c and c[key] not in (None, 1, "F" * c["num_hidden_layers"]):
+            raise ConfigError(f"`{key}` ({c[key]!r}) is not supported: every layer must run its indexer")
+    return _read_dsa(c)
+
+
 def _read_gpt_oss(c: Mapping[str, Any]) -> dict[str, Any]:
     """gpt-oss: biased experts and router, attention sinks, alternating sliding/full layers."""
     default = periodic_layer_types(c["num_hidden_layers"], 2)
@@ -364,8 +431,75 @@ def _read_llama4(c: Mapping[str, Any]) -> dict[str, Any]:
             **_layer_types({**c, "layer_types": types}, window, tuple(types))}
 
 
+# ---- Nemotron-NAS (Puzzle): Llama-3.x layers with per-layer attention/FFN blocks ----------------
+
+_NAS_ATTENTION_OFF = {"replace_with_linear": (False, None), "sparsify": (None,), "window_length": (None,),
+                      "num_sink_tokens": (None,), "unshifted_sink": (False, None),
+                      "use_prefill_window_in_sink_attention": (False, None)}  # fmt: skip
+_NAS_FFN_OFF = {"replace_with_linear": (False, None), "sparsify": (None,)}
+
+
+def nas_ffn_width(ffn_mult: float, hidden: int) -> int:
+    """DeciLM's `_ffn_mult_to_intermediate_size`: int(2·mult·H/3) rounded up to a multiple of 256."""
+    width = int(2 * ffn_mult * hidden / 3)
+    return -(-width // 256) * 256
+
+
+def _nas_block(block: Any, index: int) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    attention, ffn = (block.get(part) if isinstance(block, Mapping) else None for part in ("attention", "ffn"))
+    if not isinstance(attention, Mapping) or not isinstance(ffn, Mapping):
+        raise ConfigError(f"`block_configs[{index}]` ({block!r}) must hold `attention` and `ffn` dicts")
+    for part, values, off in (("attention", attention, _NAS_ATTENTION_OFF), ("ffn", ffn, _NAS_FFN_OFF)):
+        for key, allowed in off.items():
+            if values.get(key) not in allowed:
+                raise ConfigError(f"`block_configs[{index}].{part}.{key}` ({values.get(key)!r}) is not "
+                                  f"supported: must be {' or '.join(map(repr, allowed))}")
+    return attention, ffn
+
+
+def _nas_ffn(ffn: Mapping[str, Any], hidden: int, index: int) -> int:
+    if ffn.get("no_op"):
+        return 0
+    if ffn.get("intermediate_size") is not None:
+        return _int(ffn, "intermediate_size")
+    mult = ffn.get("ffn_mult")
+    if isinstance(mult, bool) or not isinstance(mult, int | float) or mult <= 0:
+        raise ConfigError(f"`block_configs[{index}].ffn.ffn_mult` ({mult!r}) must be a number > 0")
+    return nas_ffn_width(mult, hidden)
+
+
+def _read_nemotron_nas(c: Mapping[str, Any]) -> dict[str, Any]:
+    """Llama-3.x-Nemotron (DeciLM, NVIDIA Puzzle): each of `block_configs` gives a layer's
+    attention (`no_op`: none, and no input norm; else GQA with n_q / `n_heads_in_group` KV
+    heads) and FFN (`no_op`: none, and no post-attention norm; else a SwiGLU of
+    `nas_ffn_width(ffn_mult)`). KV heads must be the same on every attention layer."""
+    blocks, layers, heads = c["block_configs"], c["num_hidden_layers"], c["num_attention_heads"]
+    if not isinstance(blocks, list | tuple) or len(blocks) != layers:
+        raise ConfigError(f"`block_configs` must list one block per layer ({layers} layers)")
+    mixers, widths, groups = [], [], set()
+    for index, block in enumerate(blocks):
+        attention, ffn = _nas_block(block, index)
+        mixers.append(NO_MIXER if attention.get("no_op") else ATTENTION_MIXER)
+        if not attention.get("no_op"):
+            groups.add(_int(attention, "n_heads_in_group"))
+        widths.append(_nas_ffn(ffn, c["hidden_size"], index))
+    if len(groups) > 1:
+        raise ConfigError(f"`block_configs` n_heads_in_group ({sorted(groups)}) is not supported: "
+                          "every attention layer must have the same KV heads")
+    kv_heads = heads // groups.pop() if groups else heads
+    return {**_biases(c), "mlp_bias": c["mlp_bias"], "num_kv_heads": kv_heads,
+            "layer_mixers": tuple(mixers) if NO_MIXER in mixers else None,
+            "layer_ffn_widths": tuple(widths), "intermediate_size": max(widths)}
+
+
 _NO_BIAS = {"attention_bias": (False,), "mlp_bias": (False,)}
 _EXPERT_ALIAS = {"num_experts": "num_local_experts"}
+_DEEPSEEK_IGNORED = frozenset({
+    "num_nextn_predict_layers", "num_mtp_layers", "head_dim", "qk_head_dim", "n_group", "topk_group",
+    "ep_size", "routed_scaling_factor",
+})  # MTP layers are not built by transformers; its config class recomputes (q)k head dims
+_DEEPSEEK_FIXED = {"moe_layer_freq": (1,), "mlp_bias": (False,)}
+_DEEPSEEK_ALIASES = {"num_local_experts": "n_routed_experts"}
 _FAMILIES: dict[str, _Family] = {
     "llama": _Family(_read_llama),
     "mistral": _Family(_read_mistral, fixed=_NO_BIAS),
@@ -376,16 +510,30 @@ _FAMILIES: dict[str, _Family] = {
         _read_qwen3_moe, ignored=frozenset({"max_window_layers"}), fixed={"mlp_bias": (False,)},
         aliases={"num_local_experts": "num_experts"},
     ),
-    "deepseek_v3": _Family(
-        _read_deepseek_v3,
-        # MTP layers are not built by transformers; its config class recomputes (q)k head dims
-        ignored=frozenset({
-            "num_nextn_predict_layers", "num_mtp_layers", "head_dim", "qk_head_dim", "n_group",
-            "topk_group", "ep_size", "routed_scaling_factor",
-        }),
-        fixed={"moe_layer_freq": (1,), "mlp_bias": (False,)},
-        aliases={"num_local_experts": "n_routed_experts"},
+    "deepseek_v3": _Family(_read_deepseek_v3, ignored=_DEEPSEEK_IGNORED, fixed=_DEEPSEEK_FIXED,
+                           aliases=_DEEPSEEK_ALIASES),
+    "kimi_k2": _Family(_read_deepseek_v3, ignored=_DEEPSEEK_IGNORED, fixed=_DEEPSEEK_FIXED,
+                       aliases=_DEEPSEEK_ALIASES),
+    # the indexer's RoPE layout (interleaved or not) changes no shape
+    "deepseek_v32": _Family(_read_dsa, ignored=_DEEPSEEK_IGNORED | {"indexer_rope_interleave"},
+                            fixed=_DEEPSEEK_FIXED, aliases=_DEEPSEEK_ALIASES),
+    "glm_moe_dsa": _Family(
+        _read_glm_moe_dsa,
+        ignored=_DEEPSEEK_IGNORED | {"indexer_rope_interleave", "index_topk_pattern", "index_topk_freq",
+                                     "index_skip_topk_offset"},
+        fixed=_DEEPSEEK_FIXED, aliases={**_DEEPSEEK_ALIASES, "num_experts": "n_routed_experts"},
     ),
+    "minimax_m2": _Family(
+        _read_minimax_m2,
+        # transformers' MiniMax-M2 always has per-layer QK norms and no shared expert; the partial
+        # RoPE width, the routing bias (a buffer) and the MTP modules (not built) change no count
+        ignored=frozenset({"rotary_dim", "use_routing_bias", "use_mtp", "mtp_transformer_layers",
+                           "num_mtp_modules"}),
+        fixed={"use_qk_norm": (True,), "qk_norm_type": ("per_layer",), "shared_intermediate_size": (0,),
+               "attention_bias": (False,), "mlp_bias": (False,)},
+        aliases={"num_experts": "num_local_experts"},
+    ),
+    "nemotron-nas": _Family(_read_nemotron_nas),
     "gpt_oss": _Family(
         _read_gpt_oss, fixed={"mlp_bias": (False,)},
         aliases={**_EXPERT_ALIAS, "experts_per_token": "num_experts_per_tok"},

@@ -17,12 +17,14 @@ from cost_model.errors import ConfigError
 
 EXPORT_ORDER = (
     "llama", "mistral", "qwen2", "qwen3", "gemma2", "mixtral", "qwen3_moe", "gpt_oss", "deepseek_v3",
+    "minimax_m2", "deepseek_v32", "glm_moe_dsa",
 )  # fmt: skip
 _CLASS_NAMES = {
     "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
     "qwen3": "Qwen3ForCausalLM", "gemma2": "Gemma2ForCausalLM", "mixtral": "MixtralForCausalLM",
     "qwen3_moe": "Qwen3MoeForCausalLM", "gpt_oss": "GptOssForCausalLM",
-    "deepseek_v3": "DeepseekV3ForCausalLM",
+    "deepseek_v3": "DeepseekV3ForCausalLM", "minimax_m2": "MiniMaxM2ForCausalLM",
+    "deepseek_v32": "DeepseekV32ForCausalLM", "glm_moe_dsa": "GlmMoeDsaForCausalLM",
 }  # fmt: skip
 _BOTH = (False, True)
 _ANY_SLIDING = ("none", "all", "mixed")
@@ -81,7 +83,8 @@ def _rules(arch: Architecture, **allowed: tuple[Any, ...] | None) -> Rules:
         "qk_norm": (False,), "qkv_bias": (False,), "o_bias": (False,), "mlp_bias": (False,),
         "router_bias": (False,), "expert_bias": (False,), "attention_sinks": (False,),
         "is_moe": (False,), "num_shared_experts": (0,), "first_dense_layers": (0,),
-        "moe_layer_period": (1,), "sliding_pattern": ("none",),
+        "moe_layer_period": (1,), "sliding_pattern": ("none",), "qk_norm_scope": ("head",),
+        "is_sparse_attention": (False,), "is_heterogeneous": (False,),
     }  # fmt: skip
     merged = {**plain, **allowed}
     return {key: (getattr(arch, key), values) for key, values in merged.items() if values is not None}
@@ -108,6 +111,11 @@ def _deepseek_rules(arch: Architecture) -> Rules:
     return {**mla, "shared_expert_intermediate_size": (arch.shared_expert_intermediate_size, width)}
 
 
+def _dsa_rules(arch: Architecture) -> Rules:
+    """DeepSeek-V3.2 / GLM-5: DeepSeek-V3's rules with the sparse-attention indexer."""
+    return {**_deepseek_rules(arch), "is_sparse_attention": (arch.is_sparse_attention, (True,))}
+
+
 _FAMILY_RULES: dict[str, Callable[[Architecture], Rules]] = {
     "llama": lambda a: {**_rules(a, **_same_bias(a), mlp_bias=_BOTH), **_heads_divide_hidden(a)},
     "mistral": lambda a: _rules(a, sliding_pattern=_UNIFORM_SLIDING),
@@ -127,6 +135,13 @@ _FAMILY_RULES: dict[str, Callable[[Architecture], Rules]] = {
         attention_sinks=(True,), sliding_pattern=_ANY_SLIDING,
     ),
     "deepseek_v3": _deepseek_rules,
+    # MiniMax-M2: MoE only (its intermediate_size is the expert width), per-layer QK norms
+    "minimax_m2": lambda a: {
+        **_rules(a, is_moe=(True,), qk_norm=(True,), qk_norm_scope=("layer",)),
+        "num_dense_layers": (a.num_dense_layers, (0,)),
+    },
+    "deepseek_v32": _dsa_rules,
+    "glm_moe_dsa": _dsa_rules,
 }  # fmt: skip
 
 
@@ -194,6 +209,19 @@ def _export_deepseek_v3(arch: Architecture) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _export_dsa(arch: Architecture) -> dict[str, Any]:
+    """DeepSeek-V3's keys plus the indexer; every layer runs its own indexer (GLM-5's
+    `indexer_types` all "full")."""
+    indexer = {"index_n_heads": arch.index_heads, "index_head_dim": arch.index_head_dim,
+               "index_topk": arch.index_topk}
+    return {**_export_deepseek_v3(arch), **indexer}
+
+
+def _export_minimax_m2(arch: Architecture) -> dict[str, Any]:
+    experts = {"num_local_experts": arch.num_experts, "num_experts_per_tok": arch.experts_per_token}
+    return {**experts, "intermediate_size": arch.moe_intermediate_size}
+
+
 _EXPORTERS: dict[str, Callable[[Architecture], dict[str, Any]]] = {
     "llama": lambda arch: {**_bias(arch), "mlp_bias": arch.mlp_bias},
     "mistral": lambda arch: {"sliding_window": _window(arch)},
@@ -204,4 +232,7 @@ _EXPORTERS: dict[str, Callable[[Architecture], dict[str, Any]]] = {
     "qwen3_moe": _export_qwen3_moe,
     "gpt_oss": _export_gpt_oss,
     "deepseek_v3": _export_deepseek_v3,
+    "minimax_m2": _export_minimax_m2,
+    "deepseek_v32": _export_dsa,
+    "glm_moe_dsa": lambda arch: {**_export_dsa(arch), "indexer_types": ["full"] * arch.num_layers},
 }

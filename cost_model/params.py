@@ -21,6 +21,7 @@ from cost_model.units import gemm_flop
 
 BREAKDOWN_KEYS = (
     "embedding", "attention/q", "attention/kv", "attention/o", "attention/norm", "attention/sinks",
+    "attention/indexer",
     "mlp/gate", "mlp/up", "mlp/down", "moe/router", "moe/experts", "moe/shared", "norm", "lm_head",
 )  # fmt: skip
 TOTAL_KEY = "total"
@@ -71,13 +72,25 @@ def count_params(arch: Architecture) -> ParamBreakdown:
     parts = dict.fromkeys(BREAKDOWN_KEYS, 0)
     parts["embedding"] = arch.vocab_size * arch.hidden_size
     parts["lm_head"] = 0 if arch.tie_word_embeddings else arch.vocab_size * arch.hidden_size
-    parts["norm"] = (arch.num_layers * arch.norms_per_layer + 1) * arch.hidden_size  # + final norm
-    _add(parts, _attention_params(arch), arch.num_layers)
-    _add(parts, _mlp_params(arch, arch.intermediate_size, "mlp"), arch.num_dense_layers)
+    parts["norm"] = (_residual_norms(arch) + 1) * arch.hidden_size  # + final norm
+    _add(parts, _attention_params(arch), arch.num_attention_layers)
+    if arch.layer_ffn_widths is None:
+        _add(parts, _mlp_params(arch, arch.intermediate_size, "mlp"), arch.num_dense_layers)
+    for width in arch.layer_ffn_widths or ():
+        _add(parts, _mlp_params(arch, width, "mlp"), 1 if width else 0)
     _add(parts, _moe_params(arch), arch.num_moe_layers)
     unused_experts = arch.num_experts - arch.experts_per_token
     inactive = arch.num_moe_layers * unused_experts * _expert_params(arch)
     return ParamBreakdown(MappingProxyType(parts), sum(parts.values()) - inactive)
+
+
+def _residual_norms(arch: Architecture) -> int:
+    """Norms on the residual path: `norms_per_layer` per layer, or with a per-layer pattern one
+    pre-norm per attention and per FFN that the layer has (Nemotron-NAS no-op blocks have none)."""
+    if not arch.is_heterogeneous:
+        return arch.num_layers * arch.norms_per_layer
+    ffn_layers = arch.num_dense_layers + arch.num_moe_layers
+    return arch.num_attention_layers + ffn_layers
 
 
 def _add(parts: dict[str, int], per_layer: Mapping[str, int], num_layers: int) -> None:
@@ -88,7 +101,18 @@ def _add(parts: dict[str, int], per_layer: Mapping[str, int], num_layers: int) -
 def _attention_params(arch: Architecture) -> dict[str, int]:
     counts = _mla_params(arch) if arch.attention_kind == "mla" else _gqa_params(arch)
     counts["attention/sinks"] = arch.num_attention_heads if arch.attention_sinks else 0
+    counts["attention/indexer"] = _indexer_params(arch)
+    counts["attention/norm"] += 2 * arch.index_head_dim  # the indexer key's LayerNorm (w + b)
     return counts
+
+
+def _indexer_params(arch: Architecture) -> int:
+    """DSA lightning indexer (transformers' DeepseekV32Indexer / GlmMoeDsaIndexer): wq_b from the
+    query latent to index_heads x index_head_dim, wk from the hidden state to one key,
+    weights_proj to one weight per head; no biases (the LayerNorm on the key is counted with
+    the attention norms)."""
+    heads, dim = arch.index_heads, arch.index_head_dim
+    return arch.q_lora_rank * heads * dim + arch.hidden_size * dim + arch.hidden_size * heads
 
 
 def _gqa_params(arch: Architecture) -> dict[str, int]:
@@ -97,8 +121,16 @@ def _gqa_params(arch: Architecture) -> dict[str, int]:
         "attention/q": (hidden + arch.qkv_bias) * q_dim,
         "attention/kv": (hidden + arch.qkv_bias) * kv_dim,
         "attention/o": (arch.attention_out_in_dim + arch.o_bias) * hidden,
-        "attention/norm": 2 * arch.head_dim if arch.qk_norm else 0,
+        "attention/norm": _qk_norm_params(arch),
     }
+
+
+def _qk_norm_params(arch: Architecture) -> int:
+    if not arch.qk_norm:
+        return 0
+    if arch.qk_norm_scope == "layer":  # one norm over all q heads, one over all k heads
+        return arch.q_dim + arch.num_kv_heads * arch.head_dim
+    return 2 * arch.head_dim
 
 
 def _mla_params(arch: Architecture) -> dict[str, int]:
@@ -162,11 +194,17 @@ def flops_per_token(arch: Architecture, context_tokens: float | np.ndarray = 0) 
 def matmul_flop_per_token(arch: Architecture) -> float:
     """FLOPs of every weight GEMM one token goes through: k experts, router and lm_head included."""
     layers = (
-        arch.num_layers * _gemms_flop(_attention_gemms(arch))
-        + arch.num_dense_layers * _gemms_flop(_mlp_gemms(arch, arch.intermediate_size))
+        arch.num_attention_layers * _gemms_flop(_attention_gemms(arch))
+        + _dense_ffn_flop(arch)
         + arch.num_moe_layers * _moe_layer_flop(arch)
     )
     return float(layers + gemm_flop(1, arch.vocab_size, arch.hidden_size))
+
+
+def _dense_ffn_flop(arch: Architecture) -> float:
+    if arch.layer_ffn_widths is None:
+        return arch.num_dense_layers * _gemms_flop(_mlp_gemms(arch, arch.intermediate_size))
+    return sum(_gemms_flop(_mlp_gemms(arch, width)) for width in arch.layer_ffn_widths if width)
 
 
 def attention_flop_per_token(
@@ -175,13 +213,25 @@ def attention_flop_per_token(
     """FLOPs of q·Kᵀ and softmax·V for one token over `context_tokens` (sliding layers: the window).
 
     MLA is counted in its expanded form (keys of nope + rope, values of v_head_dim per head).
+    DSA: the main attention reads at most `index_topk` keys; the indexer scores every key
+    (index_heads x index_head_dim MACs per key).
     """
     context = np.asarray(context_tokens, dtype=np.float64)
+    if arch.is_sparse_attention:
+        return _sparse_attention_flop(arch, context)
     full = arch.num_full_attention_layers * context
     window = context if arch.sliding_window is None else np.minimum(context, arch.sliding_window)
     attended = full + arch.num_sliding_layers * window
     per_head = gemm_flop(1, attended, arch.head_dim) + gemm_flop(1, attended, arch.value_head_dim)
     flop = arch.num_attention_heads * per_head
+    return float(flop) if np.ndim(flop) == 0 else flop
+
+
+def _sparse_attention_flop(arch: Architecture, context: np.ndarray) -> float | np.ndarray:
+    attended = np.minimum(context, arch.index_topk)
+    per_head = gemm_flop(1, attended, arch.head_dim) + gemm_flop(1, attended, arch.value_head_dim)
+    indexer = gemm_flop(1, context, arch.index_heads * arch.index_head_dim)
+    flop = arch.num_attention_layers * (arch.num_attention_heads * per_head + indexer)
     return float(flop) if np.ndim(flop) == 0 else flop
 
 
@@ -193,6 +243,9 @@ def _gemms_flop(gemms: list[tuple[int, int]]) -> float:
 def _attention_gemms(arch: Architecture) -> list[tuple[int, int]]:
     hidden = arch.hidden_size
     out = [(hidden, arch.attention_out_in_dim)]
+    if arch.is_sparse_attention:  # indexer: wq_b, wk, weights_proj
+        heads, dim = arch.index_heads, arch.index_head_dim
+        out += [(heads * dim, arch.q_lora_rank), (dim, hidden), (heads, hidden)]
     if arch.attention_kind == "gqa":
         return [(arch.q_dim, hidden), (2 * arch.num_kv_heads * arch.head_dim, hidden), *out]
     rank_q, rank_kv = arch.q_lora_rank, arch.kv_lora_rank

@@ -35,8 +35,9 @@ def _arch(base: dict, **changes) -> Architecture:
         (DENSE, "gqa"),
         (dict(DENSE, num_kv_heads=1), "mqa"),
         (MLA, "mla"),
+        (dict(MLA, index_heads=4, index_head_dim=16, index_topk=64), "mla_dsa"),
     ],
-    ids=["mha", "gqa", "mqa", "mla"],
+    ids=["mha", "gqa", "mqa", "mla", "mla-dsa"],
 )
 def test_attention_variant(fields, variant):
     assert Architecture(**fields).attention_variant == variant
@@ -154,7 +155,34 @@ BAD = [
      "`layer_types` must be None when `sliding_window` is None"),
     ("layer-types-length", DENSE, dict(sliding_window=64, layer_types=periodic_layer_types(3, 2)),
      "`layer_types` (3 entries) must have one entry per layer (`num_layers` = 4)"),
+    ("qk-norm-scope-without-norm", DENSE, dict(qk_norm_scope="layer"),
+     "`qk_norm_scope` ('layer') must be 'head' when `qk_norm` is False"),
+    ("dsa-partial", MLA, dict(index_heads=4),
+     "sparse attention needs every one of `index_heads` = 4, `index_head_dim` = 0"),
+    ("dsa-on-gqa", DENSE, dict(index_heads=4, index_head_dim=16, index_topk=64),
+     "needs `attention_kind` 'mla' with `q_lora_rank` >= 1 (got 'gqa', 0)"),
+    ("mixers-length", DENSE, dict(layer_mixers=("attention", "none")),
+     "`layer_mixers` (2 entries) must have one entry per layer"),
+    ("mixer-kind", DENSE, dict(layer_mixers=("attention", "mamba", "none", "none")), "`layer_mixers.1`"),
+    ("mixers-with-window", DENSE, dict(layer_mixers=("attention", "none") * 2, sliding_window=64),
+     "`sliding_window` must be None with `layer_mixers`"),
+    ("pattern-norms", DENSE, dict(layer_ffn_widths=(512,) * 4, norms_per_layer=4),
+     "`norms_per_layer` (4) must be 2 with a per-layer pattern"),
+    ("ffn-widths-moe", MOE, dict(layer_ffn_widths=(512,) * 4),
+     "`layer_ffn_widths` is for dense models"),
+    ("ffn-widths-max", DENSE, dict(layer_ffn_widths=(256, 0, 128, 256)),
+     "`intermediate_size` (512) must equal the widest of `layer_ffn_widths` (256)"),
 ]  # fmt: skip
+
+
+def test_per_layer_pattern_derived_values():
+    """Puzzle-style blocks: attention on layers 0 and 2, FFN widths 512/0/256/512."""
+    arch = _arch(DENSE, layer_mixers=("attention", "none") * 2, layer_ffn_widths=(512, 0, 256, 512))
+    assert (arch.num_attention_layers, arch.num_full_attention_layers, arch.num_dense_layers) == (2, 2, 3)
+    assert arch.layer_has_attention == (True, False, True, False)
+    assert arch.dense_ffn_widths == (512, 0, 256, 512)
+    assert arch.mean_dense_ffn_width == 1280 / 3
+    assert arch.is_heterogeneous and not Architecture(**DENSE).is_heterogeneous
 
 
 @pytest.mark.parametrize(("base", "changes", "message"), [c[1:] for c in BAD], ids=[c[0] for c in BAD])

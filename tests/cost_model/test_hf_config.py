@@ -9,18 +9,24 @@ import pytest
 from cost_model.architecture import Architecture, periodic_layer_types
 from cost_model.errors import ConfigError
 from cost_model.hf_config import (
-    ARCHSCOUT_JSON_KEY, SUPPORTED_MODEL_TYPES, TRANSFORMERS_DEFAULTS, architecture_from_hf_config,
-    architecture_to_hf_config, architecture_to_json_dict, load_architecture,
+    ARCHSCOUT_JSON_KEY, REMOTE_CODE_DEFAULTS, SUPPORTED_MODEL_TYPES, TRANSFORMERS_DEFAULTS,
+    TRANSFORMERS_MODEL_TYPES, architecture_from_hf_config, architecture_to_hf_config,
+    architecture_to_json_dict, load_architecture,
 )  # fmt: skip
 from cost_model.params import count_params
 
+from tests.cost_model.transformers_meta import meta_model, transformers_config
 from tests.data_paths import HF_CONFIGS as TEST_CONFIGS
 from tests.data_paths import MODEL_CONFIGS
 
 CONFIG_FILES = sorted(MODEL_CONFIGS.glob("*.json")) + sorted(TEST_CONFIGS.glob("*.json"))
-EXPORTED_AS = {"Phi-3-mini-4k-instruct": "mistral"}  # no phi3 export: same model, unfused, windowed
+# no phi3 export: same model, unfused, windowed; Kimi-K2 is exported as the DeepSeek-V3 it is
+EXPORTED_AS = {"Phi-3-mini-4k-instruct": "mistral", "Kimi-K2-Instruct": "deepseek_v3",
+               "Kimi-K2.5": "deepseek_v3"}
 # Imported only: no exportable model_type has Llama 4's shared expert with chunked attention.
-NOT_EXPORTED = ("serving_Llama-4-Scout-17B-16E-Instruct", "serving_Llama-4-Maverick-17B-128E-Instruct")
+# Nemotron-NAS: transformers has no class for its per-layer blocks.
+NOT_EXPORTED = ("serving_Llama-4-Scout-17B-16E-Instruct", "serving_Llama-4-Maverick-17B-128E-Instruct",
+                "Llama-3_3-Nemotron-Super-49B-v1")
 
 
 def _config(stem: str) -> dict:
@@ -31,14 +37,8 @@ def _config(stem: str) -> dict:
 
 def _transformers_model(config_or_dir: dict | Path) -> tuple[int, int]:
     """(parameters, sliding-window layers) of the model transformers builds, on the meta device."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    if isinstance(config_or_dir, Path):
-        config = transformers.AutoConfig.from_pretrained(config_or_dir)
-    else:
-        config = transformers.AutoConfig.for_model(**config_or_dir)
-    with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(config)
+    config = transformers_config(config_or_dir)
+    model = meta_model(config)
     return sum(parameter.numel() for parameter in model.parameters()), _sliding_layers(config)
 
 
@@ -64,10 +64,13 @@ def _same_shape(first: Architecture, second: Architecture) -> bool:
 # ---- import ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("model_type", SUPPORTED_MODEL_TYPES)
+IN_TRANSFORMERS = [t for t in SUPPORTED_MODEL_TYPES if t not in REMOTE_CODE_DEFAULTS]
+
+
+@pytest.mark.parametrize("model_type", IN_TRANSFORMERS)
 def test_defaults_equal_transformers_config_class(model_type):
     transformers = pytest.importorskip("transformers")
-    config_class = transformers.CONFIG_MAPPING[model_type]
+    config_class = transformers.CONFIG_MAPPING[TRANSFORMERS_MODEL_TYPES.get(model_type, model_type)]
     declared = {field.name: field.default for field in dataclasses.fields(config_class)}
     for key, value in TRANSFORMERS_DEFAULTS[model_type].items():
         # a key the config class does not declare is read with getattr(config, key, derived): None
@@ -85,10 +88,12 @@ MINIMAL_MOE = {
     "qwen3_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32},
     "deepseek_v3": {"n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
                     "first_k_dense_replace": 1},
+    "minimax_m2": {"num_local_experts": 4, "num_experts_per_tok": 2},
 }
+MINIMAL_MOE["kimi_k2"] = MINIMAL_MOE["deepseek_v32"] = MINIMAL_MOE["glm_moe_dsa"] = MINIMAL_MOE["deepseek_v3"]
 
 
-@pytest.mark.parametrize("model_type", SUPPORTED_MODEL_TYPES)
+@pytest.mark.parametrize("model_type", IN_TRANSFORMERS)
 def test_absent_keys_take_transformers_defaults(model_type):
     """head_dim, kv heads, tying, windows… absent: counts and windows still equal transformers'."""
     config = {"model_type": model_type, **MINIMAL, **MINIMAL_MOE.get(model_type, {})}
@@ -109,11 +114,12 @@ def test_documented_family_defaults(model_type, tied, head_dim):
     assert (arch.tie_word_embeddings, arch.head_dim) == (tied, head_dim)
 
 
-@pytest.mark.parametrize("model_type", SUPPORTED_MODEL_TYPES)
+@pytest.mark.parametrize("model_type", IN_TRANSFORMERS)
 def test_full_dump_of_default_config_is_accepted(model_type):
     """`PretrainedConfig.to_dict()` holds every attribute, derived ones included (qk_head_dim…)."""
     transformers = pytest.importorskip("transformers")
-    full = transformers.CONFIG_MAPPING[model_type]().to_dict()
+    full = transformers.CONFIG_MAPPING[TRANSFORMERS_MODEL_TYPES.get(model_type, model_type)]().to_dict()
+    full["model_type"] = model_type
     assert architecture_from_hf_config(full) == architecture_from_hf_config({"model_type": model_type})
 
 
@@ -152,7 +158,58 @@ REFUSED = [
      {"text_config": {"layer_types": ["sliding_attention"] * 48}}, "`layer_types` (['sliding_attention'"),
     ("llama4-text-config", "serving_Llama-4-Scout-17B-16E-Instruct", {"text_config": [1]},
      "`text_config` ([1]) must be the language model's config (a dict) for model_type `llama4`"),
+    ("minimax-no-qk-norm", "MiniMax-M2.5", {"use_qk_norm": False}, "`use_qk_norm` (False) is not supported"),
+    ("minimax-shared-expert", "MiniMax-M2.5", {"shared_intermediate_size": 1536},
+     "`shared_intermediate_size` (1536) is not supported"),
+    ("glm5-shared-indexer", "GLM-5", {"indexer_types": ["full", "shared"] * 39},
+     "`indexer_types` (['full', 'shared'"),
+    ("glm5-indexer-freq", "GLM-5", {"index_topk_freq": 4}, "`index_topk_freq` (4) is not supported"),
+    ("dsa-scattered-dense", "DeepSeek-V3.2", {"mlp_layer_types": ["sparse", "dense"] + ["sparse"] * 59},
+     "`mlp_layer_types` (['sparse', 'dense'"),
+    ("dsa-no-q-lora", "DeepSeek-V3.2", {"q_lora_rank": None},
+     "needs `attention_kind` 'mla' with `q_lora_rank` >= 1"),
+    ("nas-block-count", "Llama-3_3-Nemotron-Super-49B-v1", {"num_hidden_layers": 79},
+     "`block_configs` must list one block per layer (79 layers)"),
 ]  # fmt: skip
+
+
+def _nas_with_block(index: int, part: str, **change) -> dict:
+    config = _config("Llama-3_3-Nemotron-Super-49B-v1")
+    blocks = [dict(block) for block in config["block_configs"]]
+    blocks[index] = {**blocks[index], part: {**blocks[index][part], **change}}
+    return {**config, "block_configs": blocks}
+
+
+@pytest.mark.parametrize(
+    ("index", "part", "change", "message"),
+    [
+        (0, "attention", {"replace_with_linear": True},
+         "`block_configs[0].attention.replace_with_linear` (True) is not supported"),
+        (1, "attention", {"n_heads_in_group": 4},
+         "`block_configs` n_heads_in_group ([4, 8]) is not supported"),
+        (2, "attention", {"window_length": 4096}, "`block_configs[2].attention.window_length` (4096)"),
+        (3, "ffn", {"replace_with_linear": True}, "`block_configs[3].ffn.replace_with_linear` (True)"),
+        (4, "ffn", {"ffn_mult": 0}, "`block_configs[4].ffn.ffn_mult` (0) must be a number > 0"),
+    ],
+    ids=["linear-attention", "mixed-kv-heads", "window", "linear-ffn", "zero-mult"],
+)  # fmt: skip
+def test_nemotron_nas_refuses_what_it_cannot_represent(index, part, change, message):
+    with pytest.raises(ConfigError) as info:
+        architecture_from_hf_config(_nas_with_block(index, part, **change))
+    assert message in str(info.value)
+
+
+def test_nemotron_nas_reads_per_layer_blocks():
+    """Super-49B: 31 layers without attention (and without its norm), six distinct FFN widths;
+    a layer without FFN gets width 0."""
+    arch = architecture_from_hf_config(_config("Llama-3_3-Nemotron-Super-49B-v1"))
+    assert (arch.num_attention_layers, arch.num_kv_heads, arch.intermediate_size) == (49, 8, 28672)
+    assert sorted(set(arch.layer_ffn_widths)) == [2816, 5632, 7168, 14336, 17920, 28672]
+    assert arch.layer_has_attention[:8] == (True,) * 6 + (False,) * 2
+    no_ffn = architecture_from_hf_config(_nas_with_block(5, "ffn", no_op=True))
+    assert (no_ffn.layer_ffn_widths[5], no_ffn.num_dense_layers) == (0, 79)
+    params = count_params(arch).total_params - count_params(no_ffn).total_params
+    assert params == 3 * 8192 * 28672 + 8192  # its SwiGLU and its post-attention norm
 
 
 def test_llama4_reads_its_language_model():
@@ -247,6 +304,12 @@ EXPORTABLE = [
     ("mla-moe-shared-q-lora",
      dict(MLA, num_experts=8, experts_per_token=2, moe_intermediate_size=64, num_shared_experts=2,
           first_dense_layers=1, q_lora_rank=48), "deepseek_v3"),
+    ("moe-layer-qk-norm", dict(MOE, intermediate_size=0, qk_norm=True, qk_norm_scope="layer"),
+     "minimax_m2"),
+    ("mla-dsa-moe",
+     dict(MLA, num_experts=8, experts_per_token=2, moe_intermediate_size=64, num_shared_experts=1,
+          first_dense_layers=1, q_lora_rank=48, index_heads=4, index_head_dim=16, index_topk=64),
+     "deepseek_v32"),
 ]  # fmt: skip
 
 
@@ -267,6 +330,8 @@ NOT_EXPORTABLE = [
     ("gqa-shared-experts", dict(MOE, num_shared_experts=1), "`num_shared_experts` in (0,) (got 1)"),
     ("mixed-sliding-plain", dict(BASE, sliding_window=64, layer_types=periodic_layer_types(4, 2)),
      "the closest, `llama`, needs `sliding_pattern` in ('none',) (got 'mixed')"),
+    ("nas-no-attention-layer", dict(BASE, layer_mixers=("attention", "none") * 2),
+     "`is_heterogeneous` in (False,) (got True)"),
     ("mla-moe-period",
      dict(MLA, num_experts=4, experts_per_token=1, moe_intermediate_size=16, moe_layer_period=2),
      "the closest, `deepseek_v3`, needs `moe_layer_period` in (1,) (got 2)"),

@@ -13,6 +13,7 @@ from cost_model.params import (
     BREAKDOWN_KEYS, attention_flop_per_token, count_params, flops_per_token, matmul_flop_per_token,
 )  # fmt: skip
 
+from tests.cost_model.transformers_meta import meta_model, transformers_config
 from tests.data_paths import HF_CONFIGS as TEST_CONFIGS
 from tests.data_paths import MODEL_CONFIGS, MODEL_PARAMS_CSV
 
@@ -66,11 +67,8 @@ def _our_group(key: str) -> str:
 @cache
 def _transformers_counts(path: Path) -> tuple[dict[str, int], int, int]:
     """(params by coarse group, routed experts E, top-k) of the transformers model of `path`."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    config = transformers.AutoConfig.from_pretrained(path)
-    with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(config)
+    config = transformers_config(path)
+    model = meta_model(config)
     groups: dict[str, int] = {}
     for name, parameter in model.named_parameters():  # unique: a tied lm_head appears once
         groups[_transformers_group(name)] = groups.get(_transformers_group(name), 0) + parameter.numel()
@@ -198,3 +196,76 @@ def test_flops_broadcast_over_contexts():
     expected = [flops_per_token(arch, int(context)) for context in contexts]
     np.testing.assert_array_equal(flops_per_token(arch, contexts), expected)
     assert isinstance(flops_per_token(arch), float)
+
+
+# ---- families users benchmark (issue 14): published totals, hand counts -------------------------
+
+PUBLISHED_NEW = [
+    # (config, quantity, published value, tolerance, source); embeddings and LM head count in
+    # "total"; "active" cards quote without them where the row says so
+    ("DeepSeek-V3.2", "total_params", 671 * B, 1 * B,
+     "DeepSeek-V3.2-Exp report: 671B (685B on the Hub counts the 14B MTP module)"),
+    ("GLM-5", "total_params", 744 * B, 1 * B, "zai-org/GLM-5 model card: 744B parameters (40B active)"),
+    ("GLM-5", "active_non_embedding", 40 * B, 0.5 * B, "same card: 40B active"),
+    ("Kimi-K2-Instruct", "total_params", 1.04e12, 0.02e12, "Kimi K2 model card: 1T total (1.04T)"),
+    ("Kimi-K2-Instruct", "active_params", 32 * B, 1 * B, "Kimi K2 model card: 32B activated"),
+    ("MiniMax-M2.5", "total_params", 230 * B, 2 * B, "MiniMax-M2 model card: 230B total"),
+    ("MiniMax-M2.5", "active_non_embedding", 10 * B, 0.5 * B, "MiniMax-M2 model card: 10B active"),
+    ("Llama-3_3-Nemotron-Super-49B-v1", "total_params", 49.9 * B, 0.05 * B,
+     "nvidia/Llama-3_3-Nemotron-Super-49B-v1 on the Hub: 49.9B params (safetensors)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("stem", "quantity", "published", "tolerance", "source"),
+    PUBLISHED_NEW,
+    ids=[f"{case[0]}-{case[1]}" for case in PUBLISHED_NEW],
+)
+def test_new_families_match_published_numbers(stem, quantity, published, tolerance, source):
+    assert abs(_quantity(stem, quantity) - published) <= tolerance, source
+
+
+def test_nemotron_super_49b_hand_count():
+    """transformers 5.x has no Nemotron-NAS (DeciLM) class; the Hub repo's remote code
+    (modeling_decilm.py, as vLLM's nemotron_nas.py) builds per layer: attention (q, k, v, o of
+    a Llama layer with 64 / n_heads_in_group = 8 KV heads, and its input RMSNorm) unless
+    `attention.no_op`, and a SwiGLU of int(2·ffn_mult·H/3) rounded up to 256 (with its
+    post-attention RMSNorm) unless `ffn.no_op`. Llama-3.3-Nemotron-Super-49B-v1 (H 8192, 80
+    layers, vocabulary 128,256, untied):
+      embedding = LM head = 128,256 · 8,192 = 1,050,673,152 each;
+      49 attention layers · (2 · 8192² + 2 · 8 · 128 · 8192) = 49 · 150,994,944 = 7,398,752,256;
+      FFN widths: 28,672 (ffn_mult 5.25) x 49, 14,336 (2.625) x 6, 7,168 (1.3125) x 10,
+      5,632 (1.0) x 8, 2,816 (0.5) x 6, 17,920 (3.28125) x 1: Σ = 1,642,496, times 3 · 8,192
+      = 40,365,981,696;
+      norms: (49 + 80 + 1 final) · 8,192 = 1,064,960;
+      total = 49,867,145,216 (the Hub's safetensors: 49.9B)."""
+    arch = _load("Llama-3_3-Nemotron-Super-49B-v1")
+    counts = count_params(arch)
+    assert (arch.num_attention_layers, arch.num_dense_layers, arch.num_kv_heads) == (49, 80, 8)
+    assert counts.embedding_params == counts.lm_head_params == 1_050_673_152
+    assert counts["attention/q"] + counts["attention/kv"] + counts["attention/o"] == 7_398_752_256
+    assert counts["mlp/gate"] + counts["mlp/up"] + counts["mlp/down"] == 40_365_981_696
+    assert counts["norm"] == 1_064_960
+    assert counts.total_params == counts.active_params == 49_867_145_216
+    assert matmul_flop_per_token(arch) == 2 * (counts.total_params - counts.embedding_params
+                                                - counts["norm"])
+
+
+def test_kimi_k25_text_model_is_kimi_k2():
+    """Kimi-K2.5's language model is Kimi-K2's (DeepSeek-V3's architecture, 384 experts)."""
+    k25, k2 = _load("Kimi-K2.5"), _load("Kimi-K2-Instruct")
+    assert count_params(k25).total_params == count_params(k2).total_params == 1_026_408_209_408
+    assert (k25.family, k25.num_experts, k25.attention_variant) == ("kimi_k2", 384, "mla")
+
+
+def test_dsa_indexer_breakdown_and_flops():
+    """DeepSeek-V3.2's indexer per layer: wq_b 1536 → 64·128, wk 7168 → 128, weights_proj
+    7168 → 64 (+ a LayerNorm of 2·128 counted with the norms); the main attention reads at most
+    index_topk = 2048 keys, the indexer scores every key with 64·128 MACs."""
+    arch = _load("DeepSeek-V3.2")
+    per_layer = 1536 * 64 * 128 + 7168 * 128 + 7168 * 64
+    assert count_params(arch)["attention/indexer"] == 61 * per_layer
+    at_4k = attention_flop_per_token(arch, 4096)
+    main = 61 * 128 * 2 * 2048 * (192 + 128)
+    assert at_4k == main + 61 * 2 * 4096 * 64 * 128
+    assert attention_flop_per_token(arch, 1000) == 61 * (128 * 2 * 1000 * 320 + 2 * 1000 * 64 * 128)
