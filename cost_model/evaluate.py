@@ -116,7 +116,8 @@ def _points(a: ArchArrays, d: DeployArrays, env: Env, workload: Workload, concur
 def evaluate_points(archs: Sequence[Architecture], deps: Sequence[Deployment], hw: HardwareSpec,
                     workload: Workload, concurrency=None) -> OperatingPoints:
     """Operating points of candidate i = (archs[i], deps[i]). `concurrency`: a 1-D array used for
-    every candidate, or None for the sweep 1, 2, 4, … up to each candidate's memory limit."""
+    every candidate, a (candidates, k) array of each candidate's own, or None for the sweep 1, 2,
+    4, … up to each candidate's memory limit."""
     if len(archs) != len(deps):
         raise ConfigError(f"`deployments` must match `architectures` one to one; got "
                           f"{len(deps)} and {len(archs)}")
@@ -128,6 +129,9 @@ def evaluate_points(archs: Sequence[Architecture], deps: Sequence[Deployment], h
     limit = np.minimum(memory_limit, workload.max_batch_sequences * d.dp)
     if concurrency is None:
         grid = concurrency_grid(limit)
+    elif np.ndim(concurrency) == 2:
+        grid = np.broadcast_to(np.asarray(concurrency, float),
+                               (len(archs), np.shape(concurrency)[1]))
     else:
         grid = np.broadcast_to(np.asarray(concurrency, float).reshape(1, -1),
                                (len(archs), np.size(concurrency)))

@@ -28,6 +28,9 @@ from cost_model.params import count_params
 from cost_model.units import GIB_BYTES, MS_PER_S
 from search.tables import format_table, print_json
 
+# the columns of `--batch ROWS.csv` (search/evaluate_batch.py, imported only for --batch)
+BATCH_COLUMNS = ("model", "hardware", "tp", "ep", "pp", "dp", "precision", "kv_precision",
+                 "moe_precision", "isl", "osl", "concurrency")
 DEFAULT_WINDOW = (10.0, 1000.0)  # tokens/s/user: from batch-style serving to very fast chat
 BREAKDOWN_PARTS = ("gemm", "attention", "communication", "other")
 
@@ -204,8 +207,22 @@ def check_window(window: tuple[float, float]) -> None:
         raise ConfigError(f"`--window` LO ({lo:g}) must be < HI ({hi:g})")
 
 
+def check_single(args: argparse.Namespace) -> None:
+    """One model needs MODEL and --hardware (a --batch file names them per row)."""
+    if args.model is None:
+        raise ConfigError("`evaluate` needs MODEL (a config.json), or `--batch ROWS.csv`")
+    if args.hardware is None:
+        raise ConfigError("`--hardware` is required (a catalog name such as h200, or a TOML "
+                          "path)")
+
+
 def run_evaluate(args: argparse.Namespace) -> int:
     check_concurrency(args.concurrency)
+    if args.batch is not None:
+        from search.evaluate_batch import run_batch  # only --batch needs it
+
+        return run_batch(args)
+    check_single(args)
     check_window(args.window)
     if args.plot is not None:
         _write_plot(args)
@@ -242,9 +259,16 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("evaluate", help="cost model on one architecture: points, frontier, area")
-    p.add_argument("model", help="Hugging Face config.json (or its folder) or archscout JSON")
-    p.add_argument("--hardware", required=True, help="catalog name or TOML path")
+    p = sub.add_parser("evaluate", help="cost model on one architecture: points, frontier, area "
+                       "(or every row of a CSV with --batch)")
+    p.add_argument("model", nargs="?", help="Hugging Face config.json (or its folder) or "
+                   "archscout JSON")
+    p.add_argument("--hardware", help="catalog name or TOML path (required without --batch)")
+    p.add_argument("--batch", default=None, metavar="ROWS.csv", help="evaluate every row of a "
+                   "CSV with columns " + ", ".join(BATCH_COLUMNS) + " (only model is required; "
+                   "blank or absent columns take these flags' values; blank concurrency: the "
+                   "most that fit) in one process: a CSV on stdout (JSON lines with --json), a "
+                   "bad row reported on stderr with its line and skipped")
     for flag, text in (("--tp", "tensor parallel"), ("--ep", "expert parallel"),
                        ("--pp", "pipeline stages"), ("--dp", "attention data parallel")):
         p.add_argument(flag, type=int, default=1, help=f"{text} degree (default 1)")
