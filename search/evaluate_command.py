@@ -175,6 +175,8 @@ def _sweep_summary(points: OperatingPoints, rows: list[dict], args) -> dict:
     if fitting:
         summary["breakdown"] = {"latency_first": _shares(fitting[0]),
                                 "throughput_first": _shares(fitting[-1])}
+    elif not rows:  # nothing fits memory: the same keys, empty
+        summary["breakdown"] = {}
     return summary
 
 
