@@ -3,6 +3,16 @@
 KV bytes per sequence (seeds, reading notes §5): 2·L·n_kv·d_h·b_kv·S for GQA; for MLA the latent
 cache L·(kv_lora_rank + rope_dim)·b_kv·S. Sliding-window layers keep at most `window` tokens.
 Tensor parallelism beyond the KV heads replicates them: each GPU holds ⌈n_kv/TP⌉ heads.
+Layers without a mixer (Puzzle's no-op attention) hold no KV and run no attention.
+
+DeepSeek Sparse Attention (DSA: DeepSeek-V3.2, GLM-5), an attention kind of its own: each query
+attends to the `index_topk` keys a lightning indexer picks (arXiv 2512.02556 §2.1). Its cache is
+the MLA latent plus one indexer key of `index_head_dim` per token and layer (in the KV format;
+DeepSeek stores it in FP8). Per query the main MLA attention reads min(context, k) latents; the
+indexer reads every indexer key and scores it with index_heads·index_head_dim MACs (its heads are
+not sharded: vLLM's and SGLang's indexers replicate wq_b/wk/weights_proj on every TP rank). The
+top-k selection itself is not costed. This part is a roofline with the dense-attention
+efficiencies, not calibrated on DSA kernels (aiconfigurator-core ships no DSA tables).
 
 Kernel time: a roofline (KV streaming for decode, flash-attention FLOPs for prefill) plus the SM
 time of each work item (decode: one per sequence and KV head; prefill: one per sequence, query
@@ -16,6 +26,10 @@ from __future__ import annotations
 import numpy as np
 
 from cost_model.batch import ArchArrays, DeployArrays, Env
+from cost_model.precision import get_precision
+
+# DeepSeek-V3.2 runs the indexer's scores in FP8 (arXiv 2512.02556 §2.1, DeepGEMM fp8_mqa_logits)
+INDEXER_PRECISION = "fp8"
 
 FLASH_QUERY_TILE_TOKENS = 128  # FlashAttention re-reads K/V once per 128-query tile (FA2/FA3 Br)
 
@@ -31,12 +45,19 @@ def kv_elems_per_token_layer(a: ArchArrays, d: DeployArrays | None = None):
     return np.where(a.mla > 0, a.kv_lora + a.rope_dim, 2.0 * heads * a.head_dim)
 
 
+def cache_elems_per_token_layer(a: ArchArrays, d: DeployArrays | None = None):
+    """Cache elements per token per attention layer: the KV (or MLA latent) plus the DSA
+    indexer key (none without DSA)."""
+    return kv_elems_per_token_layer(a, d) + a.index_head_dim
+
+
 def kv_cache_bytes_per_sequence(a: ArchArrays, context_tokens, kv_bytes_per_value: float,
                                 d: DeployArrays | None = None):
     """KV bytes of one sequence of `context_tokens` over all layers (per GPU when `d` given,
-    counting the layers of the busiest pipeline stage)."""
-    per_token = kv_elems_per_token_layer(a, d) * kv_bytes_per_value
-    full_layers = a.layers - a.sliding_layers
+    counting the layers of the busiest pipeline stage); DSA's indexer keys included, layers
+    without a mixer hold none."""
+    per_token = cache_elems_per_token_layer(a, d) * kv_bytes_per_value
+    full_layers = a.layers - a.sliding_layers - a.mixerless_layers
     sliding_tokens = np.minimum(context_tokens, a.window)
     tokens = full_layers * context_tokens + a.sliding_layers * sliding_tokens
     stages, kvp = (1.0, 1.0) if d is None else (d.pp, d.kvp)
@@ -52,10 +73,41 @@ def _head_flop_per_key(a: ArchArrays, absorbed: bool):
 
 
 def _layer_mean(a: ArchArrays, context, time_fn):
-    """Average over layers of time_fn(context seen by that layer type)."""
-    full = a.layers - a.sliding_layers
+    """Average over attention layers of time_fn(context seen by that layer type)."""
+    full = a.layers - a.sliding_layers - a.mixerless_layers
     return (full * time_fn(context) + a.sliding_layers * time_fn(np.minimum(context, a.window))) \
-        / a.layers
+        / a.attention_layers
+
+
+def attended_keys(a: ArchArrays, context):
+    """Keys one query of the main attention reads: all of `context`, DSA's top-k at most."""
+    return np.where(a.index_topk > 0, np.minimum(context, a.index_topk), context)
+
+
+def _indexer_peak_flop_per_s(env: Env) -> float:
+    """The indexer's math rate: FP8 tensor cores where the GPU has them (else BF16), at the
+    attention kernels' compute fraction."""
+    fp8 = get_precision(INDEXER_PRECISION)
+    rate = env.hw.peak_for(fp8 if env.hw.supports(fp8) else env.high)
+    return rate * env.eff.prefill_attention_compute_frac
+
+
+def _indexer_s(a: ArchArrays, env: Env, queries, keys, key_reads):
+    """Lightning-indexer time on one GPU: `queries` × `keys` scores of index_heads ·
+    index_head_dim MACs, against streaming `key_reads` indexer keys from HBM. 0 without DSA."""
+    peak = _indexer_peak_flop_per_s(env)
+    flop = 2.0 * queries * keys * a.index_heads * a.index_head_dim
+    read = key_reads * a.index_head_dim * env.kv.activation_bytes_per_value
+    return np.maximum(flop / peak, read / env.hw.hbm_bytes_per_s)
+
+
+def indexer_gemms(g, a: ArchArrays, load, layers):
+    """The DSA indexer's projections on the busiest group's tokens (replicated over TP):
+    wq_b from the query latent, wk and weights_proj from the hidden state."""
+    tok, dsa = load.group_tokens, (a.index_heads > 0)
+    g.add("attention/indexer_q", tok, a.index_heads * a.index_head_dim, a.q_lora, layers * dsa)
+    g.add("attention/indexer_k", tok, a.index_head_dim, a.hidden, layers * dsa)
+    g.add("attention/indexer_w", tok, a.index_heads, a.hidden, layers * dsa, high=True)
 
 
 def attention_overhead_s(env: Env) -> float:
@@ -99,9 +151,11 @@ def decode_attention_s(a: ArchArrays, d: DeployArrays, env: Env, seqs, context,
 
     def one(ctx):
         local = ctx / d.kvp  # Helix: this GPU's slice of the sequence
-        flop = seqs * queries_per_seq * local * heads * _head_flop_per_key(a, absorbed=True)
-        stream_s = seqs * local * np.maximum(kv_bytes / bandwidth, kv_elems * dequant_s_per_elem)
-        return np.maximum(flop / peak, stream_s)
+        keys = attended_keys(a, local)
+        flop = seqs * queries_per_seq * keys * heads * _head_flop_per_key(a, absorbed=True)
+        stream_s = seqs * keys * np.maximum(kv_bytes / bandwidth, kv_elems * dequant_s_per_elem)
+        return np.maximum(flop / peak, stream_s) + _indexer_s(
+            a, env, seqs * queries_per_seq, local, seqs * local)
 
     items_s = decode_work_items(a, d, seqs) * env.eff.decode_attention_per_sequence_s \
         / env.hw.sm_count
@@ -121,9 +175,12 @@ def prefill_attention_s(a: ArchArrays, d: DeployArrays, env: Env, toks, mean_con
 
     def one(ctx):
         local = ctx / d.kvp  # Helix: this GPU's slice of the keys
-        flop = toks * local * heads * _head_flop_per_key(a, absorbed=False)
-        reread = np.ceil(toks / FLASH_QUERY_TILE_TOKENS) * local * kv_bytes
-        return np.maximum(flop / peak, reread / env.hw.hbm_bytes_per_s)
+        keys = attended_keys(a, local)
+        flop = toks * keys * heads * _head_flop_per_key(a, absorbed=False)
+        reread = np.ceil(toks / FLASH_QUERY_TILE_TOKENS) * keys * kv_bytes
+        indexer_reads = np.ceil(toks / FLASH_QUERY_TILE_TOKENS) * local
+        return np.maximum(flop / peak, reread / env.hw.hbm_bytes_per_s) + _indexer_s(
+            a, env, toks, local, indexer_reads)
 
     items_s = (prefill_work_items(a, d, toks, seqs) * env.eff.prefill_attention_per_tile_s
                + toks * heads * env.eff.prefill_attention_per_token_s) / env.hw.sm_count

@@ -36,7 +36,7 @@ class ArchArrays:
     heads_kv: np.ndarray
     head_dim: np.ndarray
     vocab: np.ndarray
-    ffn: np.ndarray  # dense intermediate H′
+    ffn: np.ndarray  # dense intermediate H′ (per-layer widths: their mean over the FFN layers)
     gate_factor: np.ndarray  # 2 for gated (SwiGLU/GeGLU) up projections, else 1
     experts: np.ndarray
     top_k: np.ndarray
@@ -53,11 +53,22 @@ class ArchArrays:
     tied: np.ndarray
     sliding_layers: np.ndarray
     window: np.ndarray  # sliding window in tokens (inf when none)
+    # Zero for a homogeneous, dense-attention model (so that a view built from zeros, as the
+    # calibration fitters do, keeps meaning "every layer attends"):
+    mixerless_layers: np.ndarray  # layers without a token mixer (Puzzle no-op attention)
+    index_heads: np.ndarray  # DSA lightning-indexer heads (0: dense attention)
+    index_head_dim: np.ndarray  # indexer key width, cached per token and layer
+    index_topk: np.ndarray  # keys a DSA query attends to (0: every key)
 
     @classmethod
     def from_architectures(cls, archs: Sequence[Architecture]) -> ArchArrays:
         rows = [_arch_row(a) for a in archs]
         return cls(**{f.name: _column([r[f.name] for r in rows]) for f in fields(cls)})
+
+    @property
+    def attention_layers(self) -> np.ndarray:
+        """Layers whose mixer is attention (full or sliding)."""
+        return self.layers - self.mixerless_layers
 
     def take(self, index) -> ArchArrays:
         return ArchArrays(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
@@ -65,10 +76,14 @@ class ArchArrays:
 
 @lru_cache(maxsize=16384)  # searches revisit architectures; `Architecture` is frozen
 def _arch_row(a: Architecture) -> dict[str, float]:
+    """One candidate's columns. Per-layer FFN widths (Puzzle) enter as `dense_layers` and their
+    mean `ffn`: the weights, FLOPs and bytes of the dense FFNs are exact (linear in the width);
+    only each GEMM's tile/wave quantization is taken at the mean width (widths are multiples of
+    256, so the error is that of one width against another, not of a misaligned one)."""
     mla = a.attention_kind == "mla"
     return dict(
         hidden=a.hidden_size, layers=a.num_layers, heads_q=a.num_attention_heads,
-        heads_kv=a.num_kv_heads, head_dim=a.head_dim, vocab=a.vocab_size, ffn=a.intermediate_size,
+        heads_kv=a.num_kv_heads, head_dim=a.head_dim, vocab=a.vocab_size, ffn=a.mean_dense_ffn_width,
         gate_factor=2.0 if a.gated_mlp else 1.0, experts=a.num_experts,
         top_k=a.experts_per_token if a.is_moe else 0,
         expert_ffn=a.moe_intermediate_size if a.is_moe else 0,
@@ -79,6 +94,9 @@ def _arch_row(a: Architecture) -> dict[str, float]:
         v_dim=a.v_head_dim if mla else a.head_dim, tied=float(a.tie_word_embeddings),
         sliding_layers=a.num_sliding_layers,
         window=float(a.sliding_window) if a.sliding_window else np.inf,
+        mixerless_layers=a.num_layers - a.num_attention_layers, index_heads=a.index_heads,
+        index_head_dim=a.index_head_dim,
+        index_topk=a.index_topk,
     )
 
 

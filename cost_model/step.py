@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from cost_model.attention import decode_attention_s, prefill_attention_s
+from cost_model.attention import decode_attention_s, indexer_gemms, prefill_attention_s
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.benchmark_ttft import benchmark_ttft_s, prompt_queue_s
 from cost_model.deployment import expected_tokens_per_step
@@ -79,6 +79,11 @@ def _stage_layers(a: ArchArrays, d: DeployArrays):
     return layers, a.dense_layers * share, a.moe_layers * share
 
 
+def stage_attention_layers(a: ArchArrays, layers):
+    """Attention layers among the stage's `layers` (all of them unless some have no mixer)."""
+    return np.where(a.mixerless_layers > 0, layers * a.attention_layers / a.layers, layers)
+
+
 def _communication_s(a, d, env: Env, load: StepLoad, dense_layers, moe_layers, layers):
     """TP all-reduces after attention and FFN (busiest group's tokens); EP all-to-all (dispatch +
     combine) with DP attention; PP send of the activations to the next stage."""
@@ -137,18 +142,21 @@ def stage_forward_load(a: ArchArrays, d: DeployArrays, env: Env, load: StepLoad,
     shape = np.broadcast_shapes(np.shape(load.group_tokens), np.shape(load.instance_tokens),
                                 np.shape(prefill_context), a.hidden.shape)
     gemms = GemmList(shape)
-    attention_gemms(gemms, a, d, load, layers)
+    attention_layers = stage_attention_layers(a, layers)
+    attention_gemms(gemms, a, d, load, attention_layers)
     ffn_gemms(gemms, a, d, load, dense_layers, moe_layers)
     lm_head_gemm(gemms, a, d, load)
+    indexer_gemms(gemms, a, load, attention_layers)
     gemm_s = sum(gemms.times_s(env).values())
-    attention_s = layers * (
+    attention_s = attention_layers * (
         decode_attention_s(a, d, env, load.group_decode_seqs, context,
                            load.decode_tokens_per_seq)
         + prefill_attention_s(a, d, env, load.group_prefill_tokens, prefill_context,
                               load.group_prefill_seqs))
     return StageTime(
         gemm_s=gemm_s, attention_s=attention_s,
-        communication_s=_communication_s(a, d, env, load, dense_layers, moe_layers, layers),
+        communication_s=_communication_s(a, d, env, load, dense_layers, moe_layers,
+                                         attention_layers),
         other_s=_other_s(a, d, env, load, layers, dense_layers),
     )
 
@@ -213,7 +221,8 @@ def draft_pass(a: ArchArrays, d: DeployArrays, env: Env, concurrency, context) -
     head, on one token per sequence. k draft tokens take k such passes, one after another."""
     moe = np.minimum(a.moe_layers, 1.0)
     block = replace(a, layers=np.ones_like(a.layers), dense_layers=1.0 - moe, moe_layers=moe,
-                    sliding_layers=np.zeros_like(a.sliding_layers))
+                    sliding_layers=np.zeros_like(a.sliding_layers),
+                    mixerless_layers=np.zeros_like(a.mixerless_layers))
     single = replace(d, pp=np.ones_like(d.pp))
     return stage_forward(block, single, env, micro_batch_seqs(concurrency, d), context, 0.0, 0.0)
 

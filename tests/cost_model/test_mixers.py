@@ -1,0 +1,87 @@
+"""Cost of the new layer kinds: DeepSeek Sparse Attention (indexer + top-k MLA, its own cache)
+and layers without a mixer (Puzzle / Nemotron-NAS), against hand formulas and their dense twins."""
+
+import numpy as np
+import pytest
+
+from cost_model.attention import decode_attention_s, kv_cache_bytes_per_sequence, prefill_attention_s
+from cost_model.batch import ArchArrays, DeployArrays, Env
+from cost_model.deployment import Deployment, Workload
+from cost_model.evaluate import evaluate_points
+from cost_model.hardware import get_hardware
+from cost_model.hf_config import load_architecture
+from cost_model.step import stage_forward
+
+from tests.data_paths import HF_CONFIGS
+
+H200 = get_hardware("h200")
+V32 = load_architecture(HF_CONFIGS / "DeepSeek-V3.2.json")
+DENSE_V32 = V32.model_copy(update={"index_heads": 0, "index_head_dim": 0, "index_topk": 0})
+NAS = load_architecture(HF_CONFIGS / "Llama-3_3-Nemotron-Super-49B-v1.json")
+NAS_ALL_ATTENTION = NAS.model_copy(update={"layer_mixers": None})
+
+
+def _env(precision="fp8"):
+    return Env.create(H200, precision, "fp8")
+
+
+def test_dsa_cache_holds_latent_and_indexer_key():
+    """Per token and layer: MLA latent 512 + rope 64, plus one indexer key of 128 (FP8: 1 B)."""
+    a = ArchArrays.from_architectures([V32])
+    assert kv_cache_bytes_per_sequence(a, 1000, 1.0)[0, 0] == 61 * (512 + 64 + 128) * 1000
+
+
+def test_dsa_decode_reads_top_k_latents_and_every_indexer_key():
+    """At 128k context the main attention reads 2,048 latents, the indexer 128k keys of 128 B:
+    far less than dense MLA's 128k latents of 576 B; below top-k both read everything and DSA
+    only adds the indexer."""
+    a, d, env = ArchArrays.from_architectures([V32, DENSE_V32]), DeployArrays.from_deployments(
+        [Deployment(tp=8)] * 2), _env()
+    long = decode_attention_s(a, d, env, 64.0, 131072.0)[:, 0]
+    assert long[0] < 0.35 * long[1]
+    short = decode_attention_s(a, d, env, 64.0, 1024.0)[:, 0]
+    assert short[0] > short[1]
+    # the main attention's share at 128k equals dense MLA's at 2,048 keys
+    at_topk = decode_attention_s(a, d, env, 64.0, 2048.0)[1, 0]
+    assert long[0] > at_topk
+
+
+def test_dsa_prefill_caps_attention_flops():
+    """One attention-DP rank prefilling 8k tokens at a mean context of 64k: the main attention
+    reads 2,048 of 65,536 keys (1/32 of dense MLA's 128·(192+128)·2 MACs per key), the indexer
+    scores every key with 64·128 MACs in FP8 (~1/10 of dense MLA's BF16 math): < 0.2 of dense."""
+    a, d, env = ArchArrays.from_architectures([V32, DENSE_V32]), DeployArrays.from_deployments(
+        [Deployment(tp=1)] * 2), _env()
+    times = prefill_attention_s(a, d, env, 8192.0, 65536.0)[:, 0]
+    assert times[0] < 0.2 * times[1]
+
+
+def test_dsa_indexer_gemms_run_on_every_layer():
+    """The indexer's projections (wq_b, wk, weights_proj) are GEMMs of the step: DSA's GEMM time
+    exceeds its dense twin's by them, and only by them."""
+    a, d, env = ArchArrays.from_architectures([V32, DENSE_V32]), DeployArrays.from_deployments(
+        [Deployment(tp=8)] * 2), _env()
+    gemm = stage_forward(a, d, env, 64.0, 4096.0, 0.0, 0.0).gemm_s[:, 0]
+    assert gemm[1] < gemm[0] < 1.05 * gemm[1]
+
+
+def test_layers_without_mixer_hold_no_kv_and_run_no_attention():
+    """Nemotron-Super-49B: 49 of 80 layers attend (8 KV heads of 128): KV = 49·2·8·128·b·S;
+    attention time and its all-reduce scale by 49/80 against the same model attending on every
+    layer, and the GEMM time drops by the 31 layers' q/k/v/o."""
+    a = ArchArrays.from_architectures([NAS, NAS_ALL_ATTENTION])
+    assert kv_cache_bytes_per_sequence(a, 1000, 2.0)[0, 0] == 49 * 2 * 8 * 128 * 2.0 * 1000
+    d, env = DeployArrays.from_deployments([Deployment(tp=1)] * 2), _env()
+    step = stage_forward(a, d, env, 32.0, 8192.0, 0.0, 0.0)
+    assert step.attention_s[0, 0] == pytest.approx(step.attention_s[1, 0] * 49 / 80, rel=1e-12)
+    assert step.gemm_s[0, 0] < step.gemm_s[1, 0]
+
+
+def test_heterogeneous_and_sparse_models_evaluate_end_to_end():
+    """Nemotron-Super-49B on 1x H200 (FP8) and DeepSeek-V3.2 on 8x H200 (FP8) at 8k/1k: finite
+    frontiers; Super-49B's KV per sequence is 49/80 of its all-attention twin, so more sequences fit."""
+    workload = Workload(isl_tokens=8192, osl_tokens=1024)
+    nas = evaluate_points([NAS, NAS_ALL_ATTENTION], [Deployment(precision="fp8")] * 2, H200, workload)
+    assert nas.max_concurrency[0, 0] > nas.max_concurrency[1, 0] >= 1
+    v32 = evaluate_points([V32], [Deployment(tp=8, precision="fp8")], H200, workload)
+    assert np.nanmax(v32.tokens_per_s_per_gpu) > 0
