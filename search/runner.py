@@ -5,6 +5,7 @@ requested number of finished trials. Never reads `study.trials` inside the loop.
 from __future__ import annotations
 
 import sys
+import time
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
@@ -19,8 +20,8 @@ from search.evaluation import Outcome, evaluate_batch, hard_constraints, stored_
 from search.resilience import (
     BatchHeartbeat,
     ask_batch,
+    drop_surplus,
     fail_orphans,
-    mark_alive,
     with_retries,
 )
 from search.space import build_candidate, suggest_params
@@ -29,6 +30,8 @@ from search.storage import StorageHandle
 
 FINISHED = (TrialState.COMPLETE, TrialState.FAIL)
 SPEC_ATTR = "archscout_spec"
+# A worker whose remaining trials all run in other workers polls the study this often.
+WAIT_FOR_OTHERS_S = 0.5
 # Fields that may change between runs of one study without changing what was searched.
 RESUMABLE_FIELDS = {"trials", "seed", "batch_size", "description", "sampler"}
 
@@ -98,8 +101,18 @@ def open_study(spec: StudySpec, handle: StorageHandle, seed: int) -> optuna.Stud
                             for d in spec.objectives.directions]:
         raise SpecError(f"study `{spec.name}` exists with other objectives; use another `name`")
     _check_same_spec(study, spec)
+    _name_metrics(study, spec)
     handle.flush()
     return study
+
+
+def _name_metrics(study: optuna.Study, spec: StudySpec) -> None:
+    """The objectives' names on the study, so optuna-dashboard shows them (not "0", "1")."""
+    names = list(spec.objectives.names)
+    if study.metric_names != names:
+        with warnings.catch_warnings():  # set_metric_names is experimental in Optuna 5.0
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names(names)
 
 
 def finished_trials(study: optuna.Study) -> int:
@@ -118,10 +131,14 @@ def _record(trial: optuna.Trial, outcome: Outcome, hard: tuple[str, ...]) -> Non
 
 
 def run_batch(study: optuna.Study, spec: StudySpec, size: int, hard: tuple[str, ...],
-              summary: RunSummary, handle_shared: bool = True) -> None:
-    trials = ask_batch(study, size)
-    if handle_shared:
-        mark_alive(study, trials)
+              summary: RunSummary, handle_shared: bool = True,
+              target: int | None = None) -> None:
+    """Ask `size` trials, score them in one pass, tell them. On a shared storage the asked
+    trials are marked as they are asked, and those beyond `target` are dropped unevaluated."""
+    trials = ask_batch(study, size, shared=handle_shared)
+    if handle_shared and target is not None:
+        trials = drop_surplus(study, trials, target)
+        size = len(trials)
     with BatchHeartbeat(study, trials):
         cands = [build_candidate(spec, suggest_params(t, spec.space)) for t in trials]
         for trial, outcome in zip(trials, evaluate_batch(spec, cands)):
@@ -181,11 +198,21 @@ class Workspace:
         self.handle.flush()
 
 
-def _one_batch(space: Workspace, spec: StudySpec, size: int, hard, summary) -> None:
-    fail_orphans(space.study, space.handle)
-    # only shared stores need owners and heartbeats
-    run_batch(space.study, spec, size, hard, summary, space.handle.shared)
+def _one_batch(space: Workspace, spec: StudySpec, size: int, hard, summary,
+               target: int) -> None:
+    # only shared stores need owners, heartbeats and the target check
+    run_batch(space.study, spec, size, hard, summary, space.handle.shared, target)
     space.persist()
+
+
+def _shared_counts(study: optuna.Study, handle: StorageHandle, target: int) -> tuple[int, int]:
+    """(finished trials, trials still to ask) of a study other workers share: orphans are
+    settled first, and trials the others are running count as asked, so no worker asks
+    beyond the target (`drop_surplus` settles the rare case of two asking at once)."""
+    fail_orphans(study, handle)
+    trials = study.get_trials(deepcopy=False, states=(*FINISHED, TrialState.RUNNING))
+    finished = sum(t.state in FINISHED for t in trials)
+    return finished, max(target - len(trials), 0)
 
 
 def _resume_summary(study: optuna.Study) -> RunSummary:
@@ -207,12 +234,23 @@ def run_study(spec: StudySpec, handle: StorageHandle, target_trials: int, seed: 
     hard = hard_constraints(spec)
     bar = tqdm(total=target_trials, initial=summary.finished, unit="trial", file=sys.stderr,
                disable=not show_progress, dynamic_ncols=True)
-    while summary.finished < target_trials:
-        size = min(spec.batch_size, target_trials - summary.finished)
-        with_retries(lambda: _one_batch(space, spec, size, hard, summary), "a batch")
-        summary.finished = with_retries(lambda: finished_trials(study), "counting trials") \
-            if handle.shared else summary.finished + size
-        bar.update(size)
+    while True:
+        if handle.shared:
+            summary.finished, missing = with_retries(
+                lambda: _shared_counts(study, handle, target_trials), "counting trials")
+        else:
+            missing = target_trials - summary.finished
+        bar.update(summary.finished - bar.n)
+        if summary.finished >= target_trials:
+            break
+        if missing == 0:  # the rest is running in other workers: wait for them to finish
+            time.sleep(WAIT_FOR_OTHERS_S)
+            continue
+        size = min(spec.batch_size, missing)
+        with_retries(lambda: _one_batch(space, spec, size, hard, summary, target_trials),
+                     "a batch")
+        if not handle.shared:
+            summary.finished += size
         feasible = summary.feasible_before + summary.feasible
         bar.set_postfix_str(f"feasible {feasible}, best area {summary.best_area:.4g}")
     bar.close()

@@ -4,54 +4,89 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import sys
 from pathlib import Path
 
 import optuna
+
+from cost_model.errors import CostModelError
 
 from search.arrow_export import write_pareto_files
 from search.report import pareto_document
 from search.runner import NoFeasibleError, RunSummary, describe_rejections, run_study
 from search.spec import StudySpec, load_spec
-from search.storage import StorageError, StorageHandle, default_journal_path, open_default, open_url
+from search.storage import (
+    StorageError,
+    StorageHandle,
+    default_journal_path,
+    finish_workers,
+    open_default,
+    open_url,
+    prepare_for_workers,
+)
 from search.tables import format_table, print_json
 
 
-def open_storage(spec_path: Path, spec: StudySpec, url: str | None, shared: bool) -> StorageHandle:
+def open_storage(spec_path: Path, spec: StudySpec, url: str | None, shared: bool,
+                 worker: bool = False) -> StorageHandle:
     if url:
         return open_url(url)
-    return open_default(default_journal_path(spec_path, spec.name), shared)
+    return open_default(default_journal_path(spec_path, spec.name), shared, worker=worker)
 
 
 def open_for_reading(spec_path: Path, spec: StudySpec, url: str | None) -> StorageHandle:
     """The study's storage for a command that only reads it: a default journal that does not
-    exist yet is an error, and nothing is created for it."""
+    exist yet is an error, and nothing is created, locked, repaired or rewritten for it."""
+    if url:
+        return open_url(url)
     path = default_journal_path(spec_path, spec.name)
-    if not url and not path.exists():
+    if not path.exists():
         raise StorageError(f"no study `{spec.name}` in journal {path}; run `archscout search` "
                            "first")
-    return open_storage(spec_path, spec, url, shared=True)
+    return open_default(path, shared=True, read_only=True)
 
 
-def _worker(spec_path: str, url: str | None, trials: int, seed: int) -> None:
-    spec = load_spec(spec_path)
-    handle = open_storage(Path(spec_path), spec, url, shared=True)
+def _worker(number: int, spec_path: str, url: str | None, trials: int, seed: int) -> None:
+    """One `--workers` process: any failure is one line on stderr and a non-zero exit code
+    (2 for bad input or storage errors, 1 otherwise), never a traceback."""
     try:
-        run_study(spec, handle, trials, seed, show_progress=False)
-    finally:
-        handle.close()
+        spec = load_spec(spec_path)
+        handle = open_storage(Path(spec_path), spec, url, shared=True, worker=True)
+        try:
+            run_study(spec, handle, trials, seed, show_progress=False)
+        finally:
+            handle.close()
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except CostModelError as exc:
+        print(f"archscout: worker {number}: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except Exception as exc:  # noqa: BLE001 - one line per worker, the parent sums them up
+        print(f"archscout: worker {number}: {type(exc).__name__}: {_first_line(exc)}",
+              file=sys.stderr)
+        sys.exit(1)
 
 
 def _run_workers(args, spec: StudySpec, trials: int, seed: int) -> None:
     ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_worker, args=(args.study, args.storage, trials, seed + 7919 * i))
+    procs = [ctx.Process(target=_worker,
+                         args=(i + 1, args.study, args.storage, trials, seed + 7919 * i))
              for i in range(args.workers)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join()
+    try:
+        for p in procs:
+            p.start()
+    finally:
+        for p in procs:
+            if p.pid is not None:
+                p.join()
     failed = [p.exitcode for p in procs if p.exitcode]
     if failed:
-        raise StorageError(f"{len(failed)} of {args.workers} workers failed (exit codes {failed})")
+        raise StorageError(f"{len(failed)} of {args.workers} workers failed (exit codes "
+                           f"{failed}; each said why above)")
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _pareto_rows(doc: dict) -> list[dict]:
@@ -87,22 +122,29 @@ def print_pareto(doc: dict) -> None:
 
 def run_search(args: argparse.Namespace) -> int:
     spec = load_spec(args.study)
-    trials = args.trials or spec.trials
+    trials = spec.trials if args.trials is None else args.trials
     seed = spec.seed if args.seed is None else args.seed
     if args.workers > 1:
-        _run_workers(args, spec, trials, seed)
-        summary = None
-    else:
-        handle = open_storage(Path(args.study), spec, args.storage, shared=False)
+        # The default journal: this process owns it while its workers run (it checks and
+        # repairs it first, and no single run may start beside them).
+        path = default_journal_path(Path(args.study), spec.name)
+        lock_fd = None if args.storage else prepare_for_workers(path)
         try:
-            summary = run_study(spec, handle, trials, seed, show_progress=not args.no_progress)
+            _run_workers(args, spec, trials, seed)
         finally:
-            handle.close()
+            if lock_fd is not None:
+                finish_workers(path, lock_fd)
+        return _finish(args, spec, None)
+    handle = open_storage(Path(args.study), spec, args.storage, shared=False)
+    try:
+        summary = run_study(spec, handle, trials, seed, show_progress=not args.no_progress)
+    finally:
+        handle.close()
     return _finish(args, spec, summary)
 
 
 def _finish(args, spec: StudySpec, summary: RunSummary | None) -> int:
-    handle = open_storage(Path(args.study), spec, args.storage, shared=True)
+    handle = open_for_reading(Path(args.study), spec, args.storage)
     doc = pareto_document(spec, load_study(spec, handle))
     if not doc["pareto"]:
         why = describe_rejections(summary) if summary else "see `archscout pareto`"
@@ -132,14 +174,26 @@ def run_pareto(args: argparse.Namespace) -> int:
     return 0
 
 
+def _at_least_one(text: str) -> int:
+    """argparse type of --trials and --workers: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1; got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1; got {value}")
+    return value
+
+
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("search", help="run (or resume) a study and print its Pareto set")
     s.add_argument("study", help="study file (TOML)")
-    s.add_argument("--trials", type=int, default=None, help="finished trials to reach "
-                   "(default: the study's `trials`)")
+    s.add_argument("--trials", type=_at_least_one, default=None, help="finished trials to "
+                   "reach, >= 1 (default: the study's `trials`)")
     s.add_argument("--storage", default=None, help="Optuna storage URL (default: a journal file "
                    "under the study's out/ folder)")
-    s.add_argument("--workers", type=int, default=1, help="processes on one study (default 1)")
+    s.add_argument("--workers", type=_at_least_one, default=1, help="processes on one study "
+                   "(default 1)")
     s.add_argument("--seed", type=int, default=None, help="sampler seed (default: the study's)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.set_defaults(func=run_search)

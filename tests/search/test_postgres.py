@@ -50,15 +50,22 @@ def _trials(study_path: Path) -> list:
 
 
 def test_workers_share_one_study(tmp_path, capsys):
+    """Three workers, batches of 64, 160 trials requested: the study ends with exactly 160
+    finished trials (each worker asks only what is still missing, counting the others' running
+    trials; trials two workers asked at the same moment beyond the target are PRUNED
+    unevaluated). Before, every worker asked whole batches: 192 finished of 160 (and up to
+    (workers - 1) x batch over in general)."""
     study = _study_file(tmp_path)
-    argv = ["search", str(study), "--storage", URL, "--trials", "192", "--workers", "3",
+    argv = ["search", str(study), "--storage", URL, "--trials", "160", "--workers", "3",
             "--no-progress"]
     assert main(argv) == 0
     capsys.readouterr()
     trials = _trials(study)
-    assert len(trials) >= 192
-    assert all(t.state in FINISHED for t in trials)  # nothing left RUNNING
+    assert sum(t.state in FINISHED for t in trials) == 160
+    assert all(t.state in (*FINISHED, TrialState.PRUNED) for t in trials)  # none RUNNING
     assert sorted(t.number for t in trials) == list(range(len(trials)))
+    finished = sorted(t.number for t in trials if t.state in FINISHED)
+    assert finished == list(range(160))  # surplus trials are the last ones asked
     workers = {t.user_attrs.get("worker") for t in trials} - {None}
     assert len(workers) == 3  # every process contributed
     spec = load_spec(study)
@@ -96,9 +103,9 @@ def test_eight_workers_start_at_once_on_a_fresh_database(tmp_path, fresh_databas
     assert [p.returncode for p in procs] == [0] * 8, "\n".join(errors)
     spec = load_spec(study)
     trials = optuna.load_study(study_name=spec.name, storage=fresh_database_url).get_trials()
-    assert all(t.state in FINISHED for t in trials)
+    assert all(t.state in (*FINISHED, TrialState.PRUNED) for t in trials)  # none RUNNING
     assert sorted(t.number for t in trials) == list(range(len(trials)))
-    assert sum(t.state in FINISHED for t in trials) >= 16
+    assert sum(t.state in FINISHED for t in trials) == 16  # no worker asked beyond the target
 
 
 def _same_front_as_a_reader(spec, trials, doc):
@@ -169,8 +176,14 @@ def test_database_restart_mid_study(tmp_path):
     subprocess.run(["pg_ctlcluster", version, "main", "start"], check=True)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
-    assert sum(t.state in FINISHED for t in _trials(study)) >= 192
+    trials = _trials(study)
+    assert sum(t.state in FINISHED for t in trials) == 192
+    # the batch the outage cut short: its asked trials were abandoned (PRUNED) on retry, not
+    # left RUNNING for good
+    assert not [t.number for t in trials if t.state == TrialState.RUNNING]
     assert "Traceback" not in err  # an outage the worker met is one retry line per attempt
+    for noise in ("[SQL", "invalid data", "max length", "Background on this error"):
+        assert noise not in err, err
 
 
 def test_unreachable_database_is_one_clear_line(tmp_path, capsys):
@@ -209,3 +222,75 @@ def test_a_long_batch_keeps_beating(tmp_path):
         fail_orphans(study, StorageHandle(storage, "test"))
         assert storage.get_trial(trial._trial_id).state == TrialState.RUNNING
     study.tell(trial, 1.0)
+
+
+KILL_AT_FIFTH_ASK = """
+import os, signal, sys
+import optuna
+from search.cli import main
+
+real_ask, asked = optuna.Study.ask, []
+
+def ask(self, *args, **kwargs):
+    asked.append(1)
+    if len(asked) == 5:  # mid-way through asking the first batch
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real_ask(self, *args, **kwargs)
+
+optuna.Study.ask = ask
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_worker_killed_while_asking_leaves_no_running_trial(tmp_path, capsys):
+    """A worker killed during the ask phase: its asked trials carry a heartbeat row and its
+    name from the transaction that created them (before, they had neither and stayed RUNNING
+    for good), so the next worker settles them and the study ends with exactly the requested
+    finished trials, none RUNNING."""
+    study = _study_file(tmp_path, batch_size=8)
+    proc = subprocess.run([sys.executable, "-c", KILL_AT_FIFTH_ASK, "search", str(study),
+                           "--storage", URL, "--trials", "16", "--no-progress"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    orphans = _trials(study)
+    assert [t.state for t in orphans] == [TrialState.RUNNING] * 4
+    assert all(t.user_attrs.get("worker", "").endswith(f":{proc_pid(t)}") for t in orphans)
+    storage = optuna.storages.RDBStorage(URL)
+    with storage.engine.connect() as conn:
+        beats = conn.execute(sqlalchemy.text(
+            "SELECT count(*) FROM trial_heartbeats WHERE trial_id = ANY(:ids)"),
+            {"ids": [t._trial_id for t in orphans]}).scalar()
+    assert beats == 4
+    assert main(["search", str(study), "--storage", URL, "--trials", "16",
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    trials = _trials(study)
+    assert not [t.number for t in trials if t.state == TrialState.RUNNING]
+    assert sum(t.state in FINISHED for t in trials) == 16
+
+
+def proc_pid(trial) -> str:
+    return trial.user_attrs["worker"].rpartition(":")[2]
+
+
+def test_trials_without_heartbeat_rows_go_stale(tmp_path):
+    """RUNNING trials without any heartbeat row (asked by a client that never beat, as
+    archscout's workers did when they died before their first beat) are failed once they
+    started longer than the grace period ago; a fresh one is left alone."""
+    from search.storage import WorkerRDBStorage
+
+    name = f"nobeat-{uuid.uuid4().hex[:10]}"
+    plain = optuna.create_study(study_name=name, storage=URL)
+    old, young = plain.ask(), plain.ask()
+    engine = sqlalchemy.create_engine(URL, poolclass=sqlalchemy.pool.NullPool)
+    with engine.begin() as conn:  # `old` started two minutes ago
+        conn.execute(sqlalchemy.text("UPDATE trials SET datetime_start = datetime_start - "
+                                     "interval '2 minutes' WHERE trial_id = :id"),
+                     {"id": old._trial_id})
+    engine.dispose()
+    with pytest.warns(optuna.exceptions.ExperimentalWarning):
+        storage = WorkerRDBStorage(URL, heartbeat_interval=10, grace_period=60)
+    study = optuna.load_study(study_name=name, storage=storage)
+    fail_orphans(study, StorageHandle(storage, "test"))
+    states = {t.number: t.state for t in study.get_trials()}
+    assert states == {old.number: TrialState.FAIL, young.number: TrialState.RUNNING}

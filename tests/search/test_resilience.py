@@ -43,13 +43,60 @@ def test_gives_up_with_one_clear_error():
 
 
 def test_running_trials_of_a_dead_worker_are_failed(tmp_path):
+    """Between batches: a dead worker's trial fails, a live worker's runs on, and this process's
+    own RUNNING trial (a batch a storage error cut short) is abandoned (PRUNED, not counted)."""
     handle = open_default(tmp_path / "study.journal", shared=True)
     study = optuna.create_study(study_name="s", storage=handle.storage)
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True).stdout.strip()
-    orphan, alive = study.ask(), study.ask()
+    orphan, alive, mine = study.ask(), study.ask(), study.ask()
     orphan.set_user_attr(resilience.WORKER_ATTR, f"{os.uname().nodename}:{dead}")
-    resilience.mark_alive(study, [alive])  # this process: alive
-    assert resilience.fail_orphans(study, handle) == 1
+    alive.set_user_attr(resilience.WORKER_ATTR, f"{os.uname().nodename}:{os.getppid()}")
+    resilience.mark_alive(study, [mine])  # this process
+    assert resilience.fail_orphans(study, handle) == 2
     states = {t.number: t.state for t in study.get_trials(deepcopy=False)}
-    assert states == {orphan.number: TrialState.FAIL, alive.number: TrialState.RUNNING}
+    assert states == {orphan.number: TrialState.FAIL, alive.number: TrialState.RUNNING,
+                      mine.number: TrialState.PRUNED}
+
+
+def test_unnamed_trials_fail_once_the_grace_period_passed(tmp_path, monkeypatch):
+    """A worker killed between asking a trial and naming itself on it leaves a RUNNING trial
+    without an owner: it fails once it started longer than the grace period ago (it stayed
+    RUNNING for good)."""
+    handle = open_default(tmp_path / "study.journal", shared=True)
+    study = optuna.create_study(study_name="s", storage=handle.storage)
+    unnamed = study.ask()
+    assert resilience.fail_orphans(study, handle) == 0  # young: perhaps about to be named
+    monkeypatch.setattr(resilience, "HEARTBEAT_GRACE_S", -1)
+    assert resilience.fail_orphans(study, handle) == 1
+    assert study.trials[unnamed.number].state == TrialState.FAIL
+
+
+def test_the_retry_line_names_the_drivers_error_without_sql(capsys):
+    """Optuna wraps a failed commit in StorageInternalError ("invalid data ... exceeding max
+    length") and SQLAlchemy's text carries the SQL: the retry line shows neither."""
+    driver = ConnectionError("server closed the connection unexpectedly\n\tThis probably "
+                             "means the server terminated abnormally")
+    calls = []
+
+    def restart():
+        calls.append(1)
+        if len(calls) == 1:
+            try:
+                try:
+                    raise driver
+                except ConnectionError as exc:
+                    raise OperationalError("INSERT INTO trials (number) VALUES (%(n)s)",
+                                           {"n": 1}, exc) from exc
+            except OperationalError as exc:
+                raise optuna.exceptions.StorageInternalError(
+                    "An exception is raised during the commit. This typically happens due to "
+                    "invalid data in the commit, e.g. exceeding max length. ") from exc
+        return "done"
+
+    assert resilience.with_retries(restart, "a batch") == "done"
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "ConnectionError: server closed the connection unexpectedly" in err
+    for noise in ("invalid data", "max length", "INSERT", "SQL", "Background"):
+        assert noise not in err, err
