@@ -25,21 +25,21 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for a Ctrl-C
 COMMANDS = (
     ("hardware", "cost_commands", "the hardware catalog, or one entry with its sources"),
     ("gemm", "cost_commands", "predicted time of one GEMM, or of every row of a CSV"),
-    ("evaluate", "evaluate_command", "cost model on one architecture: points, frontier, area "
-     "(or every row of a CSV with --batch)"),
+    ("evaluate", "evaluate_command", ("cost model on one architecture: points, frontier, area "
+                                      "(or every row of a CSV with --batch)")),
     ("search", "study_commands", "run (or resume) a study and print its Pareto set"),
     ("pareto", "study_commands", "the Pareto-optimal architectures, ranked by frontier area"),
-    ("lint", "lint_command", "the seven hardware guidelines on a model: what each broken one "
-     "costs and the nearest compliant alternative"),
-    ("loss", "loss_command", "the accuracy proxy of one architecture: loss, band, ranked loss, "
-     "each term and the flags"),
+    ("lint", "lint_command", ("the seven hardware guidelines on a model: what each broken one "
+                              "costs and the nearest compliant alternative")),
+    ("loss", "loss_command", ("the accuracy proxy of one architecture: loss, band, ranked loss, "
+                              "each term and the flags")),
     ("calibrate", "calibrate_command", "fit the GEMM efficiency layer to measured kernels"),
-    ("show", "inspect_commands", "one trial: shape, deployment, frontier, time breakdown, "
-     "constraints"),
-    ("export", "inspect_commands", "one trial as a Hugging Face config.json, our JSON record or "
-     "vLLM serving arguments"),
-    ("plot", "inspect_commands", "plot the study: Pareto frontiers, one trial's time breakdown "
-     "or GEMM roofline, or hypervolume over trials"),
+    ("show", "inspect_commands", ("one trial: shape, deployment, frontier, time breakdown, "
+                                  "constraints")),
+    ("export", "inspect_commands", ("one trial as a Hugging Face config.json, our JSON record "
+                                    "or vLLM serving arguments")),
+    ("plot", "inspect_commands", ("plot the study: Pareto frontiers, one trial's time breakdown "
+                                  "or GEMM roofline, or hypervolume over trials")),
 )
 COMMAND_MODULES = tuple(dict.fromkeys(module for _, module, _ in COMMANDS))
 # Errors of packages a command may not have imported, by (module, class): an error whose module

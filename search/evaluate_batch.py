@@ -182,17 +182,14 @@ def evaluate_group(rows: list[BatchRow]) -> list[dict]:
     concurrency = np.array([[r.concurrency or max(lim, 1.0)] for r, lim in zip(rows, limit)])
     points = evaluate_points([r.arch for r in rows], [r.dep for r in rows], rows[0].hw,
                              rows[0].workload, concurrency)
-    records = []
-    for i, row in enumerate(rows):
-        at = lambda field: float(getattr(points, field)[i, 0])  # noqa: E731
-        records.append({
-            **_inputs(row, int(concurrency[i, 0])), "weights_gib_per_gpu": float(weights_gib[i]),
-            "max_concurrency": int(limit[i]), "fits_memory": bool(points.fits_memory[i, 0]),
-            **{f"{part}_ms": at(f"{part}_s") * MS_PER_S for part in TIME_PARTS},
-            "tokens_per_s_per_user": at("tokens_per_s_per_user"),
-            "tokens_per_s_per_gpu": at("tokens_per_s_per_gpu"),
-        })
-    return records
+    return [{
+        **_inputs(row, int(concurrency[i, 0])), "weights_gib_per_gpu": float(weights_gib[i]),
+        "max_concurrency": int(limit[i]), "fits_memory": bool(points.fits_memory[i, 0]),
+        **{f"{part}_ms": float(getattr(points, f"{part}_s")[i, 0]) * MS_PER_S
+           for part in TIME_PARTS},
+        "tokens_per_s_per_user": float(points.tokens_per_s_per_user[i, 0]),
+        "tokens_per_s_per_gpu": float(points.tokens_per_s_per_gpu[i, 0]),
+    } for i, row in enumerate(rows)]
 
 
 def _inputs(row: BatchRow, concurrency: int) -> dict:

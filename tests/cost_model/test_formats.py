@@ -229,7 +229,8 @@ def _decode_times(arch, dep) -> dict:
     load = StepLoad.of(d, 64.0, 0.0)
     attention_gemms(g, a, d, load, float(arch.num_layers))
     ffn_gemms(g, a, d, load, float(arch.num_dense_layers), float(arch.num_moe_layers))
-    return {k: float(np.ravel(v)[0]) for k, v in g.times_s(Env.for_deployments(B200, [dep])).items()}
+    times = g.times_s(Env.for_deployments(B200, [dep]))
+    return {k: float(np.ravel(v)[0]) for k, v in times.items()}
 
 
 def test_mixed_formats_vectorize_like_one_at_a_time():

@@ -182,7 +182,7 @@ def test_nvfp4_experts_on_hopper_is_one_line_naming_the_field(capsys):
     assert len(err.splitlines()) == 1 and "`moe_precision` nvfp4 is not supported on h200" in err
 
 
-# ---- a deployment that does not fit ---------------------------------------------------------------
+# ---- a deployment that does not fit -------------------------------------------------------------
 
 
 @pytest.mark.parametrize("concurrency", [None, ["--concurrency", "1", "8"]],
