@@ -244,14 +244,17 @@ def _candidates(m, n, k, groups, hw: HardwareSpec, r: GemmRates, detail: bool = 
     t = {name: col.reshape(col.shape + extra) for name, col in table.items()}
     tiles_m, tiles_n = np.ceil(m / t["tile_m"]), np.ceil(n / t["tile_n"])  # geometry axis
     clusters = np.ceil(tiles_m / t["cluster_m"]) * np.ceil(tiles_n / t["cluster_n"]) * groups
-    waves = np.ceil(clusters * t["waves_per_cluster"])
+    waves = clusters * t["waves_per_cluster"]
+    np.ceil(waves, out=waves)
     k_padded = np.maximum(k, t["min_k"])  # split axis: a split's K, padded to ≥ 256 per split
     k_split = k_padded / t["split"]
     math = _into(np.multiply, _wave_s_per_k(t, r) * (k_split + r.k_half_dim), waves)
     unique = groups * (k_padded * (m * r.a_bytes_per_value + n * r.b_bytes_per_value)
                        + m * n * (r.c_bytes_per_value + t["partial_bytes"]))
-    memory = _into(np.maximum, k_split * _tile_stream_s_per_k(m, n, t, r),
-                   unique / _hbm_bytes_per_s(hw, r))
+    stream = _tile_stream_s_per_k(m, n, t, r)
+    reuse = not detail and waves.shape == np.broadcast_shapes(np.shape(k_split), stream.shape)
+    stream = np.multiply(k_split, stream, out=waves if reuse else None)  # hot path: no allocation
+    memory = _into(np.maximum, stream, unique / _hbm_bytes_per_s(hw, r))
     split_s = t["splits"] * r.split_k_overhead_s
     if not detail:  # the same as below, in place: the hot path's largest arrays
         shorter = _into(np.multiply, np.minimum(math, memory), 1.0 - r.overlap_frac)
