@@ -11,15 +11,21 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Sequence
 
+import numpy as np
+
 from constraints import CONSTRAINT_NAMES, ConstraintRules, Violation, check_candidate
+from cost_model.architecture import Architecture
 from cost_model.deployment import make_workload
+from cost_model.errors import ConfigError
+from cost_model.frontier import frontier_area, pareto_mask
 from cost_model.hardware import get_hardware
 from cost_model.params import count_params
-from cost_model.errors import ConfigError
-from cost_model.architecture import Architecture
 from objectives.accuracy import LossProxy, predict_loss, ptq_estimate, ranking_loss_nats
 from objectives.serving import ServingScores, Window, serving_scores
-from search.space import Candidate
+from search.space import (
+    DEPLOYMENT_PARAMS, Candidate, build_candidate, complete_params, swept_candidates,
+    sweeps_deployments,
+)
 from search.spec import StudySpec
 
 
@@ -34,9 +40,27 @@ DETAILS_ATTR = "details"
 UNREACHED_TTFT_MS = 1e9
 
 
+DEPLOYMENT_PARAMS_ATTR = "deployment_params"  # a swept trial's chosen deployment (its params)
+
+
 def trial_details(user_attrs: dict) -> dict:
     """The `details` of a stored trial (constraints, flags, …); {} when absent."""
     return dict(user_attrs.get(DETAILS_ATTR) or {})
+
+
+def trial_candidate(spec: StudySpec, params: dict, user_attrs: dict) -> Candidate:
+    """The candidate a stored trial evaluated: its params, the fixed dimensions, and (when the
+    study sweeps deployments) the deployment the sweep chose for it."""
+    chosen = trial_details(user_attrs).get(DEPLOYMENT_PARAMS_ATTR) or {}
+    return build_candidate(spec, {**complete_params(spec, params), **chosen})
+
+
+def deployment_label(dep) -> str:
+    """`tp8 ep8 pp1 dp1 fp8 kv-fp8` (+ `kvp2`, `mtp1` when used): how reports name a deployment."""
+    extra = (f" kvp{dep.kvp}" if dep.kvp > 1 else "") + \
+        (f" mtp{dep.spec_tokens}" if dep.spec_tokens else "")
+    return (f"tp{dep.tp} ep{dep.ep} pp{dep.pp} dp{dep.dp} {dep.precision} "
+            f"kv-{dep.kv_cache_precision}{extra}")
 
 
 @dataclass
@@ -123,8 +147,7 @@ def _outcome(spec: StudySpec, cand: Candidate, scores: ServingScores, i: int,
         "architecture": cand.arch.name, "frontier_area": metrics["frontier_area"],
         "loss_proxy": ranked, "params_total": counts.total_params,
         "params_active": counts.active_params, "gpus": dep.gpus,
-        "deployment": f"tp{dep.tp} ep{dep.ep} pp{dep.pp} dp{dep.dp} {dep.precision} "
-                      f"kv-{dep.kv_cache_precision}",
+        "deployment": deployment_label(dep),
         "max_concurrency": int(scores.max_concurrency[i]), "loss_flags": list(loss.flags),
         "loss_central": loss.loss_nats, **_ptq_attrs(dep.precision, tokens / loss.effective_params),
     }
@@ -163,20 +186,94 @@ def evaluate_batch(spec: StudySpec, cands: Sequence[Candidate]) -> list[Outcome]
 
 
 def score_batch(spec: StudySpec, cands: Sequence[Candidate]) -> list[Outcome]:
-    """Outcomes of `cands` scored in one vectorized pass (no memo)."""
+    """Outcomes of `cands` scored in one vectorized pass (no memo). A study that sweeps
+    deployments scores each architecture under every deployment of its space (`_swept`)."""
     valid = [i for i, c in enumerate(cands) if c.valid]
     outcomes = [Outcome(None, attrs={"invalid": c.invalid_reason}) for c in cands]
     if valid:
-        scores = score_valid(spec, [cands[i] for i in valid])
-        rules = constraint_rules(spec)
-        for j, i in enumerate(valid):
-            outcomes[i] = _outcome(spec, cands[i], scores, j, rules)
+        scored = (_swept(spec, [cands[i] for i in valid]) if sweeps_deployments(spec)
+                  else _sampled(spec, [cands[i] for i in valid]))
+        for i, outcome in zip(valid, scored):
+            outcomes[i] = outcome
     hard = hard_constraints(spec)
     for outcome in outcomes:
         outcome.attrs["feasible"] = outcome.feasible(hard)
         outcome.attrs["constraints"] = {n: [float(v.value), v.message]
                                         for n, v in outcome.constraints.items()}
     return outcomes
+
+
+def _sampled(spec: StudySpec, cands: Sequence[Candidate]) -> list[Outcome]:
+    """Each candidate under its own (sampled) deployment."""
+    scores, rules = score_valid(spec, cands), constraint_rules(spec)
+    return [_outcome(spec, cand, scores, j, rules) for j, cand in enumerate(cands)]
+
+
+def _swept(spec: StudySpec, cands: Sequence[Candidate]) -> list[Outcome]:
+    """Each candidate's architecture under every deployment of the space, all scored in one
+    pass; its outcome is that of the deployment with the largest frontier area of its own,
+    with the architecture's objectives: the envelope's area over every feasible deployment and
+    the lowest TTFT among them (`_envelope_outcome`)."""
+    groups = [swept_candidates(spec, c) or [c] for c in cands]
+    flat = [c for group in groups for c in group]
+    scores, rules, hard = score_valid(spec, flat), constraint_rules(spec), hard_constraints(spec)
+    outcomes, start = [], 0
+    for group in groups:
+        rows = range(start, start + len(group))
+        each = [_outcome(spec, flat[k], scores, k, rules) for k in rows]
+        outcomes.append(_envelope_outcome(spec, flat, scores, rows, each, hard))
+        start = rows.stop
+    return outcomes
+
+
+def sweep_outcome(spec: StudySpec, cand: Candidate) -> Outcome:
+    """What a sweeping study records for `cand`'s architecture (recomputed: deterministic)."""
+    return _swept(spec, [cand])[0]
+
+
+def swept_envelope(spec: StudySpec, scores: ServingScores, rows: Sequence[int]) -> tuple:
+    """(area, points on the envelope as (row, column)) of the frontier over `rows`' points."""
+    p, w = scores.points, window(spec)
+    rows = list(rows)
+    x = p.tokens_per_s_per_user[rows].reshape(1, -1)
+    y = np.where(p.fits_memory[rows], p.tokens_per_s_per_gpu[rows], np.nan).reshape(1, -1)
+    on = np.flatnonzero(pareto_mask(x, y)[0])
+    columns = p.concurrency.shape[1]
+    return float(frontier_area(x, y, w.x_lo, w.x_hi, w.log_x)[0]), \
+        [(rows[i // columns], i % columns) for i in on]
+
+
+def _envelope_outcome(spec, flat, scores, rows, each: list[Outcome], hard) -> Outcome:
+    usable = [k for k, o in zip(rows, each) if o.feasible(hard)]
+    if not usable:  # no deployment works: report the one closest to feasible
+        best = min(range(len(each)), key=lambda j: sum(max(each[j].constraints[n].value, 0.0)
+                                                       for n in hard))
+        return _with_deployment(each[best], flat[rows[best]], len(each), 0)
+    mine = {k: o for k, o in zip(rows, each)}
+    chosen = max(usable, key=lambda k: float(scores.frontier_area[k]))
+    area, points = swept_envelope(spec, scores, usable)
+    ttft = min(_finite_or(float(scores.ttft_ms[k]), UNREACHED_TTFT_MS) for k in usable)
+    outcome = _with_deployment(mine[chosen], flat[chosen], len(each), len(usable))
+    metrics = dict(zip(spec.objectives.names, outcome.values))
+    metrics.update({n: v for n, v in (("frontier_area", area), ("ttft_ms", ttft))
+                    if n in metrics})
+    outcome.values = [metrics[n] for n in spec.objectives.names]
+    p = scores.points
+    outcome.attrs.update(
+        frontier_area=area, deployment_frontier_area=float(scores.frontier_area[chosen]),
+        frontier_deployments=[[deployment_label(flat[k].deployment),
+                               int(p.concurrency[k, j]), float(p.tokens_per_s_per_user[k, j]),
+                               float(p.tokens_per_s_per_gpu[k, j])] for k, j in points])
+    return outcome
+
+
+def _with_deployment(outcome: Outcome, cand: Candidate, evaluated: int, feasible: int
+                     ) -> Outcome:
+    """`outcome` (a copy) naming the swept deployment it is for."""
+    attrs = {**outcome.attrs, DEPLOYMENT_PARAMS_ATTR: {n: cand.params[n] for n in
+                                                       DEPLOYMENT_PARAMS},
+             "deployments_evaluated": evaluated, "deployments_feasible": feasible}
+    return Outcome(list(outcome.values), dict(outcome.constraints), attrs)
 
 
 def stored_attrs(outcome: Outcome) -> dict:

@@ -31,8 +31,8 @@ from cost_model.hf_config import (
 from cost_model.units import MS_PER_S
 from objectives.serving import ServingScores
 from search.evaluate_command import BREAKDOWN_PARTS, params_document
-from search.evaluation import hard_constraints, score_valid, trial_details
-from search.space import Candidate
+from search.evaluation import hard_constraints, score_valid, sweep_outcome, trial_details
+from search.space import Candidate, sweeps_deployments
 from search.spec import StudySpec
 from search.tables import plain
 
@@ -202,9 +202,28 @@ def trial_record(spec: StudySpec, trial: FrozenTrial, cand: Candidate) -> dict:
         "architecture": architecture_to_json_dict(cand.arch), "params": params_document(cand.arch),
         "deployment": deployment_document(cand.deployment),
         "objectives": dict(zip(spec.objectives.names, trial.values)), "feasible": feasible,
-        **_serving_document(score_valid(spec, [cand])),
+        **_serving_document(score_valid(spec, [cand])), **_sweep_document(spec, cand),
         "constraints": constraints, "loss": _loss_document(trial),
     }
+
+
+def _sweep_document(spec: StudySpec, cand: Candidate) -> dict:
+    """In a study that sweeps deployments: the architecture's frontier area (the envelope over
+    every feasible deployment, the trial's objective) beside its chosen deployment's own, and
+    the deployment and concurrency of each envelope point."""
+    if not sweeps_deployments(spec):
+        return {}
+    attrs = sweep_outcome(spec, cand).attrs
+    if "deployment_frontier_area" not in attrs:  # no feasible deployment
+        return {"deployments_evaluated": attrs.get("deployments_evaluated", 0),
+                "deployments_feasible": 0}
+    return {"frontier_area": attrs["frontier_area"],
+            "deployment_frontier_area": attrs["deployment_frontier_area"],
+            "deployments_evaluated": attrs["deployments_evaluated"],
+            "deployments_feasible": attrs["deployments_feasible"],
+            "frontier_deployments": [dict(zip(("deployment", "concurrency",
+                                               "tokens_per_s_per_user", "tokens_per_s_per_gpu"),
+                                              point)) for point in attrs["frontier_deployments"]]}
 
 
 # ---- serving-engine arguments -------------------------------------------------------------------

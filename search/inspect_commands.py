@@ -13,7 +13,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from cost_model.errors import ConfigError
-from search.evaluation import trial_details
+from search.evaluation import trial_candidate, trial_details
 from search.export import (
     FORMATS, export_document, export_target, trial_record, write_export,
 )
@@ -26,7 +26,7 @@ from search.plot_kinds import (
 )
 from search.report import pareto_document
 from search.runner import NoFeasibleError
-from search.space import Candidate, build_candidate, complete_params
+from search.space import Candidate
 from search.spec import StudySpec, load_spec
 from search.study_commands import load_study, open_for_reading
 from search.study_record import recorded_spec
@@ -63,7 +63,7 @@ def find_trial(spec: StudySpec, study: optuna.Study, number: int) -> tuple[Froze
         raise TrialError(f"`TRIAL` ({number}) failed: its shape is not a model ({why})")
     if trial.state != TrialState.COMPLETE:
         raise TrialError(f"`TRIAL` ({number}) is {trial.state.name.lower()}, not complete")
-    cand = build_candidate(spec, complete_params(spec, trial.params))
+    cand = trial_candidate(spec, trial.params, trial.user_attrs)
     if not cand.valid:
         raise TrialError(f"`TRIAL` ({number}) no longer builds: {cand.invalid_reason}")
     return trial, cand
@@ -110,6 +110,15 @@ def _point_rows(points: list[dict]) -> list[dict]:
              "frontier": "*" if p["on_frontier"] else ""} for p in points]
 
 
+def _envelope_rows(points: list[dict]) -> list[dict]:
+    """The envelope's points from the latency end: which deployment, at which concurrency."""
+    unique = {(p["deployment"], p["concurrency"]): p for p in points}  # the limit may be 2^k
+    return [{"tokens_per_s_per_user": p["tokens_per_s_per_user"],
+             "tokens_per_s_per_gpu": p["tokens_per_s_per_gpu"],
+             "concurrency": p["concurrency"], "deployment": p["deployment"]}
+            for p in sorted(unique.values(), key=lambda q: -q["tokens_per_s_per_user"])]
+
+
 def print_record(rec: dict) -> None:
     d, p, w = rec["deployment"], rec["params"], rec["workload"]
     print(f"trial {rec['trial']} of `{rec['study']}`: {rec['architecture']['name']} on "
@@ -122,14 +131,24 @@ def print_record(rec: dict) -> None:
           f"precision {d['precision']}  kv {d['kv_precision']}  max concurrency "
           f"{rec['max_concurrency']}")
     print("objectives: " + "  ".join(f"{k} {v:.6g}" for k, v in rec["objectives"].items()))
-    print(f"frontier area {rec['frontier_area']:.6g} (window [{w['interactivity_min']:g}, "
-          f"{w['interactivity_max']:g}] tokens/s/user, {w['x_scale']} x); * = on the frontier")
+    window = (f"window [{w['interactivity_min']:g}, {w['interactivity_max']:g}] tokens/s/user, "
+              f"{w['x_scale']} x")
+    if "frontier_deployments" in rec:  # the study sweeps deployments
+        print(f"architecture frontier area {rec['frontier_area']:.6g} ({window}): the envelope "
+              f"over its {rec['deployments_feasible']} feasible of "
+              f"{rec['deployments_evaluated']} deployments, realized by")
+        print(format_table(_envelope_rows(rec["frontier_deployments"])))
+        print(f"this deployment's own frontier area {rec['deployment_frontier_area']:.6g}; "
+              f"* = on its frontier")
+    else:
+        print(f"frontier area {rec['frontier_area']:.6g} ({window}); * = on the frontier")
     print(format_table(_point_rows(rec["frontier"])))
     print("time per output token by part:")
     print(format_table(_breakdown_rows(rec["breakdown"])))
     print(format_table(_constraint_rows(rec["constraints"])))
     loss = rec["loss"]
-    print(f"loss proxy {loss.get('loss_proxy', float('nan')):.4f} nats (central estimate)")
+    print(f"loss proxy {loss.get('loss_proxy', float('nan')):.4f} nats (the ranked loss: the "
+          f"pessimistic end of the band when a hard flag fires)")
     for flag in loss.get("loss_flags", []):
         print(f"  flag: {flag}")
 

@@ -29,10 +29,12 @@ from optuna.trial import FrozenTrial, TrialState
 from cost_model.frontier import frontier_area, pareto_mask
 from objectives.serving import ServingScores
 from search.convergence import bounds_reached, convergence
+from constraints import check_candidate
 from search.evaluation import (
-    UNREACHED_TTFT_MS, hard_constraints, score_valid, trial_details, window,
+    UNREACHED_TTFT_MS, constraint_rules, deployment_label, hard_constraints, score_valid,
+    trial_candidate, trial_details, window,
 )
-from search.space import Candidate, build_candidate, complete_params
+from search.space import Candidate, swept_candidates, sweeps_deployments
 from search.spec import StudySpec
 from search.study_record import recorded_spec
 
@@ -50,7 +52,7 @@ class Record:
 
     @cached_property
     def candidate(self) -> Candidate:
-        return build_candidate(self.spec, complete_params(self.spec, self.trial.params))
+        return trial_candidate(self.spec, self.trial.params, self.trial.user_attrs)
 
     @property
     def arch_key(self) -> tuple | None:
@@ -148,32 +150,43 @@ def _may_be_optimal(spec: StudySpec, designs: list[Design]) -> list[Design]:
 # ---- a design's frontier, rescored --------------------------------------------------------------
 
 
-def _deployment_label(r: Record) -> str:
-    return r.trial.user_attrs.get("deployment", "")
+@dataclass(frozen=True)
+class Rows:
+    """The rows of a batch score that belong to one design: which trial and deployment label
+    each row is, and whether the deployment is usable (feasible under the hard constraints)."""
+
+    rows: slice
+    trials: list[int]
+    labels: list[str]
+    usable: np.ndarray  # bool per row
 
 
-def _envelope(spec: StudySpec, design: Design, scores: ServingScores, rows: slice) -> dict:
-    """The frontier of one design over its deployments (`rows` of `scores`)."""
+def _envelope(spec: StudySpec, scores: ServingScores, part: Rows) -> dict:
+    """The frontier of one design over its usable deployments."""
     p = scores.points
-    y = np.where(p.fits_memory[rows], p.tokens_per_s_per_gpu[rows], np.nan).reshape(1, -1)
-    x = p.tokens_per_s_per_user[rows].reshape(1, -1)
+    fits = p.fits_memory[part.rows] & part.usable[:, None]
+    y = np.where(fits, p.tokens_per_s_per_gpu[part.rows], np.nan).reshape(1, -1)
+    x = p.tokens_per_s_per_user[part.rows].reshape(1, -1)
     w = window(spec)
     on_front = pareto_mask(x, y)[0]
-    owner = np.repeat(np.arange(len(design.records)), p.concurrency.shape[1])
-    c = p.concurrency[rows].reshape(-1)
+    owner = np.repeat(np.arange(len(part.labels)), p.concurrency.shape[1])
+    c = p.concurrency[part.rows].reshape(-1)
     points = sorted(
         ({"tokens_per_s_per_user": float(x[0, i]), "tokens_per_s_per_gpu": float(y[0, i]),
-          "concurrency": int(c[i]), "trial": design.records[owner[i]].trial.number,
-          "deployment": _deployment_label(design.records[owner[i]])}
+          "concurrency": int(c[i]), "trial": part.trials[owner[i]],
+          "deployment": part.labels[owner[i]]}
          for i in np.flatnonzero(on_front)), key=lambda q: q["tokens_per_s_per_user"])
     return {AREA: float(frontier_area(x, y, w.x_lo, w.x_hi, w.log_x)[0]), "frontier": points}
 
 
-def _design_values(spec: StudySpec, design: Design, scores: ServingScores, rows: slice,
+def _design_values(spec: StudySpec, design: Design, scores: ServingScores, part: Rows,
                    area: float) -> dict:
-    """The best each objective reaches over the design's deployments."""
-    ttft = np.where(np.isfinite(scores.ttft_ms[rows]), scores.ttft_ms[rows], UNREACHED_TTFT_MS)
-    rescored = {AREA: area, "ttft_ms": float(ttft.min()), "gpus": float(scores.gpus[rows].min())}
+    """The best each objective reaches over the design's usable deployments."""
+    rows = part.rows
+    ttft = np.where(np.isfinite(scores.ttft_ms[rows]) & part.usable, scores.ttft_ms[rows],
+                    UNREACHED_TTFT_MS)
+    gpus = np.where(part.usable, scores.gpus[rows], np.inf)
+    rescored = {AREA: area, "ttft_ms": float(ttft.min()), "gpus": float(gpus.min())}
     values = {}
     for j, (name, direction) in enumerate(zip(spec.objectives.names, spec.objectives.directions)):
         stored = [r.trial.values[j] for r in design.records]
@@ -194,31 +207,55 @@ def _deployment_doc(cand: Candidate) -> dict:
             "kv_precision": d.kv_cache_precision, "gpus": d.gpus}
 
 
-def _item(spec: StudySpec, design: Design, scores: ServingScores, rows: slice) -> dict:
+def _item(spec: StudySpec, design: Design, scores: ServingScores, part: Rows) -> dict:
     best = design.best
     attrs = best.trial.user_attrs
-    envelope = _envelope(spec, design, scores, rows)
+    envelope = _envelope(spec, scores, part)
     return {
         "trial": best.trial.number, AREA: envelope[AREA],
         "trial_frontier_area": attrs.get(AREA), "loss_proxy": attrs.get("loss_proxy"),
         "params_total": attrs.get("params_total"), "params_active": attrs.get("params_active"),
         "architecture": _architecture_doc(best.candidate),
         "deployment": _deployment_doc(best.candidate),
-        "deployments_evaluated": sorted({_deployment_label(r) for r in design.records}),
+        "deployments_evaluated": sorted(set(np.array(part.labels)[part.usable].tolist())),
         "frontier": envelope["frontier"], "flags": trial_details(attrs).get("loss_flags", []),
         "values": dict(zip(spec.objectives.names, best.trial.values)),
-        "design_values": _design_values(spec, design, scores, rows, envelope[AREA]),
+        "design_values": _design_values(spec, design, scores, part, envelope[AREA]),
         "design_trials": design.trials,
     }
 
 
+def _deployments(spec: StudySpec, design: Design) -> list[tuple[Candidate, Record]]:
+    """What a design's envelope is over: the deployments its trials evaluated, or, when the
+    study sweeps deployments, every deployment of the space (as its trials' sweep did)."""
+    if sweeps_deployments(spec):
+        best = design.best
+        return [(cand, best) for cand in swept_candidates(spec, best.candidate)]
+    return [(r.candidate, r) for r in design.records]
+
+
+def _passes_hard_constraints(spec: StudySpec, cands: list[Candidate], scores: ServingScores
+                             ) -> np.ndarray:
+    """Whether each scored candidate passes every hard constraint."""
+    rules, hard = constraint_rules(spec), hard_constraints(spec)
+    checks = (check_candidate(c.arch, c.deployment, rules, float(limit))
+              for c, limit in zip(cands, scores.max_concurrency))
+    return np.array([all(v[n].value <= 0 for n in hard) for v in checks], dtype=bool)
+
+
 def design_items(spec: StudySpec, designs: list[Design]) -> list[dict]:
     """The entry of each design, every deployment of every design scored in one pass."""
-    scores = score_valid(spec, [r.candidate for d in designs for r in d.records])
+    groups = [_deployments(spec, d) for d in designs]
+    cands = [c for group in groups for c, _ in group]
+    scores = score_valid(spec, cands)
+    usable = _passes_hard_constraints(spec, cands, scores) if sweeps_deployments(spec) else \
+        np.ones(len(cands), dtype=bool)  # a sampled study's design records are its feasible trials
     items, start = [], 0
-    for design in designs:
-        rows = slice(start, start + len(design.records))
-        items.append(_item(spec, design, scores, rows))
+    for design, group in zip(designs, groups):
+        rows = slice(start, start + len(group))
+        part = Rows(rows, [r.trial.number for _, r in group],
+                    [deployment_label(c.deployment) for c, _ in group], usable[rows])
+        items.append(_item(spec, design, scores, part))
         start = rows.stop
     return items
 
@@ -254,12 +291,14 @@ def pareto_document(spec: StudySpec, study: optuna.Study) -> dict:
         "feasible": sum(r.feasible for r in records), "objectives": spec.objectives.names,
         "pareto": [item for item, _ in ranked],
         "convergence": convergence(spec, finished, hard_constraints(spec)),
-        "bounds": bounds_reached(spec, [(i["rank"], _frontier_candidates(i, d))
+        "bounds": bounds_reached(spec, [(i["rank"], _frontier_candidates(spec, i, d))
                                         for i, d in ranked]),
     }
 
 
-def _frontier_candidates(item: dict, design: Design) -> list[Candidate]:
+def _frontier_candidates(spec: StudySpec, item: dict, design: Design) -> list[Candidate]:
     """The candidates (deployments) that realize some part of an entry's frontier."""
-    on_front = {p["trial"] for p in item["frontier"]} or {item["trial"]}
-    return [r.candidate for r in design.records if r.trial.number in on_front]
+    labels = {p["deployment"] for p in item["frontier"]}
+    every = [c for c, _ in _deployments(spec, design)]
+    found = [c for c in every if deployment_label(c.deployment) in labels]
+    return found or [design.best.candidate]

@@ -4,6 +4,7 @@ requested number of finished trials. Never reads `study.trials` inside the loop.
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 import warnings
@@ -24,7 +25,7 @@ from search.resilience import (
     fail_orphans,
     with_retries,
 )
-from search.space import build_candidate, suggest_params
+from search.space import build_candidate, design_identity, suggest_params
 from search.spec import SpecError, StudySpec
 from search.storage import StorageHandle
 
@@ -66,7 +67,7 @@ def make_sampler(spec: StudySpec, seed: int) -> optuna.samplers.BaseSampler:
             mutation = PolynomialMutation(eta=NSGA2_MUTATION_ETA)
             sampler = optuna.samplers.NSGAIISampler(population_size=NSGA2_POPULATION,
                                                     mutation=mutation, seed=seed)
-        return with_distinct_children(sampler)
+        return with_distinct_children(sampler, key=functools.partial(design_identity, spec))
     if spec.sampler == "tpe":
         return optuna.samplers.TPESampler(multivariate=True, constant_liar=True, seed=seed)
     return optuna.samplers.RandomSampler(seed=seed)
@@ -140,7 +141,7 @@ def run_batch(study: optuna.Study, spec: StudySpec, size: int, hard: tuple[str, 
         trials = drop_surplus(study, trials, target)
         size = len(trials)
     with BatchHeartbeat(study, trials):
-        cands = [build_candidate(spec, suggest_params(t, spec.space)) for t in trials]
+        cands = [build_candidate(spec, suggest_params(t, spec.space, spec)) for t in trials]
         for trial, outcome in zip(trials, evaluate_batch(spec, cands)):
             try:
                 _tell(study, trial, outcome, hard, summary)

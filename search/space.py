@@ -9,6 +9,7 @@ report and export rebuild exactly the candidate a trial evaluated.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -17,10 +18,15 @@ import optuna
 from cost_model.architecture import Architecture, design_name, make_architecture
 from cost_model.deployment import Deployment, make_deployment
 from cost_model.errors import ConfigError
+from cost_model.evaluate import deployment_violations
 from search.spec import Dimension, Space, StudySpec
 
-DEPLOYMENT_PARAMS = ("tp", "ep", "pp", "dp", "precision", "kv_precision")
+DEPLOYMENT_PARAMS = ("tp", "ep", "pp", "dp", "precision", "kv_precision", "kvp", "spec_tokens")
 MIN_MAX_POSITION = 4096
+# `deployments = "auto"` sweeps every deployment per architecture up to this many combinations of
+# the deployment dimensions (the shipped MoE rack study has 32; the sweep costs one vectorized
+# cost-model pass per combination, so larger spaces keep deployments as sampled dimensions).
+SWEEP_MAX_DEPLOYMENTS = 64
 
 
 @dataclass(frozen=True)
@@ -43,12 +49,33 @@ def searched_dimensions(space: Space) -> dict[str, Dimension]:
     return {name: dim for name, dim in dims.items() if len(dim.options) > 1}
 
 
-def suggest_params(trial: optuna.Trial, space: Space) -> dict:
-    """Sample every searched dimension; fixed ones take their value. Returns all params."""
+def deployment_combinations(space: Space) -> int:
+    """How many combinations the deployment dimensions allow (before sharding rules)."""
+    return math.prod(len(getattr(space, name).options) for name in DEPLOYMENT_PARAMS)
+
+
+def sweeps_deployments(spec: StudySpec) -> bool:
+    """Whether each architecture is scored under every deployment of the space."""
+    if spec.deployments == "auto":
+        return deployment_combinations(spec.space) <= SWEEP_MAX_DEPLOYMENTS
+    return spec.deployments == "sweep"
+
+
+def deployment_grid(space: Space) -> list[dict]:
+    """Every combination of the deployment dimensions' options, as params."""
+    options = [getattr(space, name).options for name in DEPLOYMENT_PARAMS]
+    return [dict(zip(DEPLOYMENT_PARAMS, combo)) for combo in itertools.product(*options)]
+
+
+def suggest_params(trial: optuna.Trial, space: Space, spec: StudySpec | None = None) -> dict:
+    """Sample every searched dimension; fixed ones take their value. Returns all params. When
+    `spec` sweeps deployments, the deployment dimensions are not sampled (they take their first
+    option: a placeholder, the sweep scores every one)."""
     params = {}
+    skip = DEPLOYMENT_PARAMS if spec is not None and sweeps_deployments(spec) else ()
     for name in Space.model_fields:
         dim: Dimension = getattr(space, name)
-        if len(dim.options) == 1:
+        if len(dim.options) == 1 or name in skip:
             params[name] = dim.options[0]
         elif dim.choices is not None:
             params[name] = trial.suggest_categorical(name, dim.choices)
@@ -89,10 +116,30 @@ def build_architecture(p: dict, max_context_tokens: int, show_vocab: bool = Fals
 
 
 def build_deployment(p: dict, is_moe: bool) -> Deployment:
-    stage_gpus = p["tp"] * p["dp"]
+    kvp = p.get("kvp", 1)
+    stage_gpus = p["tp"] * p["dp"] * kvp
     ep = math.gcd(p["ep"], stage_gpus) if is_moe else 1
     return make_deployment(tp=p["tp"], ep=ep, pp=p["pp"], dp=p["dp"], precision=p["precision"],
-                           kv_precision=p["kv_precision"])
+                           kv_precision=p["kv_precision"], kvp=kvp,
+                           spec_tokens=p.get("spec_tokens", 0))
+
+
+def swept_candidates(spec: StudySpec, cand: Candidate) -> list[Candidate]:
+    """`cand`'s architecture under every distinct deployment of the space that is a valid
+    deployment of it (sharding rules, at most `max_gpus`), in grid order."""
+    seen, out = set(), []
+    for combo in deployment_grid(spec.space):
+        params = {**cand.params, **combo}
+        try:
+            dep = build_deployment(params, cand.arch.is_moe)
+        except ConfigError:
+            continue
+        if dep in seen or dep.gpus > spec.hardware.max_gpus or deployment_violations(cand.arch,
+                                                                                      dep):
+            continue
+        seen.add(dep)
+        out.append(Candidate(params, cand.arch, dep))
+    return out
 
 
 def build_candidate(spec: StudySpec, params: dict) -> Candidate:
@@ -128,7 +175,7 @@ def used_values(cand: Candidate) -> dict:
         "num_shared_experts": moe(a.num_shared_experts),
         "first_dense_layers": moe(a.first_dense_layers),
         "tp": d.tp, "ep": moe(d.ep), "pp": d.pp, "dp": d.dp, "precision": d.precision,
-        "kv_precision": d.kv_cache_precision,
+        "kv_precision": d.kv_cache_precision, "kvp": d.kvp, "spec_tokens": d.spec_tokens,
     }
 
 

@@ -102,7 +102,8 @@ DIMENSION_BOUNDS = {
     "vocab_size": (1, 2**24), "num_experts": (0, 2**16), "experts_per_token": (1, 2**16),
     "moe_intermediate_size": (0, 2**22), "num_shared_experts": (0, 1024),
     "first_dense_layers": (0, 100_000),
-    **{field: _deployment_bounds(field) for field in ("tp", "ep", "pp", "dp")},
+    **{field: _deployment_bounds(field) for field in ("tp", "ep", "pp", "dp", "kvp",
+                                                      "spec_tokens")},
 }
 FORMAT_DIMENSIONS = ("precision", "kv_precision")
 
@@ -171,6 +172,8 @@ class Space(BaseModel):
     dp: Dimension = _fixed(1)
     precision: Dimension = _fixed("fp8")
     kv_precision: Dimension = _fixed("fp8")
+    kvp: Dimension = _fixed(1)  # Helix KV parallelism (1: plain TP)
+    spec_tokens: Dimension = _fixed(0)  # speculative (MTP) tokens per step (0: none)
 
     @field_validator("*", mode="before")
     @classmethod
@@ -304,6 +307,11 @@ class StudySpec(BaseModel):
     space: Space
     constraints: Constraints = Constraints()
     objectives: Objectives = Objectives()
+    # How deployments are searched: "sweep" scores every deployment the space allows for each
+    # sampled architecture (its frontier is the envelope over all of them; Optuna samples
+    # shapes only); "sampled" makes the deployment dimensions Optuna dimensions like the rest;
+    # "auto" sweeps when the space holds at most `search.space.SWEEP_MAX_DEPLOYMENTS`.
+    deployments: Literal["auto", "sweep", "sampled"] = "auto"
 
 
 def _is_field(part: str | int) -> bool:

@@ -101,10 +101,23 @@ def _pareto_rows(doc: dict) -> list[dict]:
                      **{n: values[n] for n in extra},
                      "params_b": item["params_total"] / 1e9,
                      "active_b": item["params_active"] / 1e9, "architecture": a["name"],
-                     "deployment": f"tp{d['tp']} ep{d['ep']} pp{d['pp']} dp{d['dp']} "
-                                   f"{d['precision']}",
+                     "deployment": _deployments_shown(item, d),
                      "flags": len(item["flags"])})
     return rows
+
+
+def _short(label: str) -> str:
+    """`tp8 ep8 pp1 dp1 fp8 kv-fp8` without the KV format (the table's width)."""
+    return " ".join(word for word in label.split() if not word.startswith("kv-"))
+
+
+def _deployments_shown(item: dict, d: dict) -> str:
+    """The deployment of the entry's trial, or, when its frontier takes several, the one at
+    the latency end and the one at the throughput end: `tp8 … fp8 | tp2 … nvfp4`."""
+    ends = [p["deployment"] for p in item.get("frontier", [])]
+    if len(set(ends)) > 1:
+        return f"{_short(ends[-1])} | {_short(ends[0])}"
+    return f"tp{d['tp']} ep{d['ep']} pp{d['pp']} dp{d['dp']} {d['precision']}"
 
 
 def print_pareto(doc: dict) -> None:

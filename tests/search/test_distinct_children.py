@@ -74,5 +74,23 @@ def test_default_sampler_repeats_fewer_designs(monkeypatch):
         return len({tuple(sorted(t.params.items())) for t in study.get_trials()})
 
     with_redraws = distinct_designs()
-    monkeypatch.setattr(runner, "with_distinct_children", lambda sampler: sampler)
+    monkeypatch.setattr(runner, "with_distinct_children", lambda sampler, **_: sampler)
     assert with_redraws > distinct_designs()
+
+
+def test_twins_of_a_design_count_as_seen():
+    """With `design_identity` as the key, a child that differs from an earlier trial only in a
+    field the model does not use (the dense width of an MoE without dense layers) is redrawn."""
+    from search.space import design_identity
+
+    spec = load_spec(REPO / "studies" / "moe-400b-gb300-nvl72.toml")
+    base = {"hidden_size": 4608, "num_layers": 32, "num_kv_heads": 8, "q_per_kv": 16,
+            "intermediate_size": 18432, "num_experts": 256, "experts_per_token": 6,
+            "moe_intermediate_size": 3072, "num_shared_experts": 1, "first_dense_layers": 0}
+    twin = {**base, "intermediate_size": 12288}
+    inner = Scripted([twin, {**base, "num_layers": 36}])
+    strategy = DistinctChildren(inner, attempts=2, key=lambda p: design_identity(spec, p))
+    strategy._seen.add(strategy._design(base, tuple(sorted(base))))
+    strategy._generation = ()  # nothing to read from a study
+    child = strategy(optuna.create_study(), dict.fromkeys(base), [])
+    assert child["num_layers"] == 36 and inner.calls == 2

@@ -143,7 +143,9 @@ def _study_of(spec: StudySpec, params: list[dict]) -> optuna.Study:
 
 
 def test_twins_and_deployments_of_one_design_are_one_entry():
-    spec = load_spec(MOE).model_copy(update={"batch_size": 8})
+    """Sampled deployments (the study's own deployment dimensions): trials of one design under
+    two deployments are one entry over both."""
+    spec = load_spec(MOE).model_copy(update={"batch_size": 8, "deployments": "sampled"})
     other_deployment = {"dp": 16, "ep": 16}
     study = _study_of(spec, [MOE_WINNER, {**MOE_WINNER, "intermediate_size": 12288},
                              {**MOE_WINNER, **other_deployment}])

@@ -1,0 +1,124 @@
+"""The architecture's frontier as the objective: a study that sweeps deployments scores every
+sampled architecture under every deployment its space allows and takes the envelope (issue:
+"Rank architectures by their own frontier")."""
+
+from pathlib import Path
+
+import numpy as np
+import optuna
+import pytest
+
+from cost_model.frontier import frontier_area
+from search.evaluation import hard_constraints, score_valid, trial_candidate, window
+from search.report import load_records, pareto_document
+from search.runner import run_study
+from search.space import (
+    SWEEP_MAX_DEPLOYMENTS, deployment_combinations, deployment_grid, swept_candidates,
+    sweeps_deployments,
+)
+from search.spec import load_spec
+from search.study_commands import load_study, open_storage
+
+from constraints import check_candidate
+from search.evaluation import constraint_rules
+
+REPO = Path(__file__).resolve().parents[2]
+MOE = REPO / "studies" / "moe-400b-gb300-nvl72.toml"
+STUDIES = sorted((REPO / "studies").glob("*.toml"))
+
+
+def _copy(tmp_path: Path, source: Path, **replace: str) -> Path:
+    text = source.read_text()
+    for old, new in replace.items():
+        text = text.replace(old, new)
+    target = tmp_path / source.name
+    target.write_text(text)
+    return target
+
+
+def _run(path: Path, trials: int):
+    spec = load_spec(path)
+    handle = open_storage(path, spec, None, shared=False)
+    try:
+        run_study(spec, handle, trials, spec.seed, show_progress=False)
+    finally:
+        handle.close()
+    return spec, load_study(spec, open_storage(path, spec, None, shared=True))
+
+
+@pytest.mark.parametrize("path", STUDIES, ids=lambda p: p.stem)
+def test_every_shipped_study_sweeps_its_deployments(path):
+    """Each shipped study's deployment space is small enough to enumerate per architecture."""
+    spec = load_spec(path)
+    assert deployment_combinations(spec.space) <= SWEEP_MAX_DEPLOYMENTS
+    assert sweeps_deployments(spec)
+
+
+def test_grid_is_the_product_of_the_deployment_dimensions():
+    """moe-400b-gb300-nvl72: ep × dp × precision choices, every other deployment field fixed."""
+    spec = load_spec(MOE)
+    grid = deployment_grid(spec.space)
+    assert len(grid) == deployment_combinations(spec.space)
+    assert len({tuple(sorted(g.items())) for g in grid}) == len(grid)
+
+
+def _true_envelope(spec, cand) -> float:
+    """By hand: every valid deployment of the space under `max_gpus`, kept when it passes every
+    hard constraint, their operating points pooled, the area of the pooled frontier."""
+    swept = swept_candidates(spec, cand)
+    scores = score_valid(spec, swept)
+    rules, hard = constraint_rules(spec), hard_constraints(spec)
+    keep = [i for i, c in enumerate(swept)
+            if all(v.value <= 0 for n, v in check_candidate(
+                c.arch, c.deployment, rules, float(scores.max_concurrency[i])).items()
+                if n in hard)]
+    p, w = scores.points, window(spec)
+    x = p.tokens_per_s_per_user[keep].reshape(1, -1)
+    y = np.where(p.fits_memory[keep], p.tokens_per_s_per_gpu[keep], np.nan).reshape(1, -1)
+    return float(frontier_area(x, y, w.x_lo, w.x_hi, w.log_x)[0])
+
+
+@pytest.fixture(scope="module")
+def moe_study(tmp_path_factory):
+    """The shipped MoE rack study, 256 trials (seed 0): a dozen feasible designs."""
+    return _run(_copy(tmp_path_factory.mktemp("moe"), MOE), 256)
+
+
+def test_reported_frontier_area_is_the_true_envelope(moe_study):
+    """moe-400b-gb300-nvl72 (32 deployment combinations): each Pareto entry's frontier area, its
+    trial's stored objective and the envelope recomputed by hand over the study's deployments
+    are one number; the entry names the deployment and concurrency of each frontier point."""
+    spec, study = moe_study
+    doc = pareto_document(spec, study)
+    assert doc["pareto"]
+    trials = {t.number: t for t in study.get_trials(deepcopy=False)}
+    for item in doc["pareto"][:4]:
+        trial = trials[item["trial"]]
+        cand = trial_candidate(spec, trial.params, trial.user_attrs)
+        truth = _true_envelope(spec, cand)
+        assert item["frontier_area"] == pytest.approx(truth, rel=1e-6)
+        assert trial.values[spec.objectives.names.index("frontier_area")] == \
+            pytest.approx(truth, rel=1e-6)
+        for point in item["frontier"]:
+            assert point["deployment"].startswith("tp") and point["concurrency"] >= 1
+
+
+def test_optuna_samples_shapes_only(moe_study):
+    """Deployment dimensions are not Optuna parameters of a sweeping study; each trial stores
+    the deployment its sweep chose, and show/export rebuild that one."""
+    spec, study = moe_study
+    for t in study.get_trials(deepcopy=False):
+        assert not {"ep", "dp", "precision"} & set(t.params)
+    done = [r for r in load_records(spec, study) if r.feasible]
+    assert done
+    chosen = done[0].trial.user_attrs["details"]["deployment_params"]
+    assert done[0].candidate.deployment.dp == chosen["dp"]
+    assert done[0].candidate.deployment.precision == chosen["precision"]
+
+
+def test_sampled_mode_keeps_deployments_as_dimensions(tmp_path):
+    path = _copy(tmp_path, MOE, **{"batch_size = 128": "batch_size = 16",
+                                   'sampler = "nsga2"': 'sampler = "nsga2"\ndeployments = "sampled"'})
+    spec, study = _run(path, 16)
+    assert not sweeps_deployments(spec)
+    assert any({"ep", "dp", "precision"} & set(t.params) for t in study.get_trials())
