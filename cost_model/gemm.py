@@ -12,7 +12,8 @@ For a candidate, on the dims as given (callers pass dims *after* sharding), with
     η_tile = MN / (B_M⌈M/B_M⌉ · B_N⌈N/B_N⌉)                       (seeds, reading notes §3)
     waves  = ⌈s · clusters / slots⌉;  η_wave = s · tiles / (waves · slot tiles)  (§3)
     t_math = waves · slot tiles · B_M·B_N · 2(K_s + k_half) / (peak · ceil_c · rel · s_N)
-    t_mem  = max(bytes / min(HBM · ceil_bw, SMs · B_SM),  K_s·max(m_t·b_A, n_t·b_B) / (SMs per tile · B_SM))
+    t_mem  = max(bytes / min(HBM · ceil_bw, SMs · B_SM),
+                 K_s · max(m_t·b_A, n_t·b_B) / (SMs per tile · B_SM))
     t = max(t_math, t_mem) + (1 − overlap)·min(t_math, t_mem) + [s > 1] t_split + t_fixed
 t_math is the time of the waves of full tiles (padded work), with the K loop lengthened by
 k_half (pipeline fill and drain of each tile: the seeds' K/(K + k_half) saturation) and a tile's
@@ -22,7 +23,9 @@ tile streaming its K loop at what its SMs can pull (B_SM, by Little's law their 
 over memory latency): m_t = min(M, B_M), n_t = min(N, B_N) are the rows and columns a tile
 loads, and its larger operand sets the pace (the other rides in the same stages). That caps
 grids too few to busy every SM — every tile streams its own operands whatever the number of
-tiles, so more tiles never make a GEMM faster. `overlap` is the share of the shorter phase
+tiles, so more tiles never make a GEMM faster. (Measured: TensorRT-LLM's NVFP4 GEMM on B200 at
+M ≤ 128 takes ~1.9 ns per K element whatever N up to 4,096 and M up to 128, e.g. 37.5 µs at
+K = 16,384 for M = 16 … 128: aiconfigurator-core 0.12.0 b200_sxm gemm/trtllm/1.3.0rc20.) `overlap` is the share of the shorter phase
 hidden under the longer (1 is the seeds' roofline max, 0 no overlap at all). The coefficients
 are per GPU and format, fitted to measured kernels (`cost_model.efficiency`).
 
