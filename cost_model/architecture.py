@@ -20,10 +20,21 @@ Conventions (the same as transformers' modeling code, which `params.py` counts e
   heads of `index_head_dim` (queries from the MLA q latent, one shared key from the hidden state,
   LayerNorm on that key, a per-head weight) and caches its key per token beside the MLA latent.
 - Per-layer heterogeneity (a layer pattern): `layer_mixers` names each layer's token mixer
-  ("attention" or "none": Puzzle/Nemotron-NAS layers whose attention was removed); None means every
-  layer has attention. `layer_ffn_widths` gives each layer's dense FFN width (0: no FFN), for dense
+  ("attention"; "gated_deltanet": linear attention with a recurrent state, Qwen3-Next/Qwen3.5;
+  "none": Puzzle/Nemotron-NAS layers whose attention was removed); None means every layer has
+  attention. `layer_ffn_widths` gives each layer's dense FFN width (0: no FFN), for dense
   models; None means `intermediate_size` on every dense layer. With either, the norms are the
   sub-blocks' own (one pre-norm per attention and per FFN: `norms_per_layer` 2).
+- Gated DeltaNet (arXiv 2412.06464, as transformers' Qwen3-Next): `linear_num_key_heads` q/k heads
+  of `linear_key_head_dim`, `linear_num_value_heads` v heads of `linear_value_head_dim`; projections
+  H → q, k, v, the output gate z (v width) and per-v-head β and decay a; a depthwise causal conv of
+  `linear_conv_kernel` taps (no bias) over q, k, v; per-v-head dt bias and A_log; a gated RMSNorm
+  of one v head's width; the output projection. Its state per sequence is one
+  key_head_dim x value_head_dim matrix per v head (fp32 in the kernels) plus the conv's last
+  kernel-1 inputs.
+- `attention_output_gate`: the query projection also yields a sigmoid gate per output element
+  (q_proj 2·n_q·d_h wide: Qwen3-Next); `shared_expert_gate`: one H → 1 sigmoid gate on the shared
+  expert per MoE layer (Qwen2-MoE/Qwen3-Next).
 - Biases: `qkv_bias` on the q/k/v projections (MLA: on `q_a_proj` and `kv_a_proj`), `o_bias` on
   the output projection, `mlp_bias` on dense and shared-expert MLPs, `router_bias` on the router,
   `expert_bias` on routed experts; `attention_sinks` is one learned logit per query head (gpt-oss).
@@ -40,9 +51,12 @@ from cost_model.errors import ConfigError
 Positive = Annotated[StrictInt, Field(ge=1)]
 NonNegative = Annotated[StrictInt, Field(ge=0)]
 LayerType = Literal["full_attention", "sliding_attention"]
-MixerKind = Literal["attention", "none"]
+MixerKind = Literal["attention", "gated_deltanet", "none"]
 ATTENTION_MIXER: MixerKind = "attention"
+GATED_DELTANET_MIXER: MixerKind = "gated_deltanet"
 NO_MIXER: MixerKind = "none"
+_LINEAR_FIELDS = ("linear_num_key_heads", "linear_key_head_dim", "linear_num_value_heads",
+                  "linear_value_head_dim", "linear_conv_kernel")
 FULL_ATTENTION: LayerType = "full_attention"
 SLIDING_ATTENTION: LayerType = "sliding_attention"
 
@@ -78,6 +92,7 @@ class Architecture(BaseModel):
     qk_norm: StrictBool = False  # RMSNorm over head_dim on q and k (Qwen3)
     qk_norm_scope: Literal["head", "layer"] = "head"  # "layer": over all heads (MiniMax-M2)
     attention_sinks: StrictBool = False  # one learned logit per query head (gpt-oss)
+    attention_output_gate: StrictBool = False  # q_proj also yields an output gate (Qwen3-Next)
     sliding_window: Positive | None = None
     layer_types: tuple[LayerType, ...] | None = None
     # DeepSeek Sparse Attention (MLA + lightning indexer); all 0 = dense attention
@@ -87,6 +102,12 @@ class Architecture(BaseModel):
     # per-layer heterogeneity; None = homogeneous
     layer_mixers: tuple[MixerKind, ...] | None = None
     layer_ffn_widths: tuple[NonNegative, ...] | None = None  # dense FFN width per layer, 0: none
+    # linear-attention mixers (Gated DeltaNet); all 0 when no layer has one
+    linear_num_key_heads: NonNegative = 0
+    linear_key_head_dim: NonNegative = 0
+    linear_num_value_heads: NonNegative = 0
+    linear_value_head_dim: NonNegative = 0
+    linear_conv_kernel: NonNegative = 0
     # dense MLP
     intermediate_size: NonNegative  # width of dense-layer MLPs; unused when no layer is dense
     gated_mlp: StrictBool = True  # gate and up projections (SwiGLU / GeGLU)
@@ -97,6 +118,7 @@ class Architecture(BaseModel):
     moe_intermediate_size: NonNegative = 0
     num_shared_experts: NonNegative = 0
     shared_expert_intermediate_size: NonNegative = 0  # total width of the shared expert(s)
+    shared_expert_gate: StrictBool = False  # H -> 1 sigmoid gate on the shared expert
     first_dense_layers: NonNegative = 0
     moe_layer_period: Positive = 1
     # biases, norms, embeddings
@@ -121,7 +143,7 @@ class Architecture(BaseModel):
     @model_validator(mode="after")
     def _cross_field_rules(self) -> Self:
         for rule in (_check_heads, _check_mla, _check_moe, _check_moe_layers, _check_sliding,
-                     _check_qk_norm, _check_dsa, _check_layer_pattern):
+                     _check_qk_norm, _check_dsa, _check_layer_pattern, _check_linear):
             rule(self)
         return self
 
@@ -154,6 +176,25 @@ class Architecture(BaseModel):
     def num_attention_layers(self) -> int:
         """Layers whose mixer is attention (full or sliding); the others have no mixer."""
         return self.num_layers if self.layer_mixers is None else self.layer_mixers.count(ATTENTION_MIXER)
+
+    @property
+    def num_linear_attention_layers(self) -> int:
+        """Layers whose mixer is linear attention with a recurrent state (Gated DeltaNet)."""
+        return 0 if self.layer_mixers is None else self.layer_mixers.count(GATED_DELTANET_MIXER)
+
+    @property
+    def num_mixer_layers(self) -> int:
+        """Layers with a token mixer of any kind (attention or linear)."""
+        return self.num_attention_layers + self.num_linear_attention_layers
+
+    @property
+    def linear_state_elems_per_layer(self) -> int:
+        """Recurrent state of one linear-attention layer for one sequence, in elements: a
+        key_head_dim x value_head_dim matrix per v head plus the conv's kernel - 1 past inputs
+        over q, k and v."""
+        heads, key, value = self.linear_num_value_heads, self.linear_key_head_dim, self.linear_value_head_dim
+        conv_width = 2 * self.linear_num_key_heads * key + heads * value
+        return heads * key * value + max(self.linear_conv_kernel - 1, 0) * conv_width
 
     @property
     def is_heterogeneous(self) -> bool:
@@ -432,6 +473,8 @@ def _check_layer_pattern(arch: Architecture) -> None:
         if values is not None and len(values) != arch.num_layers:
             raise ValueError(f"`{field}` ({len(values)} entries) must have one entry per layer "
                              f"(`num_layers` = {arch.num_layers})")
+    if arch.layer_mixers is not None and set(arch.layer_mixers) == {ATTENTION_MIXER}:
+        raise ValueError("`layer_mixers` must be None when every layer is attention")
     if not arch.is_heterogeneous:
         return
     if arch.norms_per_layer != 2:
@@ -447,6 +490,24 @@ def _check_layer_pattern(arch: Architecture) -> None:
     if arch.intermediate_size != max(widths):
         raise ValueError(f"`intermediate_size` ({arch.intermediate_size}) must equal the widest of "
                          f"`layer_ffn_widths` ({max(widths)})")
+
+
+def _check_linear(arch: Architecture) -> None:
+    if arch.num_linear_attention_layers == 0:
+        _require_zero(arch, _LINEAR_FIELDS, "when no layer is linear attention (`layer_mixers`)")
+    else:
+        for field in _LINEAR_FIELDS:
+            if getattr(arch, field) < 1:
+                raise ValueError(f"`{field}` ({getattr(arch, field)}) must be >= 1: "
+                                 f"{arch.num_linear_attention_layers} layers are Gated DeltaNet")
+        keys, values = arch.linear_num_key_heads, arch.linear_num_value_heads
+        if values % keys:
+            raise ValueError(f"`linear_num_value_heads` ({values}) must be divisible by "
+                             f"`linear_num_key_heads` ({keys})")
+    if arch.attention_output_gate and arch.attention_kind != "gqa":
+        raise ValueError("`attention_output_gate` (True) is supported with `attention_kind` 'gqa' only")
+    if arch.shared_expert_gate and arch.num_shared_experts == 0:
+        raise ValueError("`shared_expert_gate` (True) needs `num_shared_experts` >= 1")
 
 
 def _require_zero(arch: Architecture, fields: tuple[str, ...], when: str) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from cost_model.architecture import (
-    ATTENTION_MIXER, FULL_ATTENTION, NO_MIXER, SLIDING_ATTENTION, Architecture, config_error_from,
+    ATTENTION_MIXER, FULL_ATTENTION, GATED_DELTANET_MIXER, NO_MIXER, SLIDING_ATTENTION, Architecture, config_error_from,
     periodic_layer_types,
 )  # fmt: skip
 from cost_model.errors import ConfigError
@@ -64,6 +64,8 @@ def _defaults(common: tuple[Any, ...], **extra: Any) -> dict[str, Any]:
     return {**dict(zip(_COMMON_KEYS, common, strict=True)), **extra}
 
 
+_GDN_DEFAULTS = dict(linear_conv_kernel_dim=4, linear_key_head_dim=128, linear_value_head_dim=128,
+                     linear_num_key_heads=16, linear_num_value_heads=32)
 # transformers 5.24 config-class defaults of every key read below (None: derived, e.g. head_dim
 # = hidden_size // num_attention_heads, num_key_value_heads = num_attention_heads; MLA families
 # derive head_dim from qk_nope_head_dim + qk_rope_head_dim whatever the key says). The tuple is
@@ -126,6 +128,21 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         qk_nope_head_dim=192, v_head_dim=256, index_topk=2048, index_head_dim=128, index_n_heads=32,
         mlp_layer_types=None, layer_types=None, indexer_types=None,
     ),
+    "qwen3_next": _defaults(
+        (151936, 2048, 5632, 48, 16, 2, 256, "silu", 32768, False), attention_bias=False,
+        **_GDN_DEFAULTS, decoder_sparse_step=1, moe_intermediate_size=512,
+        shared_expert_intermediate_size=512, num_experts_per_tok=10, num_experts=512,
+        mlp_only_layers=None, layer_types=None,
+    ),
+    "qwen3_5_moe_text": _defaults(
+        (248320, 2048, None, 40, 16, 2, 256, "silu", 32768, False), attention_bias=False,
+        **_GDN_DEFAULTS, moe_intermediate_size=512, shared_expert_intermediate_size=512,
+        num_experts_per_tok=8, num_experts=256, layer_types=None,
+    ),
+    "qwen3_5_text": _defaults(
+        (248320, 4096, 12288, 32, 16, 4, 256, "silu", 32768, False), attention_bias=False,
+        **_GDN_DEFAULTS, layer_types=None,
+    ),
     "llama4_text": _defaults(
         (202048, 5120, 8192, 48, 40, 8, 128, "silu", 131072, False), attention_bias=False,
         intermediate_size_mlp=16384, interleave_moe_layer_step=1, moe_layers=None,
@@ -144,7 +161,8 @@ REMOTE_CODE_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 # Multimodal wrappers whose language model is read from `text_config` (the vision tower and its
 # projector are not modelled): wrapper model_type -> the text model_type.
-TEXT_CONFIG_WRAPPERS = {"llama4": "llama4_text", "kimi_k25": "kimi_k2"}
+TEXT_CONFIG_WRAPPERS = {"llama4": "llama4_text", "kimi_k25": "kimi_k2", "qwen3_5_moe": "qwen3_5_moe_text",
+                        "qwen3_5": "qwen3_5_text"}
 SUPPORTED_MODEL_TYPES = (*TRANSFORMERS_DEFAULTS, *REMOTE_CODE_DEFAULTS)
 _ALL_DEFAULTS = {**TRANSFORMERS_DEFAULTS, **REMOTE_CODE_DEFAULTS}
 
@@ -375,6 +393,65 @@ def _read_glm_moe_dsa(c: Mapping[str, Any]) -> dict[str, Any]:
     return _read_dsa(c)
 
 
+QWEN_LINEAR_ATTENTION = "linear_attention"
+
+
+def _qwen_linear_layers(c: Mapping[str, Any]) -> dict[str, Any]:
+    """Qwen3-Next / Qwen3.5 layer pattern: `layer_types` ("linear_attention": Gated DeltaNet,
+    "full_attention": gated attention), else every `full_attention_interval`-th (default 4) layer
+    full. Full layers' q_proj also yields the output gate."""
+    layers = c["num_hidden_layers"]
+    types = c["layer_types"]
+    if types is None:
+        interval = _int({"full_attention_interval": c.get("full_attention_interval", 4)},
+                        "full_attention_interval")
+        types = [QWEN_LINEAR_ATTENTION if (i + 1) % interval else FULL_ATTENTION for i in range(layers)]
+    allowed = (FULL_ATTENTION, QWEN_LINEAR_ATTENTION)
+    if not isinstance(types, list | tuple) or len(types) != layers or not set(types) <= set(allowed):
+        raise ConfigError(f"`layer_types` ({types!r}) must list {allowed} once per layer ({layers} layers)")
+    fields: dict[str, Any] = {"attention_output_gate": True, "qk_norm": True, **_biases(c)}
+    if QWEN_LINEAR_ATTENTION not in types:
+        return fields
+    mixers = tuple(GATED_DELTANET_MIXER if t == QWEN_LINEAR_ATTENTION else ATTENTION_MIXER for t in types)
+    linear = {"linear_num_key_heads": _int(c, "linear_num_key_heads"),
+              "linear_key_head_dim": _int(c, "linear_key_head_dim"),
+              "linear_num_value_heads": _int(c, "linear_num_value_heads"),
+              "linear_value_head_dim": _int(c, "linear_value_head_dim"),
+              "linear_conv_kernel": _int(c, "linear_conv_kernel_dim")}
+    return {**fields, "layer_mixers": mixers, **linear}
+
+
+def _qwen_shared_moe(c: Mapping[str, Any], dense: list[int], step: int) -> dict[str, Any]:
+    """Routed experts plus one gated shared expert of `shared_expert_intermediate_size`."""
+    if dense != list(range(len(dense))):
+        raise ConfigError(
+            f"`mlp_only_layers` ({dense}) is not supported: only leading layers 0..k-1 can be dense"
+        )
+    # transformers builds the shared expert and its gate whatever the width: 0 would leave a gate
+    shared = _int(c, "shared_expert_intermediate_size")
+    return {**_moe(c, "num_experts", "moe_intermediate_size"), "first_dense_layers": len(dense),
+            "moe_layer_period": step, "num_shared_experts": 1,
+            "shared_expert_intermediate_size": shared, "shared_expert_gate": True}
+
+
+def _read_qwen3_next(c: Mapping[str, Any]) -> dict[str, Any]:
+    """Qwen3-Next: Gated DeltaNet and gated-attention layers; MoE layers every
+    `decoder_sparse_step`, the leading `mlp_only_layers` dense."""
+    dense = sorted(set(c["mlp_only_layers"] or ()))
+    moe = _qwen_shared_moe(c, dense, _int(c, "decoder_sparse_step"))
+    return {**_qwen_linear_layers(c), **moe}
+
+
+def _read_qwen3_5_moe(c: Mapping[str, Any]) -> dict[str, Any]:
+    """Qwen3.5-MoE's language model: Qwen3-Next's layers, every layer MoE (no dense key)."""
+    return {**_qwen_linear_layers(c), **_qwen_shared_moe(c, [], 1), "intermediate_size": 0}
+
+
+def _read_qwen3_5(c: Mapping[str, Any]) -> dict[str, Any]:
+    """Qwen3.5 dense: Qwen3-Next's layers with a dense SwiGLU of `intermediate_size`."""
+    return _qwen_linear_layers(c)
+
+
 def _read_gpt_oss(c: Mapping[str, Any]) -> dict[str, Any]:
     """gpt-oss: biased experts and router, attention sinks, alternating sliding/full layers."""
     default = periodic_layer_types(c["num_hidden_layers"], 2)
@@ -500,6 +577,9 @@ _DEEPSEEK_IGNORED = frozenset({
 })  # MTP layers are not built by transformers; its config class recomputes (q)k head dims
 _DEEPSEEK_FIXED = {"moe_layer_freq": (1,), "mlp_bias": (False,)}
 _DEEPSEEK_ALIASES = {"num_local_experts": "n_routed_experts"}
+_QWEN_NEXT_IGNORED = frozenset({"full_attention_interval", "partial_rotary_factor", "mtp_num_hidden_layers",
+                                "mtp_use_dedicated_embeddings", "mamba_ssm_dtype"})
+_QWEN_NEXT_FIXED = {"attn_output_gate": (True,), "mlp_bias": (False,)}
 _FAMILIES: dict[str, _Family] = {
     "llama": _Family(_read_llama),
     "mistral": _Family(_read_mistral, fixed=_NO_BIAS),
@@ -534,6 +614,13 @@ _FAMILIES: dict[str, _Family] = {
         aliases={"num_experts": "num_local_experts"},
     ),
     "nemotron-nas": _Family(_read_nemotron_nas),
+    # the output gate is always on in transformers' Qwen3-Next/Qwen3.5 attention; RoPE width
+    # (partial_rotary_factor, mrope) and the MTP layers (not built) change no shape
+    "qwen3_next": _Family(_read_qwen3_next, ignored=_QWEN_NEXT_IGNORED, fixed=_QWEN_NEXT_FIXED),
+    "qwen3_5_moe_text": _Family(_read_qwen3_5_moe, ignored=_QWEN_NEXT_IGNORED,
+                                fixed={**_QWEN_NEXT_FIXED, "mlp_only_layers": ([], None)}),
+    "qwen3_5_text": _Family(_read_qwen3_5, ignored=_QWEN_NEXT_IGNORED,
+                            fixed={**_QWEN_NEXT_FIXED, "mlp_only_layers": ([], None)}),
     "gpt_oss": _Family(
         _read_gpt_oss, fixed={"mlp_bias": (False,)},
         aliases={**_EXPERT_ALIAS, "experts_per_token": "num_experts_per_tok"},

@@ -12,12 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from cost_model.architecture import FULL_ATTENTION, SLIDING_ATTENTION, Architecture
+from cost_model.architecture import (
+    FULL_ATTENTION, GATED_DELTANET_MIXER, SLIDING_ATTENTION, Architecture,
+)  # fmt: skip
 from cost_model.errors import ConfigError
 
 EXPORT_ORDER = (
     "llama", "mistral", "qwen2", "qwen3", "gemma2", "mixtral", "qwen3_moe", "gpt_oss", "deepseek_v3",
-    "minimax_m2", "deepseek_v32", "glm_moe_dsa",
+    "minimax_m2", "deepseek_v32", "glm_moe_dsa", "qwen3_5_text", "qwen3_5_moe_text", "qwen3_next",
 )  # fmt: skip
 _CLASS_NAMES = {
     "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
@@ -25,6 +27,8 @@ _CLASS_NAMES = {
     "qwen3_moe": "Qwen3MoeForCausalLM", "gpt_oss": "GptOssForCausalLM",
     "deepseek_v3": "DeepseekV3ForCausalLM", "minimax_m2": "MiniMaxM2ForCausalLM",
     "deepseek_v32": "DeepseekV32ForCausalLM", "glm_moe_dsa": "GlmMoeDsaForCausalLM",
+    "qwen3_next": "Qwen3NextForCausalLM", "qwen3_5_text": "Qwen3_5ForCausalLM",
+    "qwen3_5_moe_text": "Qwen3_5MoeForCausalLM",
 }  # fmt: skip
 _BOTH = (False, True)
 _ANY_SLIDING = ("none", "all", "mixed")
@@ -85,6 +89,7 @@ def _rules(arch: Architecture, **allowed: tuple[Any, ...] | None) -> Rules:
         "is_moe": (False,), "num_shared_experts": (0,), "first_dense_layers": (0,),
         "moe_layer_period": (1,), "sliding_pattern": ("none",), "qk_norm_scope": ("head",),
         "is_sparse_attention": (False,), "is_heterogeneous": (False,),
+        "attention_output_gate": (False,), "shared_expert_gate": (False,),
     }  # fmt: skip
     merged = {**plain, **allowed}
     return {key: (getattr(arch, key), values) for key, values in merged.items() if values is not None}
@@ -116,6 +121,18 @@ def _dsa_rules(arch: Architecture) -> Rules:
     return {**_deepseek_rules(arch), "is_sparse_attention": (arch.is_sparse_attention, (True,))}
 
 
+def _qwen_hybrid_rules(arch: Architecture, moe: bool, any_placement: bool) -> Rules:
+    """Qwen3-Next / Qwen3.5: gated attention with head QK norms and Gated DeltaNet layers (no
+    layer without a mixer, no per-layer FFN widths); MoE with one gated shared expert."""
+    shared = {"num_shared_experts": (1,), "shared_expert_gate": (True,)} if moe else {}
+    placement = {"first_dense_layers": None, "moe_layer_period": None} if any_placement else {}
+    rules = _rules(arch, qk_norm=(True,), attention_output_gate=(True,), is_heterogeneous=_BOTH,
+                   is_moe=(moe,), **placement, **shared)
+    pattern = {"layers without a mixer": (arch.num_layers - arch.num_mixer_layers, (0,)),
+               "layer_ffn_widths": (arch.layer_ffn_widths, (None,))}
+    return {**rules, **pattern}
+
+
 _FAMILY_RULES: dict[str, Callable[[Architecture], Rules]] = {
     "llama": lambda a: {**_rules(a, **_same_bias(a), mlp_bias=_BOTH), **_heads_divide_hidden(a)},
     "mistral": lambda a: _rules(a, sliding_pattern=_UNIFORM_SLIDING),
@@ -142,6 +159,9 @@ _FAMILY_RULES: dict[str, Callable[[Architecture], Rules]] = {
     },
     "deepseek_v32": _dsa_rules,
     "glm_moe_dsa": _dsa_rules,
+    "qwen3_5_text": lambda a: _qwen_hybrid_rules(a, moe=False, any_placement=False),
+    "qwen3_5_moe_text": lambda a: _qwen_hybrid_rules(a, moe=True, any_placement=False),
+    "qwen3_next": lambda a: _qwen_hybrid_rules(a, moe=True, any_placement=True),
 }  # fmt: skip
 
 
@@ -222,6 +242,24 @@ def _export_minimax_m2(arch: Architecture) -> dict[str, Any]:
     return {**experts, "intermediate_size": arch.moe_intermediate_size}
 
 
+def _export_qwen_hybrid(arch: Architecture) -> dict[str, Any]:
+    """`layer_types` ("linear_attention" for Gated DeltaNet) and the linear-attention shapes."""
+    mixers = arch.layer_mixers or ()
+    types = ["linear_attention" if m == GATED_DELTANET_MIXER else FULL_ATTENTION for m in mixers]
+    linear = {"linear_num_key_heads": arch.linear_num_key_heads,
+              "linear_key_head_dim": arch.linear_key_head_dim,
+              "linear_num_value_heads": arch.linear_num_value_heads,
+              "linear_value_head_dim": arch.linear_value_head_dim,
+              "linear_conv_kernel_dim": arch.linear_conv_kernel} if mixers else {}
+    return {**_bias(arch), "layer_types": types or [FULL_ATTENTION] * arch.num_layers, **linear}
+
+
+def _export_qwen_moe(arch: Architecture) -> dict[str, Any]:
+    return {"num_experts": arch.num_experts, "num_experts_per_tok": arch.experts_per_token,
+            "moe_intermediate_size": arch.moe_intermediate_size, "norm_topk_prob": True,
+            "shared_expert_intermediate_size": arch.shared_expert_intermediate_size}
+
+
 _EXPORTERS: dict[str, Callable[[Architecture], dict[str, Any]]] = {
     "llama": lambda arch: {**_bias(arch), "mlp_bias": arch.mlp_bias},
     "mistral": lambda arch: {"sliding_window": _window(arch)},
@@ -235,4 +273,12 @@ _EXPORTERS: dict[str, Callable[[Architecture], dict[str, Any]]] = {
     "minimax_m2": _export_minimax_m2,
     "deepseek_v32": _export_dsa,
     "glm_moe_dsa": lambda arch: {**_export_dsa(arch), "indexer_types": ["full"] * arch.num_layers},
+    "qwen3_5_text": _export_qwen_hybrid,
+    "qwen3_5_moe_text": lambda arch: {**_export_qwen_hybrid(arch), **_export_qwen_moe(arch),
+                                      "intermediate_size": _OMIT},
+    "qwen3_next": lambda arch: {
+        **_export_qwen_hybrid(arch), **_export_qwen_moe(arch),
+        "decoder_sparse_step": arch.moe_layer_period,
+        "mlp_only_layers": list(range(arch.first_dense_layers)),
+    },
 }

@@ -21,7 +21,8 @@ from cost_model.units import gemm_flop
 
 BREAKDOWN_KEYS = (
     "embedding", "attention/q", "attention/kv", "attention/o", "attention/norm", "attention/sinks",
-    "attention/indexer",
+    "attention/indexer", "linear_attention/in_proj", "linear_attention/conv",
+    "linear_attention/out_proj", "linear_attention/other",
     "mlp/gate", "mlp/up", "mlp/down", "moe/router", "moe/experts", "moe/shared", "norm", "lm_head",
 )  # fmt: skip
 TOTAL_KEY = "total"
@@ -74,6 +75,7 @@ def count_params(arch: Architecture) -> ParamBreakdown:
     parts["lm_head"] = 0 if arch.tie_word_embeddings else arch.vocab_size * arch.hidden_size
     parts["norm"] = (_residual_norms(arch) + 1) * arch.hidden_size  # + final norm
     _add(parts, _attention_params(arch), arch.num_attention_layers)
+    _add(parts, _gated_deltanet_params(arch), arch.num_linear_attention_layers)
     if arch.layer_ffn_widths is None:
         _add(parts, _mlp_params(arch, arch.intermediate_size, "mlp"), arch.num_dense_layers)
     for width in arch.layer_ffn_widths or ():
@@ -90,7 +92,22 @@ def _residual_norms(arch: Architecture) -> int:
     if not arch.is_heterogeneous:
         return arch.num_layers * arch.norms_per_layer
     ffn_layers = arch.num_dense_layers + arch.num_moe_layers
-    return arch.num_attention_layers + ffn_layers
+    return arch.num_mixer_layers + ffn_layers
+
+
+def _gated_deltanet_params(arch: Architecture) -> dict[str, int]:
+    """One Gated DeltaNet layer (transformers' Qwen3NextGatedDeltaNet): in_proj_qkvz + in_proj_ba
+    (H → 2·n_k·d_k + 2·n_v·d_v + 2·n_v), a bias-free depthwise conv over q, k, v, dt_bias and
+    A_log per v head, a gated RMSNorm of one v head, out_proj n_v·d_v → H."""
+    hidden, value_width = arch.hidden_size, arch.linear_num_value_heads * arch.linear_value_head_dim
+    conv_width = 2 * arch.linear_num_key_heads * arch.linear_key_head_dim + value_width
+    in_width = conv_width + value_width + 2 * arch.linear_num_value_heads
+    return {
+        "linear_attention/in_proj": hidden * in_width,
+        "linear_attention/conv": conv_width * arch.linear_conv_kernel,
+        "linear_attention/out_proj": value_width * hidden,
+        "linear_attention/other": 2 * arch.linear_num_value_heads + arch.linear_value_head_dim,
+    }
 
 
 def _add(parts: dict[str, int], per_layer: Mapping[str, int], num_layers: int) -> None:
@@ -117,8 +134,9 @@ def _indexer_params(arch: Architecture) -> int:
 
 def _gqa_params(arch: Architecture) -> dict[str, int]:
     hidden, q_dim, kv_dim = arch.hidden_size, arch.q_dim, 2 * arch.num_kv_heads * arch.head_dim
+    q_out = q_dim * (2 if arch.attention_output_gate else 1)  # query and its output gate
     return {
-        "attention/q": (hidden + arch.qkv_bias) * q_dim,
+        "attention/q": (hidden + arch.qkv_bias) * q_out,
         "attention/kv": (hidden + arch.qkv_bias) * kv_dim,
         "attention/o": (arch.attention_out_in_dim + arch.o_bias) * hidden,
         "attention/norm": _qk_norm_params(arch),
@@ -174,7 +192,7 @@ def _moe_params(arch: Architecture) -> dict[str, int]:
     return {
         "moe/router": (arch.hidden_size + arch.router_bias) * arch.num_experts,
         "moe/experts": arch.num_experts * _expert_params(arch),
-        "moe/shared": sum(shared.values()),
+        "moe/shared": sum(shared.values()) + (arch.hidden_size if arch.shared_expert_gate else 0),
     }
 
 
@@ -195,6 +213,7 @@ def matmul_flop_per_token(arch: Architecture) -> float:
     """FLOPs of every weight GEMM one token goes through: k experts, router and lm_head included."""
     layers = (
         arch.num_attention_layers * _gemms_flop(_attention_gemms(arch))
+        + arch.num_linear_attention_layers * _gemms_flop(_gated_deltanet_gemms(arch))
         + _dense_ffn_flop(arch)
         + arch.num_moe_layers * _moe_layer_flop(arch)
     )
@@ -247,12 +266,20 @@ def _attention_gemms(arch: Architecture) -> list[tuple[int, int]]:
         heads, dim = arch.index_heads, arch.index_head_dim
         out += [(heads * dim, arch.q_lora_rank), (dim, hidden), (heads, hidden)]
     if arch.attention_kind == "gqa":
-        return [(arch.q_dim, hidden), (2 * arch.num_kv_heads * arch.head_dim, hidden), *out]
+        q_out = arch.q_dim * (2 if arch.attention_output_gate else 1)
+        return [(q_out, hidden), (2 * arch.num_kv_heads * arch.head_dim, hidden), *out]
     rank_q, rank_kv = arch.q_lora_rank, arch.kv_lora_rank
     q_gemms = [(rank_q, hidden), (arch.q_dim, rank_q)] if rank_q else [(arch.q_dim, hidden)]
     kv_up_dim = arch.num_attention_heads * (arch.qk_nope_head_dim + arch.v_head_dim)
     kv_gemms = [(rank_kv + arch.qk_rope_head_dim, hidden), (kv_up_dim, rank_kv)]
     return [*q_gemms, *kv_gemms, *out]
+
+
+def _gated_deltanet_gemms(arch: Architecture) -> list[tuple[int, int]]:
+    counts = _gated_deltanet_params(arch)
+    hidden = arch.hidden_size
+    return [(counts["linear_attention/in_proj"] // hidden, hidden),
+            (hidden, counts["linear_attention/out_proj"] // hidden)]
 
 
 def _mlp_gemms(arch: Architecture, width: int) -> list[tuple[int, int]]:
@@ -264,4 +291,5 @@ def _moe_layer_flop(arch: Architecture) -> float:
     router = gemm_flop(1, arch.num_experts, arch.hidden_size)
     experts = arch.experts_per_token * _gemms_flop(_mlp_gemms(arch, arch.moe_intermediate_size))
     shared = _gemms_flop(_mlp_gemms(arch, arch.shared_expert_intermediate_size))
+    shared += gemm_flop(1, 1, arch.hidden_size) if arch.shared_expert_gate else 0.0
     return float(router) + experts + (shared if arch.num_shared_experts else 0.0)

@@ -172,6 +172,19 @@ BAD = [
      "`layer_ffn_widths` is for dense models"),
     ("ffn-widths-max", DENSE, dict(layer_ffn_widths=(256, 0, 128, 256)),
      "`intermediate_size` (512) must equal the widest of `layer_ffn_widths` (256)"),
+    ("mixers-all-attention", DENSE, dict(layer_mixers=("attention",) * 4),
+     "`layer_mixers` must be None when every layer is attention"),
+    ("linear-fields-missing", DENSE, dict(layer_mixers=("gated_deltanet", "attention") * 2),
+     "`linear_num_key_heads` (0) must be >= 1: 2 layers are Gated DeltaNet"),
+    ("linear-fields-unused", DENSE, dict(linear_conv_kernel=4),
+     "`linear_conv_kernel` (4) must be 0 when no layer is linear attention"),
+    ("linear-heads-divide", DENSE, dict(layer_mixers=("gated_deltanet", "attention") * 2,
+     linear_num_key_heads=3, linear_key_head_dim=8, linear_num_value_heads=4,
+     linear_value_head_dim=8, linear_conv_kernel=4),
+     "`linear_num_value_heads` (4) must be divisible by `linear_num_key_heads` (3)"),
+    ("output-gate-mla", MLA, dict(attention_output_gate=True), "`attention_output_gate` (True) is supported"),
+    ("shared-gate-without-shared", MOE, dict(shared_expert_gate=True),
+     "`shared_expert_gate` (True) needs `num_shared_experts` >= 1"),
 ]  # fmt: skip
 
 

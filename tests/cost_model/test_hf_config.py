@@ -387,3 +387,58 @@ def test_bad_files_raise_config_error(tmp_path, text, message):
 def test_missing_file_raises_config_error(tmp_path):
     with pytest.raises(ConfigError, match="cannot be read as JSON"):
         load_architecture(tmp_path / "absent.json")
+
+
+# ---- hybrid layer mixers (issue 15) -------------------------------------------------------------
+
+HYBRID = dict(
+    BASE, layer_mixers=("gated_deltanet",) * 3 + ("attention",), qk_norm=True,
+    attention_output_gate=True, linear_num_key_heads=2, linear_key_head_dim=16,
+    linear_num_value_heads=4, linear_value_head_dim=24, linear_conv_kernel=4,
+)  # fmt: skip
+HYBRID_MOE = dict(HYBRID, num_experts=8, experts_per_token=2, moe_intermediate_size=32,
+                  num_shared_experts=1, shared_expert_intermediate_size=64, shared_expert_gate=True)
+
+
+@pytest.mark.parametrize(
+    ("fields", "model_type"),
+    [(HYBRID, "qwen3_5_text"), (dict(HYBRID_MOE, intermediate_size=0), "qwen3_5_moe_text"),
+     (dict(HYBRID_MOE, first_dense_layers=1), "qwen3_next"),
+     (dict(HYBRID_MOE, moe_layer_period=2), "qwen3_next")],
+    ids=["dense-3-linear-1-full", "moe-every-layer", "moe-dense-first", "moe-period-2"],
+)  # fmt: skip
+def test_hybrid_designs_export_exactly(fields, model_type):
+    """A searched hybrid (3 Gated DeltaNet : 1 gated attention) exports to the Qwen family that
+    expresses it, and transformers builds exactly the count we report."""
+    arch = Architecture(**fields)
+    exported = architecture_to_hf_config(arch)
+    assert exported["model_type"] == model_type
+    # source: transformers 5.24 meta-device model; tolerance 0
+    assert _transformers_model(exported)[0] == count_params(arch).total_params
+    assert _same_shape(architecture_from_hf_config(exported), arch)
+
+
+def test_qwen3_5_reads_its_language_model():
+    """Qwen3.5-35B-A3B: 30 Gated DeltaNet + 10 gated attention layers (every 4th full), 256
+    experts of 512 plus a gated shared expert of 512; its state per sequence and layer is 32 v
+    heads x 128 x 128 plus 3 conv inputs of 2·16·128 + 32·128."""
+    arch = architecture_from_hf_config(_config("Qwen3.5-35B-A3B"))
+    assert (arch.family, arch.num_linear_attention_layers, arch.num_attention_layers) == (
+        "qwen3_5_moe_text", 30, 10)
+    assert arch.layer_mixers[:4] == ("gated_deltanet",) * 3 + ("attention",)
+    assert (arch.num_experts, arch.shared_expert_intermediate_size, arch.shared_expert_gate) == (256, 512, True)
+    assert arch.linear_state_elems_per_layer == 32 * 128 * 128 + 3 * (2 * 16 * 128 + 32 * 128)
+
+
+def test_qwen_hybrid_refusals():
+    config = _config("Qwen3.5-35B-A3B")
+    text = config["text_config"]
+    for change, message in (
+        ({"attn_output_gate": False}, "`attn_output_gate` (False) is not supported"),
+        ({"mlp_only_layers": [0]}, "`mlp_only_layers` ([0]) is not supported"),
+        ({"shared_expert_intermediate_size": 0}, "`shared_expert_intermediate_size` (0) must be"),
+        ({"layer_types": ["sliding_attention"] * 40}, "`layer_types` (['sliding_attention'"),
+    ):
+        with pytest.raises(ConfigError) as info:
+            architecture_from_hf_config({**config, "text_config": {**text, **change}})
+        assert message in str(info.value)

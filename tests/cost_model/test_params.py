@@ -51,7 +51,8 @@ def _transformers_group(name: str) -> str:
     """Our coarse component of one transformers parameter name."""
     rules = [
         ("embed_tokens", "embedding"), ("lm_head", "lm_head"), (".self_attn.", "attention"),
-        (".mlp.experts.", "moe/experts"), (".mlp.shared_experts.", "moe/shared"),
+        (".linear_attn.", "linear_attention"),  # Gated DeltaNet (Qwen3-Next, Qwen3.5)
+        (".mlp.experts.", "moe/experts"), (".mlp.shared_expert", "moe/shared"),  # + _gate, -s
         (".mlp.gate.", "moe/router"), (".mlp.router.", "moe/router"), (".mlp.", "mlp"),
         # Llama 4 names its MLP block feed_forward
         (".feed_forward.experts.", "moe/experts"), (".feed_forward.shared_expert.", "moe/shared"),
@@ -61,7 +62,7 @@ def _transformers_group(name: str) -> str:
 
 
 def _our_group(key: str) -> str:
-    return key.split("/")[0] if key.startswith(("attention/", "mlp/")) else key
+    return key.split("/")[0] if key.startswith(("attention/", "mlp/", "linear_attention/")) else key
 
 
 @cache
@@ -73,7 +74,7 @@ def _transformers_counts(path: Path) -> tuple[dict[str, int], int, int]:
     for name, parameter in model.named_parameters():  # unique: a tied lm_head appears once
         groups[_transformers_group(name)] = groups.get(_transformers_group(name), 0) + parameter.numel()
     text = config.get_text_config()  # the language model's config (Llama 4 wraps it)
-    experts = getattr(text, "num_local_experts", 0) or 0
+    experts = getattr(text, "num_local_experts", 0) or getattr(text, "num_experts", 0) or 0
     return groups, experts, getattr(text, "num_experts_per_tok", 0) or 0
 
 
@@ -157,6 +158,8 @@ def test_matmul_flop_is_two_per_active_weight(path):
     arch = load_architecture(path)
     counts = count_params(arch)
     not_gemm = counts.embedding_params + counts["norm"] + counts["attention/norm"] + counts["attention/sinks"]
+    # Gated DeltaNet: the depthwise conv, dt_bias, A_log and its norm are not GEMM weights
+    not_gemm += counts["linear_attention/conv"] + counts["linear_attention/other"]
     tied_head = arch.vocab_size * arch.hidden_size if arch.tie_word_embeddings else 0
     # Kaplan et al. 2020 (arXiv:2001.08361) Table 1: C_forward = 2N (N: active non-embedding
     # weights, plus the output projection); tolerance 0
