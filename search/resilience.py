@@ -23,6 +23,7 @@ import threading
 import time
 import warnings
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Callable, TypeVar
 
 import optuna
@@ -40,6 +41,9 @@ from search.storage import (
 # Optuna re-raises a failed commit as StorageInternalError (with the driver error as its cause).
 RETRYABLE = (OperationalError, InterfaceError, DBAPIError, optuna.exceptions.StorageInternalError)
 RETRY_ATTEMPTS = 8
+# /proc's start times are in clock ticks and a trial's start in microseconds: a worker that
+# started this much after its own trial is taken as another process reusing the pid.
+PID_START_SLACK_S = 2.0
 FIRST_WAIT_S = 1.0
 MAX_WAIT_S = 30.0
 T = TypeVar("T")
@@ -47,20 +51,34 @@ __all__ = ["WORKER_ATTR", "worker_id", "fail_orphans", "ask_batch", "mark_alive"
            "BatchHeartbeat", "with_retries", "describe_error"]
 
 
-def _pid_alive(pid: int) -> bool:
+def _pid_alive(pid: int, since: datetime | None = None) -> bool:
+    """Whether process `pid` exists (and, on Linux, already existed at `since`: a process that
+    started later only reuses the number of the worker that died)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # exists, owned by someone else
-        return True
-    return True
+        pass
+    started = _process_start(pid)
+    return since is None or started is None or started <= since.timestamp() + PID_START_SLACK_S
+
+
+def _process_start(pid: int) -> float | None:
+    """When process `pid` started (seconds since the epoch), from /proc; None where unknown."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        boot_s = next(float(line.split()[1]) for line in Path("/proc/stat").read_text()
+                      .splitlines() if line.startswith("btime "))
+        return boot_s + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
 
 
 def _dead_worker(trial: optuna.trial.FrozenTrial, host: str) -> bool:
     owner = str(trial.user_attrs.get(WORKER_ATTR, ""))
     name, _, pid = owner.rpartition(":")
-    return name == host and pid.isdigit() and not _pid_alive(int(pid))
+    return name == host and pid.isdigit() and not _pid_alive(int(pid), trial.datetime_start)
 
 
 def _started_long_ago(trial: optuna.trial.FrozenTrial) -> bool:

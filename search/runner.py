@@ -188,6 +188,7 @@ class Workspace:
             self.study = optuna.create_study(directions=study.directions, sampler=study.sampler)
             self.study.add_trials(study.get_trials(deepcopy=False, states=FINISHED))
         self._persisted = len(self.study.get_trials(deepcopy=False))
+        self.in_flight = False  # a batch was started and has not finished (cut short)
 
     def persist(self) -> None:
         """Make every trial finished since the last call durable (a trial left unfinished by
@@ -201,9 +202,13 @@ class Workspace:
 
 def _one_batch(space: Workspace, spec: StudySpec, size: int, hard, summary,
                target: int) -> None:
+    if space.in_flight:  # a retry: settle what the failed attempt asked (ours: PRUNED) first
+        fail_orphans(space.study, space.handle)
+    space.in_flight = True
     # only shared stores need owners, heartbeats and the target check
     run_batch(space.study, spec, size, hard, summary, space.handle.shared, target)
     space.persist()
+    space.in_flight = False
 
 
 def _shared_counts(study: optuna.Study, handle: StorageHandle, target: int) -> tuple[int, int]:

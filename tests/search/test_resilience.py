@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import time
 
 import optuna
 import pytest
@@ -57,6 +58,25 @@ def test_running_trials_of_a_dead_worker_are_failed(tmp_path):
     states = {t.number: t.state for t in study.get_trials(deepcopy=False)}
     assert states == {orphan.number: TrialState.FAIL, alive.number: TrialState.RUNNING,
                       mine.number: TrialState.PRUNED}
+
+
+def test_a_reused_pid_is_not_the_worker(tmp_path, monkeypatch):
+    """A worker killed long ago whose pid a newer process now holds: its trial is failed (that
+    process started after the trial did), while a worker older than its trial is alive."""
+    started = resilience._process_start(os.getpid())  # from /proc (to about a second)
+    assert started is not None and time.time() - 3600 < started <= time.time() + 1
+    handle = open_default(tmp_path / "study.journal", shared=True)
+    study = optuna.create_study(study_name="s", storage=handle.storage)
+    reused, alive = study.ask(), study.ask()
+    newer, older = os.getppid(), 1
+    for trial, pid in ((reused, newer), (alive, older)):
+        trial.set_user_attr(resilience.WORKER_ATTR, f"{os.uname().nodename}:{pid}")
+    later = time.time() + 60
+    monkeypatch.setattr(resilience, "_process_start",
+                        lambda pid: later if pid == newer else started)
+    assert resilience.fail_orphans(study, handle) == 1
+    states = {t.number: t.state for t in study.get_trials(deepcopy=False)}
+    assert states == {reused.number: TrialState.FAIL, alive.number: TrialState.RUNNING}
 
 
 def test_unnamed_trials_fail_once_the_grace_period_passed(tmp_path, monkeypatch):
