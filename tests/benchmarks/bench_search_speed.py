@@ -14,7 +14,11 @@ time spent inside `evaluate_batch` (the cost model) and `build_candidate` (shape
 timing wrappers patched into `search.runner`.
 `--workers N` adds: N processes on one shared journal (as `archscout search --workers N`) next
 to 1 process on the same kind of storage.
-Run: python tests/benchmarks/bench_search_speed.py [--trials 2000] [--workers 2]
+`--deployments` adds (in memory, in the same run): the study with its deployments swept per
+architecture (`deployments = "sweep"`: a trial is one architecture under every deployment)
+next to the same study with deployments as sampled dimensions: architectures/s, deployments
+scored per second and the cost model's share of a trial.
+Run: python tests/benchmarks/bench_search_speed.py [--trials 2000] [--workers 2] [--deployments]
 """
 
 from __future__ import annotations
@@ -225,6 +229,30 @@ def print_worker_table(results: list[Result]) -> None:
               f"{r.rate / base:>7.2f}×")
 
 
+def deployment_mode_runs(spec: StudySpec, trials: int, seed: int) -> list[tuple[str, Result]]:
+    """The same study with swept and with sampled deployments, in memory, one after the other."""
+    runs = []
+    for mode in ("sweep", "sampled"):
+        moded = spec.model_copy(update={"deployments": mode})
+        timed_run("warm-up", moded, memory_handle(), moded.batch_size, seed)
+        runs.append((mode, timed_run(f"deployments {mode}", moded, memory_handle(), trials,
+                                     seed)))
+    return runs
+
+
+def print_deployment_modes(spec: StudySpec, runs: list[tuple[str, Result]]) -> None:
+    from search.space import deployment_combinations
+
+    combos = deployment_combinations(spec.space)
+    print(f"\n{'deployments':<12} {'trials':>6} {'wall s':>7} {'archs/s':>8} {'deps/s':>8} "
+          f"{'cost model':>10} {'ms/trial':>8}  ({combos} deployment combinations in the space)")
+    for mode, r in runs:
+        per_trial = combos if mode == "sweep" else 1
+        print(f"{mode:<12} {r.trials:>6} {r.wall_s:>7.2f} {r.rate:>8.1f} "
+              f"{r.rate * per_trial:>8.1f} {r.share('cost model'):>10.1%} "
+              f"{r.wall_s / r.trials * 1e3:>8.2f}")
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--study", type=Path, default=QUICKSTART, help="study file (TOML)")
@@ -240,6 +268,8 @@ def parse_args() -> argparse.Namespace:
                         help="also compare N processes on one shared journal with 1 (0: skip)")
     parser.add_argument("--worker-trials", type=int, default=500,
                         help="trials for the --workers comparison (plain journal: slow)")
+    parser.add_argument("--deployments", action="store_true",
+                        help="also compare swept with sampled deployments (in memory)")
     parser.add_argument("--dir", type=Path, default=None,
                         help="where the journal files go (default: a temporary folder)")
     return parser.parse_args()
@@ -259,6 +289,8 @@ def main() -> None:
               f"{args.repeats} for (a) and (b); journals in {folder}")
         print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs)\n")
         print_storage_table(storage_runs(spec, args, folder))
+        if args.deployments:
+            print_deployment_modes(spec, deployment_mode_runs(spec, args.trials, args.seed))
         if args.workers > 1:
             runs = [worker_run(spec, folder / f"workers{n}" / "study.journal", n,
                                args.worker_trials, args.seed) for n in (1, args.workers)]
