@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from cost_model.batch import ArchArrays, DeployArrays, Env
+from cost_model.linear_attention import linear_state_bytes_per_sequence
 from cost_model.precision import get_precision
 
 # DeepSeek-V3.2 runs the indexer's scores in FP8 (arXiv 2512.02556 §2.1, DeepGEMM fp8_mqa_logits)
@@ -55,13 +56,16 @@ def kv_cache_bytes_per_sequence(a: ArchArrays, context_tokens, kv_bytes_per_valu
                                 d: DeployArrays | None = None):
     """KV bytes of one sequence of `context_tokens` over all layers (per GPU when `d` given,
     counting the layers of the busiest pipeline stage); DSA's indexer keys included, layers
-    without a mixer hold none."""
+    without a mixer hold none. Linear-attention layers hold no KV: their fixed state is
+    `linear_attention.linear_state_bytes_per_sequence`, added here so that every user of the
+    per-sequence cache (max concurrency, KV transfer) sees it."""
     per_token = cache_elems_per_token_layer(a, d) * kv_bytes_per_value
-    full_layers = a.layers - a.sliding_layers - a.mixerless_layers
+    full_layers = a.layers - a.sliding_layers - a.mixerless_layers - a.linear_layers
     sliding_tokens = np.minimum(context_tokens, a.window)
     tokens = full_layers * context_tokens + a.sliding_layers * sliding_tokens
     stages, kvp = (1.0, 1.0) if d is None else (d.pp, d.kvp)
-    return per_token * np.ceil(a.layers / stages) / a.layers * tokens / kvp
+    kv = per_token * np.ceil(a.layers / stages) / a.layers * tokens / kvp
+    return kv + linear_state_bytes_per_sequence(a, d)
 
 
 def _head_flop_per_key(a: ArchArrays, absorbed: bool):
@@ -74,7 +78,7 @@ def _head_flop_per_key(a: ArchArrays, absorbed: bool):
 
 def _layer_mean(a: ArchArrays, context, time_fn):
     """Average over attention layers of time_fn(context seen by that layer type)."""
-    full = a.layers - a.sliding_layers - a.mixerless_layers
+    full = a.attention_layers - a.sliding_layers
     return (full * time_fn(context) + a.sliding_layers * time_fn(np.minimum(context, a.window))) \
         / a.attention_layers
 

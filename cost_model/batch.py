@@ -59,6 +59,14 @@ class ArchArrays:
     index_heads: np.ndarray  # DSA lightning-indexer heads (0: dense attention)
     index_head_dim: np.ndarray  # indexer key width, cached per token and layer
     index_topk: np.ndarray  # keys a DSA query attends to (0: every key)
+    linear_layers: np.ndarray  # Gated DeltaNet layers (linear attention with a recurrent state)
+    linear_heads: np.ndarray  # v heads (each holds a key_dim x value_dim state)
+    linear_key_dim: np.ndarray
+    linear_value_dim: np.ndarray
+    linear_in_width: np.ndarray  # in_proj output features: q, k, v, z, β, decay
+    linear_conv_width: np.ndarray  # channels of the short conv (q, k, v)
+    linear_conv_kernel: np.ndarray
+    output_gate: np.ndarray  # 1: q_proj also yields the attention output gate (Qwen3-Next)
 
     @classmethod
     def from_architectures(cls, archs: Sequence[Architecture]) -> ArchArrays:
@@ -68,7 +76,7 @@ class ArchArrays:
     @property
     def attention_layers(self) -> np.ndarray:
         """Layers whose mixer is attention (full or sliding)."""
-        return self.layers - self.mixerless_layers
+        return self.layers - self.mixerless_layers - self.linear_layers
 
     def take(self, index) -> ArchArrays:
         return ArchArrays(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
@@ -94,9 +102,20 @@ def _arch_row(a: Architecture) -> dict[str, float]:
         v_dim=a.v_head_dim if mla else a.head_dim, tied=float(a.tie_word_embeddings),
         sliding_layers=a.num_sliding_layers,
         window=float(a.sliding_window) if a.sliding_window else np.inf,
-        mixerless_layers=a.num_layers - a.num_attention_layers, index_heads=a.index_heads,
-        index_head_dim=a.index_head_dim,
-        index_topk=a.index_topk,
+        mixerless_layers=a.num_layers - a.num_mixer_layers, index_heads=a.index_heads,
+        index_head_dim=a.index_head_dim, index_topk=a.index_topk, **_linear_columns(a),
+        output_gate=float(a.attention_output_gate),
+    )
+
+
+def _linear_columns(a: Architecture) -> dict[str, float]:
+    value_width = a.linear_num_value_heads * a.linear_value_head_dim
+    conv_width = 2 * a.linear_num_key_heads * a.linear_key_head_dim + value_width
+    return dict(
+        linear_layers=a.num_linear_attention_layers, linear_heads=a.linear_num_value_heads,
+        linear_key_dim=a.linear_key_head_dim, linear_value_dim=a.linear_value_head_dim,
+        linear_in_width=conv_width + value_width + 2 * a.linear_num_value_heads,
+        linear_conv_width=conv_width, linear_conv_kernel=a.linear_conv_kernel,
     )
 
 

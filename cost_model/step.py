@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from cost_model.attention import decode_attention_s, indexer_gemms, prefill_attention_s
+from cost_model.linear_attention import linear_decode_s, linear_gemms, linear_prefill_s
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.benchmark_ttft import benchmark_ttft_s, prompt_queue_s
 from cost_model.deployment import expected_tokens_per_step
@@ -80,8 +81,17 @@ def _stage_layers(a: ArchArrays, d: DeployArrays):
 
 
 def stage_attention_layers(a: ArchArrays, layers):
-    """Attention layers among the stage's `layers` (all of them unless some have no mixer)."""
-    return np.where(a.mixerless_layers > 0, layers * a.attention_layers / a.layers, layers)
+    """Attention layers among the stage's `layers` (all of them unless some have no mixer or a
+    linear one), and its linear-attention layers."""
+    other = (a.mixerless_layers > 0) | (a.linear_layers > 0)
+    return np.where(other, layers * a.attention_layers / a.layers, layers), \
+        layers * a.linear_layers / a.layers
+
+
+def _output_gate_gemm(g: GemmList, a: ArchArrays, d: DeployArrays, load: StepLoad, layers):
+    """Qwen3-Next's attention output gate: q_proj's second half (n_q·d_h per token)."""
+    g.add("attention/output_gate", load.group_tokens, a.heads_q / d.tp * a.head_dim, a.hidden,
+          layers * a.output_gate)
 
 
 def _communication_s(a, d, env: Env, load: StepLoad, dense_layers, moe_layers, layers):
@@ -142,23 +152,36 @@ def stage_forward_load(a: ArchArrays, d: DeployArrays, env: Env, load: StepLoad,
     shape = np.broadcast_shapes(np.shape(load.group_tokens), np.shape(load.instance_tokens),
                                 np.shape(prefill_context), a.hidden.shape)
     gemms = GemmList(shape)
-    attention_layers = stage_attention_layers(a, layers)
+    attention_layers, linear_layers = stage_attention_layers(a, layers)
     attention_gemms(gemms, a, d, load, attention_layers)
     ffn_gemms(gemms, a, d, load, dense_layers, moe_layers)
     lm_head_gemm(gemms, a, d, load)
     indexer_gemms(gemms, a, load, attention_layers)
+    _output_gate_gemm(gemms, a, d, load, attention_layers)
+    linear_gemms(gemms, a, d, load, linear_layers)
     gemm_s = sum(gemms.times_s(env).values())
     attention_s = attention_layers * (
         decode_attention_s(a, d, env, load.group_decode_seqs, context,
                            load.decode_tokens_per_seq)
         + prefill_attention_s(a, d, env, load.group_prefill_tokens, prefill_context,
                               load.group_prefill_seqs))
+    attention_s = attention_s + _linear_mixer_s(a, d, env, load, linear_layers)
     return StageTime(
         gemm_s=gemm_s, attention_s=attention_s,
         communication_s=_communication_s(a, d, env, load, dense_layers, moe_layers,
-                                         attention_layers),
+                                         attention_layers + linear_layers),
         other_s=_other_s(a, d, env, load, layers, dense_layers),
     )
+
+
+def _linear_mixer_s(a, d, env: Env, load: StepLoad, linear_layers):
+    """The linear-attention layers' state updates and chunked scans (counted as attention);
+    0 s without linear layers (not evaluated then)."""
+    if not np.any(a.linear_layers > 0):
+        return 0.0
+    per_layer = linear_decode_s(a, d, env, load.group_decode_seqs, load.decode_tokens_per_seq) \
+        + linear_prefill_s(a, d, env, load.group_prefill_tokens)
+    return linear_layers * per_layer
 
 
 def micro_batch_seqs(concurrency, d: DeployArrays):
@@ -222,7 +245,8 @@ def draft_pass(a: ArchArrays, d: DeployArrays, env: Env, concurrency, context) -
     moe = np.minimum(a.moe_layers, 1.0)
     block = replace(a, layers=np.ones_like(a.layers), dense_layers=1.0 - moe, moe_layers=moe,
                     sliding_layers=np.zeros_like(a.sliding_layers),
-                    mixerless_layers=np.zeros_like(a.mixerless_layers))
+                    mixerless_layers=np.zeros_like(a.mixerless_layers),
+                    linear_layers=np.zeros_like(a.linear_layers))
     single = replace(d, pp=np.ones_like(d.pp))
     return stage_forward(block, single, env, micro_batch_seqs(concurrency, d), context, 0.0, 0.0)
 

@@ -85,3 +85,48 @@ def test_heterogeneous_and_sparse_models_evaluate_end_to_end():
     assert nas.max_concurrency[0, 0] > nas.max_concurrency[1, 0] >= 1
     v32 = evaluate_points([V32], [Deployment(tp=8, precision="fp8")], H200, workload)
     assert np.nanmax(v32.tokens_per_s_per_gpu) > 0
+
+
+# ---- linear attention (Gated DeltaNet) ------------------------------------------------------------
+
+QWEN35 = load_architecture(HF_CONFIGS / "Qwen3.5-35B-A3B.json")
+QWEN35_ALL_ATTENTION = QWEN35.model_copy(update={
+    "layer_mixers": None, "linear_num_key_heads": 0, "linear_key_head_dim": 0,
+    "linear_num_value_heads": 0, "linear_value_head_dim": 0, "linear_conv_kernel": 0})
+
+
+def test_linear_layers_hold_a_fixed_state_instead_of_kv():
+    """Qwen3.5-35B-A3B: 10 attention layers keep 2·2·256 values per token; each of the 30 Gated
+    DeltaNet layers keeps 32 states of 128 x 128 in fp32 plus 3 conv inputs of
+    2·16·128 + 32·128 channels in BF16, whatever the context."""
+    a = ArchArrays.from_architectures([QWEN35])
+    state = 30 * (32 * 128 * 128 * 4.0 + 3 * 8192 * 2.0)
+    for context in (1000, 100_000):
+        kv = 10 * 2 * 2 * 256 * 2.0 * context
+        assert kv_cache_bytes_per_sequence(a, context, 2.0)[0, 0] == kv + state
+    d = DeployArrays.from_deployments([Deployment(tp=2)])
+    per_gpu = kv_cache_bytes_per_sequence(a, 1000, 2.0, d)[0, 0]
+    assert per_gpu == 10 * 2 * 1 * 256 * 2.0 * 1000 + state / 2  # KV heads 2/TP 2, states /TP
+
+
+def test_hybrid_decodes_long_contexts_faster_and_fits_more():
+    """At 64k in / 2k out on one H200 the 3:1 hybrid reads a quarter of the twin's KV plus
+    fixed states: lower TPOT at the same concurrency, more sequences in memory; its step
+    breakdown still sums to TPOT."""
+    workload = Workload(isl_tokens=65536, osl_tokens=2048)
+    deps = [Deployment(precision="fp8")] * 2
+    fixed = evaluate_points([QWEN35, QWEN35_ALL_ATTENTION], deps, H200, workload, np.array([8.0]))
+    assert fixed.tpot_s[0, 0] < 0.8 * fixed.tpot_s[1, 0]
+    assert fixed.max_concurrency[0, 0] > 3 * fixed.max_concurrency[1, 0]
+    parts = fixed.gemm_s + fixed.attention_s + fixed.communication_s + fixed.other_s
+    assert np.allclose(parts, fixed.tpot_s)
+
+
+def test_linear_projections_are_gemms_of_the_step():
+    """The 30 linear layers' in_proj (H → 12,352) and out_proj (4,096 → H) run as GEMMs: at one
+    token their weight reads dominate a decode step's linear-attention cost."""
+    a = ArchArrays.from_architectures([QWEN35, QWEN35_ALL_ATTENTION])
+    d, env = DeployArrays.from_deployments([Deployment(tp=1)] * 2), _env("bf16")
+    step = stage_forward(a, d, env, 1.0, 1024.0, 0.0, 0.0)
+    assert step.gemm_s[0, 0] != step.gemm_s[1, 0]
+    assert step.total_s[0, 0] > 0
