@@ -31,13 +31,19 @@ TESTS = ["tests/cost_model", "tests/constraints", "tests/objectives"]
 @dataclass(frozen=True)
 class Mutation:
     path: str
-    original: str
-    mutated: str
+    original: str | tuple[str, ...]  # the snippet, or its spellings across revisions
+    mutated: str | tuple[str, ...]  # the replacement of each spelling
     what: str
+
+    def pairs(self) -> list[tuple[str, str]]:
+        originals = (self.original,) if isinstance(self.original, str) else self.original
+        mutated = (self.mutated,) if isinstance(self.mutated, str) else self.mutated
+        return list(zip(originals, mutated))
 
 
 MUTATIONS = (
-    Mutation("cost_model/step.py", "decode.total_s / (2.0 * d.pp)", "decode.total_s / (4.0 * d.pp)",
+    Mutation("cost_model/step.py", ("decode.total_s / (2.0 * d.pp)", "step.total_s / (2.0 * d.pp)"),
+             ("decode.total_s / (4.0 * d.pp)", "step.total_s / (4.0 * d.pp)"),
              "TTFT: a quarter instead of half a step of waiting"),
     Mutation("cost_model/step.py", "STEP_OVERHEAD_KERNELS * env.hw.kernel_launch_s / d.pp",
              "STEP_OVERHEAD_KERNELS * env.hw.kernel_launch_s", "step overhead not shared by stages"),
@@ -45,7 +51,9 @@ MUTATIONS = (
              "step-overhead kernel count"),
     Mutation("cost_model/step.py", "tp_reduce = all_reduce_s(tok * a.hidden * ACTIVATION_BYTES",
              "tp_reduce = all_reduce_s(tok * a.hidden * 1.0", "TP all-reduce message in 1 byte"),
-    Mutation("cost_model/step.py", "attention = layers * tp_reduce", "attention = 0.0 * tp_reduce",
+    Mutation("cost_model/step.py", ("attention = layers * tp_reduce",
+                                    "attention = layers * (tp_reduce + "),
+             ("attention = 0.0 * tp_reduce", "attention = layers * (0.0 * tp_reduce + "),
              "no all-reduce after attention"),
     Mutation("cost_model/step.py", "routed * env.linear.activation_bytes_per_value",
              "routed * ACTIVATION_BYTES", "dispatch in BF16 instead of the linear format"),
@@ -103,7 +111,12 @@ MUTATIONS = (
 
 
 def _tree(rev: str | None, into: Path) -> None:
-    """The working tree (tracked and untracked, not ignored) or a revision, copied to `into`."""
+    """The working tree (tracked and untracked, not ignored) or a revision, copied to `into`.
+    Revisions from before the tests were self-contained read a sibling `shared/` folder: the
+    copy gets a link to the checkout's sibling when there is one."""
+    sibling = REPO.parent / "shared"
+    if sibling.is_dir():
+        (into.parent / "shared").symlink_to(sibling)
     if rev:
         archive = subprocess.run(["git", "archive", rev], cwd=REPO, check=True,
                                  capture_output=True).stdout
@@ -123,10 +136,15 @@ def _pytest(root: Path, *extra: str) -> subprocess.CompletedProcess:
                            "-rf", *extra, *TESTS], cwd=root, capture_output=True, text=True)
 
 
-def _baseline_failures(root: Path) -> list[str]:
-    """Tests that fail without any mutation: left out of every mutant's run (and reported)."""
-    out = _pytest(root).stdout
-    return [line.split()[1] for line in out.splitlines() if line.startswith("FAILED ")]
+def _baseline_failures(root: Path) -> list[str] | None:
+    """Tests that fail without any mutation: left out of every mutant's run (and reported);
+    None when the suite cannot even be collected (no score is possible)."""
+    run = _pytest(root)
+    if any(line.startswith("ERROR ") for line in run.stdout.splitlines()) or \
+            run.returncode not in (0, 1):
+        print(run.stdout[-2000:])
+        return None
+    return [line.split()[1] for line in run.stdout.splitlines() if line.startswith("FAILED ")]
 
 
 def _suite_fails(root: Path, deselect: list[str]) -> bool:
@@ -136,9 +154,13 @@ def _suite_fails(root: Path, deselect: list[str]) -> bool:
 
 def score(rev: str | None, only: str | None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
+        root = Path(tmp) / "repo"
+        root.mkdir()
         _tree(rev, root)
         broken = _baseline_failures(root)
+        if broken is None:
+            print("the unmutated suite does not run here: no score")
+            return 2
         for test in broken:
             print(f"  (fails unmutated, left out: {test})")
         killed = applicable = 0
@@ -147,11 +169,12 @@ def score(rev: str | None, only: str | None) -> int:
                 continue
             path = root / m.path
             text = path.read_text() if path.exists() else ""
-            if text.count(m.original) != 1:
+            found = [(a, b) for a, b in m.pairs() if text.count(a) == 1]
+            if not found:
                 print(f"  n/a       {m.path}: {m.what}")
                 continue
             applicable += 1
-            path.write_text(text.replace(m.original, m.mutated))
+            path.write_text(text.replace(*found[0]))
             start = time.monotonic()
             dead = _suite_fails(root, broken)
             path.write_text(text)

@@ -97,3 +97,63 @@ def test_throughput_is_output_tokens_over_the_request_lifetime(load_model):
     c, osl = p.concurrency[0], 256.0
     lifetime = np.maximum(p.ttft_s[0] + (osl - 1) * p.tpot_s[0], osl * p.tpot_s[0])
     assert p.tokens_per_s_per_gpu[0] == pytest.approx(c * osl / (2 * lifetime), rel=1e-9)
+
+
+def test_step_overhead_is_shared_by_pipeline_stages(load_model):
+    """The 8 per-step kernels (embedding, final norm, sampling, scheduler) run once per step of
+    the whole pipeline: each of PP = 2 stages carries 8/2 launches (16 layers per stage here)."""
+    a, d = _arrays(load_model("Llama-3.1-8B"), Deployment(pp=2))
+    env = Env.create(H200, "fp8", "fp8")
+    launch = H200.kernel_launch_s
+    rate = H200.hbm_bytes_per_s * env.eff.for_rate("bf16").bandwidth_ceiling_frac
+    expected = 16 * (64 * 92_160 * 2 / rate + 4 * launch) + 8 * launch / 2
+    got = _other_s(a, d, env, StepLoad.single_group(64.0), 16.0, 16.0)
+    assert float(np.asarray(got).reshape(-1)[0]) == pytest.approx(expected, rel=1e-9)
+
+
+def test_tp_all_reduces_by_hand(load_model):
+    """Llama-3.1-8B at TP 2, 64 tokens: one all-reduce of 64·4096·2 bytes (BF16 activations)
+    after attention and one after the FFN in each of the 32 layers: 64 all-reduces."""
+    from cost_model.communication import all_reduce_s
+    from cost_model.step import _communication_s
+
+    a, d = _arrays(load_model("Llama-3.1-8B"), Deployment(tp=2))
+    env = Env.create(H200, "fp8", "fp8")
+    got = _communication_s(a, d, env, StepLoad.single_group(64.0), 32.0, 0.0, 32.0)
+    one = all_reduce_s(64 * 4096 * 2.0, 2, H200, env.eff)
+    assert float(np.asarray(got).reshape(-1)[0]) == pytest.approx(64 * float(one), rel=1e-9)
+
+
+def test_expert_dispatch_travels_in_the_linear_format(load_model):
+    """Qwen3-30B-A3B, 64 tokens per group, dp = 8 attention groups, EP 8, FP8: each GPU sends
+    64 · 8 routed copies (k = 8 < EP) of 2,048 values, dispatch in FP8 (1 byte) and combine in
+    BF16 (2 bytes), plus the TP all-reduces (none at TP 1), in each of 48 MoE layers."""
+    from cost_model.communication import all_to_all_s
+    from cost_model.step import _communication_s
+
+    a, d = _arrays(load_model("Qwen3-30B-A3B"), Deployment(dp=8, ep=8, precision="fp8"))
+    env = Env.create(H200, "fp8", "fp8")
+    load = StepLoad.of(d, 8 * 64.0, 0.0)
+    got = _communication_s(a, d, env, load, 0.0, 48.0, 48.0)
+    routed = 64 * 8 * 2048
+    per_layer = all_to_all_s(routed * 1.0, 8, H200, env.eff) + \
+        all_to_all_s(routed * 2.0, 8, H200, env.eff)
+    assert float(np.asarray(got).reshape(-1)[0]) == pytest.approx(48 * float(per_layer), rel=1e-9)
+
+
+def test_workspace_of_a_wide_model(load_model):
+    """DeepSeek-V3 at TP 1: max(8·7168, 3·18432) = 57,344 BF16 values per token of an 8,192-
+    token chunk: 8192 · 57344 · 2 = 939,524,096 bytes."""
+    a, d = _arrays(load_model("DeepSeek-V3"), Deployment())
+    assert workspace_bytes_per_gpu(a, d, 8192.0)[0, 0] == 939_524_096
+
+
+def test_attention_flops_per_key(load_model):
+    """Per (query, key) pair and head: GQA scores (2·d_h) and weighted values (2·d_h) = 4·128 =
+    512 FLOPs; absorbed MLA (DeepSeek-V3, latent 512 + RoPE 64): 2·(2·512 + 64) = 2,176."""
+    from cost_model.attention import _head_flop_per_key
+
+    llama = ArchArrays.from_architectures([load_model("Llama-3.1-8B")])
+    deepseek = ArchArrays.from_architectures([load_model("DeepSeek-V3")])
+    assert _head_flop_per_key(llama, absorbed=True)[0, 0] == 512
+    assert _head_flop_per_key(deepseek, absorbed=True)[0, 0] == 2176
