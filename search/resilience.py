@@ -22,9 +22,10 @@ import sys
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 import optuna
 from optuna.trial import TrialState
@@ -47,8 +48,6 @@ PID_START_SLACK_S = 2.0
 FIRST_WAIT_S = 1.0
 MAX_WAIT_S = 30.0
 T = TypeVar("T")
-__all__ = ["WORKER_ATTR", "worker_id", "fail_orphans", "ask_batch", "mark_alive",
-           "BatchHeartbeat", "with_retries", "describe_error"]
 
 
 def _pid_alive(pid: int, since: datetime | None = None) -> bool:

@@ -10,7 +10,6 @@ from pathlib import Path
 import optuna
 
 from cost_model.errors import CostModelError
-
 from search.arrow_export import write_pareto_files
 from search.report import pareto_document
 from search.runner import NoFeasibleError, RunSummary, describe_rejections, run_study

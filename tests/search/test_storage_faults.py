@@ -17,7 +17,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from search import storage
+from search import journal_file, storage
 from search.cli import main
 from search.spec import load_spec
 from search.storage import StorageError
@@ -107,14 +107,14 @@ def test_a_failed_flush_is_not_repeated_on_close(tmp_path, capsys):
     backend = handle.backend
     backend.append_logs([{"op_code": 2, "worker_id": "w", "study_id": 0,
                           "user_attr": {"k": 1}}])
-    original = storage._write_all
-    storage._write_all = fail
+    original = journal_file._write_all
+    journal_file._write_all = fail
     try:
         with pytest.raises(StorageError, match="no space left"):
             handle.flush()
         handle.close()
     finally:
-        storage._write_all = original
+        journal_file._write_all = original
     assert len(attempts) == 1
 
 
@@ -343,7 +343,7 @@ def small_tmpfs(tmp_path):
     mount.mkdir()
     if os.geteuid() != 0 or shutil.which("mount") is None or subprocess.run(
             ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)],
-            capture_output=True).returncode != 0:
+            check=False, capture_output=True).returncode != 0:
         pytest.skip("mounting a tmpfs needs root")
     try:
         yield mount
@@ -389,17 +389,17 @@ def test_full_disk_mid_batch_is_undone(tmp_path, capsys, monkeypatch):
     """A batch that only partly reached the disk is cut back to the last whole batch."""
     study = _ran_once(tmp_path, capsys)
     size = _journal(study).stat().st_size
-    real = storage._write_all
+    real = journal_file._write_all
 
     def half(fd, data):
         real(fd, data[: len(data) // 2])
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(storage, "_write_all", half)
+    monkeypatch.setattr(journal_file, "_write_all", half)
     assert _search(study, 128) == 2
     _one_line(capsys, "no space left")
     assert _journal(study).stat().st_size == size
-    monkeypatch.setattr(storage, "_write_all", real)
+    monkeypatch.setattr(journal_file, "_write_all", real)
     assert _search(study, 128) == 0
     assert len(_trials(study)) == 128
 
