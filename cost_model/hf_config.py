@@ -109,6 +109,10 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         (256000, 2304, 9216, 26, 8, 4, 256, None, 8192, True), attention_bias=False,
         hidden_activation="gelu_pytorch_tanh", sliding_window=4096, layer_types=None,
     ),
+    "gemma3_text": _defaults(
+        (262208, 2304, 9216, 26, 8, 4, 256, None, 131072, True), attention_bias=False,
+        hidden_activation="gelu_pytorch_tanh", sliding_window=4096, layer_types=None,
+    ),
     "phi3": _defaults((32064, 3072, 8192, 32, 32, None, None, "silu", 4096, False), sliding_window=None),
     "minimax_m2": _defaults(
         (200064, 3072, 1536, 62, 48, 8, 128, "silu", 196608, False), num_local_experts=256,
@@ -468,6 +472,17 @@ def _read_gemma2(c: Mapping[str, Any]) -> dict[str, Any]:
     return {"norms_per_layer": 4, "hidden_act": c["hidden_activation"], **_biases(c), **layers}
 
 
+def _read_gemma3(c: Mapping[str, Any]) -> dict[str, Any]:
+    """Gemma 3: Gemma 2's four norms per layer plus head QK norms; without `layer_types` every
+    `sliding_window_pattern`-th layer (default 6: five sliding per global) is full."""
+    given = c.get("sliding_window_pattern", c.get("_sliding_window_pattern", 6))  # a full dump: "_…"
+    period = _int({"sliding_window_pattern": given}, "sliding_window_pattern")
+    default = periodic_layer_types(c["num_hidden_layers"], period)
+    layers = _layer_types(c, c["sliding_window"], default)
+    return {"norms_per_layer": 4, "hidden_act": c["hidden_activation"], "qk_norm": True,
+            **_biases(c), **layers}
+
+
 LLAMA4_CHUNKED_ATTENTION = "chunked_attention"
 
 
@@ -627,6 +642,11 @@ _FAMILIES: dict[str, _Family] = {
     ),
     "gemma2": _Family(
         _read_gemma2, ignored=frozenset({"hidden_act", "sliding_window_size"}),  # legacy duplicates
+        fixed={"use_bidirectional_attention": (None, False)},
+    ),
+    "gemma3_text": _Family(
+        _read_gemma3, ignored=frozenset({"hidden_act", "sliding_window_pattern", "_sliding_window_pattern",
+                                         "final_logit_softcapping"}),
         fixed={"use_bidirectional_attention": (None, False)},
     ),
     "phi3": _Family(_read_mistral, fixed=_NO_BIAS),  # fused qkv / gate_up: same count as unfused

@@ -19,7 +19,7 @@ from cost_model.errors import ConfigError
 
 EXPORT_ORDER = (
     "llama", "mistral", "qwen2", "qwen3", "gemma2", "mixtral", "qwen3_moe", "gpt_oss", "deepseek_v3",
-    "minimax_m2", "deepseek_v32", "glm_moe_dsa", "qwen3_5_text", "qwen3_5_moe_text", "qwen3_next",
+    "gemma3_text", "minimax_m2", "deepseek_v32", "glm_moe_dsa", "qwen3_5_text", "qwen3_5_moe_text", "qwen3_next",
 )  # fmt: skip
 _CLASS_NAMES = {
     "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
@@ -27,7 +27,7 @@ _CLASS_NAMES = {
     "qwen3_moe": "Qwen3MoeForCausalLM", "gpt_oss": "GptOssForCausalLM",
     "deepseek_v3": "DeepseekV3ForCausalLM", "minimax_m2": "MiniMaxM2ForCausalLM",
     "deepseek_v32": "DeepseekV32ForCausalLM", "glm_moe_dsa": "GlmMoeDsaForCausalLM",
-    "qwen3_next": "Qwen3NextForCausalLM", "qwen3_5_text": "Qwen3_5ForCausalLM",
+    "qwen3_next": "Qwen3NextForCausalLM", "gemma3_text": "Gemma3ForCausalLM", "qwen3_5_text": "Qwen3_5ForCausalLM",
     "qwen3_5_moe_text": "Qwen3_5MoeForCausalLM",
 }  # fmt: skip
 _BOTH = (False, True)
@@ -140,6 +140,10 @@ _FAMILY_RULES: dict[str, Callable[[Architecture], Rules]] = {
     "qwen3": lambda a: _rules(a, **_same_bias(a), qk_norm=(True,), sliding_pattern=_ANY_SLIDING),
     "gemma2": lambda a: {
         **_rules(a, **_same_bias(a), norms_per_layer=(4,), sliding_pattern=_ANY_SLIDING),
+        **_heads_divide_hidden(a),
+    },
+    "gemma3_text": lambda a: {
+        **_rules(a, **_same_bias(a), norms_per_layer=(4,), qk_norm=(True,), sliding_pattern=_ANY_SLIDING),
         **_heads_divide_hidden(a),
     },
     "mixtral": lambda a: _rules(a, is_moe=(True,), sliding_pattern=_UNIFORM_SLIDING),
@@ -266,6 +270,7 @@ _EXPORTERS: dict[str, Callable[[Architecture], dict[str, Any]]] = {
     "qwen2": _export_qwen2,
     "qwen3": lambda arch: {**_bias(arch), **_export_qwen2(arch)},
     "gemma2": _export_gemma2,
+    "gemma3_text": _export_gemma2,
     "mixtral": _export_mixtral,
     "qwen3_moe": _export_qwen3_moe,
     "gpt_oss": _export_gpt_oss,

@@ -442,3 +442,15 @@ def test_qwen_hybrid_refusals():
         with pytest.raises(ConfigError) as info:
             architecture_from_hf_config({**config, "text_config": {**text, **change}})
         assert message in str(info.value)
+
+
+def test_gemma3_five_sliding_layers_per_global():
+    """Gemma 3 (no `layer_types`): every 6th layer global, the others slide over the window; head
+    QK norms and Gemma 2's four norms per layer; `sliding_window_pattern` sets the period."""
+    config = _config("synthetic-gemma3-five-sliding-per-global")
+    arch = architecture_from_hf_config(config)
+    assert (arch.num_sliding_layers, arch.num_full_attention_layers, arch.sliding_window) == (10, 2, 512)
+    assert (arch.qk_norm, arch.norms_per_layer, arch.tie_word_embeddings) == (True, 4, True)
+    every_third = architecture_from_hf_config({**config, "sliding_window_pattern": 3})
+    assert every_third.num_full_attention_layers == 4
+    assert _transformers_model({**config, "sliding_window_pattern": 3})[1] == 8
