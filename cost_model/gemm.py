@@ -332,7 +332,10 @@ def gemm_cost(m, n, k, hw: HardwareSpec, precision: Precision | str,
     found = np.broadcast_arrays(*_candidates(m, n, k, groups, hw, rates, detail=True))
     time, math, memory, split_s, eta_tile, eta_wave = (x.reshape((-1,) + x.shape[2:]) for x in found)
     best = np.argmin(time, axis=0)[None]
-    pick = lambda x: np.take_along_axis(x, best, 0)[0]
+
+    def pick(x):
+        return np.take_along_axis(x, best, 0)[0]
+
     math, memory = pick(math), pick(memory)
     overhead = pick(split_s) + rates.fixed_overhead_s
     peak = rates.peak_flop_per_s

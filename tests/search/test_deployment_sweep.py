@@ -5,7 +5,6 @@ sampled architecture under every deployment its space allows and takes the envel
 from pathlib import Path
 
 import numpy as np
-import optuna
 import pytest
 
 from cost_model.frontier import frontier_area
