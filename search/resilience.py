@@ -29,7 +29,7 @@ from typing import TypeVar
 
 import optuna
 from optuna.trial import TrialState
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, PendingRollbackError
 
 from search.storage import (
     HEARTBEAT_GRACE_S,
@@ -228,6 +228,8 @@ def describe_error(exc: BaseException) -> str:
     while root.__cause__ is not None:  # StorageInternalError <- SQLAlchemy's <- the driver's
         root = root.__cause__
     root = getattr(root, "orig", None) or root  # SQLAlchemy's DBAPIError: the driver's error
+    if isinstance(root, PendingRollbackError):  # the session's connection died mid-transaction
+        return "the connection to the database was lost"
     text = str(root).split("[SQL:")[0].split("(Background on this error")[0]
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return f"{type(root).__name__}: {lines[0]}" if lines else type(root).__name__

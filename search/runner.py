@@ -94,7 +94,9 @@ def _check_same_spec(study: optuna.Study, spec: StudySpec) -> None:
 
 
 def open_study(spec: StudySpec, handle: StorageHandle, seed: int) -> optuna.Study:
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # Optuna's own warnings are errors archscout reports itself, in one line (e.g. on a database
+    # restart it logs the SQL it was running and blames "the number of IN variables")
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
     study = optuna.create_study(study_name=spec.name, storage=handle.storage,
                                 directions=spec.objectives.directions,
                                 sampler=make_sampler(spec, seed), load_if_exists=True)

@@ -8,7 +8,7 @@ import time
 import optuna
 import pytest
 from optuna.trial import TrialState
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import OperationalError, PendingRollbackError
 
 from search import resilience
 from search.storage import StorageError, open_default
@@ -120,3 +120,16 @@ def test_the_retry_line_names_the_drivers_error_without_sql(capsys):
     assert "ConnectionError: server closed the connection unexpectedly" in err
     for noise in ("invalid data", "max length", "INSERT", "SQL", "Background"):
         assert noise not in err, err
+
+
+def test_a_session_cut_mid_transaction_is_named_plainly():
+    """SQLAlchemy's PendingRollbackError ("Can't reconnect until invalid transaction is rolled
+    back") is what a retry meets right after a restart: the line says what happened."""
+    try:
+        try:
+            raise PendingRollbackError("Can't reconnect until invalid transaction is rolled back")
+        except PendingRollbackError as exc:
+            raise optuna.exceptions.StorageInternalError("An exception is raised during the "
+                                                         "commit.") from exc
+    except optuna.exceptions.StorageInternalError as exc:
+        assert resilience.describe_error(exc) == "the connection to the database was lost"
