@@ -224,11 +224,18 @@ def open_default(path: Path, shared: bool, *, read_only: bool = False,
                          url=f"journal:{path}", journal_path=path)
 
 
-def open_url(url: str) -> StorageHandle:
-    """`journal:PATH` (or a path ending in .journal), or any Optuna RDB URL."""
+def open_url(url: str, read_only: bool = False) -> StorageHandle:
+    """`journal:PATH` (or a path ending in .journal), or any Optuna RDB URL. `read_only`: a
+    journal that does not exist is an error, and nothing is created or written for it."""
     if url.startswith("journal:") or url.endswith(".journal"):
         path = Path(url.removeprefix("journal:"))
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if read_only:
+            if not path.is_file():
+                raise StorageError(f"`--storage` {url!r}: no journal at {path}")
+            _check_tail(path)
+            return StorageHandle(_journal(SafeJournalFileBackend(path, create=False), path),
+                                 f"journal {path}", url=f"journal:{path}")
+        _make_folder(path)
         return StorageHandle(_journal(SafeJournalFileBackend(path), path), f"journal {path}",
                              url=f"journal:{path}")
     if "://" not in url:

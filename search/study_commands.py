@@ -37,7 +37,7 @@ def open_for_reading(spec_path: Path, spec: StudySpec, url: str | None) -> Stora
     """The study's storage for a command that only reads it: a default journal that does not
     exist yet is an error, and nothing is created, locked, repaired or rewritten for it."""
     if url:
-        return open_url(url)
+        return open_url(url, read_only=True)
     path = default_journal_path(spec_path, spec.name)
     if not path.exists():
         raise StorageError(f"no study `{spec.name}` in journal {path}; run `archscout search` "

@@ -332,6 +332,18 @@ def test_readers_never_write(tmp_path, capsys):
     assert _snapshot(folder) == before
 
 
+def test_readers_of_a_journal_url_create_nothing(tmp_path, capsys):
+    study = _study(tmp_path)
+    url = f"journal:{tmp_path / 'elsewhere' / 'study.journal'}"
+    assert main(["pareto", str(study), "--storage", url]) == 2
+    _one_line(capsys, "no journal at")
+    assert not (tmp_path / "elsewhere").exists()
+    assert _search(study, 64, "--storage", url) == 0
+    capsys.readouterr()
+    assert main(["pareto", str(study), "--storage", url, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["trials"] == 64
+
+
 # --- a full disk --------------------------------------------------------------------------------
 
 
