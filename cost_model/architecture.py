@@ -32,6 +32,14 @@ Conventions (the same as transformers' modeling code, which `params.py` counts e
   of one v head's width; the output projection. Its state per sequence is one
   key_head_dim x value_head_dim matrix per v head (fp32 in the kernels) plus the conv's last
   kernel-1 inputs.
+- Mamba-2 (arXiv 2405.21060, as transformers' Nemotron-H mixer) uses the same fields, read as SSD's
+  duality with linear attention: `linear_num_value_heads` SSM heads of `linear_value_head_dim`
+  channels, `linear_num_key_heads` B/C groups of `linear_key_head_dim` (the SSM state size).
+  in_proj H → z, x (heads·head_dim each), B, C (groups·state each) and dt (one per head); a conv
+  over x, B, C with a bias iff `linear_conv_bias`; dt_bias, A_log and D per head; a gated RMSNorm
+  over heads·head_dim; out_proj. Its state per sequence has the same shape as Gated DeltaNet's.
+- `layer_moe` names the MoE layers explicitly (Nemotron-H's hybrid pattern), instead of
+  `first_dense_layers` / `moe_layer_period`; with it, `layer_ffn_widths` is 0 on MoE layers.
 - `attention_output_gate`: the query projection also yields a sigmoid gate per output element
   (q_proj 2·n_q·d_h wide: Qwen3-Next); `shared_expert_gate`: one H → 1 sigmoid gate on the shared
   expert per MoE layer (Qwen2-MoE/Qwen3-Next).
@@ -51,10 +59,12 @@ from cost_model.errors import ConfigError
 Positive = Annotated[StrictInt, Field(ge=1)]
 NonNegative = Annotated[StrictInt, Field(ge=0)]
 LayerType = Literal["full_attention", "sliding_attention"]
-MixerKind = Literal["attention", "gated_deltanet", "none"]
+MixerKind = Literal["attention", "gated_deltanet", "mamba2", "none"]
 ATTENTION_MIXER: MixerKind = "attention"
 GATED_DELTANET_MIXER: MixerKind = "gated_deltanet"
+MAMBA2_MIXER: MixerKind = "mamba2"
 NO_MIXER: MixerKind = "none"
+LINEAR_MIXERS = (GATED_DELTANET_MIXER, MAMBA2_MIXER)
 _LINEAR_FIELDS = ("linear_num_key_heads", "linear_key_head_dim", "linear_num_value_heads",
                   "linear_value_head_dim", "linear_conv_kernel")
 FULL_ATTENTION: LayerType = "full_attention"
@@ -108,6 +118,8 @@ class Architecture(BaseModel):
     linear_num_value_heads: NonNegative = 0
     linear_value_head_dim: NonNegative = 0
     linear_conv_kernel: NonNegative = 0
+    linear_conv_bias: StrictBool = False  # Mamba-2's conv bias (Gated DeltaNet has none)
+    layer_moe: tuple[StrictBool, ...] | None = None  # explicit MoE layers (None: placement rule)
     # dense MLP
     intermediate_size: NonNegative  # width of dense-layer MLPs; unused when no layer is dense
     gated_mlp: StrictBool = True  # gate and up projections (SwiGLU / GeGLU)
@@ -180,7 +192,14 @@ class Architecture(BaseModel):
     @property
     def num_linear_attention_layers(self) -> int:
         """Layers whose mixer is linear attention with a recurrent state (Gated DeltaNet)."""
-        return 0 if self.layer_mixers is None else self.layer_mixers.count(GATED_DELTANET_MIXER)
+        if self.layer_mixers is None:
+            return 0
+        return sum(self.layer_mixers.count(kind) for kind in LINEAR_MIXERS)
+
+    @property
+    def linear_mixer_kind(self) -> MixerKind | None:
+        """The linear-attention mixer the model uses (one kind per model), or None."""
+        return next((k for k in LINEAR_MIXERS if k in (self.layer_mixers or ())), None)
 
     @property
     def num_mixer_layers(self) -> int:
@@ -199,7 +218,7 @@ class Architecture(BaseModel):
     @property
     def is_heterogeneous(self) -> bool:
         """True when layers differ beyond the sliding/MoE patterns (`layer_mixers`, FFN widths)."""
-        return self.layer_mixers is not None or self.layer_ffn_widths is not None
+        return any(v is not None for v in (self.layer_mixers, self.layer_ffn_widths, self.layer_moe))
 
     @property
     def q_dim(self) -> int:
@@ -258,6 +277,8 @@ class Architecture(BaseModel):
         return tuple(self._is_moe_layer(i) for i in range(self.num_layers))
 
     def _is_moe_layer(self, layer: int) -> bool:
+        if self.layer_moe is not None:
+            return self.is_moe and self.layer_moe[layer]
         after_dense = layer >= self.first_dense_layers
         return self.is_moe and after_dense and (layer + 1) % self.moe_layer_period == 0
 
@@ -266,6 +287,8 @@ class Architecture(BaseModel):
         """Layers i >= first_dense_layers with (i + 1) a multiple of moe_layer_period."""
         if not self.is_moe:
             return 0
+        if self.layer_moe is not None:
+            return sum(self.layer_moe)
         period, first = self.moe_layer_period, min(self.first_dense_layers, self.num_layers)
         return self.num_layers // period - first // period
 
@@ -468,7 +491,7 @@ def _check_dsa(arch: Architecture) -> None:
 
 
 def _check_layer_pattern(arch: Architecture) -> None:
-    for field in ("layer_mixers", "layer_ffn_widths"):
+    for field in ("layer_mixers", "layer_ffn_widths", "layer_moe"):
         values = getattr(arch, field)
         if values is not None and len(values) != arch.num_layers:
             raise ValueError(f"`{field}` ({len(values)} entries) must have one entry per layer "
@@ -482,24 +505,36 @@ def _check_layer_pattern(arch: Architecture) -> None:
                          "pattern (one pre-norm per attention and per FFN)")
     if arch.layer_mixers is not None and arch.sliding_window is not None:
         raise ValueError("`sliding_window` must be None with `layer_mixers` (not supported together)")
+    if arch.layer_moe is not None:
+        if not arch.is_moe or arch.first_dense_layers or arch.moe_layer_period != 1:
+            raise ValueError("`layer_moe` needs `num_experts` >= 1, `first_dense_layers` 0 and "
+                             "`moe_layer_period` 1 (it replaces them)")
     widths = arch.layer_ffn_widths
     if widths is None:
         return
-    if arch.is_moe:
-        raise ValueError("`layer_ffn_widths` is for dense models (`num_experts` must be 0)")
+    if arch.is_moe and arch.layer_moe is None:
+        raise ValueError("`layer_ffn_widths` with MoE needs `layer_moe` (which layers are MoE)")
+    moe_with_width = [i for i, (w, moe) in enumerate(zip(widths, arch.layer_is_moe)) if w and moe]
+    if moe_with_width:
+        raise ValueError(f"`layer_ffn_widths` must be 0 on MoE layers (layer {moe_with_width[0]})")
     if arch.intermediate_size != max(widths):
         raise ValueError(f"`intermediate_size` ({arch.intermediate_size}) must equal the widest of "
                          f"`layer_ffn_widths` ({max(widths)})")
 
 
 def _check_linear(arch: Architecture) -> None:
+    if arch.linear_conv_bias and arch.linear_mixer_kind != MAMBA2_MIXER:
+        raise ValueError("`linear_conv_bias` (True) is for Mamba-2 layers only")
     if arch.num_linear_attention_layers == 0:
         _require_zero(arch, _LINEAR_FIELDS, "when no layer is linear attention (`layer_mixers`)")
     else:
         for field in _LINEAR_FIELDS:
             if getattr(arch, field) < 1:
                 raise ValueError(f"`{field}` ({getattr(arch, field)}) must be >= 1: "
-                                 f"{arch.num_linear_attention_layers} layers are Gated DeltaNet")
+                                 f"{arch.num_linear_attention_layers} layers are linear attention")
+        kinds = [k for k in LINEAR_MIXERS if k in (arch.layer_mixers or ())]
+        if len(kinds) > 1:
+            raise ValueError(f"`layer_mixers` mixes {kinds}: one linear-attention kind per model")
         keys, values = arch.linear_num_key_heads, arch.linear_num_value_heads
         if values % keys:
             raise ValueError(f"`linear_num_value_heads` ({values}) must be divisible by "

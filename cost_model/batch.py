@@ -109,12 +109,15 @@ def _arch_row(a: Architecture) -> dict[str, float]:
 
 
 def _linear_columns(a: Architecture) -> dict[str, float]:
+    """Gated DeltaNet: in_proj to q, k, v, z, β, decay; Mamba-2: to z, x, B, C, dt (one per
+    head). Both convolve q/k/v (x/B/C) and keep a key x value state per head."""
     value_width = a.linear_num_value_heads * a.linear_value_head_dim
     conv_width = 2 * a.linear_num_key_heads * a.linear_key_head_dim + value_width
+    per_head_inputs = 1 if a.linear_mixer_kind == "mamba2" else 2
     return dict(
         linear_layers=a.num_linear_attention_layers, linear_heads=a.linear_num_value_heads,
         linear_key_dim=a.linear_key_head_dim, linear_value_dim=a.linear_value_head_dim,
-        linear_in_width=conv_width + value_width + 2 * a.linear_num_value_heads,
+        linear_in_width=conv_width + value_width + per_head_inputs * a.linear_num_value_heads,
         linear_conv_width=conv_width, linear_conv_kernel=a.linear_conv_kernel,
     )
 

@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from cost_model.architecture import (
-    ATTENTION_MIXER, FULL_ATTENTION, GATED_DELTANET_MIXER, NO_MIXER, SLIDING_ATTENTION, Architecture, config_error_from,
+    ATTENTION_MIXER, FULL_ATTENTION, GATED_DELTANET_MIXER, MAMBA2_MIXER, NO_MIXER, SLIDING_ATTENTION, Architecture, config_error_from,
     periodic_layer_types,
 )  # fmt: skip
 from cost_model.errors import ConfigError
@@ -147,6 +147,13 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         (248320, 4096, 12288, 32, 16, 4, 256, "silu", 32768, False), attention_bias=False,
         **_GDN_DEFAULTS, layer_types=None,
     ),
+    "nemotron_h": _defaults(
+        (131072, 4096, 21504, None, 32, 8, 128, None, 4096, False), attention_bias=False,
+        mlp_hidden_act="relu2", mlp_bias=False, ssm_state_size=128, mamba_num_heads=128,
+        mamba_head_dim=64, n_groups=8, conv_kernel=4, use_conv_bias=True, n_routed_experts=8,
+        n_shared_experts=1, moe_intermediate_size=7688, moe_shared_expert_intermediate_size=7688,
+        num_experts_per_tok=2, layers_block_type=None,
+    ),
     "llama4_text": _defaults(
         (202048, 5120, 8192, 48, 40, 8, 128, "silu", 131072, False), attention_bias=False,
         intermediate_size_mlp=16384, interleave_moe_layer_step=1, moe_layers=None,
@@ -259,7 +266,8 @@ def _common_fields(c: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "vocab_size": c["vocab_size"],
         "hidden_size": hidden,
-        "num_layers": _int(c, "num_hidden_layers"),
+        # None only where the family derives it (Nemotron-H: the block pattern's length)
+        "num_layers": None if c["num_hidden_layers"] is None else _int(c, "num_hidden_layers"),
         "num_attention_heads": heads,
         "num_kv_heads": heads if c["num_key_value_heads"] is None else c["num_key_value_heads"],
         "head_dim": hidden // heads if c["head_dim"] is None else c["head_dim"],
@@ -456,6 +464,55 @@ def _read_qwen3_5(c: Mapping[str, Any]) -> dict[str, Any]:
     return _qwen_linear_layers(c)
 
 
+NEMOTRON_H_BLOCKS = {"M": "linear_attention", "E": "moe", "*": "full_attention", "-": "mlp"}
+
+
+def _nemotron_h_blocks(c: Mapping[str, Any]) -> list[str]:
+    """Each layer's block: `layers_block_type` (alias `layer_types`), else the legacy
+    `hybrid_override_pattern` string (M Mamba-2, * attention, - MLP, E MoE), else transformers'
+    default four blocks."""
+    blocks = c["layers_block_type"]
+    if blocks is None and c.get("hybrid_override_pattern") is not None:
+        pattern = c["hybrid_override_pattern"]
+        if not isinstance(pattern, str) or not set(pattern) <= set(NEMOTRON_H_BLOCKS):
+            raise ConfigError(f"`hybrid_override_pattern` ({pattern!r}) must be a string of "
+                              f"{''.join(NEMOTRON_H_BLOCKS)}")
+        blocks = [NEMOTRON_H_BLOCKS[char] for char in pattern]
+    blocks = list(blocks) if blocks is not None else ["linear_attention", "moe", "full_attention", "mlp"]
+    if not blocks or not set(blocks) <= set(NEMOTRON_H_BLOCKS.values()):
+        raise ConfigError(f"`layers_block_type` ({blocks!r}) must list blocks of "
+                          f"{sorted(NEMOTRON_H_BLOCKS.values())}")
+    return blocks
+
+
+def _read_nemotron_h(c: Mapping[str, Any]) -> dict[str, Any]:
+    """Nemotron-H / Nemotron-3: one block per layer (its one norm and a Mamba-2 mixer, GQA
+    attention without QK norms, an ungated MLP of `intermediate_size`, or an MoE of ungated
+    experts with a shared expert of `moe_shared_expert_intermediate_size`); the layer count is
+    the pattern's length (transformers ignores `num_hidden_layers`)."""
+    blocks = _nemotron_h_blocks(c)
+    mixer = {"linear_attention": MAMBA2_MIXER, "full_attention": ATTENTION_MIXER}
+    fields: dict[str, Any] = {
+        "num_layers": len(blocks), "gated_mlp": False, "hidden_act": c["mlp_hidden_act"],
+        "mlp_bias": c["mlp_bias"], **_biases(c),
+        "layer_mixers": tuple(mixer.get(block, NO_MIXER) for block in blocks),
+        "layer_ffn_widths": tuple(c["intermediate_size"] if b == "mlp" else 0 for b in blocks),
+        "intermediate_size": c["intermediate_size"] if "mlp" in blocks else 0,
+    }
+    if MAMBA2_MIXER in fields["layer_mixers"]:
+        fields.update(linear_num_value_heads=_int(c, "mamba_num_heads"),
+                      linear_value_head_dim=_int(c, "mamba_head_dim"),
+                      linear_num_key_heads=_int(c, "n_groups"), linear_key_head_dim=_int(c, "ssm_state_size"),
+                      linear_conv_kernel=_int(c, "conv_kernel"), linear_conv_bias=c["use_conv_bias"])
+    if "moe" in blocks:
+        # transformers builds the shared expert whatever `n_shared_experts` says (fixed to 1)
+        shared = _int(c, "moe_shared_expert_intermediate_size")
+        fields.update(_moe(c, "n_routed_experts", "moe_intermediate_size"),
+                      layer_moe=tuple(b == "moe" for b in blocks),
+                      num_shared_experts=1, shared_expert_intermediate_size=shared)
+    return fields
+
+
 def _read_gpt_oss(c: Mapping[str, Any]) -> dict[str, Any]:
     """gpt-oss: biased experts and router, attention sinks, alternating sliding/full layers."""
     default = periodic_layer_types(c["num_hidden_layers"], 2)
@@ -629,6 +686,26 @@ _FAMILIES: dict[str, _Family] = {
         aliases={"num_experts": "num_local_experts"},
     ),
     "nemotron-nas": _Family(_read_nemotron_nas),
+    "nemotron_h": _Family(
+        _read_nemotron_h,
+        # Mamba-2 kernel knobs, dt init, routing scale/groups and the RoPE/residual options change
+        # no shape; `expand` is implied by mamba_num_heads · mamba_head_dim in transformers
+        ignored=frozenset({
+            "expand", "time_step_min", "time_step_max", "time_step_limit", "time_step_floor",
+            "time_step_rank", "chunk_size", "mamba_hidden_act", "use_mamba_kernels",
+            "mamba_ssm_cache_dtype", "residual_in_fp32", "rescale_prenorm_residual",
+            "num_logits_to_keep", "routed_scaling_factor", "n_group", "topk_group",
+            "moe_shared_expert_overlap", "layer_norm_epsilon", "norm_eps", "partial_rotary_factor",
+            "hybrid_override_pattern", "hidden_act",
+            # the MTP blocks' pattern: unused while `num_nextn_predict_layers` is 0
+            "mtp_layers_block_type", "mtp_hybrid_override_pattern",
+        }),
+        fixed={"mamba_proj_bias": (False,), "use_bias": (False,), "moe_latent_size": (None,),
+               "n_shared_experts": (1,),
+               "sliding_window": (None,), "num_nextn_predict_layers": (0, None)},
+        aliases={"layer_types": "layers_block_type", "attention_head_dim": "head_dim",
+                 "num_local_experts": "n_routed_experts"},
+    ),
     # the output gate is always on in transformers' Qwen3-Next/Qwen3.5 attention; RoPE width
     # (partial_rotary_factor, mrope) and the MTP layers (not built) change no shape
     "qwen3_next": _Family(_read_qwen3_next, ignored=_QWEN_NEXT_IGNORED, fixed=_QWEN_NEXT_FIXED),

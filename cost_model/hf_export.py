@@ -13,13 +13,14 @@ from collections.abc import Callable
 from typing import Any
 
 from cost_model.architecture import (
-    FULL_ATTENTION, GATED_DELTANET_MIXER, SLIDING_ATTENTION, Architecture,
+    ATTENTION_MIXER, FULL_ATTENTION, GATED_DELTANET_MIXER, MAMBA2_MIXER, SLIDING_ATTENTION, Architecture,
 )  # fmt: skip
 from cost_model.errors import ConfigError
 
 EXPORT_ORDER = (
     "llama", "mistral", "qwen2", "qwen3", "gemma2", "mixtral", "qwen3_moe", "gpt_oss", "deepseek_v3",
     "gemma3_text", "minimax_m2", "deepseek_v32", "glm_moe_dsa", "qwen3_5_text", "qwen3_5_moe_text", "qwen3_next",
+    "nemotron_h",
 )  # fmt: skip
 _CLASS_NAMES = {
     "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
@@ -27,7 +28,8 @@ _CLASS_NAMES = {
     "qwen3_moe": "Qwen3MoeForCausalLM", "gpt_oss": "GptOssForCausalLM",
     "deepseek_v3": "DeepseekV3ForCausalLM", "minimax_m2": "MiniMaxM2ForCausalLM",
     "deepseek_v32": "DeepseekV32ForCausalLM", "glm_moe_dsa": "GlmMoeDsaForCausalLM",
-    "qwen3_next": "Qwen3NextForCausalLM", "gemma3_text": "Gemma3ForCausalLM", "qwen3_5_text": "Qwen3_5ForCausalLM",
+    "qwen3_next": "Qwen3NextForCausalLM", "gemma3_text": "Gemma3ForCausalLM",
+    "nemotron_h": "NemotronHForCausalLM", "qwen3_5_text": "Qwen3_5ForCausalLM",
     "qwen3_5_moe_text": "Qwen3_5MoeForCausalLM",
 }  # fmt: skip
 _BOTH = (False, True)
@@ -133,6 +135,33 @@ def _qwen_hybrid_rules(arch: Architecture, moe: bool, any_placement: bool) -> Ru
     return {**rules, **pattern}
 
 
+def _nemotron_h_blocks(arch: Architecture) -> list[str] | None:
+    """Each layer as one Nemotron-H block, or None when some layer has both a mixer and an FFN
+    (or neither), a linear mixer other than Mamba-2, or a second FFN width."""
+    mixers = arch.layer_mixers or (ATTENTION_MIXER,) * arch.num_layers
+    widths, blocks = arch.dense_ffn_widths, []
+    for mixer, width, moe in zip(mixers, widths, arch.layer_is_moe, strict=True):
+        has_ffn = bool(width) or moe
+        if (mixer != "none") == has_ffn or mixer == GATED_DELTANET_MIXER:
+            return None
+        if width and width != arch.intermediate_size:
+            return None
+        blocks.append({MAMBA2_MIXER: "linear_attention", ATTENTION_MIXER: FULL_ATTENTION}.get(
+            mixer, "moe" if moe else "mlp"))
+    return blocks
+
+
+def _nemotron_h_rules(arch: Architecture) -> Rules:
+    """Nemotron-H: one block per layer (Mamba-2, attention, ungated MLP or MoE with at most one
+    shared expert), no QK norms."""
+    rules = _rules(arch, **_same_bias(arch), gated_mlp=(False,), is_moe=_BOTH, is_heterogeneous=_BOTH,
+                   mlp_bias=_BOTH, num_shared_experts=(1,) if arch.is_moe else (0,))
+    placement = (arch.first_dense_layers, arch.moe_layer_period) if arch.layer_moe is None else (0, 1)
+    blocks = _nemotron_h_blocks(arch)
+    return {**rules, "one block (mixer or FFN) per layer": (blocks is not None, (True,)),
+            "MoE placement (layer_moe, or MoE-free)": (placement if arch.is_moe else (0, 1), ((0, 1),))}
+
+
 _FAMILY_RULES: dict[str, Callable[[Architecture], Rules]] = {
     "llama": lambda a: {**_rules(a, **_same_bias(a), mlp_bias=_BOTH), **_heads_divide_hidden(a)},
     "mistral": lambda a: _rules(a, sliding_pattern=_UNIFORM_SLIDING),
@@ -166,6 +195,7 @@ _FAMILY_RULES: dict[str, Callable[[Architecture], Rules]] = {
     "qwen3_5_text": lambda a: _qwen_hybrid_rules(a, moe=False, any_placement=False),
     "qwen3_5_moe_text": lambda a: _qwen_hybrid_rules(a, moe=True, any_placement=False),
     "qwen3_next": lambda a: _qwen_hybrid_rules(a, moe=True, any_placement=True),
+    "nemotron_h": _nemotron_h_rules,
 }  # fmt: skip
 
 
@@ -264,6 +294,23 @@ def _export_qwen_moe(arch: Architecture) -> dict[str, Any]:
             "shared_expert_intermediate_size": arch.shared_expert_intermediate_size}
 
 
+def _export_nemotron_h(arch: Architecture) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        **_bias(arch), "layers_block_type": _nemotron_h_blocks(arch), "hidden_act": _OMIT,
+        "mlp_hidden_act": arch.hidden_act, "mlp_bias": arch.mlp_bias,
+    }
+    if arch.num_linear_attention_layers:
+        fields.update(mamba_num_heads=arch.linear_num_value_heads, mamba_head_dim=arch.linear_value_head_dim,
+                      n_groups=arch.linear_num_key_heads, ssm_state_size=arch.linear_key_head_dim,
+                      conv_kernel=arch.linear_conv_kernel, use_conv_bias=arch.linear_conv_bias)
+    if arch.is_moe:
+        fields.update(n_routed_experts=arch.num_experts, num_experts_per_tok=arch.experts_per_token,
+                      moe_intermediate_size=arch.moe_intermediate_size,
+                      n_shared_experts=arch.num_shared_experts,
+                      moe_shared_expert_intermediate_size=arch.shared_expert_intermediate_size)
+    return fields
+
+
 _EXPORTERS: dict[str, Callable[[Architecture], dict[str, Any]]] = {
     "llama": lambda arch: {**_bias(arch), "mlp_bias": arch.mlp_bias},
     "mistral": lambda arch: {"sliding_window": _window(arch)},
@@ -279,6 +326,7 @@ _EXPORTERS: dict[str, Callable[[Architecture], dict[str, Any]]] = {
     "deepseek_v32": _export_dsa,
     "glm_moe_dsa": lambda arch: {**_export_dsa(arch), "indexer_types": ["full"] * arch.num_layers},
     "qwen3_5_text": _export_qwen_hybrid,
+    "nemotron_h": _export_nemotron_h,
     "qwen3_5_moe_text": lambda arch: {**_export_qwen_hybrid(arch), **_export_qwen_moe(arch),
                                       "intermediate_size": _OMIT},
     "qwen3_next": lambda arch: {

@@ -1,4 +1,6 @@
-"""Linear-attention mixers with a recurrent state (Gated DeltaNet): projections, state, time.
+"""Linear-attention mixers with a recurrent state (Gated DeltaNet, Mamba-2): projections, state,
+time. Mamba-2 is costed with the same forms (SSD, arXiv 2405.21060 §6: its chunked scan is the
+same block decomposition, B/C playing keys/queries of the state size, x the values).
 
 A Gated DeltaNet layer (arXiv 2412.06464; transformers' Qwen3NextGatedDeltaNet) projects the
 hidden state to q, k (n_k heads of d_k), v and the output gate z (n_v heads of d_v) and per-head

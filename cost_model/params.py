@@ -75,7 +75,7 @@ def count_params(arch: Architecture) -> ParamBreakdown:
     parts["lm_head"] = 0 if arch.tie_word_embeddings else arch.vocab_size * arch.hidden_size
     parts["norm"] = (_residual_norms(arch) + 1) * arch.hidden_size  # + final norm
     _add(parts, _attention_params(arch), arch.num_attention_layers)
-    _add(parts, _gated_deltanet_params(arch), arch.num_linear_attention_layers)
+    _add(parts, _linear_mixer_params(arch), arch.num_linear_attention_layers)
     if arch.layer_ffn_widths is None:
         _add(parts, _mlp_params(arch, arch.intermediate_size, "mlp"), arch.num_dense_layers)
     for width in arch.layer_ffn_widths or ():
@@ -93,6 +93,26 @@ def _residual_norms(arch: Architecture) -> int:
         return arch.num_layers * arch.norms_per_layer
     ffn_layers = arch.num_dense_layers + arch.num_moe_layers
     return arch.num_mixer_layers + ffn_layers
+
+
+def _linear_mixer_params(arch: Architecture) -> dict[str, int]:
+    if arch.linear_mixer_kind == "mamba2":
+        return _mamba2_params(arch)
+    return _gated_deltanet_params(arch)
+
+
+def _mamba2_params(arch: Architecture) -> dict[str, int]:
+    """One Mamba-2 mixer (transformers' NemotronHMamba2Mixer, no projection biases): in_proj
+    H → z, x (n_h·d_h each), B, C (groups·state each), dt (n_h); a conv over x, B, C (bias iff
+    `linear_conv_bias`); dt_bias, A_log, D per head; a gated RMSNorm over n_h·d_h; out_proj."""
+    hidden, inner = arch.hidden_size, arch.linear_num_value_heads * arch.linear_value_head_dim
+    conv_width = inner + 2 * arch.linear_num_key_heads * arch.linear_key_head_dim
+    return {
+        "linear_attention/in_proj": hidden * (conv_width + inner + arch.linear_num_value_heads),
+        "linear_attention/conv": conv_width * (arch.linear_conv_kernel + arch.linear_conv_bias),
+        "linear_attention/out_proj": inner * hidden,
+        "linear_attention/other": 3 * arch.linear_num_value_heads + inner,
+    }
 
 
 def _gated_deltanet_params(arch: Architecture) -> dict[str, int]:
@@ -213,7 +233,7 @@ def matmul_flop_per_token(arch: Architecture) -> float:
     """FLOPs of every weight GEMM one token goes through: k experts, router and lm_head included."""
     layers = (
         arch.num_attention_layers * _gemms_flop(_attention_gemms(arch))
-        + arch.num_linear_attention_layers * _gemms_flop(_gated_deltanet_gemms(arch))
+        + arch.num_linear_attention_layers * _gemms_flop(_linear_mixer_gemms(arch))
         + _dense_ffn_flop(arch)
         + arch.num_moe_layers * _moe_layer_flop(arch)
     )
@@ -275,8 +295,8 @@ def _attention_gemms(arch: Architecture) -> list[tuple[int, int]]:
     return [*q_gemms, *kv_gemms, *out]
 
 
-def _gated_deltanet_gemms(arch: Architecture) -> list[tuple[int, int]]:
-    counts = _gated_deltanet_params(arch)
+def _linear_mixer_gemms(arch: Architecture) -> list[tuple[int, int]]:
+    counts = _linear_mixer_params(arch)
     hidden = arch.hidden_size
     return [(counts["linear_attention/in_proj"] // hidden, hidden),
             (hidden, counts["linear_attention/out_proj"] // hidden)]

@@ -454,3 +454,45 @@ def test_gemma3_five_sliding_layers_per_global():
     every_third = architecture_from_hf_config({**config, "sliding_window_pattern": 3})
     assert every_third.num_full_attention_layers == 4
     assert _transformers_model({**config, "sliding_window_pattern": 3})[1] == 8
+
+
+MAMBA = dict(linear_num_key_heads=2, linear_key_head_dim=16, linear_num_value_heads=8,
+             linear_value_head_dim=16, linear_conv_kernel=4, linear_conv_bias=True)
+NEMOTRON_H_DENSE = dict(
+    BASE, num_layers=6, gated_mlp=False, hidden_act="relu2", intermediate_size=256,
+    layer_mixers=("mamba2", "none", "attention", "none", "mamba2", "none"),
+    layer_ffn_widths=(0, 256, 0, 256, 0, 256), **MAMBA,
+)  # fmt: skip
+NEMOTRON_H_MOE = dict(
+    NEMOTRON_H_DENSE, num_experts=8, experts_per_token=2, moe_intermediate_size=32,
+    num_shared_experts=1, shared_expert_intermediate_size=64,
+    layer_moe=(False, True, False, False, False, True), layer_ffn_widths=(0, 0, 0, 256, 0, 0),
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "fields", [NEMOTRON_H_DENSE, NEMOTRON_H_MOE, dict(NEMOTRON_H_MOE, linear_conv_bias=False)],
+    ids=["mamba-attention-mlp", "mamba-attention-moe-shared", "no-conv-bias"],
+)
+def test_nemotron_h_designs_export_exactly(fields):
+    """Mamba-2 / attention / MLP / MoE blocks, one per layer: exported as nemotron_h, built by
+    transformers with exactly our count."""
+    arch = Architecture(**fields)
+    exported = architecture_to_hf_config(arch)
+    assert exported["model_type"] == "nemotron_h"
+    # source: transformers 5.24 meta-device model; tolerance 0
+    assert _transformers_model(exported)[0] == count_params(arch).total_params
+    assert _same_shape(architecture_from_hf_config(exported), arch)
+
+
+def test_nemotron_h_reads_its_block_pattern():
+    """Nemotron-H-56B: 118 blocks, 54 Mamba-2 (256 heads of 64, 8 groups, state 256), 10
+    attention, 54 ungated relu² MLPs of 32,768; Nemotron-3-Nano: 23 Mamba-2, 6 attention, 23 MoE
+    blocks (128 experts, top-6, shared expert of 3,712)."""
+    big = architecture_from_hf_config(_config("Nemotron-H-56B-Base-8K"))
+    assert (big.num_layers, big.num_linear_attention_layers, big.num_attention_layers) == (118, 54, 10)
+    assert (big.num_dense_layers, big.gated_mlp, big.hidden_act) == (54, False, "relu2")
+    assert big.linear_state_elems_per_layer == 256 * 64 * 256 + 3 * (256 * 64 + 2 * 8 * 256)
+    nano = architecture_from_hf_config(_config("NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"))
+    assert (nano.num_moe_layers, nano.num_dense_layers, nano.experts_per_token) == (23, 0, 6)
+    assert nano.shared_expert_intermediate_size == 3712

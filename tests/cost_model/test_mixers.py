@@ -130,3 +130,19 @@ def test_linear_projections_are_gemms_of_the_step():
     step = stage_forward(a, d, env, 1.0, 1024.0, 0.0, 0.0)
     assert step.gemm_s[0, 0] != step.gemm_s[1, 0]
     assert step.total_s[0, 0] > 0
+
+
+def test_mamba2_state_and_end_to_end():
+    """Nemotron-H-56B: 10 attention layers keep 2·8·128 values per token; 54 Mamba-2 layers keep
+    256 heads x 64 x 256 fp32 states plus 3 conv inputs of 256·64 + 2·8·256 channels (BF16).
+    Nemotron-3-Nano-30B-A3B evaluates on one H200 at 8k in / 16k out."""
+    big = load_architecture(HF_CONFIGS / "Nemotron-H-56B-Base-8K.json")
+    a = ArchArrays.from_architectures([big])
+    state = 54 * (256 * 64 * 256 * 4.0 + 3 * (256 * 64 + 2 * 8 * 256) * 2.0)
+    assert kv_cache_bytes_per_sequence(a, 1000, 2.0)[0, 0] == 10 * 2 * 8 * 128 * 2.0 * 1000 + state
+    nano = load_architecture(HF_CONFIGS / "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.json")
+    points = evaluate_points([nano], [Deployment(precision="fp8")], H200,
+                             Workload(isl_tokens=8192, osl_tokens=16384))
+    assert np.nanmax(points.tokens_per_s_per_gpu) > 0
+    parts = points.gemm_s + points.attention_s + points.communication_s + points.other_s
+    assert np.allclose(parts, points.tpot_s, equal_nan=True)

@@ -52,6 +52,13 @@ def _transformers_group(name: str) -> str:
     rules = [
         ("embed_tokens", "embedding"), ("lm_head", "lm_head"), (".self_attn.", "attention"),
         (".linear_attn.", "linear_attention"),  # Gated DeltaNet (Qwen3-Next, Qwen3.5)
+        # Nemotron-H names every block's module `mixer`, its embedding `embeddings`
+        ("model.embeddings.", "embedding"), ("backbone.embeddings.", "embedding"),
+        *((f".mixer.{name}", "attention") for name in ("q_proj", "k_proj", "v_proj", "o_proj")),
+        *((f".mixer.{name}", "linear_attention")
+          for name in ("in_proj", "conv1d", "dt_bias", "A_log", "D", "norm", "out_proj")),
+        (".mixer.experts.", "moe/experts"), (".mixer.shared_experts.", "moe/shared"),
+        (".mixer.gate.", "moe/router"), (".mixer.", "mlp"),
         (".mlp.experts.", "moe/experts"), (".mlp.shared_expert", "moe/shared"),  # + _gate, -s
         (".mlp.gate.", "moe/router"), (".mlp.router.", "moe/router"), (".mlp.", "mlp"),
         # Llama 4 names its MLP block feed_forward
