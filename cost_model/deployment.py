@@ -34,7 +34,8 @@ from cost_model.precision import get_precision
 # TensorRT-LLM docs, "Tuning Max Batch Size and Max Num Tokens" (default 8192).
 DEFAULT_PREFILL_CHUNK_TOKENS = 8192
 # Prior: share of the hottest GPU's routed tokens above the mean with an expert load balancer
-# (DeepSeek EPLB / TensorRT-LLM Wide-EP); the seeds' (1+δ) factor. Without one it is larger.
+# (DeepSeek EPLB / TensorRT-LLM Wide-EP); the (1+δ) factor of the GEMM model. Without one it is
+# larger.
 DEFAULT_MOE_IMBALANCE_FRAC = 0.1
 # Sequences one engine instance (attention group) batches at most: TensorRT-LLM's trtllm-bench
 # caps max_batch_size at 4096 (tensorrt_llm/bench/build/tuning.py, finetune_setting()).
@@ -134,6 +135,14 @@ class Workload(BaseModel):
     osl_tokens: int = Field(default=1024, ge=1, le=10_000_000)
     prefill_chunk_tokens: int = Field(default=DEFAULT_PREFILL_CHUNK_TOKENS, ge=64)
     max_batch_sequences: int = Field(default=DEFAULT_MAX_BATCH_SEQUENCES, ge=1)  # per DP group
+    # share of each prompt served from the prefix cache (a system prompt or an agent's history
+    # that every request repeats): neither prefilled again nor stored per sequence
+    prefix_cached_frac: float = Field(default=0.0, ge=0.0, lt=1.0)
+
+    @property
+    def cached_prefix_tokens(self) -> int:
+        """The cached leading tokens of each prompt: ⌊ISL · prefix_cached_frac⌋."""
+        return int(self.isl_tokens * self.prefix_cached_frac)
 
     @property
     def mean_decode_context_tokens(self) -> float:

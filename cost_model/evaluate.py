@@ -35,7 +35,7 @@ class OperatingPoints:
     tokens_per_s_per_gpu: np.ndarray  # throughput y, prefill included
     fits_memory: np.ndarray
     max_concurrency: np.ndarray  # (candidates, 1): fits memory and the engine's batch cap
-    gemm_s: np.ndarray  # TPOT breakdown (seeds' Figure 2)
+    gemm_s: np.ndarray  # TPOT breakdown (NVIDIA, AI Model Co-Design (2026), Figure 2)
     attention_s: np.ndarray
     communication_s: np.ndarray
     other_s: np.ndarray
@@ -97,7 +97,8 @@ def _points(a: ArchArrays, d: DeployArrays, env: Env, workload: Workload, concur
             memory_limit, limit) -> OperatingPoints:
     isl, osl = float(workload.isl_tokens), float(workload.osl_tokens)
     c = np.where(np.isfinite(concurrency), concurrency, 1.0)
-    times = serving_times(a, d, env, c, isl, osl, float(workload.prefill_chunk_tokens))
+    times = serving_times(a, d, env, c, isl, osl, float(workload.prefill_chunk_tokens),
+                          float(workload.cached_prefix_tokens))
     step, ttft = times.tpot, times.ttft_s
     tpot = step.total_s
     missing = ~np.isfinite(concurrency)
@@ -125,7 +126,8 @@ def evaluate_points(archs: Sequence[Architecture], deps: Sequence[Deployment], h
     a = ArchArrays.from_architectures(archs)
     d = DeployArrays.from_deployments(deps)
     memory_limit = max_concurrency(a, d, env, float(workload.max_context_tokens),
-                                   float(workload.prefill_chunk_tokens))
+                                   float(workload.prefill_chunk_tokens),
+                                   float(workload.cached_prefix_tokens))
     limit = np.minimum(memory_limit, workload.max_batch_sequences * d.dp)
     if concurrency is None:
         grid = concurrency_grid(limit)

@@ -73,10 +73,16 @@ def kv_bytes_per_gpu_per_sequence(a: ArchArrays, d: DeployArrays, env: Env, cont
     return kv_cache_bytes_per_sequence(a, context_tokens, env.kv.activation_bytes_per_value, d)
 
 
-def max_concurrency(a: ArchArrays, d: DeployArrays, env: Env, max_context_tokens, chunk_tokens):
+def max_concurrency(a: ArchArrays, d: DeployArrays, env: Env, max_context_tokens, chunk_tokens,
+                    shared_prefix_tokens=0.0):
     """Largest number of sequences at `max_context_tokens` whose KV fits next to the weights and
-    workspace (0 when even the weights do not fit)."""
+    workspace (0 when even the weights do not fit). A prefix every sequence shares (a cached
+    system prompt) is stored once per GPU, and each sequence holds only the rest."""
+    # the prefix's own KV: a sequence's fixed recurrent state (linear-attention layers) is not
+    # part of it, each sequence keeps its own
+    shared = kv_bytes_per_gpu_per_sequence(a, d, env, shared_prefix_tokens) - \
+        kv_bytes_per_gpu_per_sequence(a, d, env, 0.0)
     free = usable_bytes_per_gpu(env) - weight_bytes_per_gpu(a, d, env) \
-        - workspace_bytes_per_gpu(a, d, chunk_tokens)
-    per_seq = kv_bytes_per_gpu_per_sequence(a, d, env, max_context_tokens)
+        - workspace_bytes_per_gpu(a, d, chunk_tokens) - shared
+    per_seq = kv_bytes_per_gpu_per_sequence(a, d, env, max_context_tokens) - shared
     return np.maximum(np.floor(free / per_seq), 0.0) * d.dp

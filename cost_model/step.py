@@ -197,16 +197,19 @@ def _prefill_tokens(concurrency, d, isl_tokens, osl_tokens, chunk_tokens):
     return concurrency / d.pp * isl_tokens / osl_tokens, chunk
 
 
-def _forward_args(concurrency, d, isl_tokens, osl_tokens, chunk_tokens):
+def _forward_args(concurrency, d, isl_tokens, osl_tokens, chunk_tokens, cached_tokens=0.0,
+                  decode_context=None):
     """Arguments of stage_forward for (a) a decode-only step, (b) the same step carrying prompt
     tokens: one chunk, or all the step's share when that is more than a chunk, (c) a step that
     prefills one chunk of a newly arrived request beside the other c − 1 sequences (its TTFT)
     and (d) a step whose every group fills its token budget with prompts (the rate at which a
     queue of prompts drains). Stacked on a new leading axis so numpy's per-call cost is paid
-    once."""
+    once. A prompt's first `cached_tokens` come from the prefix cache: only the rest is
+    prefilled, attending to the cached prefix and, causally, to itself."""
+    new = isl_tokens - cached_tokens
     micro = micro_batch_seqs(concurrency, d)
     others = micro_batch_seqs(np.maximum(concurrency - 1.0, 0.0), d)
-    per_step, chunk = _prefill_tokens(concurrency, d, isl_tokens, osl_tokens, chunk_tokens)
+    per_step, chunk = _prefill_tokens(concurrency, d, new, osl_tokens, chunk_tokens)
     shape = np.broadcast_shapes(np.shape(concurrency), d.pp.shape, d.dp.shape)
     full = lambda v: np.broadcast_to(v, shape)  # noqa: E731
     decode_seqs = np.stack([full(micro), full(micro), full(others), full(others)])
@@ -214,8 +217,9 @@ def _forward_args(concurrency, d, isl_tokens, osl_tokens, chunk_tokens):
     prefill = np.stack([np.zeros(shape), full(np.maximum(per_step, chunk)), full(chunk),
                         full(d.dp * chunk_tokens)])
     # a chunk belongs to one request; a larger share is whole prompts of share/ISL requests
-    prefill_seqs = np.maximum(prefill / isl_tokens, np.minimum(prefill, 1.0))
-    return decode_seqs, isl_tokens + osl_tokens / 2.0, prefill, isl_tokens / 2.0, prefill_seqs, \
+    prefill_seqs = np.maximum(prefill / new, np.minimum(prefill, 1.0))
+    context = isl_tokens + osl_tokens / 2.0 if decode_context is None else decode_context
+    return decode_seqs, context, prefill, cached_tokens + new / 2.0, prefill_seqs, \
         d.spec_tokens + 1.0
 
 
@@ -260,8 +264,8 @@ class ServingTimes:
     prompt_queue_s: np.ndarray  # (C_g − 1) · S_prompt: draining the group's other prompts
 
 
-def serving_times(a, d, env: Env, concurrency, isl_tokens, osl_tokens, chunk_tokens
-                  ) -> ServingTimes:
+def serving_times(a, d, env: Env, concurrency, isl_tokens, osl_tokens, chunk_tokens,
+                  cached_tokens=0.0) -> ServingTimes:
     """TPOT (a StageTime breakdown), steady-state TTFT and benchmark TTFT of aggregated serving
     at `concurrency` whole requests (`cost_model.benchmark_ttft` for the last).
 
@@ -274,22 +278,26 @@ def serving_times(a, d, env: Env, concurrency, isl_tokens, osl_tokens, chunk_tok
     Steady-state TTFT of one request: its m chunks through S stages, (m + S − 1) steps that each
     carry one chunk beside the other c − 1 sequences, plus half a decode step of waiting for the
     step in progress when other sequences are running (none at c = 1). It does not depend on
-    OSL: the other requests' prompt share is what TPOT pays."""
+    OSL: the other requests' prompt share is what TPOT pays.
+    With a prefix cache (`cached_tokens` of each prompt reused, e.g. a shared system prompt)
+    only ISL − cached tokens are prefilled, in every one of these terms."""
     gained = expected_tokens_per_step(d.spec_tokens, d.spec_acceptance)
     decode_steps = osl_tokens / gained  # steps a request decodes for: prompts amortize over them
-    steps = stage_forward(a, d, env, *_forward_args(concurrency, d, isl_tokens, decode_steps,
-                                                     chunk_tokens))
-    per_step, chunk = _prefill_tokens(concurrency, d, isl_tokens, decode_steps, chunk_tokens)
+    new = isl_tokens - cached_tokens
+    steps = stage_forward(a, d, env, *_forward_args(
+        concurrency, d, isl_tokens, decode_steps, chunk_tokens, cached_tokens,
+        isl_tokens + osl_tokens / 2.0))
+    per_step, chunk = _prefill_tokens(concurrency, d, new, decode_steps, chunk_tokens)
     share = np.where(per_step >= chunk, 1.0,
-                     chunk_step_frac(concurrency, d, isl_tokens, decode_steps, chunk_tokens))
+                     chunk_step_frac(concurrency, d, new, decode_steps, chunk_tokens))
     step = steps.part(0).plus(steps.part(1).minus(steps.part(0)), share).scaled(d.pp)
     if d.speculative:
         step = step.plus(draft_pass(a, d, env, concurrency, isl_tokens + osl_tokens / 2.0),
                          d.spec_tokens)
     decode = step.scaled(1.0 / gained)
-    chunks = np.ceil(isl_tokens / chunk_tokens)
+    chunks = np.ceil(new / chunk_tokens)
     waiting = np.where(np.asarray(concurrency) > 1.0, step.total_s / (2.0 * d.pp), 0.0)
     ttft = (chunks + d.pp - 1.0) * steps.part(2).total_s + waiting
-    prompt_s = steps.part(3).total_s * isl_tokens / chunk_tokens  # one budget per stage step
+    prompt_s = steps.part(3).total_s * new / chunk_tokens  # one budget per stage step
     queue = prompt_queue_s(prompt_s, busiest_group_seqs(concurrency, d.dp))
     return ServingTimes(decode, ttft, benchmark_ttft_s(ttft, queue), queue)

@@ -171,7 +171,8 @@ def _memory(rows: list[BatchRow]) -> tuple[np.ndarray, np.ndarray]:
     a = ArchArrays.from_architectures([r.arch for r in rows])
     d, env = DeployArrays.from_deployments(deps), Env.for_deployments(rows[0].hw, deps)
     limit = np.minimum(max_concurrency(a, d, env, float(workload.max_context_tokens),
-                                       float(workload.prefill_chunk_tokens)),
+                                       float(workload.prefill_chunk_tokens),
+                                       float(workload.cached_prefix_tokens)),
                        workload.max_batch_sequences * d.dp)
     return weight_bytes_per_gpu(a, d, env)[:, 0] / GIB_BYTES, limit[:, 0]
 

@@ -134,7 +134,8 @@ def evaluate_document(args: argparse.Namespace) -> dict:
     hw = get_hardware(args.hardware)
     dep = _deployment(args)
     validate_deployment(arch, dep)
-    workload = make_workload(isl_tokens=args.isl, osl_tokens=args.osl)
+    workload = make_workload(isl_tokens=args.isl, osl_tokens=args.osl,
+                             prefix_cached_frac=args.prefix_cache)
     memory = memory_document(arch, dep, hw, workload)
     disaggregated = args.serving == "disaggregated"
     points = (_disaggregated_points(arch, args, dep, hw, workload) if disaggregated
@@ -144,7 +145,8 @@ def evaluate_document(args: argparse.Namespace) -> dict:
     doc = {
         "model": arch.name, "hardware": hw.name, "serving_mode": args.serving,
         "deployment": deployment_document(dep),
-        "workload": {"isl": workload.isl_tokens, "osl": workload.osl_tokens},
+        "workload": {"isl": workload.isl_tokens, "osl": workload.osl_tokens,
+                     "prefix_cached_frac": workload.prefix_cached_frac},
         "params": params_document(arch),
         "memory": {**memory, "max_concurrency": limit},
         "fits_memory": fits,
@@ -305,6 +307,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "bits, else bf16)")
     p.add_argument("--isl", type=int, default=1024, help="input tokens per request (default 1024)")
     p.add_argument("--osl", type=int, default=1024, help="output tokens per request (default 1024)")
+    p.add_argument("--prefix-cache", type=float, default=0.0, metavar="FRAC",
+                   help="share of each prompt served from the prefix cache (a shared system "
+                   "prompt): not prefilled, stored once (default 0)")
     p.add_argument("--concurrency", type=int, nargs="+", default=None,
                    help="operating points at these concurrencies (default: sweep to memory limit)")
     p.add_argument("--window", type=float, nargs=2, default=DEFAULT_WINDOW, metavar=("LO", "HI"),

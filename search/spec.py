@@ -236,6 +236,7 @@ class WorkloadSpec(BaseModel):
     interactivity_min: float = Field(default=10.0, gt=0)  # tokens/s/user, the window's x_lo
     interactivity_max: float = Field(default=1000.0, gt=0)  # x_hi
     x_scale: Literal["log", "linear"] = "log"
+    prefix_cached_frac: float = Field(default=0.0, ge=0.0, lt=1.0)  # prompt share reused (cached)
 
     @model_validator(mode="after")
     def _window(self) -> WorkloadSpec:
