@@ -45,6 +45,7 @@ DEFAULT_MAX_BATCH_SEQUENCES = 4096
 # 85% and 90%" for its one-token MTP module; the lower end.
 DEFAULT_SPEC_ACCEPTANCE_FRAC = 0.85
 SPEC_METHODS = ("mtp", "eagle")  # both draft with one transformer block and the model's LM head
+SERVING_MODES = ("aggregated", "disaggregated")  # in-flight batching, or prefill/decode pools
 FP8_BITS = 8  # activations this narrow (FP8, FP4) get an FP8 KV cache by default
 
 
@@ -67,12 +68,18 @@ class Deployment(BaseModel):
     spec_acceptance_frac: float = Field(default=DEFAULT_SPEC_ACCEPTANCE_FRAC, ge=0, le=1)
     spec_method: str = "mtp"
     kvp: int = Field(default=1, ge=1, le=1024)
+    # aggregated in-flight batching, or disaggregated prefill and decode pools of instances of
+    # this shape (cost_model/disaggregated.py sizes the xPyD ratio per operating point)
+    serving: str = "aggregated"
 
     @model_validator(mode="after")
     def _check(self) -> Deployment:
         get_precision(self.precision, "precision")
         get_precision(self.expert_precision, "moe_precision")
         get_precision(self.kv_cache_precision, "kv_precision")
+        if self.serving not in SERVING_MODES:
+            raise ConfigError(f"`serving` must be one of {', '.join(SERVING_MODES)}; got "
+                              f"{self.serving!r}")
         if self.spec_method not in SPEC_METHODS:
             raise ConfigError(f"`spec_method` must be one of {', '.join(SPEC_METHODS)}; got "
                               f"{self.spec_method!r}")

@@ -34,6 +34,7 @@ from cost_model.benchmark_ttft import shipped_terms
 from cost_model.communication import point_to_point_s
 from cost_model.deployment import Deployment, Workload, expected_tokens_per_step
 from cost_model.errors import ConfigError
+from cost_model.evaluate import OperatingPoints
 from cost_model.frontier import concurrency_grid, frontier_area
 from cost_model.hardware import HardwareSpec
 from cost_model.memory import max_concurrency
@@ -63,20 +64,35 @@ class DisaggregatedPoints:
     queue_s: np.ndarray  # waiting for the prefill pool
     kv_transfer_s: np.ndarray
     max_concurrency: np.ndarray  # (candidates, 1) per decode instance
+    breakdown: tuple = ()  # TPOT's (gemm, attention, communication, other) seconds
+
+    def as_operating_points(self) -> OperatingPoints:
+        """The same points as `OperatingPoints` (what the search and the reports read): the
+        prefill queue stands in the prompt-queue field, TPOT's breakdown is the decode pool's."""
+        gemm, attention, communication, other = self.breakdown
+        return OperatingPoints(
+            concurrency=self.concurrency, tpot_s=self.tpot_s, ttft_s=self.ttft_s,
+            benchmark_ttft_s=self.benchmark_ttft_s, prompt_queue_s=self.queue_s,
+            tokens_per_s_per_user=self.tokens_per_s_per_user,
+            tokens_per_s_per_gpu=self.tokens_per_s_per_gpu, fits_memory=self.fits_memory,
+            max_concurrency=self.max_concurrency, gemm_s=gemm, attention_s=attention,
+            communication_s=communication, other_s=other)
 
     def frontier_area(self, x_lo: float, x_hi: float, log_x: bool = True) -> np.ndarray:
         y = np.where(self.fits_memory, self.tokens_per_s_per_gpu, np.nan)
         return frontier_area(self.tokens_per_s_per_user, y, x_lo, x_hi, log_x)
 
 
-def _decode_tpot_s(a, d, env, c, workload: Workload):
-    """Decode-only step × PP, plus drafts, over the tokens a step yields."""
+def _decode_step(a, d, env, c, workload: Workload):
+    """(per output token as a breakdown, the whole step in s): the decode-only step × PP plus
+    drafts, over the tokens a step yields."""
     context = workload.isl_tokens + workload.osl_tokens / 2.0
     step = stage_forward(a, d, env, micro_batch_seqs(c, d), context, 0.0, 0.0,
                          tokens_per_seq=d.spec_tokens + 1.0).scaled(d.pp)
     if d.speculative:
         step = step.plus(draft_pass(a, d, env, c, context), d.spec_tokens)
-    return step.total_s / expected_tokens_per_step(d.spec_tokens, d.spec_acceptance), step.total_s
+    return step.scaled(1.0 / expected_tokens_per_step(d.spec_tokens, d.spec_acceptance)), \
+        step.total_s
 
 
 def _prefill_pool(a, d, env, workload: Workload):
@@ -177,7 +193,8 @@ def evaluate_disaggregated(archs: Sequence[Architecture], prefill: Sequence[Depl
     grid = concurrency_grid(limit) if concurrency is None else np.broadcast_to(
         np.asarray(concurrency, float).reshape(1, -1), (len(archs), np.size(concurrency)))
     c = np.where(np.isfinite(grid), grid, 1.0)
-    tpot, step = _decode_tpot_s(a, dd, env_d, c, workload)
+    per_token, step = _decode_step(a, dd, env_d, c, workload)
+    tpot = per_token.total_s
     through, service_rate, service_s = _prefill_pool(a, dp_, env_p, workload)
     decode_rate = c / (osl * tpot)  # requests/s one decode instance completes
     kv = _kv_transfer_s(a, dd, env_d, hw, isl, dp_.gpus + dd.gpus)
@@ -196,4 +213,7 @@ def evaluate_disaggregated(archs: Sequence[Architecture], prefill: Sequence[Depl
         tokens_per_s_per_user=nan(1.0 / tpot), tokens_per_s_per_gpu=nan(per_gpu * osl),
         fits_memory=fits, prefill_instances=nan(x), decode_instances=nan(y),
         prefill_s=nan(np.broadcast_to(through, grid.shape)), queue_s=nan(queue),
-        kv_transfer_s=nan(np.broadcast_to(kv, grid.shape)), max_concurrency=limit)
+        kv_transfer_s=nan(np.broadcast_to(kv, grid.shape)), max_concurrency=limit,
+        breakdown=tuple(nan(np.broadcast_to(part, grid.shape)) for part in
+                        (per_token.gemm_s, per_token.attention_s, per_token.communication_s,
+                         per_token.other_s)))

@@ -7,7 +7,7 @@ and a concurrency array (or sweeps 1 … the memory limit) and returns arrays of
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Sequence
 
 import numpy as np
@@ -118,10 +118,52 @@ def evaluate_points(archs: Sequence[Architecture], deps: Sequence[Deployment], h
                     workload: Workload, concurrency=None) -> OperatingPoints:
     """Operating points of candidate i = (archs[i], deps[i]). `concurrency`: a 1-D array used for
     every candidate, a (candidates, k) array of each candidate's own, or None for the sweep 1, 2,
-    4, … up to each candidate's memory limit."""
+    4, … up to each candidate's memory limit. Deployments whose `serving` is "disaggregated"
+    are prefill and decode pools of instances of that shape (`cost_model.disaggregated`, the
+    xPyD ratio sized per point); their concurrency is per decode instance."""
     if len(archs) != len(deps):
         raise ConfigError(f"`deployments` must match `architectures` one to one; got "
                           f"{len(deps)} and {len(archs)}")
+    split = [d.serving == "disaggregated" for d in deps]
+    if any(split):
+        return _mixed_modes(archs, deps, hw, workload, concurrency, split)
+    return _aggregated_points(archs, deps, hw, workload, concurrency)
+
+
+def _mixed_modes(archs, deps, hw, workload, concurrency, split) -> OperatingPoints:
+    """Aggregated and disaggregated candidates evaluated apart, rows merged back in order."""
+    from cost_model.disaggregated import evaluate_disaggregated  # it builds on this module
+
+    rows = {mode: [i for i, s in enumerate(split) if s == mode] for mode in (False, True)}
+    pick = lambda seq, idx: [seq[i] for i in idx]  # noqa: E731
+    per_row = concurrency is not None and np.ndim(concurrency) == 2
+    own = lambda idx: np.asarray(concurrency)[idx] if per_row else concurrency  # noqa: E731
+    parts = {}
+    if rows[False]:
+        parts[False] = _aggregated_points(pick(archs, rows[False]), pick(deps, rows[False]), hw,
+                                          workload, own(rows[False]))
+    disagg = pick(deps, rows[True])
+    parts[True] = evaluate_disaggregated(pick(archs, rows[True]), disagg, disagg, hw, workload,
+                                         own(rows[True])).as_operating_points()
+    return _merge(parts, rows, len(deps))
+
+
+def _merge(parts: dict, rows: dict, n: int) -> OperatingPoints:
+    columns = max(p.concurrency.shape[1] for p in parts.values())
+    merged = {}
+    for f in fields(OperatingPoints):
+        sample = getattr(next(iter(parts.values())), f.name)
+        width = 1 if f.name == "max_concurrency" else columns
+        out = np.full((n, width), False if sample.dtype == bool else np.nan, dtype=sample.dtype)
+        for mode, part in parts.items():
+            values = getattr(part, f.name)
+            out[rows[mode], :values.shape[1]] = values
+        merged[f.name] = out
+    return OperatingPoints(**merged)
+
+
+def _aggregated_points(archs, deps, hw: HardwareSpec, workload: Workload, concurrency
+                       ) -> OperatingPoints:
     env = Env.for_deployments(hw, deps)
     a = ArchArrays.from_architectures(archs)
     d = DeployArrays.from_deployments(deps)

@@ -56,6 +56,9 @@ VLLM_MODEL_PLACEHOLDER = "/path/to/{name}"  # the folder holding config.json and
 # shipped with the model, or an EAGLE-3 draft model of its own
 VLLM_SPEC_METHODS = {"mtp": "deepseek_mtp", "eagle": "eagle3"}
 VLLM_DRAFT_PLACEHOLDER = "/path/to/eagle3-draft"
+# vLLM's disaggregated prefill (docs "Disaggregated Prefilling"): every instance, prefill or
+# decode, transfers KV through the NIXL connector
+VLLM_NIXL_CONFIG = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
 
 
 class ExportError(ConfigError):
@@ -246,6 +249,11 @@ def _vllm_kv_cache_dtype(dep: Deployment) -> str:
 
 def _vllm_notes(arch: Architecture, dep: Deployment) -> list[str]:
     notes = []
+    if dep.serving == "disaggregated":
+        notes.append("disaggregated: run this command for the prefill and for the decode "
+                     "instances (each frontier point names its xPyD ratio in `show`); the KV "
+                     "moves over NIXL (`--kv-transfer-config`), requests go through vLLM's "
+                     "disaggregated-prefill proxy")
     if dep.kvp > 1:
         notes.append(f"Helix (kvp = {dep.kvp}) as vLLM decode context parallelism: vLLM keeps "
                      f"attention TP over all {dep.tp * dep.kvp} GPUs, the cost model "
@@ -294,6 +302,7 @@ def vllm_document(spec: StudySpec, cand: Candidate, max_concurrency: int) -> dic
         "max_model_len": spec.workload.isl_tokens + spec.workload.osl_tokens,
         "max_num_seqs": per_engine,
         "speculative_config": _vllm_speculative_config(dep),
+        "kv_transfer_config": VLLM_NIXL_CONFIG if dep.serving == "disaggregated" else None,
     }
     return {**args, "command": vllm_command(args), "notes": _vllm_notes(arch, dep)}
 

@@ -204,7 +204,8 @@ def _architecture_doc(cand: Candidate) -> dict:
 def _deployment_doc(cand: Candidate) -> dict:
     d = cand.deployment
     return {"tp": d.tp, "ep": d.ep, "pp": d.pp, "dp": d.dp, "precision": d.precision,
-            "kv_precision": d.kv_cache_precision, "gpus": d.gpus}
+            "kv_precision": d.kv_cache_precision, "kvp": d.kvp, "spec_tokens": d.spec_tokens,
+            "serving": d.serving, "gpus": d.gpus}
 
 
 def _item(spec: StudySpec, design: Design, scores: ServingScores, part: Rows) -> dict:

@@ -21,7 +21,8 @@ from cost_model.errors import ConfigError
 from cost_model.evaluate import deployment_violations
 from search.spec import Dimension, Space, StudySpec
 
-DEPLOYMENT_PARAMS = ("tp", "ep", "pp", "dp", "precision", "kv_precision", "kvp", "spec_tokens")
+DEPLOYMENT_PARAMS = ("tp", "ep", "pp", "dp", "precision", "kv_precision", "kvp", "spec_tokens",
+                     "serving")
 MIN_MAX_POSITION = 4096
 # `deployments = "auto"` sweeps every deployment per architecture up to this many combinations of
 # the deployment dimensions (the shipped MoE rack study has 32; the sweep costs one vectorized
@@ -109,7 +110,8 @@ def build_architecture(p: dict, max_context_tokens: int, show_vocab: bool = Fals
         hidden_size=p["hidden_size"], num_layers=p["num_layers"],
         num_attention_heads=p["num_kv_heads"] * p["q_per_kv"], num_kv_heads=p["num_kv_heads"],
         head_dim=p["head_dim"], intermediate_size=dense_width,
-        max_position_embeddings=max(MIN_MAX_POSITION, 2 ** math.ceil(math.log2(max_context_tokens))),
+        max_position_embeddings=max(MIN_MAX_POSITION,
+                                    2 ** math.ceil(math.log2(max_context_tokens))),
         **_moe_fields(p),
     )
     return arch.model_copy(update={"name": design_name(arch, show_vocab)})
@@ -121,7 +123,8 @@ def build_deployment(p: dict, is_moe: bool) -> Deployment:
     ep = math.gcd(p["ep"], stage_gpus) if is_moe else 1
     return make_deployment(tp=p["tp"], ep=ep, pp=p["pp"], dp=p["dp"], precision=p["precision"],
                            kv_precision=p["kv_precision"], kvp=kvp,
-                           spec_tokens=p.get("spec_tokens", 0))
+                           spec_tokens=p.get("spec_tokens", 0),
+                           serving=p.get("serving", "aggregated"))
 
 
 def swept_candidates(spec: StudySpec, cand: Candidate) -> list[Candidate]:
@@ -176,6 +179,7 @@ def used_values(cand: Candidate) -> dict:
         "first_dense_layers": moe(a.first_dense_layers),
         "tp": d.tp, "ep": moe(d.ep), "pp": d.pp, "dp": d.dp, "precision": d.precision,
         "kv_precision": d.kv_cache_precision, "kvp": d.kvp, "spec_tokens": d.spec_tokens,
+        "serving": d.serving,
     }
 
 

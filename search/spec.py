@@ -18,7 +18,7 @@ from pydantic import (
     field_validator, model_validator,
 )  # fmt: skip
 
-from cost_model.deployment import Deployment
+from cost_model.deployment import SERVING_MODES, Deployment
 from cost_model.errors import ConfigError
 from cost_model.hardware import get_hardware
 from cost_model.precision import get_precision
@@ -174,6 +174,7 @@ class Space(BaseModel):
     kv_precision: Dimension = _fixed("fp8")
     kvp: Dimension = _fixed(1)  # Helix KV parallelism (1: plain TP)
     spec_tokens: Dimension = _fixed(0)  # speculative (MTP) tokens per step (0: none)
+    serving: Dimension = _fixed("aggregated")  # or "disaggregated" prefill/decode pools
 
     @field_validator("*", mode="before")
     @classmethod
@@ -184,6 +185,15 @@ class Space(BaseModel):
     @classmethod
     def _integers_in_bounds(cls, dim: Dimension, info: ValidationInfo) -> Dimension:
         _check_integers(dim, *DIMENSION_BOUNDS[info.field_name])
+        return dim
+
+    @field_validator("serving")
+    @classmethod
+    def _known_serving_modes(cls, dim: Dimension) -> Dimension:
+        for option in dim.options:
+            if option not in SERVING_MODES:
+                raise ValueError(f"options must be {' or '.join(SERVING_MODES)}; got "
+                                 f"{_toml(option)}")
         return dim
 
     @field_validator(*FORMAT_DIMENSIONS)

@@ -116,8 +116,23 @@ def test_optuna_samples_shapes_only(moe_study):
 
 
 def test_sampled_mode_keeps_deployments_as_dimensions(tmp_path):
-    path = _copy(tmp_path, MOE, **{"batch_size = 128": "batch_size = 16",
-                                   'sampler = "nsga2"': 'sampler = "nsga2"\ndeployments = "sampled"'})
+    path = _copy(tmp_path, MOE, **{
+        "batch_size = 128": "batch_size = 16",
+        'sampler = "nsga2"': 'sampler = "nsga2"\ndeployments = "sampled"'})
     spec, study = _run(path, 16)
     assert not sweeps_deployments(spec)
     assert any({"ep", "dp", "precision"} & set(t.params) for t in study.get_trials())
+
+
+def test_serving_modes_are_swept_like_any_deployment(tmp_path):
+    """moe-serving-modes-gb300 sweeps Helix (kvp), MTP (spec_tokens) and disaggregation
+    (serving) with DP × EP: every feasible trial records which mode its chosen deployment
+    uses, and the envelope points name them (`kvp2`, `mtp2`, `disagg` in the labels)."""
+    path = _copy(tmp_path, REPO / "studies" / "moe-serving-modes-gb300.toml")
+    spec, study = _run(path, 256)
+    assert sweeps_deployments(spec) and deployment_combinations(spec.space) == 48
+    labels = {point[0] for t in study.get_trials(deepcopy=False)
+              if t.user_attrs.get("feasible")
+              for point in t.user_attrs["details"].get("frontier_deployments", [])}
+    assert labels and any("disagg" in label for label in labels)
+    assert any("disagg" not in label for label in labels)
