@@ -37,7 +37,9 @@ Conventions (the same as transformers' modeling code, which `params.py` counts e
   channels, `linear_num_key_heads` B/C groups of `linear_key_head_dim` (the SSM state size).
   in_proj H → z, x (heads·head_dim each), B, C (groups·state each) and dt (one per head); a conv
   over x, B, C with a bias iff `linear_conv_bias`; dt_bias, A_log and D per head; a gated RMSNorm
-  over heads·head_dim; out_proj. Its state per sequence has the same shape as Gated DeltaNet's.
+  over heads·head_dim (iff `linear_norm`; Falcon-H1 has none); out_proj. Its state per sequence
+  has the same shape as Gated DeltaNet's. "attention+mamba2" runs attention and Mamba-2 side by
+  side on the same normed input (Falcon-H1's parallel hybrid): the layer counts as both.
 - `layer_moe` names the MoE layers explicitly (Nemotron-H's hybrid pattern), instead of
   `first_dense_layers` / `moe_layer_period`; with it, `layer_ffn_widths` is 0 on MoE layers.
 - `attention_output_gate`: the query projection also yields a sigmoid gate per output element
@@ -59,12 +61,14 @@ from cost_model.errors import ConfigError
 Positive = Annotated[StrictInt, Field(ge=1)]
 NonNegative = Annotated[StrictInt, Field(ge=0)]
 LayerType = Literal["full_attention", "sliding_attention"]
-MixerKind = Literal["attention", "gated_deltanet", "mamba2", "none"]
+MixerKind = Literal["attention", "gated_deltanet", "mamba2", "attention+mamba2", "none"]
 ATTENTION_MIXER: MixerKind = "attention"
 GATED_DELTANET_MIXER: MixerKind = "gated_deltanet"
 MAMBA2_MIXER: MixerKind = "mamba2"
+PARALLEL_MAMBA2_MIXER: MixerKind = "attention+mamba2"  # both on the same input, summed (Falcon-H1)
 NO_MIXER: MixerKind = "none"
-LINEAR_MIXERS = (GATED_DELTANET_MIXER, MAMBA2_MIXER)
+LINEAR_MIXERS = (GATED_DELTANET_MIXER, MAMBA2_MIXER, PARALLEL_MAMBA2_MIXER)
+_WITH_ATTENTION = (ATTENTION_MIXER, PARALLEL_MAMBA2_MIXER)
 _LINEAR_FIELDS = ("linear_num_key_heads", "linear_key_head_dim", "linear_num_value_heads",
                   "linear_value_head_dim", "linear_conv_kernel")
 FULL_ATTENTION: LayerType = "full_attention"
@@ -119,6 +123,7 @@ class Architecture(BaseModel):
     linear_value_head_dim: NonNegative = 0
     linear_conv_kernel: NonNegative = 0
     linear_conv_bias: StrictBool = False  # Mamba-2's conv bias (Gated DeltaNet has none)
+    linear_norm: StrictBool = True  # Mamba-2's gated RMSNorm (Falcon-H1: off)
     layer_moe: tuple[StrictBool, ...] | None = None  # explicit MoE layers (None: placement rule)
     # dense MLP
     intermediate_size: NonNegative  # width of dense-layer MLPs; unused when no layer is dense
@@ -187,7 +192,9 @@ class Architecture(BaseModel):
     @property
     def num_attention_layers(self) -> int:
         """Layers whose mixer is attention (full or sliding); the others have no mixer."""
-        return self.num_layers if self.layer_mixers is None else self.layer_mixers.count(ATTENTION_MIXER)
+        if self.layer_mixers is None:
+            return self.num_layers
+        return sum(self.layer_mixers.count(kind) for kind in _WITH_ATTENTION)
 
     @property
     def num_linear_attention_layers(self) -> int:
@@ -199,12 +206,18 @@ class Architecture(BaseModel):
     @property
     def linear_mixer_kind(self) -> MixerKind | None:
         """The linear-attention mixer the model uses (one kind per model), or None."""
-        return next((k for k in LINEAR_MIXERS if k in (self.layer_mixers or ())), None)
+        kind = next((k for k in LINEAR_MIXERS if k in (self.layer_mixers or ())), None)
+        return MAMBA2_MIXER if kind == PARALLEL_MAMBA2_MIXER else kind
+
+    @property
+    def num_parallel_hybrid_layers(self) -> int:
+        """Layers running attention and Mamba-2 side by side (counted in both kinds)."""
+        return 0 if self.layer_mixers is None else self.layer_mixers.count(PARALLEL_MAMBA2_MIXER)
 
     @property
     def num_mixer_layers(self) -> int:
-        """Layers with a token mixer of any kind (attention or linear)."""
-        return self.num_attention_layers + self.num_linear_attention_layers
+        """Layers with a token mixer of any kind (attention, linear or both)."""
+        return self.num_layers if self.layer_mixers is None else self.num_layers - self.layer_mixers.count(NO_MIXER)
 
     @property
     def linear_state_elems_per_layer(self) -> int:
@@ -525,6 +538,8 @@ def _check_layer_pattern(arch: Architecture) -> None:
 def _check_linear(arch: Architecture) -> None:
     if arch.linear_conv_bias and arch.linear_mixer_kind != MAMBA2_MIXER:
         raise ValueError("`linear_conv_bias` (True) is for Mamba-2 layers only")
+    if not arch.linear_norm and arch.linear_mixer_kind != MAMBA2_MIXER:
+        raise ValueError("`linear_norm` (False) is for Mamba-2 layers only")
     if arch.num_linear_attention_layers == 0:
         _require_zero(arch, _LINEAR_FIELDS, "when no layer is linear attention (`layer_mixers`)")
     else:
@@ -532,8 +547,8 @@ def _check_linear(arch: Architecture) -> None:
             if getattr(arch, field) < 1:
                 raise ValueError(f"`{field}` ({getattr(arch, field)}) must be >= 1: "
                                  f"{arch.num_linear_attention_layers} layers are linear attention")
-        kinds = [k for k in LINEAR_MIXERS if k in (arch.layer_mixers or ())]
-        if len(kinds) > 1:
+        kinds = sorted(k for k in LINEAR_MIXERS if k in (arch.layer_mixers or ()))
+        if len({MAMBA2_MIXER if k == PARALLEL_MAMBA2_MIXER else k for k in kinds}) > 1:
             raise ValueError(f"`layer_mixers` mixes {kinds}: one linear-attention kind per model")
         keys, values = arch.linear_num_key_heads, arch.linear_num_value_heads
         if values % keys:

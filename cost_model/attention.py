@@ -60,7 +60,7 @@ def kv_cache_bytes_per_sequence(a: ArchArrays, context_tokens, kv_bytes_per_valu
     `linear_attention.linear_state_bytes_per_sequence`, added here so that every user of the
     per-sequence cache (max concurrency, KV transfer) sees it."""
     per_token = cache_elems_per_token_layer(a, d) * kv_bytes_per_value
-    full_layers = a.layers - a.sliding_layers - a.mixerless_layers - a.linear_layers
+    full_layers = a.attention_layers - a.sliding_layers
     sliding_tokens = np.minimum(context_tokens, a.window)
     tokens = full_layers * context_tokens + a.sliding_layers * sliding_tokens
     stages, kvp = (1.0, 1.0) if d is None else (d.pp, d.kvp)

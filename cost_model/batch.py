@@ -59,7 +59,8 @@ class ArchArrays:
     index_heads: np.ndarray  # DSA lightning-indexer heads (0: dense attention)
     index_head_dim: np.ndarray  # indexer key width, cached per token and layer
     index_topk: np.ndarray  # keys a DSA query attends to (0: every key)
-    linear_layers: np.ndarray  # Gated DeltaNet layers (linear attention with a recurrent state)
+    linear_layers: np.ndarray  # Gated DeltaNet / Mamba-2 layers (linear attention with a state)
+    parallel_layers: np.ndarray  # of which also run attention beside it (Falcon-H1)
     linear_heads: np.ndarray  # v heads (each holds a key_dim x value_dim state)
     linear_key_dim: np.ndarray
     linear_value_dim: np.ndarray
@@ -75,8 +76,8 @@ class ArchArrays:
 
     @property
     def attention_layers(self) -> np.ndarray:
-        """Layers whose mixer is attention (full or sliding)."""
-        return self.layers - self.mixerless_layers - self.linear_layers
+        """Layers whose mixer is attention (full or sliding), parallel hybrids included."""
+        return self.layers - self.mixerless_layers - self.linear_layers + self.parallel_layers
 
     def take(self, index) -> ArchArrays:
         return ArchArrays(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
@@ -115,7 +116,8 @@ def _linear_columns(a: Architecture) -> dict[str, float]:
     conv_width = 2 * a.linear_num_key_heads * a.linear_key_head_dim + value_width
     per_head_inputs = 1 if a.linear_mixer_kind == "mamba2" else 2
     return dict(
-        linear_layers=a.num_linear_attention_layers, linear_heads=a.linear_num_value_heads,
+        linear_layers=a.num_linear_attention_layers, parallel_layers=a.num_parallel_hybrid_layers,
+        linear_heads=a.linear_num_value_heads,
         linear_key_dim=a.linear_key_head_dim, linear_value_dim=a.linear_value_head_dim,
         linear_in_width=conv_width + value_width + per_head_inputs * a.linear_num_value_heads,
         linear_conv_width=conv_width, linear_conv_kernel=a.linear_conv_kernel,

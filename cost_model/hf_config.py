@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from cost_model.architecture import (
-    ATTENTION_MIXER, FULL_ATTENTION, GATED_DELTANET_MIXER, MAMBA2_MIXER, NO_MIXER, SLIDING_ATTENTION, Architecture, config_error_from,
+    ATTENTION_MIXER, FULL_ATTENTION, GATED_DELTANET_MIXER, MAMBA2_MIXER, NO_MIXER, PARALLEL_MAMBA2_MIXER, SLIDING_ATTENTION, Architecture, config_error_from,
     periodic_layer_types,
 )  # fmt: skip
 from cost_model.errors import ConfigError
@@ -153,6 +153,11 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         mamba_head_dim=64, n_groups=8, conv_kernel=4, use_conv_bias=True, n_routed_experts=8,
         n_shared_experts=1, moe_intermediate_size=7688, moe_shared_expert_intermediate_size=7688,
         num_experts_per_tok=2, layers_block_type=None,
+    ),
+    "falcon_h1": _defaults(
+        (128000, 4096, 14336, 32, 32, 8, None, "silu", 8192, False), attention_bias=False,
+        mlp_bias=False, mamba_d_ssm=1024, mamba_n_heads=128, mamba_d_head="auto", mamba_n_groups=1,
+        mamba_d_state=256, mamba_d_conv=4, mamba_expand=2, mamba_conv_bias=True, mamba_rms_norm=False,
     ),
     "llama4_text": _defaults(
         (202048, 5120, 8192, 48, 40, 8, 128, "silu", 131072, False), attention_bias=False,
@@ -513,6 +518,26 @@ def _read_nemotron_h(c: Mapping[str, Any]) -> dict[str, Any]:
     return fields
 
 
+def _read_falcon_h1(c: Mapping[str, Any]) -> dict[str, Any]:
+    """Falcon-H1: every layer runs GQA attention and Mamba-2 side by side on one normed input,
+    then a SwiGLU; the Mamba inner width is `mamba_d_ssm` (else expand·H) in `mamba_n_heads`
+    heads (`mamba_d_head` "auto": inner / heads); the µP multipliers carry no parameters."""
+    inner = c["mamba_d_ssm"] if c["mamba_d_ssm"] is not None else _int(c, "mamba_expand") * c["hidden_size"]
+    heads = _int(c, "mamba_n_heads")
+    head_dim = inner // heads if c["mamba_d_head"] == "auto" else _int(c, "mamba_d_head")
+    if head_dim * heads != inner:
+        raise ConfigError(f"`mamba_d_head` ({c['mamba_d_head']!r}) x `mamba_n_heads` ({heads}) must "
+                          f"equal the Mamba inner width ({inner})")
+    return {
+        **_biases(c), "mlp_bias": c["mlp_bias"],
+        "layer_mixers": (PARALLEL_MAMBA2_MIXER,) * c["num_hidden_layers"],
+        "linear_num_value_heads": heads, "linear_value_head_dim": head_dim,
+        "linear_num_key_heads": _int(c, "mamba_n_groups"), "linear_key_head_dim": _int(c, "mamba_d_state"),
+        "linear_conv_kernel": _int(c, "mamba_d_conv"), "linear_conv_bias": c["mamba_conv_bias"],
+        "linear_norm": c["mamba_rms_norm"],
+    }
+
+
 def _read_gpt_oss(c: Mapping[str, Any]) -> dict[str, Any]:
     """gpt-oss: biased experts and router, attention sinks, alternating sliding/full layers."""
     default = periodic_layer_types(c["num_hidden_layers"], 2)
@@ -686,6 +711,17 @@ _FAMILIES: dict[str, _Family] = {
         aliases={"num_experts": "num_local_experts"},
     ),
     "nemotron-nas": _Family(_read_nemotron_nas),
+    "falcon_h1": _Family(
+        _read_falcon_h1,
+        ignored=frozenset({
+            "mamba_chunk_size", "mamba_norm_before_gate", "time_step_limit", "time_step_min",
+            "time_step_max", "time_step_floor", "lm_head_multiplier", "embedding_multiplier",
+            "mlp_multipliers", "key_multiplier", "attention_out_multiplier", "attention_in_multiplier",
+            "ssm_multipliers", "ssm_in_multiplier", "ssm_out_multiplier", "num_logits_to_keep",
+            "mamba_use_mlp", "layers_block_type",
+        }),
+        fixed={"mamba_proj_bias": (False,), "projectors_bias": (False,)},
+    ),
     "nemotron_h": _Family(
         _read_nemotron_h,
         # Mamba-2 kernel knobs, dt init, routing scale/groups and the RoPE/residual options change

@@ -13,14 +13,15 @@ from collections.abc import Callable
 from typing import Any
 
 from cost_model.architecture import (
-    ATTENTION_MIXER, FULL_ATTENTION, GATED_DELTANET_MIXER, MAMBA2_MIXER, SLIDING_ATTENTION, Architecture,
+    ATTENTION_MIXER, FULL_ATTENTION, GATED_DELTANET_MIXER, MAMBA2_MIXER, PARALLEL_MAMBA2_MIXER,
+    SLIDING_ATTENTION, Architecture,
 )  # fmt: skip
 from cost_model.errors import ConfigError
 
 EXPORT_ORDER = (
     "llama", "mistral", "qwen2", "qwen3", "gemma2", "mixtral", "qwen3_moe", "gpt_oss", "deepseek_v3",
     "gemma3_text", "minimax_m2", "deepseek_v32", "glm_moe_dsa", "qwen3_5_text", "qwen3_5_moe_text", "qwen3_next",
-    "nemotron_h",
+    "nemotron_h", "falcon_h1",
 )  # fmt: skip
 _CLASS_NAMES = {
     "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
@@ -29,7 +30,7 @@ _CLASS_NAMES = {
     "deepseek_v3": "DeepseekV3ForCausalLM", "minimax_m2": "MiniMaxM2ForCausalLM",
     "deepseek_v32": "DeepseekV32ForCausalLM", "glm_moe_dsa": "GlmMoeDsaForCausalLM",
     "qwen3_next": "Qwen3NextForCausalLM", "gemma3_text": "Gemma3ForCausalLM",
-    "nemotron_h": "NemotronHForCausalLM", "qwen3_5_text": "Qwen3_5ForCausalLM",
+    "nemotron_h": "NemotronHForCausalLM", "falcon_h1": "FalconH1ForCausalLM", "qwen3_5_text": "Qwen3_5ForCausalLM",
     "qwen3_5_moe_text": "Qwen3_5MoeForCausalLM",
 }  # fmt: skip
 _BOTH = (False, True)
@@ -196,6 +197,12 @@ _FAMILY_RULES: dict[str, Callable[[Architecture], Rules]] = {
     "qwen3_5_moe_text": lambda a: _qwen_hybrid_rules(a, moe=True, any_placement=False),
     "qwen3_next": lambda a: _qwen_hybrid_rules(a, moe=True, any_placement=True),
     "nemotron_h": _nemotron_h_rules,
+    # Falcon-H1: every layer attention + Mamba-2 in parallel, then a SwiGLU
+    "falcon_h1": lambda a: {
+        **_rules(a, **_same_bias(a), mlp_bias=_BOTH, is_heterogeneous=_BOTH),
+        "every layer attention+mamba2": (a.num_parallel_hybrid_layers, (a.num_layers,)),
+        "layer_ffn_widths": (a.layer_ffn_widths, (None,)),
+    },
 }  # fmt: skip
 
 
@@ -327,6 +334,14 @@ _EXPORTERS: dict[str, Callable[[Architecture], dict[str, Any]]] = {
     "glm_moe_dsa": lambda arch: {**_export_dsa(arch), "indexer_types": ["full"] * arch.num_layers},
     "qwen3_5_text": _export_qwen_hybrid,
     "nemotron_h": _export_nemotron_h,
+    "falcon_h1": lambda arch: {
+        **_bias(arch), "mlp_bias": arch.mlp_bias,
+        "mamba_d_ssm": arch.linear_num_value_heads * arch.linear_value_head_dim,
+        "mamba_n_heads": arch.linear_num_value_heads, "mamba_d_head": arch.linear_value_head_dim,
+        "mamba_n_groups": arch.linear_num_key_heads, "mamba_d_state": arch.linear_key_head_dim,
+        "mamba_d_conv": arch.linear_conv_kernel, "mamba_conv_bias": arch.linear_conv_bias,
+        "mamba_rms_norm": arch.linear_norm,
+    },
     "qwen3_5_moe_text": lambda arch: {**_export_qwen_hybrid(arch), **_export_qwen_moe(arch),
                                       "intermediate_size": _OMIT},
     "qwen3_next": lambda arch: {

@@ -111,7 +111,7 @@ def _mamba2_params(arch: Architecture) -> dict[str, int]:
         "linear_attention/in_proj": hidden * (conv_width + inner + arch.linear_num_value_heads),
         "linear_attention/conv": conv_width * (arch.linear_conv_kernel + arch.linear_conv_bias),
         "linear_attention/out_proj": inner * hidden,
-        "linear_attention/other": 3 * arch.linear_num_value_heads + inner,
+        "linear_attention/other": 3 * arch.linear_num_value_heads + (inner if arch.linear_norm else 0),
     }
 
 

@@ -88,6 +88,12 @@ def stage_attention_layers(a: ArchArrays, layers):
         layers * a.linear_layers / a.layers
 
 
+def _mixer_reduce_layers(a: ArchArrays, attention_layers, linear_layers, layers):
+    """Layers whose mixer output is all-reduced over TP: a parallel hybrid sums its attention
+    and Mamba outputs before one all-reduce."""
+    return attention_layers + linear_layers - layers * a.parallel_layers / a.layers
+
+
 def _output_gate_gemm(g: GemmList, a: ArchArrays, d: DeployArrays, load: StepLoad, layers):
     """Qwen3-Next's attention output gate: q_proj's second half (n_q·d_h per token)."""
     g.add("attention/output_gate", load.group_tokens, a.heads_q / d.tp * a.head_dim, a.hidden,
@@ -168,8 +174,9 @@ def stage_forward_load(a: ArchArrays, d: DeployArrays, env: Env, load: StepLoad,
     attention_s = attention_s + _linear_mixer_s(a, d, env, load, linear_layers)
     return StageTime(
         gemm_s=gemm_s, attention_s=attention_s,
-        communication_s=_communication_s(a, d, env, load, dense_layers, moe_layers,
-                                         attention_layers + linear_layers),
+        communication_s=_communication_s(
+            a, d, env, load, dense_layers, moe_layers,
+            _mixer_reduce_layers(a, attention_layers, linear_layers, layers)),
         other_s=_other_s(a, d, env, load, layers, dense_layers),
     )
 
@@ -250,7 +257,8 @@ def draft_pass(a: ArchArrays, d: DeployArrays, env: Env, concurrency, context) -
     block = replace(a, layers=np.ones_like(a.layers), dense_layers=1.0 - moe, moe_layers=moe,
                     sliding_layers=np.zeros_like(a.sliding_layers),
                     mixerless_layers=np.zeros_like(a.mixerless_layers),
-                    linear_layers=np.zeros_like(a.linear_layers))
+                    linear_layers=np.zeros_like(a.linear_layers),
+                    parallel_layers=np.zeros_like(a.parallel_layers))
     single = replace(d, pp=np.ones_like(d.pp))
     return stage_forward(block, single, env, micro_batch_seqs(concurrency, d), context, 0.0, 0.0)
 

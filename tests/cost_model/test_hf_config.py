@@ -496,3 +496,16 @@ def test_nemotron_h_reads_its_block_pattern():
     nano = architecture_from_hf_config(_config("NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"))
     assert (nano.num_moe_layers, nano.num_dense_layers, nano.experts_per_token) == (23, 0, 6)
     assert nano.shared_expert_intermediate_size == 3712
+
+
+def test_falcon_h1_runs_attention_and_mamba_side_by_side():
+    """Falcon-H1: every layer both attends (GQA) and runs Mamba-2 (12 heads of 384 / 12, 2 groups
+    of state 32, conv bias, gated norm here); a custom parallel hybrid exports exactly."""
+    arch = architecture_from_hf_config(_config("synthetic-falcon-h1-parallel-norm"))
+    assert (arch.num_attention_layers, arch.num_linear_attention_layers, arch.num_mixer_layers) == (4, 4, 4)
+    assert (arch.linear_value_head_dim, arch.linear_norm, arch.linear_mixer_kind) == (32, True, "mamba2")
+    custom = Architecture(**dict(BASE, layer_mixers=("attention+mamba2",) * 4, **MAMBA, linear_norm=False))
+    exported = architecture_to_hf_config(custom)
+    assert exported["model_type"] == "falcon_h1"
+    assert _transformers_model(exported)[0] == count_params(custom).total_params
+    assert _same_shape(architecture_from_hf_config(exported), custom)

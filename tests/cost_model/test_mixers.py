@@ -4,7 +4,11 @@ and layers without a mixer (Puzzle / Nemotron-NAS), against hand formulas and th
 import numpy as np
 import pytest
 
-from cost_model.attention import decode_attention_s, kv_cache_bytes_per_sequence, prefill_attention_s
+from cost_model.attention import (
+    decode_attention_s,
+    kv_cache_bytes_per_sequence,
+    prefill_attention_s,
+)
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.deployment import Deployment, Workload
 from cost_model.evaluate import evaluate_points
@@ -79,15 +83,18 @@ def test_layers_without_mixer_hold_no_kv_and_run_no_attention():
 
 def test_heterogeneous_and_sparse_models_evaluate_end_to_end():
     """Nemotron-Super-49B on 1x H200 (FP8) and DeepSeek-V3.2 on 8x H200 (FP8) at 8k/1k: finite
-    frontiers; Super-49B's KV per sequence is 49/80 of its all-attention twin, so more sequences fit."""
+    frontiers; Super-49B's KV per sequence is 49/80 of its all-attention twin, so more sequences
+    fit."""
     workload = Workload(isl_tokens=8192, osl_tokens=1024)
-    nas = evaluate_points([NAS, NAS_ALL_ATTENTION], [Deployment(precision="fp8")] * 2, H200, workload)
+    nas = evaluate_points(
+        [NAS, NAS_ALL_ATTENTION], [Deployment(precision="fp8")] * 2, H200, workload
+    )
     assert nas.max_concurrency[0, 0] > nas.max_concurrency[1, 0] >= 1
     v32 = evaluate_points([V32], [Deployment(tp=8, precision="fp8")], H200, workload)
     assert np.nanmax(v32.tokens_per_s_per_gpu) > 0
 
 
-# ---- linear attention (Gated DeltaNet) ------------------------------------------------------------
+# ---- linear attention (Gated DeltaNet) -----------------------------------------------------------
 
 QWEN35 = load_architecture(HF_CONFIGS / "Qwen3.5-35B-A3B.json")
 QWEN35_ALL_ATTENTION = QWEN35.model_copy(update={
@@ -146,3 +153,13 @@ def test_mamba2_state_and_end_to_end():
     assert np.nanmax(points.tokens_per_s_per_gpu) > 0
     parts = points.gemm_s + points.attention_s + points.communication_s + points.other_s
     assert np.allclose(parts, points.tpot_s, equal_nan=True)
+
+
+def test_parallel_hybrid_keeps_kv_and_state_on_every_layer():
+    """Falcon-H1 layers attend and run Mamba-2: KV on all 4 layers plus 4 states; the attention
+    time is that of 4 attention layers."""
+    arch = load_architecture(HF_CONFIGS / "synthetic-falcon-h1-parallel-norm.json")
+    a = ArchArrays.from_architectures([arch])
+    state = 4 * (12 * 32 * 32 * 4.0 + 3 * (384 + 2 * 2 * 32) * 2.0)
+    assert kv_cache_bytes_per_sequence(a, 100, 2.0)[0, 0] == 4 * 2 * 2 * 64 * 2.0 * 100 + state
+    assert float(a.attention_layers[0, 0]) == 4.0

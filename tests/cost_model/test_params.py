@@ -52,6 +52,7 @@ def _transformers_group(name: str) -> str:
     rules = [
         ("embed_tokens", "embedding"), ("lm_head", "lm_head"), (".self_attn.", "attention"),
         (".linear_attn.", "linear_attention"),  # Gated DeltaNet (Qwen3-Next, Qwen3.5)
+        (".mamba.", "linear_attention"),  # Falcon-H1's parallel Mamba-2
         # Nemotron-H names every block's module `mixer`, its embedding `embeddings`
         ("model.embeddings.", "embedding"), ("backbone.embeddings.", "embedding"),
         *((f".mixer.{name}", "attention") for name in ("q_proj", "k_proj", "v_proj", "o_proj")),

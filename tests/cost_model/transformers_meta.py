@@ -10,7 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from cost_model.hf_config import REMOTE_CODE_DEFAULTS, TEXT_CONFIG_WRAPPERS, TRANSFORMERS_MODEL_TYPES
+from cost_model.hf_config import (
+    REMOTE_CODE_DEFAULTS,
+    TEXT_CONFIG_WRAPPERS,
+    TRANSFORMERS_MODEL_TYPES,
+)
 
 
 def config_dict(source: dict | Path) -> dict:
