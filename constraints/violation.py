@@ -39,7 +39,7 @@ class ConstraintRules(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    alignment: Literal[128, 256, 512] = 128  # seeds 002 §3: the alignment ladder
+    alignment: Literal[128, 256, 512] = 128  # NVIDIA, AI Model Co-Design (2026), Guideline 2
     total_params: float | None = Field(default=None, gt=0)  # target, params
     active_params: float | None = Field(default=None, gt=0)  # target, params
     params_tolerance_frac: float = Field(default=0.1, ge=0)  # |actual/target − 1| allowed

@@ -11,7 +11,7 @@ own entry uses its tensor-core rate's: fp4 → nvfp4, else bf16), all interpreta
   scaled by B_N/(B_N + n_half) (a thin tile feeds its tensor cores less well) and its K loop runs
   as if k_half longer (pipeline fill and drain: K_s/(K_s + k_half) of the rate on a split of K_s);
 - `overlap_frac`: share of the shorter of math and memory time hidden under the longer
-  (1: the seeds' roofline max; 0: their sum);
+  (1: the roofline max; 0: their sum);
 - `split_k_overhead_us`: extra time of a split-K launch (partial-sum reduction, serialization);
   large where the library does not split K;
 - `sm_bandwidth_gb_per_s`: what one SM of this format's kernels streams (its loads in flight over

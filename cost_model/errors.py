@@ -1,4 +1,5 @@
-"""Errors of the cost model: one base class, each message names the field, the rule and the value."""
+"""Errors of the cost model: one base class, each message names the field, the rule and the
+value."""
 
 
 class CostModelError(ValueError):

@@ -1,4 +1,4 @@
-"""Frontier of a candidate and its area (DESIGN.md "Frontier", "Frontier area").
+"""Frontier of a candidate and its area (docs/DESIGN.md "Frontier", "Frontier area").
 
 Points are (x, y) = (interactivity tokens/s/user, throughput tokens/s/GPU), both maximized. The
 frontier is their Pareto envelope; its area is the area under the staircase

@@ -1,6 +1,8 @@
 """GEMM time: roofline with explicit tile and wave quantization, plus the efficiency layer.
 
-For C[M,N] = A[M,K] · B[K,N] (A = activations, B = weights), the seeds' formulas:
+For C[M,N] = A[M,K] · B[K,N] (A = activations, B = weights), the formulas of NVIDIA, AI Model
+Co-Design (2026), "Role of arithmetic intensity"
+(https://developer.nvidia.com/blog/ai-model-co-design-hardware-friendly-llm-design/):
     FLOPs = 2MNK,  read = MK·b_A + NK·b_B,  write = MN·b_C,  I = FLOPs / (read + write).
 The prediction picks, like a GEMM library, the fastest kernel candidate: each of the hardware's
 kernel geometries run whole or split along K into s ∈ SPLIT_K_FACTORS partitions (a fixed set).
@@ -9,25 +11,25 @@ every candidate is a non-decreasing function of M, N and K and so is their minim
 may always pad a smaller problem, so a larger one is never predicted faster"), exactly: every
 operation below is monotone under rounding too (no differences), in float64 and float32.
 For a candidate, on the dims as given (callers pass dims *after* sharding), with K_s = K/s:
-    η_tile = MN / (B_M⌈M/B_M⌉ · B_N⌈N/B_N⌉)                       (seeds, reading notes §3)
-    waves  = ⌈s · clusters / slots⌉;  η_wave = s · tiles / (waves · slot tiles)  (§3)
+    η_tile = MN / (B_M⌈M/B_M⌉ · B_N⌈N/B_N⌉)        (tile quantization: the post's Figure 5)
+    waves  = ⌈s · clusters / slots⌉;  η_wave = s · tiles / (waves · slot tiles)
     t_math = waves · slot tiles · B_M·B_N · 2(K_s + k_half) / (peak · ceil_c · rel · s_N)
     t_mem  = max(bytes / min(HBM · ceil_bw, SMs · B_SM),
                  K_s · max(m_t·b_A, n_t·b_B) / (SMs per tile · B_SM))
     t = max(t_math, t_mem) + (1 − overlap)·min(t_math, t_mem) + [s > 1] t_split + t_fixed
-t_math is the time of the waves of full tiles (padded work), with the K loop lengthened by
-k_half (pipeline fill and drain of each tile: the seeds' K/(K + k_half) saturation) and a tile's
-rate scaled by s_N = B_N/(B_N + n_half) (a thin tile feeds its tensor cores less well). t_mem
-is the longer of streaming the unique bytes (split partial sums included) from HBM and one
-tile streaming its K loop at what its SMs can pull (B_SM, by Little's law their loads in flight
-over memory latency): m_t = min(M, B_M), n_t = min(N, B_N) are the rows and columns a tile
-loads, and its larger operand sets the pace (the other rides in the same stages). That caps
-grids too few to busy every SM — every tile streams its own operands whatever the number of
-tiles, so more tiles never make a GEMM faster. (Measured: TensorRT-LLM's NVFP4 GEMM on B200 at
-M ≤ 128 takes ~1.9 ns per K element whatever N up to 4,096 and M up to 128, e.g. 37.5 µs at
-K = 16,384 for M = 16 … 128: aiconfigurator-core 0.12.0 b200_sxm gemm/trtllm/1.3.0rc20.) `overlap` is the share of the shorter phase
-hidden under the longer (1 is the seeds' roofline max, 0 no overlap at all). The coefficients
-are per GPU and format, fitted to measured kernels (`cost_model.efficiency`).
+t_math is the time of the waves of full tiles (padded work), with the K loop lengthened by k_half
+(pipeline fill and drain of each tile: the K/(K + k_half) saturation of the post's Figure 4) and a
+tile's rate scaled by s_N = B_N/(B_N + n_half) (a thin tile feeds its tensor cores less well). t_mem
+is the longer of streaming the unique bytes (split partial sums included) from HBM and one tile
+streaming its K loop at what its SMs can pull (B_SM, by Little's law their loads in flight over
+memory latency): m_t = min(M, B_M), n_t = min(N, B_N) are the rows and columns a tile loads, and its
+larger operand sets the pace (the other rides in the same stages). That caps grids too few to busy
+every SM — every tile streams its own operands whatever the number of tiles, so more tiles never
+make a GEMM faster. (Measured: TensorRT-LLM's NVFP4 GEMM on B200 at M ≤ 128 takes ~1.9 ns per K
+element whatever N up to 4,096 and M up to 128, e.g. 37.5 µs at K = 16,384 for M = 16 … 128:
+aiconfigurator-core 0.12.0 b200_sxm gemm/trtllm/1.3.0rc20.) `overlap` is the share of the shorter
+phase hidden under the longer (1 is the roofline max, 0 no overlap at all). The coefficients are per
+GPU and format, fitted to measured kernels (`cost_model.efficiency`).
 
 Quantized activations (FP8, NVFP4) are written by some kernel; when they arrive in BF16 a
 quantization kernel reads them and writes the quantized copy (and its scales):
@@ -85,7 +87,7 @@ def intensity_cap_flop_per_byte(n, k, bytes_per_value):
 
 @dataclass(frozen=True)
 class GemmCost:
-    """Cost of GEMMs (arrays broadcast from the inputs). `*_s` at peak are the seeds' roofline
+    """Cost of GEMMs (arrays broadcast from the inputs). `*_s` at peak are the post's roofline
     terms; `time_s` is the predicted kernel time with tile/wave quantization and the efficiency
     layer; `quantize_s` the activation-quantization kernel before it, when there is one."""
 
@@ -116,7 +118,7 @@ class GemmCost:
 
     @property
     def roofline_compute_bound(self) -> np.ndarray:
-        """The seeds' classification at peak: math time ≥ read + write time."""
+        """The post's classification at peak: math time ≥ read + write time."""
         return self.math_s >= self.read_s + self.write_s
 
     @property
@@ -159,7 +161,7 @@ def _saturation(dim, half_dim):
 
 def overlapped(math_s, memory_s, overlap_frac):
     """Math and memory time of one kernel when `overlap_frac` of the shorter runs hidden under
-    the longer: 1 is the seeds' roofline max(math, memory), 0 their sum."""
+    the longer: 1 is the post's roofline max(math, memory), 0 their sum."""
     return np.maximum(math_s, memory_s) + (1.0 - overlap_frac) * np.minimum(math_s, memory_s)
 
 
@@ -224,7 +226,7 @@ class GemmRates:
 
 
 def _traffic(m, n, k, groups, r: GemmRates):
-    """(FLOPs, read bytes, write bytes): the seeds' formulas, times the group count."""
+    """(FLOPs, read bytes, write bytes): the post's formulas, times the group count."""
     return (gemm_flop(m, n, k) * groups, *_bytes(m, n, k, groups, r))
 
 
@@ -330,7 +332,8 @@ def gemm_cost(m, n, k, hw: HardwareSpec, precision: Precision | str,
     m, n, k, groups = (np.asarray(x, dtype=np.float64) for x in (m, n, k, groups))
     flop, read, write = _traffic(m, n, k, groups, rates)
     found = np.broadcast_arrays(*_candidates(m, n, k, groups, hw, rates, detail=True))
-    time, math, memory, split_s, eta_tile, eta_wave = (x.reshape((-1,) + x.shape[2:]) for x in found)
+    time, math, memory, split_s, eta_tile, eta_wave = (
+        x.reshape((-1,) + x.shape[2:]) for x in found)
     best = np.argmin(time, axis=0)[None]
 
     def pick(x):

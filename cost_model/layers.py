@@ -1,13 +1,14 @@
 """The GEMMs of one pipeline stage's forward pass, with their per-GPU shapes after sharding.
 
-Shapes follow the seeds' Table 1 and reading notes §2 (M = tokens; N, K = model dims), sharded
+Shapes follow NVIDIA, AI Model Co-Design (2026), Table 1 (M = tokens; N, K = model dims), sharded
 by the deployment: attention and dense FFN by TP on the tokens of the busiest attention-DP group
 (`StepLoad`: whole requests, never split across groups), experts by EP with each expert's H′
 split over moe_tp = TP·DP/EP on every group's tokens, vocabulary by TP.
-MoE under uniform routing (seeds): M_expert = C·k/E; the weights actually read are those of the
-experts touched by at least one token, 1 − (1 − k/E)^C of them; with EP > 1 the busiest GPU's
-experts hold (1+δ) times the mean (with every expert on each GPU, EP = 1, there is no busier GPU
-to wait for: the grouped GEMM runs the same total tiles whatever the split between experts).
+MoE under uniform routing (NVIDIA, AI Model Co-Design (2026), "Large expert parallelism"):
+M_expert = C·k/E; the weights actually read are those of the experts touched by at least one token,
+1 − (1 − k/E)^C of them; with EP > 1 the busiest GPU's experts hold (1+δ) times the mean (with every
+expert on each GPU, EP = 1, there is no busier GPU to wait for: the grouped GEMM runs the same total
+tiles whatever the split between experts).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def touched_expert_frac(tokens, top_k, experts):
 
 
 def tokens_per_expert(concurrency, top_k, experts):
-    """The seeds' MoE sizing equation: GEMM-M per expert = C·k/E."""
+    """The co-design post's MoE sizing equation: GEMM-M per expert = C·k/E."""
     return np.asarray(concurrency, dtype=np.float64) * top_k / np.maximum(experts, 1.0)
 
 

@@ -3,8 +3,8 @@
 Bytes per element are floats (4-bit = 0.5 bytes) so that block-scaled formats carry their scale
 overhead: NVFP4 is E2M1 values with an E4M3 scale per 16 values (and one FP32 scale per tensor,
 negligible): 4 + 8/16 = 4.5 bits/value. MXFP4 uses 32-value blocks with E8M0 scales:
-4 + 8/32 = 4.25 bits/value. Sources: the seeds' reading notes §4 ("NVFP4 micro-block scaling") and
-the OCP Microscaling Formats (MX) v1.0 specification.
+4 + 8/32 = 4.25 bits/value. Sources: NVIDIA, AI Model Co-Design (2026), "Quantization as a
+performance lever", and the OCP Microscaling Formats (MX) v1.0 specification.
 
 Weight-only formats store low-bit weights and run BF16 math: the GEMM kernel dequantizes each
 weight tile in registers (Marlin / TensorRT-LLM weight-only kernels; gpt-oss's MXFP4 experts on
@@ -56,7 +56,7 @@ class Precision(BaseModel):
 
     @property
     def bits_per_value(self) -> float:
-        """Storage bits per value of an activation-style tensor (the seeds' 4.5 for NVFP4)."""
+        """Storage bits per value of an activation-style tensor (4.5 for NVFP4)."""
         return self.activation_bytes_per_value * BITS_PER_BYTE
 
 
@@ -66,7 +66,7 @@ _FP8_BLOCK = 128
 _FP32_BITS = 32.0
 _E4M3_BITS = 8.0
 _E8M0_BITS = 8.0
-_NVFP4_BLOCK = 16  # seeds: "an FP8 (E4M3) scale to each 16-value micro-block"
+_NVFP4_BLOCK = 16  # NVIDIA, AI Model Co-Design (2026): one E4M3 scale per 16 values
 _MXFP4_BLOCK = 32  # OCP MX v1.0: 32-element blocks with an E8M0 shared scale
 _BF16_BITS = 16.0
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-FLOP_PER_MAC = 2.0  # one multiply-accumulate = one multiply + one add (seeds: "each FMA is 2 FLOPs")
+FLOP_PER_MAC = (
+    2.0  # one multiply-accumulate = one multiply + one add (NVIDIA, AI Model Co-Design (2026))
+)
 
 TERA = 1e12
 GIGA = 1e9

@@ -1,4 +1,5 @@
-"""Accuracy proxy: predicted pre-training loss of an architecture (`reference/accuracy_proxy.md`).
+"""Accuracy proxy: predicted pre-training loss of an architecture (`docs/accuracy_proxy.md`,
+"notes" below).
 
     N_eff = N_ne,eff + w_emb·N_emb,counted
     L_hat = L_base(N_eff, D) · Π_terms P_term
@@ -58,7 +59,9 @@ __all__ = [
     "summarize_shape",
 ]  # fmt: skip
 
-BASE_LAWS: Mapping[str, BaseLaw] = MappingProxyType({"epoch": terms.EPOCH, "hoffmann": terms.HOFFMANN})
+BASE_LAWS: Mapping[str, BaseLaw] = MappingProxyType(
+    {"epoch": terms.EPOCH, "hoffmann": terms.HOFFMANN}
+)
 DEFAULT_LAW = "epoch"
 PENALTY_NAMES = ("depth", "attention_width", "kv_width", "head_dim", "ffn_width", "mlp_mix",
                  "vocabulary", "precision")  # fmt: skip
@@ -122,12 +125,14 @@ class LossProxy:
                 "effective_params": self.effective_params, "delta_loss_nats": self.delta_loss_nats,
                 "compute_equivalence_frac": self.compute_equivalence_frac,
                 "terms": dict(self.penalties), "flags": list(self.flags),
-                "hard_flags": list(self.hard_flags), "compute_flop": self.compute_flop, "law": self.law}  # fmt: skip
+                "hard_flags": list(self.hard_flags), "compute_flop": self.compute_flop,
+                "law": self.law}  # fmt: skip
 
 
 @dataclass(frozen=True)
 class ShapeSummary:
-    """The quantities of an architecture the proxy's terms read (exact counts from `count_params`)."""
+    """The quantities of an architecture the proxy's terms read (exact counts from
+    `count_params`)."""
 
     total_params: float
     active_params: float
@@ -195,7 +200,9 @@ def summarize_shape(arch: Architecture) -> ShapeSummary:
 
 def _active_mlp_params(arch: Architecture, counts: Mapping[str, int]) -> float:
     dense = counts["mlp/gate"] + counts["mlp/up"] + counts["mlp/down"]
-    routed = counts["moe/experts"] * arch.experts_per_token / arch.num_experts if arch.is_moe else 0.0
+    routed = (
+        counts["moe/experts"] * arch.experts_per_token / arch.num_experts if arch.is_moe else 0.0
+    )
     return float(dense + counts["moe/shared"] + counts["moe/router"] + routed)
 
 
@@ -206,7 +213,10 @@ def _ffn_width_frac(arch: Architecture) -> float:
     if arch.num_dense_layers:
         widths.append(arch.intermediate_size)
     if arch.num_moe_layers:
-        widths.append(arch.experts_per_token * arch.moe_intermediate_size + arch.shared_expert_intermediate_size)
+        widths.append(
+            arch.experts_per_token * arch.moe_intermediate_size
+            + arch.shared_expert_intermediate_size
+        )
     return gated * min(widths) / arch.hidden_size
 
 
@@ -254,12 +264,18 @@ def predict_loss(
 
 
 def ranking_loss_nats(
-    arch: Architecture, training_tokens: float, precision: str = "bf16", *, law: str | BaseLaw = DEFAULT_LAW,
+    arch: Architecture,
+    training_tokens: float,
+    precision: str = "bf16",
+    *,
+    law: str | BaseLaw = DEFAULT_LAW,
     central: LossProxy | None = None,
 ) -> float:
     """§7.2 policy: the central L_hat, or the high end of its band when a hard flag fires.
     Pass `central` (this arch's `predict_loss`) to skip recomputing it."""
-    proxy = central if central is not None else predict_loss(arch, training_tokens, precision, law=law)
+    proxy = (
+        central if central is not None else predict_loss(arch, training_tokens, precision, law=law)
+    )
     return proxy.ranked_loss_nats
 
 
@@ -267,15 +283,22 @@ def _band(shape: ShapeSummary, tokens: float, fmt: str, base_law: BaseLaw, centr
           flags: list[RangeFlag]) -> tuple[float, float, float]:  # fmt: skip
     """(low, high, ranked): the optimistic and pessimistic ends, each widened by the flags."""
     hard = sum(f.hard for f in flags)
-    widen = hard * BAND_WIDENING_PER_HARD_FLAG_FRAC + (len(flags) - hard) * BAND_WIDENING_PER_SOFT_FLAG_FRAC
+    widen = (
+        hard * BAND_WIDENING_PER_HARD_FLAG_FRAC
+        + (len(flags) - hard) * BAND_WIDENING_PER_SOFT_FLAG_FRAC
+    )
     low = _loss_terms(shape, tokens, fmt, base_law, OPTIMISTIC_COEFFICIENTS)[3]
     high = _loss_terms(shape, tokens, fmt, base_law, PESSIMISTIC_COEFFICIENTS)[3]
-    low, high = min(low, central_nats) - widen * central_nats, max(high, central_nats) + widen * central_nats
+    low, high = (
+        min(low, central_nats) - widen * central_nats,
+        max(high, central_nats) + widen * central_nats,
+    )
     return low, high, high if hard else central_nats
 
 
 def _loss_terms(shape: ShapeSummary, tokens: float, fmt: str, base_law: BaseLaw,
-                coefficients: ProxyCoefficients) -> tuple[float, float, dict[str, float], float]:  # fmt: skip
+                coefficients: ProxyCoefficients
+                ) -> tuple[float, float, dict[str, float], float]:  # fmt: skip
     """(N_eff, L_base, terms, L_hat) for one set of coefficients."""
     non_embedding = effective_non_embedding_params(shape, coefficients)
     optimal_vocab = cap.optimal_vocab_size(non_embedding, shape.hidden_size)
@@ -299,7 +322,9 @@ def effective_non_embedding_params(shape: ShapeSummary, coefficients: ProxyCoeff
 
 
 def _optimal_vocab(shape: ShapeSummary, coefficients: ProxyCoefficients) -> float:
-    return cap.optimal_vocab_size(effective_non_embedding_params(shape, coefficients), shape.hidden_size)
+    return cap.optimal_vocab_size(
+        effective_non_embedding_params(shape, coefficients), shape.hidden_size
+    )
 
 
 def _with_embeddings(shape: ShapeSummary, coefficients: ProxyCoefficients, non_embedding: float,
@@ -308,7 +333,9 @@ def _with_embeddings(shape: ShapeSummary, coefficients: ProxyCoefficients, non_e
     return non_embedding + coefficients.embedding_weight * counted
 
 
-def effective_params(shape: ShapeSummary, coefficients: ProxyCoefficients = CENTRAL_COEFFICIENTS) -> float:
+def effective_params(
+    shape: ShapeSummary, coefficients: ProxyCoefficients = CENTRAL_COEFFICIENTS
+) -> float:
     """N_eff = N_ne,eff + w_emb · (embedding params up to 4× Tao's optimal vocabulary)."""
     non_embedding = effective_non_embedding_params(shape, coefficients)
     optimal = cap.optimal_vocab_size(non_embedding, shape.hidden_size)
@@ -327,7 +354,9 @@ def _penalties(shape: ShapeSummary, tokens: float, fmt: str, coefficients: Proxy
     mix = 1.0
     if shape.uses_mix:
         law = terms.MIX_LAWS[coefficients.mix_law]
-        ratio = min(max(shape.mlp_attention_ratio, terms.MIX_RATIO_RANGE[0]), terms.MIX_RATIO_RANGE[1])
+        ratio = min(
+            max(shape.mlp_attention_ratio, terms.MIX_RATIO_RANGE[0]), terms.MIX_RATIO_RANGE[1]
+        )
         mix = law.factor(ratio) / law.factor(cap.REFERENCE_MIX_RATIO)
     shape_terms = {
         "depth": cap.depth_penalty(non_embedding, shape.num_layers, tokens),
@@ -343,7 +372,7 @@ def _penalties(shape: ShapeSummary, tokens: float, fmt: str, coefficients: Proxy
     return {**banded, "precision": PRECISION_BANDS[coefficients.precision_band][fmt]}
 
 
-# ---- argument checks -------------------------------------------------------------------------------
+# ---- argument checks -----------------------------------------------------------------------------
 
 
 def _check_tokens(training_tokens: float) -> float:
@@ -376,7 +405,7 @@ def _base_law(law: str | BaseLaw) -> BaseLaw:
     return BASE_LAWS[law]
 
 
-# ---- inference-only quantisation (§7.1 item 8): reported beside the loss, never folded in ---------
+# ---- inference-only quantisation (§7.1 item 8): reported beside the loss, never folded in --------
 
 
 @dataclass(frozen=True)

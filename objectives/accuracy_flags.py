@@ -46,7 +46,10 @@ TOKENS_PER_PARAM_HARD_MAX = 10_000.0  # Sardana et al. 2024 trained up to ~10,00
 MIN_LAYERS = 4  # below: Kaplan Fig. 6 (< 2 layers off-trend), Gemstones/Morph's 3-layer runs steep
 MAX_LAYERS_SOFT = cap.GEMSTONES_DEPTH_RANGE[1]  # 80, the deepest Gemstones model [V]
 ASPECT_RATIO_HARD_MAX = terms.ASPECT_RATIO_KAPLAN_RANGE[1]  # 700: Kaplan's (6, 4288) [V]
-ASPECT_RATIO_SOFT_RANGE = (5.0, terms.ASPECT_RATIO_MORPH_RANGE[1])  # Gemstones 768×98 (R 7.8) to Morph's 384
+ASPECT_RATIO_SOFT_RANGE = (
+    5.0,
+    terms.ASPECT_RATIO_MORPH_RANGE[1],
+)  # Gemstones 768×98 (R 7.8) to Morph's 384
 MIN_ATTENTION_WIDTH_FRAC = 1 / 8  # no run narrower than n_q·d_h = H/8 (Kaplan Fig. 5 keeps H)
 # the widest trained: 2·H (Qwen3 configs, Bian 2025b's Panda-1B [V]), 2.3·H (DeepSeek-V3's MLA
 # queries [V]); beyond 2.5·H the mix and KV terms would be rewarding an untested extreme
@@ -54,21 +57,26 @@ MAX_ATTENTION_WIDTH_FRAC = 2.5
 MIN_KV_WIDTH_FRAC = 1 / 32  # DeepSeek-V2 Table 8's MQA at 7B: one 128-wide KV head at H 4096 [V]
 MIN_HEAD_DIM_HARD = 32
 MIN_FFN_WIDTH_FRAC = 1.0  # Bian 2025b's narrowest: Panda-3B, gated d_ff = d_model [V]
-TOP1_MAX_EXPERTS = 64  # top-1 past 64 experts: only small dense sizes (Clark <= 1.3B; Switch-Base/Large, 128 experts) [R]
+# top-1 past 64 experts: only small dense sizes (Clark <= 1.3B; Switch-Base/Large, 128 experts) [R]
+TOP1_MAX_EXPERTS = 64
 
 
 def base_law_flags(n_eff: float, tokens: float) -> list[RangeFlag]:
     per_param, source = tokens / n_eff, "Chinchilla/Epoch fit data"
     flags = outside("N_eff (params)", n_eff, terms.BASE_LAW_PARAMS_RANGE, source)
     hard = outside("D/N_eff (tokens per param)", per_param, (0.0, TOKENS_PER_PARAM_HARD_MAX),
-                   "Sardana 2024: runs up to ~10,000; gains over-predicted far past the data", True)  # fmt: skip
+                   "Sardana 2024: runs up to ~10,000; gains over-predicted far past the data",
+                   True)  # fmt: skip
     return flags + (hard or outside("D/N_eff (tokens per param)", per_param,
-                                    (0.0, TOKENS_PER_PARAM_SOFT_MAX), "Chinchilla data"))  # fmt: skip
+                                    (0.0, TOKENS_PER_PARAM_SOFT_MAX),
+                                    "Chinchilla data"))  # fmt: skip
 
 
 def depth_flags(shape) -> list[RangeFlag]:
     layers, ratio, name = shape.num_layers, shape.aspect_ratio, "R (d_model/n_layers)"
-    flags = outside("L (layers)", layers, (MIN_LAYERS, math.inf), "Kaplan 2020 Fig. 6; Gemstones", True)
+    flags = outside(
+        "L (layers)", layers, (MIN_LAYERS, math.inf), "Kaplan 2020 Fig. 6; Gemstones", True
+    )
     flags += outside("L (layers)", layers, (0, MAX_LAYERS_SOFT), "Gemstones: depths 3–80")
     hard = outside(name, ratio, (0.0, ASPECT_RATIO_HARD_MAX), "Kaplan 2020 Fig. 5", hard=True)
     return flags + (hard or outside(name, ratio, ASPECT_RATIO_SOFT_RANGE, "Gemstones, Morph runs"))
@@ -87,32 +95,47 @@ def attention_flags(shape) -> list[RangeFlag]:
         flags.append(RangeFlag("attention", "MLA (read as MHA)", "MHA/GQA/MQA",
                                "DeepSeek-V2 Table 9: MLA >= MHA, one lab", hard=False))  # fmt: skip
     elif shape.num_kv_heads == 1:
-        flags.append(RangeFlag("n_kv (KV heads)", 1.0, "[2, n_q]", "MQA: training instability (Ainslie 2023)", False))
+        flags.append(
+            RangeFlag(
+                "n_kv (KV heads)",
+                1.0,
+                "[2, n_q]",
+                "MQA: training instability (Ainslie 2023)",
+                False,
+            )
+        )
     if shape.sliding_layers:
         flags.append(RangeFlag("sliding-window layers", float(shape.sliding_layers), "no term",
-                               "Gemma 2 report: small perplexity effect [R]; not modelled", False))  # fmt: skip
+                               "Gemma 2 report: small perplexity effect [R]; not modelled",
+                               False))  # fmt: skip
     return flags
 
 
 def ffn_flags(shape) -> list[RangeFlag]:
     flags = outside("FFN width / H (SwiGLU-equivalent, active)", shape.ffn_width_frac,
-                    (MIN_FFN_WIDTH_FRAC, math.inf), "Bian 2025b: narrowest d_ff = d_model", True)  # fmt: skip
+                    (MIN_FFN_WIDTH_FRAC, math.inf), "Bian 2025b: narrowest d_ff = d_model",
+                    True)  # fmt: skip
     if shape.uses_mix:
-        flags += outside("r (MLP/attention params)", shape.mlp_attention_ratio, terms.MIX_RATIO_RANGE,
-                         "Bian 2025b fit range; P_mix clipped to it")  # fmt: skip
+        flags += outside("r (MLP/attention params)", shape.mlp_attention_ratio,
+                         terms.MIX_RATIO_RANGE, "Bian 2025b fit range; P_mix clipped to it")
     return flags
 
 
 def moe_flags(shape) -> list[RangeFlag]:
     if not shape.num_experts:
         return []
-    flags = outside("E (routed experts)", shape.num_experts, (1, terms.MOE_MAX_EXPERTS), "Clark 2022", True)
+    flags = outside(
+        "E (routed experts)", shape.num_experts, (1, terms.MOE_MAX_EXPERTS), "Clark 2022", True
+    )
     flags += outside("activation ratio (k+shared)/(E+shared)", shape.activation_frac,
-                     (terms.MOE_MIN_ACTIVATION_FRAC, 1.0), "Ling 2.0 efficiency-leverage law", True)  # fmt: skip
+                     (terms.MOE_MIN_ACTIVATION_FRAC, 1.0), "Ling 2.0 efficiency-leverage law",
+                     True)  # fmt: skip
     big = shape.active_params > terms.CLARK_MAX_DENSE_PARAMS
     if shape.experts_per_token == 1 and shape.num_experts > TOP1_MAX_EXPERTS and big:
-        flags.append(RangeFlag("top-1 of E experts", float(shape.num_experts), f"<= {TOP1_MAX_EXPERTS}",
-                               "top-1 runs past 64 experts: Clark's, <= 1.3B dense", hard=True))  # fmt: skip
+        flags.append(RangeFlag("top-1 of E experts", float(shape.num_experts),
+                               f"<= {TOP1_MAX_EXPERTS}",
+                               "top-1 runs past 64 experts: Clark's, <= 1.3B dense",
+                               hard=True))  # fmt: skip
     if shape.granularity < cap.COARSE_GRANULARITY_MAX:
         flags.append(RangeFlag("G (granularity)", shape.granularity, ">= 1.5 (fine-grained)",
                                "Krajewski 2024: G = 1 is not optimal", hard=False))  # fmt: skip
@@ -136,10 +159,14 @@ def precision_flags(shape, fmt: str) -> list[RangeFlag]:
     if fmt not in terms.FP4_FORMATS:
         return []
     tested = "NVFP4 paper: 8B and 12B runs; its full recipe is assumed"
-    return outside(f"total params trained in {fmt}", shape.total_params, terms.FP4_TESTED_PARAMS_RANGE, tested)
+    return outside(
+        f"total params trained in {fmt}", shape.total_params, terms.FP4_TESTED_PARAMS_RANGE, tested
+    )
 
 
-def all_flags(shape, n_eff: float, tokens: float, fmt: str, optimal_vocab: float) -> list[RangeFlag]:
+def all_flags(
+    shape, n_eff: float, tokens: float, fmt: str, optimal_vocab: float
+) -> list[RangeFlag]:
     return [*base_law_flags(n_eff, tokens), *moe_flags(shape), *depth_flags(shape),
             *attention_flags(shape), *ffn_flags(shape), *vocab_flags(shape, optimal_vocab),
             *precision_flags(shape, fmt)]  # fmt: skip

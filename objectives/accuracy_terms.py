@@ -1,4 +1,4 @@
-"""Terms of the accuracy proxy (`reference/accuracy_proxy.md` §7): the Chinchilla-form base law and
+"""Terms of the accuracy proxy (`docs/accuracy_proxy.md` §7): the Chinchilla-form base law and
 its compute optimum, Clark's routed-model law, the MLP/attention mix law, the precision
 multipliers, PTQ and the downstream mapping, each with its fitted coefficients and validated range.
 The notes' first-round shape terms (P_AR in R = H/L, the power-mean N_eff, P_kv in n_q/n_kv) stay
@@ -8,7 +8,7 @@ here for `search/lint.py` and the notes' §7.4 cases; the proxy itself uses `cap
 Every coefficient is a named constant carrying its paper, equation or table and the notes'
 provenance tag: [V] read in the paper, [V2] two copies agree, [S] one secondary copy, [R] recalled,
 [D] derived by the notes' author from published per-run data. "Notes §x" points into
-`reference/accuracy_proxy.md`. Functions take and return plain floats in the units their names carry.
+`docs/accuracy_proxy.md`. Functions take and return plain floats in the units their names carry.
 """
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ HOFFMANN = BaseLaw(
     b_coef=410.7,
     alpha=0.3392,
     beta=0.2849,
-    source="Hoffmann et al. 2022 (arXiv 2203.15556) App. D.2 Eq. 10, unrounded from the paper's TeX "
-    "source as quoted by Epoch [V2]; reproduces Table A3 (notes §1.1)",
+    source="Hoffmann et al. 2022 (arXiv 2203.15556) App. D.2 Eq. 10, unrounded from the paper's "
+    "TeX source as quoted by Epoch [V2]; reproduces Table A3 (notes §1.1)",
 )
 HOFFMANN_PRINTED = BaseLaw(
     name="hoffmann_printed",
@@ -83,7 +83,9 @@ TRAINING_FLOP_PER_PARAM_TOKEN = FLOP_PER_MAC * TRAINING_PASSES_PER_TOKEN
 
 def base_loss_nats(law: BaseLaw, model_params: float, training_tokens: float) -> float:
     """L(N, D) of `law` (broadcasts over numpy arrays)."""
-    return law.e_nats + law.a_coef / model_params**law.alpha + law.b_coef / training_tokens**law.beta
+    return (
+        law.e_nats + law.a_coef / model_params**law.alpha + law.b_coef / training_tokens**law.beta
+    )
 
 
 def training_compute_flop(active_params: float, training_tokens: float) -> float:
@@ -134,7 +136,8 @@ def compute_for_loss_flop(law: BaseLaw, loss_nats: float) -> float:
 
 
 def compute_equivalence_frac(law: BaseLaw, loss_nats: float, compute_flop: float) -> float:
-    """CEF = C*/C: the fraction of `compute_flop` an optimal dense model needs to reach `loss_nats`."""
+    """CEF = C*/C: the fraction of `compute_flop` an optimal dense model needs to reach
+    `loss_nats`."""
     return compute_for_loss_flop(law, loss_nats) / compute_flop
 
 
@@ -149,7 +152,9 @@ def recalibrate_base_law(
     design = np.stack([np.ones_like(model_params, dtype=float),
                        np.asarray(model_params, dtype=float) ** -law.alpha,
                        np.asarray(training_tokens, dtype=float) ** -law.beta], axis=1)  # fmt: skip
-    (e_nats, a_coef, b_coef), *_ = np.linalg.lstsq(design, np.asarray(losses_nats, float), rcond=None)
+    (e_nats, a_coef, b_coef), *_ = np.linalg.lstsq(
+        design, np.asarray(losses_nats, float), rcond=None
+    )
     name, source = f"{law.name}_recalibrated", f"{law.name} exponents, E/A/B refit on target data"
     return BaseLaw(name, float(e_nats), float(a_coef), float(b_coef), law.alpha, law.beta, source)
 
@@ -174,7 +179,9 @@ def moe_effective_params(
     moe_weight: float,
 ) -> float:
     """N_eff = N_emb + N_act,ne^(1-w) · N_tot,ne^w (notes §7.1 item 2); dense: N_act = N_tot."""
-    mean = active_non_embedding_params ** (1.0 - moe_weight) * total_non_embedding_params**moe_weight
+    mean = (
+        active_non_embedding_params ** (1.0 - moe_weight) * total_non_embedding_params**moe_weight
+    )
     return embedding_params + mean
 
 
@@ -206,16 +213,19 @@ def clark_saturated_experts(law: ClarkLaw, experts: float, start_offset: int = 1
     return 1.0 / (1.0 / (experts - 1.0 + start) + 1.0 / law.e_max)
 
 
-def clark_epc_ratio(law: ClarkLaw, dense_params: float, experts: float, start_offset: int = 1) -> float:
-    """Clark's effective parameter count over that of the same model with one expert, N̄(N,E)/N̄(N,1)
-    (§5): log10 N̄ = log10 N + (b + c·log10 N)·log10 Ê / a. A cross-check of N_eff only."""
+def clark_epc_ratio(
+    law: ClarkLaw, dense_params: float, experts: float, start_offset: int = 1
+) -> float:
+    """Clark's effective parameter count over that of the same model with one expert,
+    N̄(N,E)/N̄(N,1) (§5): log10 N̄ = log10 N + (b + c·log10 N)·log10 Ê / a. A cross-check of N_eff
+    only."""
     log_params = math.log10(dense_params)
     gain = math.log10(clark_saturated_experts(law, experts, start_offset))
     base = math.log10(clark_saturated_experts(law, 1.0, start_offset))
     return 10.0 ** ((law.b + law.c * log_params) * (gain - base) / law.a)
 
 
-# ---- P_AR: depth versus width, R = d_model / n_layers (notes §2.4, §7.1 item 4) -------------------
+# ---- P_AR: depth versus width, R = d_model / n_layers (notes §2.4, §7.1 item 4) ------------------
 
 ASPECT_KAPPA_CENTRAL = 0.005  # §7.1 item 4, central
 ASPECT_KAPPA_BAND = (0.0034, 0.0076)  # Kaplan 2020 Fig. 5 1.5B pair; Morph refit, <= 300M [D]
@@ -240,7 +250,7 @@ def levine_optimal_layers(hidden_size: float) -> float:
     return (math.log(hidden_size) - LEVINE_LOG_WIDTH_INTERCEPT) / LEVINE_LOG_WIDTH_PER_LAYER
 
 
-# ---- P_mix: MLP-to-attention parameter ratio r (Bian et al. 2025b; notes §4.4, §7.1 item 5) -------
+# ---- P_mix: MLP-to-attention parameter ratio r (Bian et al. 2025b; notes §4.4, §7.1 item 5) ------
 
 
 @dataclass(frozen=True)
@@ -263,7 +273,8 @@ class MixLaw:
 
 BIAN_TASK3 = MixLaw(
     "task3", b0=0.3870, b1=0.0063, b2=0.0065,
-    source="Bian et al. 2025b (arXiv 2510.18245) Eq. 3, Task-3 fit on 80M–297M models [V]; r* = 1.03",
+    source="Bian et al. 2025b (arXiv 2510.18245) Eq. 3, Task-3 fit on 80M–297M models [V]; "
+           "r* = 1.03",
 )  # fmt: skip
 BIAN_1B_REFIT = MixLaw(
     "1b_refit", b0=0.5104, b1=0.0051, b2=0.0062,
@@ -326,7 +337,7 @@ PTQ_ACCURACY_DELTA_POINTS: Mapping[str, tuple[float, float]] = MappingProxyType(
 PTQ_MAX_TOKENS_PER_PARAM = 1000.0  # Kumar et al. 2024 PTQ law [S]: damage grows with D/N
 
 
-# ---- optional downstream mapping (Gadre et al. 2024; notes §6.4, §7.1 item 9) ---------------------
+# ---- optional downstream mapping (Gadre et al. 2024; notes §6.4, §7.1 item 9) --------------------
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,9 @@ attention and KV width relative to d_model, head dimension, FFN width, the MLP/a
 Every multiplicative term is normalized so that the reference shape, Llama-3-8B's (H 4096, 32
 layers, 32 query / 8 KV heads of 128, FFN 14336, vocabulary 128256), carries none (factor 1).
 Provenance tags as in `accuracy_terms`: [V] read in the paper, [V2] two copies agree, [S] one
-secondary copy, [R] recalled, [D] derived here; "policy" marks a size we chose where no published
-law exists (named, with the evidence that bounds it). Plain floats in, plain floats out.
+secondary copy, [R] recalled, [D] derived here ("notes §x": `docs/accuracy_proxy.md` §x); "policy"
+marks a size we chose where no published law exists (named, with the evidence that bounds it). Plain
+floats in, plain floats out.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from objectives.accuracy_terms import (
     clark_saturated_experts,
 )
 
-# ---- the reference shape (Llama-3-8B, Meta config.json; exact counts from cost_model.params) -------
+# ---- the reference shape (Llama-3-8B, Meta config.json; exact counts from cost_model.params) -----
 
 REFERENCE_NON_EMBEDDING_PARAMS = 6_979_588_096  # 32 layers × 218.1M
 REFERENCE_LAYERS = 32
@@ -45,7 +46,9 @@ def clark_epc_multiplier(
     shrinkage is not extrapolated (at 1.3B: 3.7× at E = 64, 5.6× at E = 512, notes §3.1)."""
     size = min(max(dense_params, CLARK_MIN_DENSE_PARAMS), CLARK_MAX_DENSE_PARAMS)
     exponent = (law.b + law.c * math.log10(size)) / law.a
-    gain = clark_saturated_experts(law, expansion, start_offset) / clark_saturated_experts(law, 1.0, start_offset)
+    gain = clark_saturated_experts(law, expansion, start_offset) / clark_saturated_experts(
+        law, 1.0, start_offset
+    )
     return gain**exponent
 
 
@@ -70,7 +73,9 @@ COARSE_GRANULARITY_MAX = 1.5  # "G = 1" read as G rounding to 1 (notes §7.1 ite
 REFERENCE_FFN_EXPANSION = 4.0  # Krajewski's dense FFN is 4·d_model; G = 4·H / d_expert without one
 
 
-def granularity_multiplier(granularity: float, law: KrajewskiLaw = KRAJEWSKI, scale: float = 1.0) -> float:
+def granularity_multiplier(
+    granularity: float, law: KrajewskiLaw = KRAJEWSKI, scale: float = 1.0
+) -> float:
     """Parameters a G = 1 MoE needs to match granularity G: ((g + a)/(g·G^-γ + a))^(1/α), raised to
     `scale` (1 central, 1/2 pessimistic). 1.93× at G = 8, 2.13× at G = 16."""
     grain = min(max(granularity, 1.0), KRAJEWSKI_MAX_GRANULARITY)
@@ -97,8 +102,10 @@ class GemstonesLaw:
     tokens_exp: float
 
     def loss_nats(self, width: float, depth: float, params: float, tokens: float) -> float:
-        return (self.e_nats + self.a_width * width**-self.width_exp + self.a_depth * depth**-self.depth_exp
-                + self.a_params * params**-self.params_exp + self.b_tokens * tokens**-self.tokens_exp)  # fmt: skip
+        return (self.e_nats + self.a_width * width**-self.width_exp
+                + self.a_depth * depth**-self.depth_exp
+                + self.a_params * params**-self.params_exp
+                + self.b_tokens * tokens**-self.tokens_exp)  # fmt: skip
 
 
 GEMSTONES = GemstonesLaw(
@@ -154,7 +161,9 @@ def _halvings_below(value: float, floor: float) -> float:
     return max(0.0, math.log2(floor / value))
 
 
-def attention_width_penalty(attention_width_frac: float, kappa: float = ATTENTION_WIDTH_KAPPA) -> float:
+def attention_width_penalty(
+    attention_width_frac: float, kappa: float = ATTENTION_WIDTH_KAPPA
+) -> float:
     """1 + κ·log2(H/(n_q·d_h))² below H; 1 at or above (Llama-3-8B: n_q·d_h = H)."""
     return 1.0 + kappa * _halvings_below(attention_width_frac, 1.0) ** 2
 
@@ -200,7 +209,10 @@ VOCAB_DATA_MAX = 262_144  # largest vocabulary in the validation models (Gemma 2
 
 
 def optimal_vocab_size(non_vocab_params: float, hidden_size: float) -> float:
-    vocab_params = TAO_ANCHOR_VOCAB_PARAMS * (non_vocab_params / TAO_ANCHOR_NON_VOCAB_PARAMS) ** TAO_VOCAB_EXPONENT
+    vocab_params = (
+        TAO_ANCHOR_VOCAB_PARAMS
+        * (non_vocab_params / TAO_ANCHOR_NON_VOCAB_PARAMS) ** TAO_VOCAB_EXPONENT
+    )
     return vocab_params / hidden_size
 
 
@@ -208,7 +220,8 @@ REFERENCE_VOCAB_SIZE = 128_256  # Llama-3's: the flat band always reaches it (th
 
 
 def vocab_flat_band(optimal: float) -> tuple[float, float]:
-    """No vocabulary term within ÷4 … ×4 of Tao's optimum, widened up to the reference vocabulary."""
+    """No vocabulary term within ÷4 … ×4 of Tao's optimum, widened up to the reference
+    vocabulary."""
     return optimal / VOCAB_FLAT_FACTOR, max(optimal * VOCAB_FLAT_FACTOR, REFERENCE_VOCAB_SIZE)
 
 

@@ -124,9 +124,13 @@ def efficiency_toml(hardware: str, version: str, results: list[GemmFitResult],
     """The efficiency file of one GPU: fitted GEMM entries, the previous file's other GEMM
     entries (formats not refitted) and its attention and communication coefficients."""
     fitted = {r.dtype for r in results}
-    lines = [f"# Efficiency coefficients of {hardware}: GEMM entries fitted by `archscout calibrate`",
-             "# (cost_model/efficiency.py documents every coefficient).",
-             f"hardware = {json.dumps(hardware)}", f"version = {json.dumps(version)}", ""]
+    lines = [
+        f"# Efficiency coefficients of {hardware}: GEMM entries fitted by `archscout calibrate`",
+        "# (cost_model/efficiency.py documents every coefficient).",
+        f"hardware = {json.dumps(hardware)}",
+        f"version = {json.dumps(version)}",
+        "",
+    ]
     for r in results:
         lines += _gemm_section(r)
     for fmt, table in previous.get("gemm", {}).items():
@@ -259,7 +263,9 @@ def _summary(r: GemmFitResult) -> dict:
 # ---- attention and all-reduce ----------------------------------------------------------------
 
 def _aic_source(hardware: str, folder: str, version: str) -> str:
-    return f"aiconfigurator-core {aiconfigurator_version()} {AIC_SYSTEMS[hardware]} {folder}/{version}"
+    return (
+        f"aiconfigurator-core {aiconfigurator_version()} {AIC_SYSTEMS[hardware]} {folder}/{version}"
+    )
 
 
 def _fit_attention(args: argparse.Namespace, name: str) -> dict[str, tuple[float, str]]:
@@ -268,13 +274,22 @@ def _fit_attention(args: argparse.Namespace, name: str) -> dict[str, tuple[float
         aiconfigurator_attention_tables, fit_attention, fit_source, measured_attention)
 
     paths, version = aiconfigurator_attention_tables(name, args.framework, args.framework_version)
-    tables = {phase: measured_attention(read_table_any(path), phase) for phase, path in paths.items()}
+    tables = {
+        phase: measured_attention(read_table_any(path), phase) for phase, path in paths.items()
+    }
     source = _aic_source(name, f"attention/{args.framework}", version) + \
         " context+generation_attention_perf"
     r = fit_attention(tables, get_hardware(name), get_efficiency(name), name, source, args.sample)
-    print(f"{name} attention: " + ", ".join(f"{k} {v:.4g}" for k, v in r.coefficients.items())
-          + "; " + "; ".join(f"{p} median {e[0]:.1%} p90 {e[1]:.1%} (prior {r.prior_errors[p][0]:.1%}"
-                             f", {r.prior_errors[p][1]:.1%})" for p, e in r.errors.items()))
+    print(
+        f"{name} attention: "
+        + ", ".join(f"{k} {v:.4g}" for k, v in r.coefficients.items())
+        + "; "
+        + "; ".join(
+            f"{p} median {e[0]:.1%} p90 {e[1]:.1%} (prior {r.prior_errors[p][0]:.1%}"
+            f", {r.prior_errors[p][1]:.1%})"
+            for p, e in r.errors.items()
+        )
+    )
     return {k: (v, fit_source(r)) for k, v in r.coefficients.items()}
 
 

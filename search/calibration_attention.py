@@ -43,7 +43,10 @@ from search.calibration import (
     replace_coefficients,
 )
 
-PHASES = {"prefill": "context_attention_perf.parquet", "decode": "generation_attention_perf.parquet"}
+PHASES = {
+    "prefill": "context_attention_perf.parquet",
+    "decode": "generation_attention_perf.parquet",
+}
 KV_FORMATS = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8"}  # table dtype -> our format
 MAX_GROUPED_HEADS = 32  # TensorRT-LLM's grouped decode kernel (XQA) takes query groups up to 32
 MATH_FORMAT = "bfloat16"  # the model's attention math (Env.high)

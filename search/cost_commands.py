@@ -98,7 +98,9 @@ def read_shapes(path: Path, default_dtype: str) -> list[tuple[int, int, int, str
         reader = csv.DictReader(handle)
         missing = [c for c in ("m", "n", "k") if c not in (reader.fieldnames or [])]
         if missing:
-            raise ConfigError(f"`--shapes` needs columns m,n,k[,dtype]; missing {missing} in {path}")
+            raise ConfigError(
+                f"`--shapes` needs columns m,n,k[,dtype]; missing {missing} in {path}"
+            )
         rows = []
         for line, row in enumerate(reader, start=2):
             dims = [_positive_int(row[c], f"{c}` on line `{line}") for c in ("m", "n", "k")]

@@ -1,6 +1,7 @@
-"""`archscout lint`: a real model checked against the seeds' seven guidelines (seeds 001) and the
-formulas behind them (seeds 002), one `Finding` per broken rule, each with its cost in the
-model's own numbers and the nearest compliant alternative, measured by the cost model.
+"""`archscout lint`: a real model checked against the seven guidelines of NVIDIA, AI Model Co-Design
+(2026) (https://developer.nvidia.com/blog/ai-model-co-design-hardware-friendly-llm-design/) and the
+formulas behind them, one `Finding` per broken rule, each with its cost in the model's own numbers
+and the nearest compliant alternative, measured by the cost model.
 
 What fires each guideline (every GEMM dim taken *after* sharding):
 1. near-square GEMMs: a weight GEMM whose intensity cap I∞ = (2/b)·NK/(N+K) lies below the
@@ -62,7 +63,7 @@ from search.lint_support import (
 
 __all__ = ["Finding", "LintContext", "default_precision", "lint"]
 SEVERITIES = ("error", "warning", "info")
-ALIGN_FLOOR = 128  # seeds 001 guideline 2: "multiples of 128 at minimum"
+ALIGN_FLOOR = 128  # the post's Guideline 2: "multiples of 128 at minimum"
 INFO_MIN_GAIN_FRAC = 0.01  # policy: a 256/512 alignment worth reporting raises the GEMM rate 1%
 SERIAL_SHARE_LIMIT_FRAC = 0.25  # policy: per-layer collectives + fixed kernels at concurrency 1
 DEPTH_CUT_FRAC = 0.75  # guideline 3's alternative: ¾ of the layers at equal total parameters
@@ -73,7 +74,7 @@ BF16_SHARE_LIMIT_FRAC = 0.05  # policy: a BF16 layer worth quantizing
 class Finding:
     """One broken guideline: its cost in the model's numbers and the nearest compliant fix."""
 
-    guideline: int  # 1–7, seeds 001
+    guideline: int  # 1–7, NVIDIA, AI Model Co-Design (2026)
     code: str
     severity: Severity
     message: str

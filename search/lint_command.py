@@ -1,5 +1,6 @@
 """`archscout lint CONFIG --hardware NAME [--tp --ep --pp --dp --precision --isl --osl] [--json]`:
-the seeds' seven guidelines on a real model, one finding per line (`search/lint.py`).
+the seven guidelines of NVIDIA, AI Model Co-Design (2026) on a real model, one finding per line
+(`search/lint.py`).
 
 Exit code: 1 when any finding is an error (so it can gate a model repository's CI), else 0;
 bad input is a `ConfigError`, one line and exit code 2 through `search.cli.main`.

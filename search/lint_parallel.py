@@ -1,5 +1,5 @@
 """The parallelism rules of `archscout lint` (`search/lint.py` has the policy): guideline 5, MoE
-sizing; 6, pipeline balance; 7, attention vs FFN parallelism (seeds 001, reading notes 002 §5)."""
+sizing; 6, pipeline balance; 7, attention vs FFN parallelism (NVIDIA, AI Model Co-Design (2026))."""
 
 from __future__ import annotations
 
@@ -88,8 +88,8 @@ def _imbalance_area_change(ctx: LintContext) -> float:
 
 
 def _wide_ep(ctx: LintContext) -> Fix | None:
-    """Attention DP + wide EP inside the scale-up domain (seeds 001 guideline 5): the narrowest
-    EP with M_expert ≥ M* that raises tokens/s/GPU, else the one that raises it most."""
+    """Attention DP + wide EP inside the scale-up domain (co-design post, Guideline 5): the
+    narrowest EP with M_expert ≥ M* that raises tokens/s/GPU, else the one that raises it most."""
     arch, dep, stage = ctx.arch, ctx.dep, ctx.dep.tp * ctx.dep.dp
     top = min(arch.num_experts, ctx.hw.scale_up_domain_gpus)
     sizes = [2**j for j in range(1, top.bit_length()) if 2**j >= stage and 2**j > dep.ep

@@ -33,7 +33,9 @@ def _tokens(text: str) -> float:
     try:
         return float(body) * scale
     except ValueError as exc:
-        raise ConfigError(f"`--training-tokens` must be a number (optionally with T/B/M); got {text!r}") from exc
+        raise ConfigError(
+            f"`--training-tokens` must be a number (optionally with T/B/M); got {text!r}"
+        ) from exc
 
 
 def loss_document(model: str, proxy: LossProxy, tokens: float, precision: str) -> dict:
@@ -51,8 +53,11 @@ def _print(doc: dict, total_params: float, active_params: float) -> None:
     print(f"loss      {doc['loss_nats']:.4f} nats (central)  band [{low:.4f}, {high:.4f}]")
     ranked = "high end: a hard flag fired" if doc["hard_flags"] else "central: no hard flag"
     print(f"ranked    {doc['ranked_loss_nats']:.4f} nats ({ranked})")
-    print(f"base      {doc['base_loss_nats']:.4f} nats at N_eff {doc['effective_params'] / GIGA:.2f}B")
-    print(f"vs dense  ΔL {doc['delta_loss_nats']:+.4f} nats, CEF {doc['compute_equivalence_frac']:.3f}")
+    print(
+        f"base      {doc['base_loss_nats']:.4f} nats at N_eff {doc['effective_params'] / GIGA:.2f}B"
+    )
+    print(f"vs dense  ΔL {doc['delta_loss_nats']:+.4f} nats, "
+          f"CEF {doc['compute_equivalence_frac']:.3f}")
     print("terms     " + "  ".join(f"{name} {factor:.4f}" for name, factor in doc["terms"].items()))
     for flag in doc["flags"] or ["(no flags)"]:
         print(f"  {flag}")

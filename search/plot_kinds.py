@@ -1,11 +1,11 @@
 """The other plot kinds of `archscout plot`:
 
 - breakdown: one candidate's time per output token split into GEMM / attention / communication /
-  other (the seeds' Figure 2) at latency-first (c = 1) and throughput-first (the largest fitting
-  c) serving, for the study's workload and a long-context variant of it;
+  other (NVIDIA, AI Model Co-Design (2026), Figure 2) at latency-first (c = 1) and throughput-first
+  (the largest fitting c) serving, for the study's workload and a long-context variant of it;
 - roofline: the candidate's GEMMs (per-GPU shapes after sharding, decode and prefill) on the
-  GPU's roofline (the seeds' Figure 3): arithmetic intensity against achieved TFLOP/s, with the
-  memory and compute roofs of the precision and the ridge point;
+  GPU's roofline (NVIDIA, AI Model Co-Design (2026), Figure 3): arithmetic intensity against
+  achieved TFLOP/s, with the memory and compute roofs of the precision and the ridge point;
 - history: the hypervolume of the study's feasible Pareto front over trials, and the feasible
   count.
 """
@@ -40,8 +40,8 @@ from search.spec import StudySpec
 
 # ---- breakdown ----------------------------------------------------------------------------------
 
-# The long-context column of the seeds' Figure 2: a 32K-token prompt (the study's OSL kept); the
-# column is left out when the study's own ISL is already at least this long.
+# The long-context column of NVIDIA, AI Model Co-Design (2026), Figure 2: a 32K-token prompt (the
+# study's OSL kept); the column is left out when the study's own ISL is already at least this long.
 LONG_CONTEXT_ISL_TOKENS = 32_768
 PART_COLORS = {"gemm": "tab:blue", "attention": "tab:orange", "communication": "tab:green",
                "other": "tab:gray"}

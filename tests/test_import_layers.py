@@ -1,4 +1,4 @@
-"""DESIGN.md "Layout": imports point down only (search → objectives, constraints → cost_model);
+"""docs/DESIGN.md "Layout": imports point down only (search → objectives, constraints → cost_model);
 objectives and constraints never import each other; only search imports optuna and pyarrow;
 cost_model needs nothing but numpy and pydantic."""
 

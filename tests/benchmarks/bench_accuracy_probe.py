@@ -36,13 +36,18 @@ from tests.objectives.shapes import build
 
 
 def _moved(proxy) -> dict:
-    return {name: round(value, 4) for name, value in proxy.penalties.items() if abs(value - 1) > 5e-5}
+    return {
+        name: round(value, 4) for name, value in proxy.penalties.items() if abs(value - 1) > 5e-5
+    }
 
 
 def archetype_rows() -> list[dict]:
     rows = []
     for a in ARCHETYPES:
-        deg, std = predict_loss(build(a.degenerate), a.tokens), predict_loss(build(a.standard), a.tokens)
+        deg, std = (
+            predict_loss(build(a.degenerate), a.tokens),
+            predict_loss(build(a.standard), a.tokens),
+        )
         rows.append({"archetype": a.name, "degenerate": a.degenerate, "standard": a.standard,
                      "central": [deg.loss_nats, std.loss_nats],
                      "ranked": [deg.ranked_loss_nats, std.ranked_loss_nats],
@@ -72,14 +77,22 @@ def narrow_kv_row(samples: int) -> dict:
     options = {**_options(spec), "num_kv_heads": [4], "q_per_kv": [1], "head_dim": [64]}
     start = {name: values[len(values) // 2] for name, values in options.items()}
     params, narrow = _polish(spec, options, start, _score(spec, start), rounds=4)
-    return {"study": spec.name, "optimum": free, "best_4q4kv_x64": narrow, "gap_frac": narrow / free - 1}
+    return {
+        "study": spec.name,
+        "optimum": free,
+        "best_4q4kv_x64": narrow,
+        "gap_frac": narrow / free - 1,
+    }
 
 
 def _print(doc: dict) -> None:
     print("degenerate archetypes (ranked loss, degenerate vs standard):")
     for r in doc["archetypes"]:
-        print(f"  {r['archetype']:18s} {r['ranked'][0]:.4f} vs {r['ranked'][1]:.4f} "
-              f"({r['ranked_gap_frac']:+.2%}) {'ok' if r['passes'] else 'FAIL'}  terms {r['degenerate_terms']}")
+        print(
+            f"  {r['archetype']:18s} {r['ranked'][0]:.4f} vs {r['ranked'][1]:.4f} "
+            f"({r['ranked_gap_frac']:+.2%}) {'ok' if r['passes'] else 'FAIL'}  "
+            f"terms {r['degenerate_terms']}"
+        )
         for flag in r["degenerate_hard_flags"]:
             print(f"      {flag}")
     print("\nloss-only optimum per shipped study:")
@@ -89,8 +102,11 @@ def _print(doc: dict) -> None:
         print(f"      terms {r['terms']}  hard flags {len(r['hard_flags'])}  degenerate: "
               f"{', '.join(r['degenerate']) or 'no'}")  # fmt: skip
     k = doc["narrow_kv"]
-    print(f"\n{k['study']}: best 4q/4kv x 64 ranked {k['best_4q4kv_x64']:.4f} vs optimum {k['optimum']:.4f} "
-          f"({k['gap_frac']:+.2%})")
+    print(
+        f"\n{k['study']}: best 4q/4kv x 64 ranked {k['best_4q4kv_x64']:.4f} "
+        f"vs optimum {k['optimum']:.4f} "
+        f"({k['gap_frac']:+.2%})"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,14 +2,14 @@
 GPU/dtype above 15%").
 
 Prints, per GPU and format, the median and 90th-percentile |predicted / measured − 1| over every
-measured shape of aiconfigurator-core's tables, before (the seeds' roofline at peak) and after
-calibration (the shipped coefficients: kernel + activation quantization, both inside the timed
-op); then the same pooled over all shapes, by token-count band, and the goal check.
-With --held-out shape|nk it also refits every GPU and format (as `archscout calibrate` does) on
-a split of its table and reports the op error (kernel + quantization, `archscout gemm`'s
-`op_us`) on the rest: `shape` holds out a fifth of the shapes by a hash of (M, N, K), `nk`
-every M of a fifth of the (N, K) pairs (model widths the fit never saw). The fitted coefficients
-are checked to keep GEMM time non-decreasing in M, N and K.
+measured shape of aiconfigurator-core's tables, before (NVIDIA, AI Model Co-Design (2026): roofline
+at peak) and after calibration (the shipped coefficients: kernel + activation quantization, both
+inside the timed op); then the same pooled over all shapes, by token-count band, and the goal check.
+With --held-out shape|nk it also refits every GPU and format (as `archscout calibrate` does) on a
+split of its table and reports the op error (kernel + quantization, `archscout gemm`'s `op_us`) on
+the rest: `shape` holds out a fifth of the shapes by a hash of (M, N, K), `nk` every M of a fifth of
+the (N, K) pairs (model widths the fit never saw). The fitted coefficients are checked to keep GEMM
+time non-decreasing in M, N and K.
 Run: pip install aiconfigurator-core; python tests/benchmarks/bench_gemm_fit.py
      [--framework trtllm|sglang|vllm] [--framework-version V] [--held-out shape|nk]
 Without the package it prints the errors the calibration recorded in the shipped files.
@@ -74,7 +74,9 @@ def measure(framework: str, version: str | None) -> tuple[list[dict], dict[str, 
     for name in AIC_SYSTEMS:
         hw, eff = get_hardware(name), get_efficiency(name)
         for data in tables_of(name, framework, version):
-            after = _errors(predicted_s(data, hw, eff.for_precision(get_precision(data.dtype))), data.time_s)
+            after = _errors(
+                predicted_s(data, hw, eff.for_precision(get_precision(data.dtype))), data.time_s
+            )
             before = _errors(roofline_s(data, hw), data.time_s)
             rows.append(_row(name, data.dtype, len(data), before, after))
             for key, value in (("dtype", [data.dtype] * len(data)), ("m", data.m),
@@ -171,7 +173,7 @@ def main() -> int:
         return 0
     rows, pooled = measure(args.framework, args.framework_version)
     print(f"|predicted/measured - 1| per GPU and format ({args.framework} tables; "
-          "roofline = the seeds' max(math, read + write) at peak)\n")
+          "roofline = the co-design post's max(math, read + write) at peak)\n")
     print(format_table(rows))
     overall_before, overall_after = (float(np.median(pooled[k])) for k in ("before", "after"))
     worst = max(rows, key=lambda r: r["median"])

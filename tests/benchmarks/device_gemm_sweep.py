@@ -3,8 +3,8 @@ fine N sweep (e.g. N = 3840…4352 step 16, and K likewise) with torch matmul in
 the data with how it was measured, and report model vs measurement").
 
 The measured tables the calibration uses have N and K that are nearly all multiples of 256, so
-the tile-quantization sawtooth (seeds, Figure 5) is a prediction of the model's tile geometry;
-this sweep checks it on silicon.
+the tile-quantization sawtooth (NVIDIA, AI Model Co-Design (2026), Figure 5) is a prediction of the
+model's tile geometry; this sweep checks it on silicon.
 
   measure  (on the GPU machine): for M in --m (default 128 and 8192), sweeps N = 3840…4352 step 16
            at K = 4096, then K over the same range at N = 4096, in bf16 (torch.matmul) and fp8

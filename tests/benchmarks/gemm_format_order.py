@@ -133,8 +133,10 @@ def print_kernels() -> None:
                     continue
                 else:
                     kernel = op - cost.quantize_s
-                parts.append(f"{data.dtype} op {_geomean_us(op):.1f} kernel~{_geomean_us(kernel):.1f}"
-                             f" model {_geomean_us(cost.time_s):.1f}")
+                parts.append(
+                    f"{data.dtype} op {_geomean_us(op):.1f} kernel~{_geomean_us(kernel):.1f}"
+                    f" model {_geomean_us(cost.time_s):.1f}"
+                )
             print(f"{hardware} {regime}: " + "; ".join(parts))
 
 

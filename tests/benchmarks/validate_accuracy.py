@@ -64,7 +64,8 @@ def evaluate_row(row: dict, ranked: bool = False) -> dict:
     else:
         sign = abs(pred) <= TIE_FRAC
     return {"id": row["id"], "family": row["family"], "role": row["role"], "metric": metric,
-            "pred_frac": pred, "published": published, "sign_agrees": sign, "within_2x": within}  # fmt: skip
+            "pred_frac": pred, "published": published, "sign_agrees": sign,
+            "within_2x": within}  # fmt: skip
 
 
 def summarize(results: list[dict]) -> dict:
@@ -85,8 +86,15 @@ def summarize(results: list[dict]) -> dict:
 def _print(results: list[dict], summary: dict) -> None:
     print(f"{'id':32s} {'family':12s} {'metric':8s} {'pred':>8s} {'published':>10s} sign 2x")
     for r in results:
-        pub = "" if r["published"] is None else (
-            f"{r['published']:+.2%}" if r["metric"] in ("loss", "params") else f"{r['published']:+.2f}pt")
+        pub = (
+            ""
+            if r["published"] is None
+            else (
+                f"{r['published']:+.2%}"
+                if r["metric"] in ("loss", "params")
+                else f"{r['published']:+.2f}pt"
+            )
+        )
         within = "" if r["within_2x"] is None else ("yes" if r["within_2x"] else "no")
         print(f"{r['id']:32s} {r['family']:12s} {r['metric']:8s} {r['pred_frac']:+8.2%} {pub:>10s} "
               f"{'yes' if r['sign_agrees'] else 'NO ':4s} {within}")  # fmt: skip

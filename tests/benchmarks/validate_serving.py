@@ -21,9 +21,11 @@ Row conventions (the CSV's own notes and TensorRT-LLM's mapping):
 
 Also reads the development set `tests/data/serving/published_ttft_tpot.csv` (more published rows
 with TTFT and TPOT; tests/data/serving/SOURCES.md) and reports it apart, then both sets combined;
-`--json` keeps the published set's summary at the top level, with `dev_set` and `combined` beside it.
+`--json` keeps the published set's summary at the top level, with `dev_set` and `combined` beside
+it.
 
-Usage: python tests/benchmarks/validate_serving.py [--data DIR] [--dev-set CSV | --no-dev-set] [--json]
+Usage: python tests/benchmarks/validate_serving.py [--data DIR] [--dev-set CSV | --no-dev-set]
+[--json]
 """
 
 from __future__ import annotations
@@ -57,7 +59,8 @@ CSV_NAME = "serving_published.csv"
 HF_CONFIG_DIR = HF_CONFIGS
 DEV_SET_CSV = TEST_DATA / "serving" / "published_ttft_tpot.csv"  # development set (its SOURCES.md)
 
-# CSV model name -> config file: "data:" under the data folder, "tests:" under tests/data/hf_configs.
+# CSV model name -> config file: "data:" under the data folder, "tests:" under
+# tests/data/hf_configs.
 MODEL_CONFIGS = {
     "DeepSeek-R1": "data:model_configs/DeepSeek-V3.json",  # R1 and R1-0528 share V3's shape
     "DeepSeek-R1-0528": "data:model_configs/DeepSeek-V3.json",
@@ -74,8 +77,8 @@ MODEL_CONFIGS = {
     "Llama-4-Maverick-17B-128E-Instruct": "tests:serving_Llama-4-Maverick-17B-128E-Instruct.json",
 }
 MAX_CONCURRENCY_PREFIX = "max"
-# trtllm-bench caps the engine's total batch at 4096 requests ("Cap total batch size to avoid decoder
-# buffer size becoming too large"): tensorrt_llm/bench/build/tuning.py, finetune_setting().
+# trtllm-bench caps the engine's total batch at 4096 requests ("Cap total batch size to avoid
+# decoder buffer size becoming too large"): tensorrt_llm/bench/build/tuning.py, finetune_setting().
 TRTLLM_BENCH_MAX_BATCH = 4096
 SPEC_DECODE_NONE = ("", "none")
 AGG_MODES = ("", "agg")
@@ -243,16 +246,23 @@ def _predict_max(arch: Architecture, dep: Deployment, hw: HardwareSpec,
     if not np.any(np.isfinite(throughput)):
         raise Skip(WEIGHTS_DO_NOT_FIT)
     best = int(np.nanargmax(throughput))
-    return {"tpot": float(p.tpot_s[0, best]), "ttft": float(p.benchmark_ttft_s[0, best]),
-            "steady_ttft": float(p.ttft_s[0, best]),
-            "prompt_queue": float(p.prompt_queue_s[0, best]),
-            "tokens_per_s_per_gpu": float(throughput[best]), "concurrency": float(p.concurrency[0, best])}
+    return {
+        "tpot": float(p.tpot_s[0, best]),
+        "ttft": float(p.benchmark_ttft_s[0, best]),
+        "steady_ttft": float(p.ttft_s[0, best]),
+        "prompt_queue": float(p.prompt_queue_s[0, best]),
+        "tokens_per_s_per_gpu": float(throughput[best]),
+        "concurrency": float(p.concurrency[0, best]),
+    }
 
 
 def _errors(measured: Measured, predicted: dict[str, float]) -> dict[str, float | None]:
     pairs = {"tpot": measured.tpot_s, "ttft": measured.ttft_s,
              "tokens_per_s_per_gpu": measured.tokens_per_s_per_gpu}
-    return {m: None if meas is None or meas <= 0 else predicted[m] / meas - 1.0 for m, meas in pairs.items()}
+    return {
+        m: None if meas is None or meas <= 0 else predicted[m] / meas - 1.0
+        for m, meas in pairs.items()
+    }
 
 
 def _describe(dep: Deployment) -> str:
@@ -317,9 +327,19 @@ def evaluate_row(row: dict[str, str], data_dir: Path, archs: dict[Path, Architec
     except ConfigError as exc:
         raise Skip(f"cost model refused the row: {exc}") from exc
     measured = _measured(row)
-    return Result(row["model"], row["gpu"], regime, arch.is_moe, _describe(dep), workload.isl_tokens,
-                  workload.osl_tokens, predicted.pop("concurrency"), measured.__dict__, predicted,
-                  _errors(measured, predicted))
+    return Result(
+        row["model"],
+        row["gpu"],
+        regime,
+        arch.is_moe,
+        _describe(dep),
+        workload.isl_tokens,
+        workload.osl_tokens,
+        predicted.pop("concurrency"),
+        measured.__dict__,
+        predicted,
+        _errors(measured, predicted),
+    )
 
 
 def evaluate_all(rows: list[dict[str, str]], data_dir: Path) -> tuple[list[Result], Counter]:
@@ -339,9 +359,11 @@ def _stats(results: list[Result]) -> dict[str, dict[str, float | int | None]]:
     out = {}
     for metric in METRICS:
         errs = np.array([r.error_frac[metric] for r in results if r.error_frac[metric] is not None])
-        out[metric] = {"n": int(errs.size),
-                       "median_abs_error_frac": float(np.median(np.abs(errs))) if errs.size else None,
-                       "median_error_frac": float(np.median(errs)) if errs.size else None}
+        out[metric] = {
+            "n": int(errs.size),
+            "median_abs_error_frac": float(np.median(np.abs(errs))) if errs.size else None,
+            "median_error_frac": float(np.median(errs)) if errs.size else None,
+        }
     return out
 
 
@@ -351,10 +373,18 @@ def summarize(results: list[Result], skipped: Counter) -> dict:
         groups[(r.model, r.gpu, r.regime)].append(r)
     by_group = [{"model": m, "gpu": g, "regime": reg, "rows": len(rs), "metrics": _stats(rs)}
                 for (m, g, reg), rs in sorted(groups.items())]
-    overall = {kind: _stats([r for r in results if r.is_moe == (kind == "moe")]) for kind in ("dense", "moe")}
-    return {"rows_evaluated": len(results), "rows_skipped": sum(skipped.values()), "groups": by_group,
-            "overall": overall, "skipped": dict(skipped.most_common()),
-            "rows": [r.__dict__ for r in results]}
+    overall = {
+        kind: _stats([r for r in results if r.is_moe == (kind == "moe")])
+        for kind in ("dense", "moe")
+    }
+    return {
+        "rows_evaluated": len(results),
+        "rows_skipped": sum(skipped.values()),
+        "groups": by_group,
+        "overall": overall,
+        "skipped": dict(skipped.most_common()),
+        "rows": [r.__dict__ for r in results],
+    }
 
 
 # ---- printing --------------------------------------------------------------------------------
@@ -374,7 +404,9 @@ def _cells(stats: dict) -> str:
 
 
 def _header(first: str) -> str:
-    return first + "".join(f"{label + ' |e|':>{ABS_WIDTH}}{'bias':>{BIAS_WIDTH}}" for label in METRIC_LABELS)
+    return first + "".join(
+        f"{label + ' |e|':>{ABS_WIDTH}}{'bias':>{BIAS_WIDTH}}" for label in METRIC_LABELS
+    )
 
 
 def print_report(summary: dict, data_path: Path) -> None:
@@ -385,7 +417,9 @@ def print_report(summary: dict, data_path: Path) -> None:
           f"{TRTLLM_BENCH_MAX_BATCH}) vs trtllm-bench offline max load\n")
     print(_header(f"{'model':<26} {'gpu':<9} {'regime':<6} {'n':>4}"))
     for g in summary["groups"]:
-        print(f"{g['model']:<26} {g['gpu']:<9} {g['regime']:<6} {g['rows']:>4}{_cells(g['metrics'])}")
+        print(
+            f"{g['model']:<26} {g['gpu']:<9} {g['regime']:<6} {g['rows']:>4}{_cells(g['metrics'])}"
+        )
     print("\noverall (n per metric: TPOT / TTFT / tok/s/GPU)")
     print(_header(f"{'models':<26} {'n':>21}"))
     for kind, stats in summary["overall"].items():
@@ -431,7 +465,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dev-set", type=Path, default=DEV_SET_CSV,
                         help="development-set CSV scored beside it (default: %(default)s)")
     parser.add_argument("--no-dev-set", action="store_true", help="score the published CSV only")
-    parser.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON document instead of tables"
+    )
     args = parser.parse_args(argv)
     data_path = args.data / CSV_NAME
     rows = _read_rows(data_path, "--data")

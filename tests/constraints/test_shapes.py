@@ -31,7 +31,8 @@ def test_tp1_labels_have_no_shard():
 
 
 def test_kv_width_is_floored_by_one_head_beyond_n_kv():
-    # seeds 002 §5: TP beyond n_kv replicates KV heads, each GPU still holds one
+    # NVIDIA, AI Model Co-Design (2026), "Hybrid parallel strategies": TP beyond n_kv replicates KV
+    # heads, each GPU still holds one
     assert _sizes(DENSE, tp=16)["⌈`num_kv_heads`/TP⌉·`head_dim`"] == 128
 
 

@@ -41,8 +41,8 @@ def test_padding_waste_frac(size, multiple, waste):
 
 
 def test_seeds_example_8192_over_tp6_is_not_an_integer():
-    # seeds 002 §3: "A hidden size of 8192 … sharded across TP=6 becomes 1365.3 — not an
-    # integer, let alone a multiple of 128"
+    # NVIDIA, AI Model Co-Design (2026), Guideline 2, applied after sharding: 8192 over TP=6 is
+    # 1365.3, not an integer, let alone a multiple of 128
     arch = _arch(hidden_size=8192, num_attention_heads=64, head_dim=128, intermediate_size=24576)
     violation = check_alignment(arch, Deployment(tp=6))
     assert violation.value >= 1.0  # a fractional dim counts as fully wasted
@@ -106,7 +106,8 @@ def test_block_size_of_each_format(precision, fires):
 
 
 def test_nvfp4_counts_every_offending_k_dim():
-    # seeds 002 §4: "micro-block scaling assumes the reduction dimension is a multiple of 16"
+    # NVIDIA, AI Model Co-Design (2026), "Quantization as a performance lever": NVFP4 scales
+    # 16-value micro-blocks along the reduction dimension, so every K must be a multiple of 16
     arch = _arch(hidden_size=4104, num_attention_heads=36, head_dim=114, num_kv_heads=4,
                  intermediate_size=14336)  # H = 4104 = 8·513; o_proj K = 36·114/4 = 1026
     violation = check_nvfp4_block(arch, Deployment(tp=4, precision="nvfp4"))
@@ -160,7 +161,8 @@ def test_experts_by_ep_and_dense_ep():
 
 @pytest.mark.parametrize("tp, value", [(1, 0.0), (8, 0.0), (16, 1.0), (3, 9 / 8 - 1)])
 def test_gqa_kv_replication(tp, value):
-    # seeds 002 §5: "With GQA at n_kv = 8, TP=16 means every KV byte is stored twice"
+    # NVIDIA, AI Model Co-Design (2026), "Hybrid parallel strategies": TP beyond the KV heads
+    # replicates the KV cache; with GQA at n_kv = 8, TP=16 stores every KV byte twice
     violation = check_kv_replication(_model("Llama-3.1-8B"), Deployment(tp=tp))
     assert violation.value == pytest.approx(value)
     assert violation.message.startswith("ok:") is (value == 0.0)

@@ -1,4 +1,4 @@
-"""Frontier and frontier area as DESIGN.md defines them."""
+"""Frontier and frontier area as docs/DESIGN.md defines them."""
 
 import itertools
 

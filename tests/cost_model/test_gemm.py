@@ -1,5 +1,6 @@
-"""GEMM model against the seeds' worked numbers (001: the NVIDIA co-design post; 002: the reading
-notes) and the behaviour of their Figures 4 and 5."""
+"""GEMM model against the worked numbers of NVIDIA, AI Model Co-Design (2026)
+(https://developer.nvidia.com/blog/ai-model-co-design-hardware-friendly-llm-design/), numbers
+derived from its formulas, and the behaviour of its Figures 4 and 5."""
 
 import numpy as np
 import pytest
@@ -16,8 +17,9 @@ from cost_model.units import US_PER_S
 
 GB300 = get_hardware("gb300")
 
-# Seeds 001, Table 2: FFN-2 (N = 8192, K = 512) on GB300, 15 PFLOP/s FP4, 8 TB/s; FP4 inputs,
-# FP8 output. Columns: M, math µs, FP4 read µs, FP8 write µs. The table rounds to 2-3 digits.
+# NVIDIA, AI Model Co-Design (2026), Table 2: FFN-2 (N = 8192, K = 512) on GB300, 15 PFLOP/s FP4,
+# 8 TB/s; FP4 inputs, FP8 output. Columns: M, math µs, FP4 read µs, FP8 write µs. The table rounds
+# to 2-3 digits.
 TABLE_2 = [(256, 0.14, 0.30, 0.26), (2048, 1.15, 0.37, 2.10), (16384, 9.16, 0.89, 16.8)]
 
 
@@ -33,37 +35,42 @@ def test_table_2_roofline_terms(m, math_us, read_us, write_us):
 
 @pytest.mark.parametrize("m", [2048, 16384])
 def test_table_2_memory_time_exceeds_math(m):
-    """Seeds 001, Table 2 caption: memory time exceeds math time at every token count."""
+    """The co-design post, Table 2 caption: memory time exceeds math time at every token count."""
     cost = gemm_cost(m, 8192, 512, GB300, "nvfp4", out_precision="fp8")
     assert cost.read_s + cost.write_s > cost.math_s
 
 
 def test_nvfp4_is_4_5_bits_and_mxfp4_4_25():
-    """Seeds 002 §4: 4 + 8/16 = 4.5 bits/value; MXFP4 4.25 bits/value."""
+    """NVFP4: one E4M3 scale per 16 values (the co-design post, "Quantization as a performance
+    lever"): 4 + 8/16 = 4.5 bits/value; MXFP4 (OCP MX v1.0, E8M0 per 32) 4.25 bits/value."""
     assert get_precision("nvfp4").bits_per_value == 4.5
     assert get_precision("mxfp4").bits_per_value == 4.25
 
 
 @pytest.mark.parametrize("h_ffn, expected", [(512, 1930), (2048, 6500)])
 def test_intensity_cap(h_ffn, expected):
-    """Seeds 002 §2: I∞ = (2/b)·NK/(N+K) ≈ 1,930 FLOP/byte for H′ = 512, H = 8192 at b = 0.5
-    (NVFP4), and 'roughly 6,500' for H′ = 2048 (the notes round; tolerance 1%)."""
+    """From the co-design post's FLOP and byte counts: I∞ = (2/b)·NK/(N+K) ≈ 1,930 FLOP/byte for
+    H′ = 512, H = 8192 at b = 0.5 (NVFP4), and roughly 6,500 for H′ = 2048 (rounded; tolerance
+    1%)."""
     assert intensity_cap_flop_per_byte(8192, h_ffn, 0.5) == pytest.approx(expected, rel=0.01)
 
 
 def test_ridge_point_gb300_fp4():
-    """Seeds 002 §2: I* ≈ 15e15 / 8e12 ≈ 1,900 FLOP/byte (exactly 1,875)."""
+    """Table 2 caption's GB300 (15 PFLOP/s FP4, 8 TB/s): I* = 15e15 / 8e12 ≈ 1,900 FLOP/byte
+    (exactly 1,875)."""
     assert GB300.ridge_flop_per_byte(get_precision("nvfp4")) == pytest.approx(1875)
 
 
 def test_tile_efficiency_641():
-    """Seeds 002 §3: N = 640 with B_N = 128 gives η = 1; N = 641 gives 641/768 ≈ 0.83."""
+    """Tile quantization (NVIDIA's Matrix Multiplication Background User's Guide): N = 640 with
+    B_N = 128 gives η = 1; N = 641 gives 641/768 ≈ 0.83."""
     assert tile_efficiency(128, 640, 128, 128) == 1.0
     assert tile_efficiency(128, 641, 128, 128) == pytest.approx(641 / 768)
 
 
 def test_wave_efficiency_150_tiles_on_148_sms():
-    """Seeds 002 §3: P = 148, T = 150: two waves for the work of one plus two tiles, η ≈ 0.51."""
+    """Wave quantization (NVIDIA's Matrix Multiplication Background User's Guide): P = 148, T = 150:
+    two waves for the work of one plus two tiles, η ≈ 0.51."""
     assert wave_efficiency(150, 148) == pytest.approx(150 / 296)
     assert round(float(wave_efficiency(150, 148)), 2) == 0.51
 
@@ -78,8 +85,8 @@ def _tflops(m, n, k, hw=GB300, dtype="nvfp4"):
 
 
 def test_figure_4_k_saturation():
-    """Seeds 001 Fig. 4 (left), GB300 NVFP4, M = 8192, N = 9728: throughput falls sharply at small
-    K, saturates near K ≈ 6144; 80% of sustained needs K > 3072."""
+    """The co-design post, Figure 4 (left), GB300 NVFP4, M = 8192, N = 9728: throughput falls
+    sharply at small K, saturates near K ≈ 6144; 80% of sustained needs K > 3072."""
     k = np.array([256, 512, 1024, 3072, 6144, 16384])
     t = _tflops(8192, 9728, k)
     assert np.all(np.diff(t) > 0)
@@ -89,7 +96,8 @@ def test_figure_4_k_saturation():
 
 
 def test_figure_4_n_saturation():
-    """Seeds 001 Fig. 4 (right), M = 8192, K = 8448: saturates near N ≈ 6144; 80% needs N > 2560."""
+    """The co-design post, Figure 4 (right), M = 8192, K = 8448: saturates near N ≈ 6144; 80% needs
+    N > 2560."""
     n = np.array([256, 512, 2560, 6144, 16384])
     t = _tflops(8192, n, 8448)
     assert t[0] < 0.5 * t[-1]
@@ -98,9 +106,9 @@ def test_figure_4_n_saturation():
 
 
 def test_figure_5_sawtooth_peaks_at_256_and_512_multiples():
-    """Seeds 001 Fig. 5: sweeping N in fine steps, throughput has its local maxima at multiples of
-    256 (clusterMMA) or 512 (CGA) and dips in between (tile quantization). Wave quantization may
-    hide a 256 peak, never a 512 one."""
+    """The co-design post, Figure 5: sweeping N in fine steps, throughput has its local maxima at
+    multiples of 256 (clusterMMA) or 512 (CGA) and dips in between (tile quantization). Wave
+    quantization may hide a 256 peak, never a 512 one."""
     n = np.arange(4096, 6145, 16)
     t = _tflops(16384, n, 8192)
     interior = np.arange(1, len(n) - 1)
@@ -223,12 +231,12 @@ def test_golden_one_tile_streams_its_k_loop_at_b_sm():
 
 def test_golden_split_k_pads_short_k():
     """Split overhead 0, M = 1, N = 128; the grid streams at min(1e13, 8 · 1e11) = 8e11 B/s.
-    K = 1000 runs as 4 splits of 256 (K padded to 1024): one tile streams 256·256 B / 1e11 =
-    0.65536 µs (the grid (1024·258 + 256 + 4·8·128) B / 8e11 = 0.336 µs), as K = 1024. K = 4096:
-    8 splits of 512, HBM-bound: (4096·258 + 256 + 8·8·128) B / 8e11 = 1.33152 µs (16 splits:
-    1.342 µs; 4: the tile's 2.62 µs). K = 8192: 8 splits, (8192·258 + 256 + 8192) / 8e11 =
-    2.65248 µs. (A split chosen from K gave K = 1000 2 splits of 500, 1.28 µs, and K = 1024 4:
-    one more K was twice as fast.)"""
+    K = 1000 runs as 4 splits of 256 (K padded to 1024): one tile streams 256·256 B /
+    1e11 = 0.65536 µs (the grid (1024·258 + 256 + 4·8·128) B / 8e11 = 0.336 µs), as K = 1024.
+    K = 4096: 8 splits of 512, HBM-bound: (4096·258 + 256 + 8·8·128) B / 8e11 = 1.33152 µs (16
+    splits: 1.342 µs; 4: the tile's 2.62 µs). K = 8192: 8 splits, (8192·258 + 256 + 8192) /
+    8e11 = 2.65248 µs. (A split chosen from K gave K = 1000 2 splits of 500, 1.28 µs, and K = 1024
+    4: one more K was twice as fast.)"""
     for k, expected_us in ((1000, 0.65536), (1024, 0.65536), (4096, 1.33152), (8192, 2.65248)):
         time_us, _ = _toy_us(1, 128, k, split_k_overhead_s=0.0)
         assert time_us == pytest.approx(expected_us, rel=1e-9), k
@@ -236,10 +244,10 @@ def test_golden_split_k_pads_short_k():
 
 def test_golden_math_waves_k_half_n_half_overlap():
     """M = N = K = 1024: 64 tiles on 8 slots = 8 waves; a tile's K loop runs K + k_half = 1088 at
-    peak · rel · B_N/(B_N + n_half) = 1e15 · 0.8 · 128/256: math = 8 · 8 · 128² · 2 · 1088 / 4e14
-    = 5.70425344 µs. Memory: HBM 1024²·6 B / 1e13 = 0.6291456 µs (B_SM = 2e12: one tile's stream
-    1024·256 / 2e12 = 0.131 µs is shorter); overlap 0.5 hides half of it: 6.01883 µs. M = 1025:
-    72 tiles = 9 waves, math 9/8 × 5.70425344 = 6.41728512 µs, plus half of
+    peak · rel · B_N/(B_N + n_half) = 1e15 · 0.8 · 128/256: math = 8 · 8 · 128² · 2 · 1088 /
+    4e14 = 5.70425344 µs. Memory: HBM 1024²·6 B / 1e13 = 0.6291456 µs (B_SM = 2e12: one tile's
+    stream 1024·256 / 2e12 = 0.131 µs is shorter); overlap 0.5 hides half of it: 6.01883 µs.
+    M = 1025: 72 tiles = 9 waves, math 9/8 × 5.70425344 = 6.41728512 µs, plus half of
     (1025·1024·4 + 1024²·2) B / 1e13 = 0.6295552 µs: 6.73206 µs; η_tile = 1025/1152."""
     changes = {"n_half_dim": 128.0, "k_half_dim": 64.0, "overlap_frac": 0.5,
                "sm_bandwidth_bytes_per_s": 2e12}

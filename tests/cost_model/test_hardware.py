@@ -92,7 +92,8 @@ def test_first_kernel_is_the_full_rate_one(name):
 
 @pytest.mark.parametrize("name", BLACKWELL, ids=str)
 def test_blackwell_cluster_mma_geometry(name):
-    # seeds/001 Fig. 5: clusterMMA (2 SMs) + CGA give GEMM-N maxima at multiples of 256 and 512.
+    # NVIDIA, AI Model Co-Design (2026), Figure 5: clusterMMA (2 SMs) + CGA give GEMM-N maxima at
+    # multiples of 256 and 512.
     big = get_hardware(name).gemm_kernels[0]
     assert big.sms_per_tile == 2
     assert big.tile_n == 256
@@ -116,12 +117,12 @@ def test_blackwell_has_fp4(name):
 @pytest.mark.parametrize(
     ("name", "rate", "published_tflop_per_s"),
     [
-        # NVIDIA datasheets / rack specs, dense; see shared/reference/gpu_specs.csv.
+        # NVIDIA datasheets / rack specs, dense; see docs/gpu_specs.csv.
         ("h100-sxm", "bf16", 989.4),
         ("h200", "fp8", 1978.9),
         ("b200", "fp4", 9000.0),   # HGX B200: 72 PF dense FP4 / 8 GPUs
         ("gb200", "fp4", 10000.0),  # GB200 NVL72: 720 PF dense FP4 / 72 GPUs
-        ("b300", "fp4", 13125.0),  # HGX B300: 105 PF dense FP4 / 8 GPUs (gpu_specs.csv)
+        ("b300", "fp4", 13125.0),  # HGX B300: 105 PF dense FP4 / 8 GPUs (docs/gpu_specs.csv)
         ("gb300", "fp4", 15000.0),  # GB300 NVL72: 1,080 PF dense FP4 / 72 GPUs
     ],
     ids=lambda v: str(v),
@@ -134,7 +135,7 @@ def test_published_peaks(name, rate, published_tflop_per_s):
 def test_gb300_fp4_ridge_point():
     ridge = get_hardware("gb300").ridge_flop_per_byte(get_precision("nvfp4"))
     assert ridge == pytest.approx(15e15 / 8e12, rel=1e-9)  # 1,875 FLOP/byte
-    # seeds' reading notes §2: GB300 NVFP4 ridge "≈ 1,900" FLOP/byte; 2% covers their rounding.
+    # the rounded GB300 NVFP4 ridge, ≈ 1,900 FLOP/byte; 2% covers the rounding.
     assert ridge == pytest.approx(1900, rel=0.02)
 
 
@@ -217,12 +218,21 @@ def test_malformed_spec_names_the_key(edit, named_key):
 @pytest.mark.parametrize(
     "mutate, message",
     [
-        pytest.param(lambda d: d["compute"]["sm_count"].update(value=131.5),
-                     "`compute.sm_count` must be a positive integer; got 131.5", id="fractional-sms"),
-        pytest.param(lambda d: d["memory"]["hbm_tb_per_s"].update(value="fast"),
-                     "`memory.hbm_tb_per_s` must be > 0; got 'fast'", id="not-a-number"),
-        pytest.param(lambda d: d["gemm_kernels"][0].update(tile_m=4),
-                     "`gemm_kernels[0].tile_m`", id="kernel-field"),
+        pytest.param(
+            lambda d: d["compute"]["sm_count"].update(value=131.5),
+            "`compute.sm_count` must be a positive integer; got 131.5",
+            id="fractional-sms",
+        ),
+        pytest.param(
+            lambda d: d["memory"]["hbm_tb_per_s"].update(value="fast"),
+            "`memory.hbm_tb_per_s` must be > 0; got 'fast'",
+            id="not-a-number",
+        ),
+        pytest.param(
+            lambda d: d["gemm_kernels"][0].update(tile_m=4),
+            "`gemm_kernels[0].tile_m`",
+            id="kernel-field",
+        ),
     ],
 )
 def test_bad_values_are_named_in_file_units(mutate, message):
@@ -235,5 +245,5 @@ def test_bad_values_are_named_in_file_units(mutate, message):
 
 def test_capacity_is_binary_gib():
     """HBM 'GB' on datasheets are GiB: nvidia-smi on H200 reports 151,397,597,184 bytes
-    (shared/reference/gpu_specs.csv, aiconfigurator h200_sxm.yaml)."""
+    (docs/gpu_specs.csv, aiconfigurator h200_sxm.yaml)."""
     assert get_hardware("h200").hbm_capacity_bytes == 151_397_597_184

@@ -24,8 +24,9 @@ def _kv_per_gpu(dep: Deployment, context: float) -> float:
 
 
 def test_kv_per_gpu_by_hand():
-    """The seeds' formula per rank: 2·L·⌈n_kv/tp⌉·d_h·b·S/kvp. Llama-3.1-405B (L = 126, n_kv = 8,
-    d_h = 128), FP8 KV, S = 1,000,000, tp = 8, kvp = 4: 2·126·1·128·1·1e6/4 = 8.064e9 bytes."""
+    """KV bytes per rank (Helix, arXiv 2507.07120: KV sharded over kvp): 2·L·⌈n_kv/tp⌉·d_h·b·S/kvp.
+    Llama-3.1-405B (L = 126, n_kv = 8, d_h = 128), FP8 KV, S = 1,000,000, tp = 8, kvp = 4:
+    2·126·1·128·1·1e6/4 = 8.064e9 bytes."""
     assert _kv_per_gpu(Deployment(tp=8, kvp=4), 1e6) == pytest.approx(8.064e9)
 
 

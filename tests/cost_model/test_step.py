@@ -1,5 +1,5 @@
-"""Step times, memory, MoE and KV formulas: the seeds' worked numbers and the behaviour of the
-serving model (DESIGN.md Vocabulary)."""
+"""Step times, memory, MoE and KV formulas: the worked numbers of NVIDIA, AI Model Co-Design (2026)
+and the behaviour of the serving model (docs/DESIGN.md Vocabulary)."""
 
 import numpy as np
 import pytest
@@ -28,13 +28,15 @@ def _points(arch, dep, hw=H200, workload=CHAT, concurrency=None):
 
 
 def test_bubble_formula():
-    """Seeds 002 §5: bubble = (S−1)/(S−1+m); balanced stages, m chunks in flight."""
+    """GPipe (Huang et al. 2019, arXiv 1811.06965): bubble = (S−1)/(S−1+m); balanced stages, m
+    chunks in flight."""
     assert bubble_frac(4, 12) == pytest.approx(3 / 15)
     assert bubble_frac(1, 5) == 0.0
 
 
 def test_moe_sizing_equation():
-    """Seeds 002 §5: M_expert = C·k/E; for M* = 256, E = 256, k = 8: C ≥ 8,192."""
+    """The co-design post, "Large expert parallelism": M_expert = C·k/E; for M* = 256, E = 256,
+    k = 8: C ≥ 8,192."""
     assert tokens_per_expert(8192, 8, 256) == 256
     assert tokens_per_expert(8191, 8, 256) < 256
 
@@ -46,7 +48,7 @@ def test_touched_experts_at_small_batch():
 
 
 def test_kv_bytes_formula_gqa(load_model):
-    """Seeds 002 §5: KV bytes per sequence = 2·L·n_kv·d_h·b_kv·S (Llama-3.1-8B: L=32, n_kv=8,
+    """KV bytes per sequence = 2·L·n_kv·d_h·b_kv·S (Llama-3.1-8B: L=32, n_kv=8,
     d_h=128), exact."""
     a = ArchArrays.from_architectures([load_model("Llama-3.1-8B")])
     got = kv_cache_bytes_per_sequence(a, 4096, 1.0)[0, 0]
@@ -54,7 +56,7 @@ def test_kv_bytes_formula_gqa(load_model):
 
 
 def test_kv_bytes_formula_mla(load_model):
-    """DESIGN.md: MLA KV = L·(kv_lora_rank + rope_dim)·b_kv·S (DeepSeek-V3: 61·(512+64))."""
+    """docs/DESIGN.md: MLA KV = L·(kv_lora_rank + rope_dim)·b_kv·S (DeepSeek-V3: 61·(512+64))."""
     a = ArchArrays.from_architectures([load_model("DeepSeek-V3")])
     assert kv_cache_bytes_per_sequence(a, 1000, 2.0)[0, 0] == 61 * (512 + 64) * 2.0 * 1000
 
@@ -68,7 +70,8 @@ def test_kv_bytes_sliding_window(load_model):
 
 
 def test_tp_beyond_kv_heads_replicates_the_cache(load_model):
-    """Seeds 002 §5: GQA with n_kv = 8 at TP = 16 stores every KV byte twice."""
+    """The co-design post, "Hybrid parallel strategies": GQA with n_kv = 8 at TP = 16 stores every
+    KV byte twice."""
     a = ArchArrays.from_architectures([load_model("Llama-3.1-8B")])
     whole = kv_cache_bytes_per_sequence(a, 1024, 1.0)[0, 0]
     for tp, copies in ((8, 1), (16, 2)):
@@ -78,7 +81,8 @@ def test_tp_beyond_kv_heads_replicates_the_cache(load_model):
 
 
 def test_decode_at_concurrency_1_is_weight_bound(load_model):
-    """Latency-first decode streams the whole model from HBM each step (seeds 002 §1)."""
+    """Latency-first decode streams the whole model from HBM each step (the co-design post, "Hybrid
+    parallel strategies": weight reads bound low-concurrency decode)."""
     llama = load_model("Llama-3.1-8B")
     tpot = _points(llama, Deployment(precision="fp8"), concurrency=[1]).tpot_s[0, 0]
     weights_s = 8.03e9 * 1.0 / H200.hbm_bytes_per_s  # ~8 GB of FP8 weights at 4.8 TB/s
@@ -99,8 +103,8 @@ def test_breakdown_sums_to_tpot(load_model):
 
 
 def test_long_context_throughput_is_attention_heavy(load_model):
-    """Seeds 001 Fig. 2: long-context throughput-oriented serving spends most time in attention;
-    short-context latency-oriented serving is GEMM (weight) bound."""
+    """The co-design post, Figure 2: long-context throughput-oriented serving spends most time in
+    attention; short-context latency-oriented serving is GEMM (weight) bound."""
     llama = load_model("Llama-3.1-8B")
     long = _points(llama, Deployment(), workload=Workload(isl_tokens=32768, osl_tokens=1024),
                    concurrency=[64])
@@ -110,7 +114,7 @@ def test_long_context_throughput_is_attention_heavy(load_model):
 
 
 def test_chunked_pipeline_cuts_ttft_not_throughput(load_model):
-    """Seeds 001 Fig. 9: more PP stages lower first-token latency on long prompts while
+    """The co-design post, Figure 9: more PP stages lower first-token latency on long prompts while
     tokens/s/GPU stays roughly constant."""
     llama = load_model("Llama-3.1-8B")
     work = Workload(isl_tokens=65536, osl_tokens=256)
@@ -124,8 +128,8 @@ def _resized(arch: Architecture, **changes) -> Architecture:
 
 
 def test_wider_beats_deeper_at_equal_parameters(load_model):
-    """Seeds guideline 3: for a fixed budget, wider models have lower latency and higher
-    throughput than deeper ones (fewer, larger operations)."""
+    """The co-design post, Guideline 3: for a fixed budget, wider models have lower latency and
+    higher throughput than deeper ones (fewer, larger operations)."""
     llama = load_model("Llama-3.1-8B")
     wide = _resized(llama, num_layers=16, hidden_size=5760, num_attention_heads=45,
                     num_kv_heads=9, intermediate_size=20224)

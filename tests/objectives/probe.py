@@ -38,20 +38,27 @@ class Archetype:
 
 ARCHETYPES = (
     # 4 heads × 64, FFN 1,344, 337 layers: Llama-3-8B's non-embedding count at H 4096
-    Archetype("narrow-deep-4096", "H=4096 L=337 q=4 kv=4 dh=64 ff=1344 V=128256", LLAMA_3_8B, DENSE_TOKENS),
+    Archetype("narrow-deep-4096", "H=4096 L=337 q=4 kv=4 dh=64 ff=1344 V=128256", LLAMA_3_8B,
+              DENSE_TOKENS),
     # the same at H 8192 (FFN 2,688), layers matched to Llama-3-70B's non-embedding count
-    Archetype("narrow-deep-8192", "H=8192 L=920 q=4 kv=4 dh=64 ff=2688 V=128256", LLAMA_3_70B, DENSE_TOKENS),
+    Archetype("narrow-deep-8192", "H=8192 L=920 q=4 kv=4 dh=64 ff=2688 V=128256", LLAMA_3_70B,
+              DENSE_TOKENS),
     # top-1 of 512 / 1,024 experts of width 14,336 vs top-8 of 256 experts of 1,792 (same active)
-    Archetype("top1-of-512", f"{MOE_ATTENTION} E=512 k=1 de=14336", f"{MOE_ATTENTION} E=256 k=8 de=1792", MOE_TOKENS),
-    Archetype("top1-of-1024", f"{MOE_ATTENTION} E=1024 k=1 de=14336", f"{MOE_ATTENTION} E=256 k=8 de=1792", MOE_TOKENS),
+    Archetype("top1-of-512", f"{MOE_ATTENTION} E=512 k=1 de=14336",
+              f"{MOE_ATTENTION} E=256 k=8 de=1792", MOE_TOKENS),
+    Archetype("top1-of-1024", f"{MOE_ATTENTION} E=1024 k=1 de=14336",
+              f"{MOE_ATTENTION} E=256 k=8 de=1792", MOE_TOKENS),
     # a 1M-token vocabulary on Llama-3-8B (more params, same non-embedding compute)
-    Archetype("vocab-1m-untied", "H=4096 L=32 q=32 kv=8 dh=128 ff=14336 V=1048576", LLAMA_3_8B, DENSE_TOKENS),
+    Archetype("vocab-1m-untied", "H=4096 L=32 q=32 kv=8 dh=128 ff=14336 V=1048576", LLAMA_3_8B,
+              DENSE_TOKENS),
     Archetype("vocab-1m-tied", "H=4096 L=32 q=32 kv=8 dh=128 ff=14336 V=1048576 tied=1",
               "H=4096 L=32 q=32 kv=8 dh=128 ff=14336 V=128256 tied=1", DENSE_TOKENS),
     # two layers of H 16,384 holding Llama-3-8B's non-embedding params
-    Archetype("two-layers", "H=16384 L=2 q=128 kv=32 dh=128 ff=57344 V=128256", LLAMA_3_8B, DENSE_TOKENS),
+    Archetype("two-layers", "H=16384 L=2 q=128 kv=32 dh=128 ff=57344 V=128256", LLAMA_3_8B,
+              DENSE_TOKENS),
     # head_dim 32 with one KV head, layers matched (38 × 185M)
-    Archetype("head32-one-kv", "H=4096 L=38 q=32 kv=1 dh=32 ff=14336 V=128256", LLAMA_3_8B, DENSE_TOKENS),
+    Archetype("head32-one-kv", "H=4096 L=38 q=32 kv=1 dh=32 ff=14336 V=128256", LLAMA_3_8B,
+              DENSE_TOKENS),
 )  # fmt: skip
 
 
@@ -108,13 +115,17 @@ def _score(spec: StudySpec, params: dict) -> float:
     return ranking_loss_nats(arch, spec.budget.training_tokens, spec.budget.training_precision)
 
 
-def _polish(spec: StudySpec, options: dict, params: dict, best: float, rounds: int) -> tuple[dict, float]:
+def _polish(
+    spec: StudySpec, options: dict, params: dict, best: float, rounds: int
+) -> tuple[dict, float]:
     """Coordinate descent: each architecture dimension over (a grid of) its options."""
     for _ in range(rounds):
         improved = False
         for name in ARCH_DIMS:
             values = options[name]
-            grid = values if len(values) <= 24 else values[:: max(1, len(values) // 24)] + [values[-1]]
+            grid = (
+                values if len(values) <= 24 else values[:: max(1, len(values) // 24)] + [values[-1]]
+            )
             for value in grid:
                 trial = {**params, name: value}
                 score = _score(spec, trial)
@@ -136,7 +147,11 @@ def loss_only_optimum(spec: StudySpec, samples: int = 1500, seed: int = 0, round
         if score < best:
             best_params, best = params, score
     params, best = _polish(spec, options, best_params, best, rounds)
-    return params, best, build_architecture(params, spec.workload.isl_tokens + spec.workload.osl_tokens)
+    return (
+        params,
+        best,
+        build_architecture(params, spec.workload.isl_tokens + spec.workload.osl_tokens),
+    )
 
 
 def load_studies() -> list[StudySpec]:

@@ -3,8 +3,8 @@
 `"H=4096 L=32 q=32 kv=8 dh=128 ff=14336 V=128256"` is Llama-3-8B's shape. Keys:
 H hidden, L layers, q query heads, kv KV heads, dh head dim, ff dense FFN width, V vocabulary,
 tied (0/1), E routed experts, k experts per token, de expert width, sh shared experts (each of
-width de), fd leading dense layers, mla (MLA latent rank; then dh = nope + 64 rope, v_head = dh - 64),
-qlora (MLA query rank). Unknown keys raise.
+width de), fd leading dense layers, mla (MLA latent rank; then dh = nope + 64 rope, v_head =
+dh - 64), qlora (MLA query rank). Unknown keys raise.
 """
 
 from __future__ import annotations

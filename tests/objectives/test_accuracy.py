@@ -1,4 +1,4 @@
-"""Accuracy proxy against the test cases of reference/accuracy_proxy.md §7.4 ("notes" below), plus
+"""Accuracy proxy against the test cases of docs/accuracy_proxy.md §7.4 ("notes" below), plus
 monotonicity, MoE bounds, range flags and input errors. Expected numbers are the notes' (printed
 to 3–4 digits); tolerances are half a unit of the last printed digit unless the notes give one.
 The capacity terms (objectives/capacity_terms.py) are in test_capacity_terms.py, the adversarial
@@ -75,7 +75,7 @@ def _llama_3_2_1b(**changes) -> Architecture:
     return _dense(**{**fields, **changes})
 
 
-# ---- case 1: Chinchilla Table A3 from the unrounded Hoffmann coefficients -------------------------
+# ---- case 1: Chinchilla Table A3 from the unrounded Hoffmann coefficients ------------------------
 
 TABLE_A3 = [  # (C in FLOPs, notes' N_opt, half a unit of its last digit, paper's Table A3 N_opt)
     (5.76e23, 40.3 * B, 0.05 * B, 40 * B), (1.62e20, 0.96 * B, 0.005 * B, 1 * B),
@@ -85,7 +85,9 @@ TABLE_A3 = [  # (C in FLOPs, notes' N_opt, half a unit of its last digit, paper'
 
 @pytest.mark.parametrize("compute_flop, notes_params, printed_params, paper_params", TABLE_A3,
                          ids=[f"{row[0]:.3g}" for row in TABLE_A3])  # fmt: skip
-def test_hoffmann_reproduces_chinchilla_table_a3(compute_flop, notes_params, printed_params, paper_params):
+def test_hoffmann_reproduces_chinchilla_table_a3(
+    compute_flop, notes_params, printed_params, paper_params
+):
     optimum = compute_optimum(HOFFMANN, compute_flop)
     # source: notes §7.4 case 1 (Hoffmann 2022 Eq. 4, Table A3); tolerance: printed digits
     assert optimum.model_params == pytest.approx(notes_params, abs=printed_params)
@@ -100,7 +102,7 @@ def test_printed_hoffmann_coefficients_miss_the_gopher_optimum():
     assert params != pytest.approx(40.3 * B, rel=0.05)
 
 
-# ---- case 2: Epoch compute optimum at the Gopher budget --------------------------------------------
+# ---- case 2: Epoch compute optimum at the Gopher budget ------------------------------------------
 
 
 def test_epoch_optimum_at_gopher_budget_matches_chinchilla():
@@ -114,7 +116,7 @@ def test_epoch_optimum_at_gopher_budget_matches_chinchilla():
     assert BASE_LAWS[DEFAULT_LAW] is EPOCH
 
 
-# ---- case 3: Chinchilla (70B, 1.4T) beats Gopher (280B, 300B) ---------------------------------------
+# ---- case 3: Chinchilla (70B, 1.4T) beats Gopher (280B, 300B) ------------------------------------
 
 
 @pytest.mark.parametrize("law, chinchilla_nats, gopher_nats",
@@ -129,7 +131,7 @@ def test_chinchilla_beats_gopher(law, chinchilla_nats, gopher_nats):
     assert chinchilla < gopher
 
 
-# ---- case 4: over-training delta (Gadre et al. 2024 RefinedWeb testbed, C4-val) ---------------------
+# ---- case 4: over-training delta (Gadre et al. 2024 RefinedWeb testbed, C4-val) ------------------
 
 
 def test_overtraining_delta_at_411m_matches_gadre():
@@ -150,15 +152,19 @@ def test_overtraining_delta_at_79m_is_over_predicted_and_flagged():
     arch = _dense(hidden=512, layers=8, heads=8, kv_heads=8, head_dim=64, ffn=1536, vocab=50432)
     n_eff = predict_loss(arch, 1e10).effective_params
     proxy = predict_loss(arch, 640 * n_eff)
-    over = [flag for flag in proxy.flags if flag.startswith("soft: D/N_eff (tokens per param) = 640")]
+    over = [
+        flag for flag in proxy.flags if flag.startswith("soft: D/N_eff (tokens per param) = 640")
+    ]
     assert over and "validated [0, 341]" in over[0]
     assert not any("D/N_eff (tokens" in flag for flag in predict_loss(arch, 20 * n_eff).flags)
 
 
-# ---- case 5: aspect ratio (Bian 2025 Morph data; Kaplan 2020 Fig. 5) ----------------------------------
+# ---- case 5: aspect ratio (Bian 2025 Morph data; Kaplan 2020 Fig. 5) -----------------------------
 
 
-def _aspect_ratio_step(wide: float, deep: float, kappa: float = 0.005, optimal: float = 48.0) -> float:
+def _aspect_ratio_step(
+    wide: float, deep: float, kappa: float = 0.005, optimal: float = 48.0
+) -> float:
     return aspect_ratio_penalty(wide, kappa, optimal) / aspect_ratio_penalty(deep, kappa, optimal)
 
 
@@ -186,10 +192,12 @@ def test_morph_shapes_through_predict_loss():
     assert 1.02 < shallow.loss_nats / deep.loss_nats < 1.05
     # R = 384 is the edge of the Morph data (no R flag); 3 layers is the hard L < 4 flag
     assert not any(" R (d_model" in flag for flag in shallow.flags)
-    assert any(flag.startswith("hard: L (layers) = 3, validated [4, inf]") for flag in shallow.hard_flags)
+    assert any(
+        flag.startswith("hard: L (layers) = 3, validated [4, inf]") for flag in shallow.hard_flags
+    )
 
 
-# ---- case 6: MLP-to-attention ratio (Bian et al. 2025b Table 1) ---------------------------------------
+# ---- case 6: MLP-to-attention ratio (Bian et al. 2025b Table 1) ----------------------------------
 
 
 def test_mix_penalty_orders_panda_before_llama():
@@ -199,19 +207,25 @@ def test_mix_penalty_orders_panda_before_llama():
     # +1.43% includes Bian's x-term, which §7.1 item 4 says not to combine with P_AR
     assert mlp_mix_penalty(4.80) / mlp_mix_penalty(1.0) == pytest.approx(1.0120, abs=5e-5)
     # observed: Panda ranks better in both (2.782 < 2.803 at 1B, 2.619 < 2.625 at 3B)
-    assert mlp_mix_penalty(1.07) < mlp_mix_penalty(4.80) and mlp_mix_penalty(1.0) < mlp_mix_penalty(4.8)
+    assert mlp_mix_penalty(1.07) < mlp_mix_penalty(4.80) and mlp_mix_penalty(1.0) < mlp_mix_penalty(
+        4.8
+    )
 
 
 def test_mix_penalty_minimum_and_llama_ratio():
     # source: Bian 2025b: r* = b2/b1 = 1.03 (Task 3), where P_mix = 1 and everywhere else > 1
     assert BIAN_TASK3.optimal_ratio == pytest.approx(1.03, abs=5e-3)
     assert mlp_mix_penalty(BIAN_TASK3.optimal_ratio) == 1.0
-    assert all(mlp_mix_penalty(r, law) > 1.0 for r in (0.5, 2.0, 5.0) for law in (BIAN_TASK3, BIAN_1B_REFIT))
+    assert all(
+        mlp_mix_penalty(r, law) > 1.0
+        for r in (0.5, 2.0, 5.0)
+        for law in (BIAN_TASK3, BIAN_1B_REFIT)
+    )
     # source: notes §4.4: r = 4.80 for LLaMA-3.2-1B; tolerance: printed digits
     assert summarize_shape(_llama_3_2_1b()).mlp_attention_ratio == pytest.approx(4.80, abs=5e-3)
 
 
-# ---- case 7: dense-equivalent MoE (DeepSeekMoE 16B vs DeepSeek 7B, 2T tokens) -----------------------
+# ---- case 7: dense-equivalent MoE (DeepSeekMoE 16B vs DeepSeek 7B, 2T tokens) --------------------
 
 
 def test_deepseekmoe_16b_matches_dense_7b():
@@ -222,7 +236,10 @@ def test_deepseekmoe_16b_matches_dense_7b():
     assert moe == pytest.approx(2.0668, abs=5e-5) and dense == pytest.approx(2.0656, abs=5e-5)
     assert moe / dense - 1 == pytest.approx(0.0006, abs=5e-5)
     for weight in (0.5, 0.525, 0.55):  # expected |gap| < 0.5% for w in [0.5, 0.55]
-        gap = base_loss_nats(EPOCH, moe_effective_params(2.8 * B, 16.4 * B, 0.0, weight), 2 * T) / dense
+        gap = (
+            base_loss_nats(EPOCH, moe_effective_params(2.8 * B, 16.4 * B, 0.0, weight), 2 * T)
+            / dense
+        )
         assert abs(gap - 1) < 0.005
 
 
@@ -249,9 +266,9 @@ def test_dense_effective_params_discount_embeddings(stem):
 
 def test_coarse_experts_get_no_granularity_gain():
     """Mixtral (top-2 of 8, experts 14336 = 1.31·(8/3)H wide): G = 1, so N_ne,eff is the active
-    non-embedding count times Clark's EPC at E/k = 4 alone: Ê(4) = 1/(1/(3 + 0.8493) + 1/314.5)
-    = 3.8027 over Ê(1) = 0.8470 is 4.4897, to the exponent (0.108 - 0.009·9.1139)/0.082 = 0.3168
-    at 1.3B: 1.6091."""
+    non-embedding count times Clark's EPC at E/k = 4 alone:
+    Ê(4) = 1/(1/(3 + 0.8493) + 1/314.5) = 3.8027 over Ê(1) = 0.8470 is 4.4897, to the exponent
+    (0.108 - 0.009·9.1139)/0.082 = 0.3168 at 1.3B: 1.6091."""
     mixtral, qwen = _model("Mixtral-8x7B-v0.1"), _model("Qwen3-30B-A3B")
     shape, proxy = summarize_shape(mixtral), predict_loss(mixtral, 1 * T)
     assert shape.granularity == 1.0 and shape.expansion == 4.0
@@ -261,7 +278,7 @@ def test_coarse_experts_get_no_granularity_gain():
     assert not any("G (granularity)" in flag for flag in predict_loss(qwen, 1 * T).flags)
 
 
-# ---- case 8: Clark EPC, monotone and saturating (S-BASE) ------------------------------------------------
+# ---- case 8: Clark EPC, monotone and saturating (S-BASE) -----------------------------------------
 
 CLARK_AT_1_3B = [(8, 2.0, 1.6), (64, 3.7, 2.9), (512, 5.6, 4.4)]  # E, EPC/N with k = 1, with k = 0
 
@@ -281,18 +298,25 @@ def test_clark_epc_monotone_shrinking_and_saturating():
     assert clark_epc_ratio(CLARK_S_BASE, 15e6, 64, 1) == pytest.approx(8.9, abs=0.05)
     assert clark_epc_ratio(CLARK_S_BASE, 15e6, 64, 0) == pytest.approx(6.0, abs=0.05)
     # saturation toward E_max ≈ 315
-    assert clark_saturated_experts(CLARK_S_BASE, 1e12) == pytest.approx(CLARK_S_BASE.e_max, rel=1e-6)
+    assert clark_saturated_experts(CLARK_S_BASE, 1e12) == pytest.approx(
+        CLARK_S_BASE.e_max, rel=1e-6
+    )
     assert ratios[4] / ratios[3] < ratios[3] / ratios[2]
 
 
-# ---- case 9: precision ordering --------------------------------------------------------------------------
+# ---- case 9: precision ordering ------------------------------------------------------------------
 
 
 def test_training_precision_ordering():
     arch = _model("Llama-3.1-8B")
-    loss = {fmt: predict_loss(arch, 1 * T, fmt).loss_nats for fmt in ("bf16", "fp8_block", "nvfp4", "mxfp4")}
+    loss = {
+        fmt: predict_loss(arch, 1 * T, fmt).loss_nats
+        for fmt in ("bf16", "fp8_block", "nvfp4", "mxfp4")
+    }
     # source: notes §7.4 case 9 and §7.1 item 7
-    assert loss["bf16"] <= loss["fp8_block"] <= 1.0025 * loss["bf16"] < loss["nvfp4"] < loss["mxfp4"]
+    assert (
+        loss["bf16"] <= loss["fp8_block"] <= 1.0025 * loss["bf16"] < loss["nvfp4"] < loss["mxfp4"]
+    )
     assert 1.01 <= loss["nvfp4"] / loss["fp8_block"] <= 1.015
     assert loss["mxfp4"] / loss["bf16"] == pytest.approx(1.025, rel=1e-12)
 
@@ -315,10 +339,11 @@ def test_ptq_nvfp4_band_covers_deepseek_r1():
     assert "4-bit PTQ" in ptq_estimate("nvfp4", 1868.0).flags[0]  # Kumar 2024, §7.1 item 8
 
 
-# ---- case 10: attention ordering (P_kv) -------------------------------------------------------------------
+# ---- case 10: attention ordering (P_kv) ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("kv_heads, expected", [(64, 1 / 1.004), (8, 1.006 / 1.004), (1, 1.012 / 1.004)],
+@pytest.mark.parametrize("kv_heads, expected",
+                         [(64, 1 / 1.004), (8, 1.006 / 1.004), (1, 1.012 / 1.004)],
                          ids=["mha", "gqa8", "mqa"])  # fmt: skip
 def test_kv_width_penalty(kv_heads, expected):
     """(1 + 0.002·log2(H/(n_kv·d_h)))/(1 + 0.002·2) at H 8192: MHA 0 halvings, GQA-8 3, MQA 6.
@@ -326,9 +351,13 @@ def test_kv_width_penalty(kv_heads, expected):
     arch = _dense(hidden=8192, layers=80, heads=64, kv_heads=kv_heads, head_dim=128, ffn=28672)
     proxy = predict_loss(arch, 1 * T)
     assert proxy.penalties["kv_width"] == pytest.approx(expected, abs=1e-12)
-    assert any(flag.startswith("soft: n_kv (KV heads) = 1") for flag in proxy.flags) == (kv_heads == 1)
+    assert any(flag.startswith("soft: n_kv (KV heads) = 1") for flag in proxy.flags) == (
+        kv_heads == 1
+    )
     # one 128-wide KV head at H 8192 is H/64: past DeepSeek-V2's 7B MQA (H/32), a hard flag
-    assert any(flag.startswith("hard: n_kv·d_h / H (KV width)") for flag in proxy.flags) == (kv_heads == 1)
+    assert any(flag.startswith("hard: n_kv·d_h / H (KV width)") for flag in proxy.flags) == (
+        kv_heads == 1
+    )
 
 
 def test_mla_reads_as_wider_than_mha_and_is_flagged():
@@ -340,7 +369,7 @@ def test_mla_reads_as_wider_than_mha_and_is_flagged():
     assert any(flag.startswith("soft: attention = MLA") for flag in proxy.flags)
 
 
-# ---- case 11: an over-trained dense model (Llama-3-8B shape, 15T tokens) ---------------------------------
+# ---- case 11: an over-trained dense model (Llama-3-8B shape, 15T tokens) -------------------------
 
 
 def test_llama_3_8b_over_trained():
@@ -360,7 +389,9 @@ def test_llama_3_8b_over_trained():
     assert optimum.training_tokens == pytest.approx(1.48 * T, rel=5e-3)
     # the case's ΔL and CEF are of L_base: 0.054 and ≈ 0.18 ("18% compute-efficient")
     assert base - optimum.loss_nats == pytest.approx(0.054, abs=5e-4)
-    assert compute_equivalence_frac(EPOCH, base, proxy.compute_flop) == pytest.approx(0.18, abs=5e-3)
+    assert compute_equivalence_frac(EPOCH, base, proxy.compute_flop) == pytest.approx(
+        0.18, abs=5e-3
+    )
     # the proxy discounts half the embeddings: N_eff = 6.98B + 0.5·1.05B = 7.505B, D/N_eff 1999
     assert proxy.effective_params == pytest.approx(7.505 * B, rel=1e-3)
     assert any(flag.startswith("soft: D/N_eff (tokens per param) = 1999") for flag in proxy.flags)
@@ -372,7 +403,7 @@ def test_llama_3_8b_over_trained():
     assert proxy.delta_loss_nats == pytest.approx(proxy.loss_nats - optimum.loss_nats, abs=1e-12)
 
 
-# ---- case 12: cross-corpus calibration (Cerebras-GPT on the Pile) ----------------------------------------
+# ---- case 12: cross-corpus calibration (Cerebras-GPT on the Pile) --------------------------------
 
 CEREBRAS = {  # model card: params (by name), tokens, Pile test cross-entropy, 7-task 0-shot average
     "111M": (111e6, 2.22e9, 2.566, 0.315), "256M": (256e6, 5.12e9, 2.299, 0.347),
@@ -380,7 +411,9 @@ CEREBRAS = {  # model card: params (by name), tokens, Pile test cross-entropy, 7
     "2.7B": (2.7e9, 5.30e10, 1.834, 0.462), "6.7B": (6.7e9, 1.33e11, 1.704, 0.512),
     "13B": (13e9, 2.57e11, 1.575, 0.570),
 }  # fmt: skip
-CEREBRAS_PARAMS, CEREBRAS_TOKENS, CEREBRAS_LOSS, CEREBRAS_ACCURACY = map(np.array, zip(*CEREBRAS.values()))
+CEREBRAS_PARAMS, CEREBRAS_TOKENS, CEREBRAS_LOSS, CEREBRAS_ACCURACY = map(
+    np.array, zip(*CEREBRAS.values())
+)
 
 
 def test_cerebras_uncalibrated_is_offset_but_ordered():
@@ -389,7 +422,9 @@ def test_cerebras_uncalibrated_is_offset_but_ordered():
     # (computed: +0.47 at 1.3B to +0.81 at 111M; tolerance 0.05 on those rounded ends)
     assert predicted[0] == pytest.approx(3.379, abs=5e-4)
     offsets = predicted - CEREBRAS_LOSS
-    assert offsets.min() == pytest.approx(0.5, abs=0.05) and offsets.max() == pytest.approx(0.8, abs=0.05)
+    assert offsets.min() == pytest.approx(0.5, abs=0.05) and offsets.max() == pytest.approx(
+        0.8, abs=0.05
+    )
     # the 111M -> 13B drop: predicted 1.28 against 0.99 observed
     assert predicted[0] - predicted[-1] == pytest.approx(1.28, abs=5e-3)
     assert CEREBRAS_LOSS[0] - CEREBRAS_LOSS[-1] == pytest.approx(0.99, abs=5e-3)
@@ -410,7 +445,7 @@ def test_cerebras_downstream_mapping():
     assert np.max(np.abs(error)) < 0.0025
 
 
-# ---- the base law: monotone, and its compute frontier inverts ------------------------------------------
+# ---- the base law: monotone, and its compute frontier inverts ------------------------------------
 
 
 @pytest.mark.parametrize("law", [EPOCH, HOFFMANN], ids=["epoch", "hoffmann"])
@@ -425,7 +460,9 @@ def test_base_loss_falls_with_params_and_tokens(law):
 def test_compute_for_loss_inverts_the_frontier(law):
     for compute_flop in (1e18, 5.76e23, 1e27):
         optimum = compute_optimum(law, compute_flop)
-        assert compute_for_loss_flop(law, optimum.loss_nats) == pytest.approx(compute_flop, rel=1e-9)
+        assert compute_for_loss_flop(law, optimum.loss_nats) == pytest.approx(
+            compute_flop, rel=1e-9
+        )
         off_frontier = base_loss_nats(law, 2 * optimum.model_params, optimum.training_tokens / 2)
         assert off_frontier > optimum.loss_nats  # the optimum is a minimum along 6ND = C
     assert compute_for_loss_flop(law, law.e_nats) == math.inf
@@ -435,24 +472,30 @@ def test_predicted_loss_falls_with_tokens_and_depth():
     arch = _llama_3_2_1b()
     losses = [predict_loss(arch, tokens).loss_nats for tokens in (1e10, 1e11, 1e12, 1e13)]
     assert np.all(np.diff(losses) < 0)
-    bases = [predict_loss(_llama_3_2_1b(layers=layers), 1e11).base_loss_nats for layers in (8, 16, 32)]
+    bases = [
+        predict_loss(_llama_3_2_1b(layers=layers), 1e11).base_loss_nats for layers in (8, 16, 32)
+    ]
     assert np.all(np.diff(bases) < 0)
 
 
 def test_penalties_multiply_to_the_loss():
     proxy = predict_loss(_model("Qwen3-30B-A3B"), 36 * T, "fp8_block")
     assert tuple(proxy.penalties) == PENALTY_NAMES
-    assert proxy.loss_nats == pytest.approx(proxy.base_loss_nats * math.prod(proxy.penalties.values()))
+    assert proxy.loss_nats == pytest.approx(
+        proxy.base_loss_nats * math.prod(proxy.penalties.values())
+    )
     active_params = summarize_shape(_model("Qwen3-30B-A3B")).active_params
     assert proxy.compute_flop == training_compute_flop(active_params, 36 * T)
     assert proxy.delta_loss_nats == pytest.approx(proxy.loss_nats - proxy.compute_optimum.loss_nats)
 
 
-# ---- flags: empty inside every validated range, one per quantity outside -------------------------------
+# ---- flags: empty inside every validated range, one per quantity outside -------------------------
 
 
 def test_no_flags_inside_every_validated_range():
-    proxy = predict_loss(_llama_3_2_1b(), 100 * B)  # Bian 2025b's own setting: 1B, ~100 tokens/param
+    proxy = predict_loss(
+        _llama_3_2_1b(), 100 * B
+    )  # Bian 2025b's own setting: 1B, ~100 tokens/param
     assert proxy.flags == () and proxy.hard_flags == ()
     assert predict_loss(_llama_3_2_1b(), 100 * B, "fp8_block").flags == ()
 
@@ -463,11 +506,14 @@ OUTSIDE = {  # id: (arch, tokens, precision), (flag prefix, validated range in t
                          ("hard: D/N_eff (tokens per param) = 1.8", "[0, 1e+04]", True)),
     "big-n-eff": ((_dense(8192, 80, 64, 8, 128, 28672), 1 * T, "bf16"),
                   ("soft: N_eff (params)", "[7e+07, 1.6e+10]", False)),
-    "over-trained": ((LLAMA_1B, 1 * T, "bf16"), ("soft: D/N_eff (tokens per param)", "[0, 341]", False)),
-    "one-layer": ((_llama_3_2_1b(layers=1), 1e10, "bf16"), ("hard: L (layers) = 1", "[4, inf]", True)),
+    "over-trained": ((LLAMA_1B, 1 * T, "bf16"),
+                     ("soft: D/N_eff (tokens per param)", "[0, 341]", False)),
+    "one-layer": ((_llama_3_2_1b(layers=1), 1e10, "bf16"),
+                  ("hard: L (layers) = 1", "[4, inf]", True)),
     "wide-shallow": ((_dense(4288, 6, 32, 8, 134, 17152), 1e11, "bf16"),
                      ("hard: R (d_model/n_layers) = 714.7", "[0, 700]", True)),
-    "too-deep": ((_llama_3_2_1b(layers=96), 1e11, "bf16"), ("soft: L (layers) = 96", "[0, 80]", False)),
+    "too-deep": ((_llama_3_2_1b(layers=96), 1e11, "bf16"),
+                 ("soft: L (layers) = 96", "[0, 80]", False)),
     "mlp-heavy": ((_llama_3_2_1b(ffn=65536), 1e11, "bf16"),
                   ("soft: r (MLP/attention params)", "[0.5, 5]", False)),
     "mlp-light": ((_llama_3_2_1b(ffn=512), 1e11, "bf16"),
@@ -476,7 +522,8 @@ OUTSIDE = {  # id: (arch, tokens, precision), (flag prefix, validated range in t
                          ("hard: n_q·d_h / H (attention width) = 0.0625", "[0.125, 2.5]", True)),
     "huge-vocab": ((_llama_3_2_1b(vocab=1 << 20), 1e11, "bf16"),
                    ("hard: V (vocabulary) = 1.049e+06", "[0, 2.621e+05]", True)),
-    "mqa": ((_llama_3_2_1b(kv_heads=1), 1e11, "bf16"), ("soft: n_kv (KV heads) = 1", "[2, n_q]", False)),
+    "mqa": ((_llama_3_2_1b(kv_heads=1), 1e11, "bf16"),
+            ("soft: n_kv (KV heads) = 1", "[2, n_q]", False)),
     "small-head": ((_llama_3_2_1b(heads=64, kv_heads=16, head_dim=32), 1e11, "bf16"),
                    ("soft: d_h (head dim) = 32", "[64, 256]", False)),
     "tiny-head": ((_llama_3_2_1b(heads=128, kv_heads=32, head_dim=16), 1e11, "bf16"),
@@ -499,9 +546,9 @@ def test_flag_fires_outside_its_range(inputs, expected):
 
 def _moe(experts: int, top_k: int) -> Architecture:
     return Architecture(
-        name=f"moe-{experts}", vocab_size=32000, hidden_size=2048, num_layers=24, num_attention_heads=16,
-        num_kv_heads=4, head_dim=128, max_position_embeddings=4096, intermediate_size=0,
-        num_experts=experts, experts_per_token=top_k, moe_intermediate_size=256,
+        name=f"moe-{experts}", vocab_size=32000, hidden_size=2048, num_layers=24,
+        num_attention_heads=16, num_kv_heads=4, head_dim=128, max_position_embeddings=4096,
+        intermediate_size=0, num_experts=experts, experts_per_token=top_k, moe_intermediate_size=256,
     )  # fmt: skip
 
 
@@ -510,7 +557,10 @@ def test_moe_flags():
     expected = "hard: E (routed experts) = 1024, validated [1, 512]"
     assert any(flag.startswith(expected) for flag in many.hard_flags)
     sparse = predict_loss(_moe(512, 2), 1 * T).hard_flags
-    assert any(flag.startswith("hard: activation ratio (k+shared)/(E+shared) = 0.003906") for flag in sparse)
+    assert any(
+        flag.startswith("hard: activation ratio (k+shared)/(E+shared) = 0.003906")
+        for flag in sparse
+    )
     assert not any("r (MLP/attention" in flag for flag in predict_loss(_moe(64, 8), 1 * T).flags)
 
 
@@ -523,7 +573,7 @@ def test_top1_of_many_experts_is_flagged_past_clarks_runs():
     assert not any("top-1" in flag for flag in predict_loss(top1(64), 1 * T).flags)
 
 
-# ---- the §7.2 ranking policy and the coefficient bands -------------------------------------------------
+# ---- the §7.2 ranking policy and the coefficient bands -------------------------------------------
 
 
 def test_ranking_loss_is_pessimistic_only_with_hard_flags():
@@ -536,7 +586,9 @@ def test_ranking_loss_is_pessimistic_only_with_hard_flags():
     # the high end: pessimistic coefficients plus 1% of the central loss per hard flag and 0.25%
     # per soft flag (FFN 0.25·H hard; r = 0.3 soft)
     widen = 0.01 * len(central.hard_flags) + 0.0025 * (len(central.flags) - len(central.hard_flags))
-    assert central.band_high_nats == pytest.approx(pessimistic + widen * central.loss_nats, rel=1e-12)
+    assert central.band_high_nats == pytest.approx(
+        pessimistic + widen * central.loss_nats, rel=1e-12
+    )
     assert ranking_loss_nats(outside, 100 * B) > pessimistic > central.loss_nats
 
 
@@ -554,10 +606,12 @@ def test_hoffmann_law_is_selectable():
     arch = _llama_3_2_1b()
     assert predict_loss(arch, 100 * B, law="hoffmann").law == "hoffmann"
     proxy = predict_loss(arch, 100 * B, law="hoffmann")
-    assert proxy.base_loss_nats == pytest.approx(base_loss_nats(HOFFMANN, proxy.effective_params, 100 * B))
+    assert proxy.base_loss_nats == pytest.approx(
+        base_loss_nats(HOFFMANN, proxy.effective_params, 100 * B)
+    )
 
 
-# ---- bad input ------------------------------------------------------------------------------------------
+# ---- bad input -----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("tokens", [0, -1.0, math.nan, math.inf, "many"], ids=str)
@@ -571,7 +625,9 @@ def test_bad_precision_and_law():
         predict_loss(_llama_3_2_1b(), 1e11, "int3")
     with pytest.raises(ConfigError, match=r"`law` must be one of epoch, hoffmann; got 'kaplan'"):
         predict_loss(_llama_3_2_1b(), 1e11, law="kaplan")
-    with pytest.raises(ConfigError, match=r"`serving_precision` must be a format with PTQ evidence"):
+    with pytest.raises(
+        ConfigError, match=r"`serving_precision` must be a format with PTQ evidence"
+    ):
         ptq_estimate("mxfp4", 20.0)
     with pytest.raises(ValueError, match="granularity_scale"):
         ProxyCoefficients(granularity_scale=1.5)

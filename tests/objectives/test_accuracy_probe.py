@@ -28,7 +28,9 @@ STUDY_IDS = [path.stem for path in STUDIES]
 def test_degenerate_archetype_never_ranks_better(archetype):
     assert degeneracies(build(archetype.degenerate))  # the probe is degenerate by the list
     assert not degeneracies(build(archetype.standard))
-    assert ranked(archetype.degenerate, archetype.tokens) > ranked(archetype.standard, archetype.tokens)
+    assert ranked(archetype.degenerate, archetype.tokens) > ranked(
+        archetype.standard, archetype.tokens
+    )
 
 
 @pytest.mark.parametrize("archetype", ARCHETYPES, ids=[a.name for a in ARCHETYPES])
@@ -56,7 +58,10 @@ def test_hard_flags_do_not_fire_on_every_candidate(spec):
             arch = build_architecture(params, context)
         except ConfigError:  # invalid shapes are not models
             continue
-        proxy, scored = predict_loss(arch, spec.budget.training_tokens, spec.budget.training_precision), scored + 1
+        proxy, scored = (
+            predict_loss(arch, spec.budget.training_tokens, spec.budget.training_precision),
+            scored + 1,
+        )
         flagged += bool(proxy.hard_flags)
         tokens_flagged += any("tokens per param" in flag for flag in proxy.hard_flags)
     assert flagged < scored and tokens_flagged == 0

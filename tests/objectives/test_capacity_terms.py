@@ -1,6 +1,7 @@
 """The capacity terms (objectives/capacity_terms.py) against the published numbers they carry:
-Clark's EPC table (notes §3.1), Krajewski's granularity law (§3.2), the Gemstones width/depth law
-(§2.5), Tao's vocabulary anchor; and the normalization (Llama-3-8B's shape carries none)."""
+Clark's EPC table (docs/accuracy_proxy.md §3.1), Krajewski's granularity law (§3.2), the Gemstones
+width/depth law (§2.5), Tao's vocabulary anchor; and the normalization (Llama-3-8B's shape carries
+none)."""
 
 import math
 
@@ -26,7 +27,7 @@ from objectives.capacity_terms import (
 N_8B = REFERENCE_NON_EMBEDDING_PARAMS
 T = 1e12
 
-# ---- Clark et al. 2022: EPC, saturating, held at 1.3B ---------------------------------------------
+# ---- Clark et al. 2022: EPC, saturating, held at 1.3B --------------------------------------------
 
 CLARK_TABLE = [  # notes §3.1 derived table, S-BASE: (dense N, E, EPC k = 1, EPC k = 0)
     (15e6, 8, 3.2, 2.3), (15e6, 64, 8.9, 6.0), (15e6, 512, 17.8, 11.8),
@@ -34,7 +35,9 @@ CLARK_TABLE = [  # notes §3.1 derived table, S-BASE: (dense N, E, EPC k = 1, EP
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("params, experts, k1, k0", CLARK_TABLE, ids=[f"{r[0]:.0e}-E{r[1]}" for r in CLARK_TABLE])
+@pytest.mark.parametrize(
+    "params, experts, k1, k0", CLARK_TABLE, ids=[f"{r[0]:.0e}-E{r[1]}" for r in CLARK_TABLE]
+)
 def test_clark_epc_reproduces_the_notes_table(params, experts, k1, k0):
     # source: notes §3.1 (one decimal printed; tolerance 0.05)
     assert clark_epc_multiplier(experts, params, 1) == pytest.approx(k1, abs=0.05)
@@ -48,17 +51,19 @@ def test_clark_epc_saturates_and_is_held_above_1_3b():
     # saturation toward E_max = 314.5: 512 -> 1024 adds 7%, 1024 -> 10^6 less than 9%
     assert at[4] / at[3] == pytest.approx(1.069, abs=5e-3)
     assert clark_epc_multiplier(1e6, 1.3e9) / at[4] < 1.09
-    # beyond Clark's largest dense size the exponent is held (Krajewski: the shrinkage is a fixed-D artefact)
+    # beyond Clark's largest dense size the exponent is held (Krajewski: the shrinkage is a fixed-D
+    # artefact)
     assert clark_epc_multiplier(64, 2e10) == clark_epc_multiplier(64, 1.3e9)
 
 
-# ---- Krajewski et al. 2024: granularity ------------------------------------------------------------
+# ---- Krajewski et al. 2024: granularity ----------------------------------------------------------
 
 
 @pytest.mark.parametrize("grain, expected", [(1, 1.0), (8, 1.9302), (16, 2.1272), (64, 2.1272)])
 def test_granularity_multiplier(grain, expected):
-    """((2.1 + 18.1)/(2.1·G^-0.58 + 18.1))^(1/0.115): G = 8: 8^-0.58 = 0.29935, 20.2/18.7286 =
-    1.07856, ^8.696 = 1.9302; G = 16: 16^-0.58 = 0.20029 -> 1.9304... 2.1272; held above 16."""
+    """((2.1 + 18.1)/(2.1·G^-0.58 + 18.1))^(1/0.115): G = 8: 8^-0.58 = 0.29935,
+    20.2/18.7286 = 1.07856, ^8.696 = 1.9302; G = 16: 16^-0.58 = 0.20029 -> 1.9304... 2.1272; held
+    above 16."""
     assert granularity_multiplier(grain) == pytest.approx(expected, abs=5e-5)
 
 
@@ -66,7 +71,7 @@ def test_granularity_pessimistic_scale_halves_the_log_gain():
     assert granularity_multiplier(8, scale=0.5) == pytest.approx(math.sqrt(1.9302), abs=5e-5)
 
 
-# ---- Gemstones: depth at fixed parameters -----------------------------------------------------------
+# ---- Gemstones: depth at fixed parameters --------------------------------------------------------
 
 
 def test_reference_depth_carries_no_term():
@@ -79,7 +84,9 @@ def test_depth_is_steep_below_a_few_layers_and_flat_for_deep_thin():
     issue's published 3-layer penalty: +5.7–6.0%), 8 +3.3%; 64 layers (R ≈ 48) slightly better
     than 32 (Gemstones' optimum R ≈ 20–40); 160 layers +0.5%, 337 +1.7%."""
     penalty = {layers: depth_penalty(N_8B, layers, 15 * T) for layers in (2, 3, 8, 64, 160, 337)}
-    assert penalty[2] == pytest.approx(1.130, abs=5e-3) and penalty[3] == pytest.approx(1.092, abs=5e-3)
+    assert penalty[2] == pytest.approx(1.130, abs=5e-3) and penalty[3] == pytest.approx(
+        1.092, abs=5e-3
+    )
     assert penalty[8] == pytest.approx(1.033, abs=5e-3)
     assert 0.995 < penalty[64] < 1.0 < penalty[160] < 1.01 and penalty[337] < 1.02
 
@@ -102,7 +109,7 @@ def test_width_terms_below_the_standard_shape():
     assert head_dim_penalty(32) == pytest.approx(1.005, abs=1e-12)
 
 
-# ---- Tao et al. 2024: vocabulary -------------------------------------------------------------------
+# ---- Tao et al. 2024: vocabulary -----------------------------------------------------------------
 
 
 def test_tao_anchor_and_the_flat_band():
@@ -114,5 +121,7 @@ def test_tao_anchor_and_the_flat_band():
     # 1M tokens: ln(2^20/259.8K) = 1.396 beyond the band: 1 + 0.005·1.396² = 1.0097
     assert vocab_penalty(1 << 20, optimum) == pytest.approx(1.0097, abs=5e-5)
     # embedding params past the band's top (4 × 64.9K = 259.8K) add no capacity
-    assert counted_vocab_params(1.0, 1 << 20, optimum) == pytest.approx(4 * optimum / (1 << 20), rel=1e-12)
+    assert counted_vocab_params(1.0, 1 << 20, optimum) == pytest.approx(
+        4 * optimum / (1 << 20), rel=1e-12
+    )
     assert counted_vocab_params(1.0, 128_256, optimum) == 1.0

@@ -64,8 +64,9 @@ def test_fit_recovers_known_coefficients(fmt):
     pinned = {"fixed_overhead_us": truth["fixed_overhead_us"]} if fmt == "fp8" else {}
     result = fit_gemm(data, H200, pinned)
     for name, value in truth.items():
-        assert result.coefficients[name] == pytest.approx(value, rel=RECOVERY_REL.get(name, 0.05)), \
-            name
+        assert result.coefficients[name] == pytest.approx(
+            value, rel=RECOVERY_REL.get(name, 0.05)
+        ), name
     assert result.median_abs_error_frac < 2 * NOISE_FRAC  # the noise, nothing more
     assert result.roofline_median_abs_error_frac > 5 * result.median_abs_error_frac
 

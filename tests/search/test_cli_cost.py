@@ -1,4 +1,4 @@
-"""`archscout hardware`, `gemm` and `evaluate` through `main(argv)`: the DESIGN.md contract."""
+"""`archscout hardware`, `gemm` and `evaluate` through `main(argv)`: the docs/DESIGN.md contract."""
 
 import json
 import subprocess
@@ -30,7 +30,8 @@ def _bad(capsys, argv, *fragments):
 
 
 def test_gemm_json_reproduces_table_2(capsys):
-    """Seeds 001 Table 2, M = 2048 row: math 1.15 µs, FP4 read 0.37 µs, FP8 write 2.10 µs."""
+    """NVIDIA, AI Model Co-Design (2026), Table 2, M = 2048 row: math 1.15 µs, FP4 read 0.37 µs, FP8
+    write 2.10 µs."""
     doc = _json(capsys, ["gemm", "2048", "8192", "512", "--hardware", "gb300", "--dtype", "nvfp4",
                          "--out-dtype", "fp8", "--json"])
     assert GEMM_KEYS <= doc.keys()

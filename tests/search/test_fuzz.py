@@ -27,10 +27,15 @@ SETTINGS = settings(max_examples=60, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.function_scoped_fixture,
                                            HealthCheck.too_slow])
 
-JUNK = st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12),
-                 st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=12),
-                 st.lists(st.integers(-5, 5), max_size=3), st.dictionaries(st.text(max_size=5),
-                                                                           st.integers(), max_size=2))
+JUNK = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**12), 10**12),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12),
+    st.lists(st.integers(-5, 5), max_size=3),
+    st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
+)
 
 
 def _paths(doc, prefix=()):

@@ -1,5 +1,6 @@
-"""`archscout lint`: each of the seeds' seven guidelines fires on an architecture built to break it
-and stays silent on one built to satisfy it; the command on the real validation configs."""
+"""`archscout lint`: each of the seven guidelines of NVIDIA, AI Model Co-Design (2026) fires on an
+architecture built to break it and stays silent on one built to satisfy it; the command on the real
+validation configs."""
 
 import argparse
 import json
@@ -43,7 +44,7 @@ def _of(findings: list[Finding], guideline: int) -> list[Finding]:
 
 
 def test_g1_small_intermediate_cannot_saturate_nvfp4_on_gb300():
-    """Seeds 002 §2 case study: H′ = 512, H = 8192 in NVFP4 sits at or below GB300's ridge
+    """The co-design post's Table 2 case: H′ = 512, H = 8192 in NVFP4 sits at or below GB300's ridge
     (15 PFLOP/s / 8 TB/s = 1,875 FLOP/B); with NVFP4's 4.5 bits/value b = 0.5625 B."""
     arch = _arch(hidden_size=8192, num_attention_heads=64, intermediate_size=512)
     (finding,) = _of(_lint(arch, "gb300"), 1)
@@ -72,7 +73,8 @@ def test_g2_misaligned_dim_is_an_error_with_the_nearest_aligned_width():
 
 
 def test_g2_alignment_is_checked_after_sharding():
-    """Seeds 002 §3: 768 is aligned, 768/8 = 96 under TP=8 is not; EP avoids the split."""
+    """Guideline 2 after sharding: 768 is aligned, 768/8 = 96 under TP=8 is not; EP avoids the
+    split."""
     arch = _arch(**{**MOE, "moe_intermediate_size": 768})
     assert _of(_lint(arch, tp=1), 2) == []
     (finding,) = [f for f in _of(_lint(arch, tp=8), 2) if f.severity == "error"]
@@ -146,7 +148,8 @@ def test_g4_silent_on_block_aligned_model_in_the_lowest_format():
 
 
 def test_g5_many_small_experts_need_more_concurrency_than_memory_holds():
-    """Seeds 002 §5: C ≥ M*·E/k; with E = 256, k = 8 a single H200 never gets there."""
+    """The co-design post, "Large expert parallelism": C ≥ M*·E/k; with E = 256, k = 8 a single H200
+    never gets there."""
     arch = _arch(**{**MOE, "num_experts": 256, "experts_per_token": 8,
                     "moe_intermediate_size": 512})
     (finding,) = _of(_lint(arch, "h200"), 5)

@@ -132,7 +132,8 @@ def test_breakdown_regimes_are_the_trials_recorded_breakdown(study, items, opene
         assert regime.time_ms == shown[key]["time_ms"]
         assert f"concurrency {shown[key]['concurrency']:,}" in regime.label
     assert len(regimes) == 4 and f"ISL {LONG_CONTEXT_ISL_TOKENS:,}" in regimes[2].label
-    # a longer context makes attention a larger share at the same concurrency (seeds, Figure 2)
+    # a longer context makes attention a larger share at the same concurrency (NVIDIA, AI Model
+    # Co-Design (2026), Figure 2)
     share = lambda r: r.time_ms["attention"] / r.tpot_ms  # noqa: E731
     assert share(regimes[2]) > share(regimes[0])
 

@@ -109,8 +109,8 @@ INF = float("inf")
 ], ids=["aspect-ratio-min-gt-max", "tp-negative", "layers-range-negative", "hidden-zero",
         "experts-negative-choice", "layers-huge", "hidden-string", "precision-number",
         "tp-bare-zero", "layers-bare-zero", "layers-bare-list", "budget-inf", "tokens-inf",
-        "window-inf", "window-nan", "dense-without-ffn", "trials-bool", "tokens-float", "budget-bool", "seed-negative",
-        "seed-huge"])
+        "window-inf", "window-nan", "dense-without-ffn", "trials-bool", "tokens-float",
+        "budget-bool", "seed-negative", "seed-huge"])
 def test_values_no_search_can_use_are_rejected_at_load(mutate, fragment):
     assert fragment in _error(mutate)
 
