@@ -47,7 +47,8 @@ AIC_SYSTEMS = {"h100-sxm": "h100_sxm", "h200": "h200_sxm", "b200": "b200_sxm", "
 DEFAULT_FRAMEWORK = "trtllm"  # TensorRT-LLM's measured kernels (also: sglang, vllm)
 AIC_FORMATS = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "fp8_block": "fp8_block",
                "nvfp4": "nvfp4"}  # table gemm_dtype -> our format; others are skipped
-MODELED_FORMATS = ("bf16", "fp16", "fp8", "fp8_block", "nvfp4", "mxfp4")  # our names, accepted as is
+# our names, accepted as is
+MODELED_FORMATS = ("bf16", "fp16", "fp8", "fp8_block", "nvfp4", "mxfp4")
 REQUIRED_COLUMNS = ("m", "n", "k", "latency")
 DTYPE_COLUMNS = ("gemm_dtype", "dtype")
 FIT_SAMPLE_POINTS = 12_000  # rows a fit uses (seeded sample); errors are reported on all rows
@@ -69,10 +70,11 @@ COEFFICIENTS = {
 KERNEL_COEFFICIENTS = tuple(list(COEFFICIENTS)[:8])
 SM_BANDWIDTH_FLOOR_SHARES = 4.0  # B_SM may fall to 1/4 of an SM's fair share of HBM (`_bounds`)
 
-# Seeds 001, Figure 4 (GB300 NVFP4 GEMM, M = 8192): throughput reaches 80% of its K = 16384 value
-# at K = 3072 and 90% at 6144 (N = 9728); 75% of its N = 16384 value at N = 2560 and 90% at 6144,
-# but less than half at N = 256 (K = 8448). Fits of the figure's format must keep this shape
-# (kernel throughput ratio within [low, high]) whatever the measured table's kernel does.
+# NVIDIA, AI Model Co-Design (2026), Figure 4 (GB300 NVFP4 GEMM, M = 8192): throughput reaches 80%
+# of its K = 16384 value at K = 3072 and 90% at 6144 (N = 9728); 75% of its N = 16384 value at
+# N = 2560 and 90% at 6144, but less than half at N = 256 (K = 8448). Fits of the figure's format
+# must keep this shape (kernel throughput ratio within [low, high]) whatever the measured table's
+# kernel does.
 FIGURE_4_FORMAT = "nvfp4"
 FIGURE_4 = (  # (M, N, K) against (M, N, K) of reference, low, high
     ((8192, 9728, 3072), (8192, 9728, 16384), 0.8, np.inf),
@@ -227,7 +229,7 @@ def predicted_s(data: MeasuredGemms, hw: HardwareSpec, eff: GemmEfficiency) -> n
 
 
 def roofline_s(data: MeasuredGemms, hw: HardwareSpec) -> np.ndarray:
-    """The seeds' roofline at peak: max(math, read + write)."""
+    """The co-design post's roofline at peak: max(math, read + write)."""
     cost = gemm_cost(data.m, data.n, data.k, hw, data.dtype)
     return np.maximum(cost.math_s, cost.read_s + cost.write_s)
 
@@ -344,7 +346,7 @@ def fit_gemm(data: MeasuredGemms, hw: HardwareSpec, pinned: dict[str, float] | N
 
 def figure_4_violation(hw: HardwareSpec, eff: GemmEfficiency,
                        margin: float = FIGURE_4_MARGIN) -> np.ndarray:
-    """How far (log) the model's throughput ratios fall outside the seeds' Figure 4 bounds
+    """How far (log) the model's throughput ratios fall outside the co-design post's Figure 4 bounds
     narrowed by `margin`."""
     rates = GemmRates.of(hw, get_precision(FIGURE_4_FORMAT), eff=eff)
     shapes = np.array([[*shape, *ref] for shape, ref, _, _ in FIGURE_4], dtype=np.float64)

@@ -313,7 +313,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--concurrency", type=int, nargs="+", default=None,
                    help="operating points at these concurrencies (default: sweep to memory limit)")
     p.add_argument("--window", type=float, nargs=2, default=DEFAULT_WINDOW, metavar=("LO", "HI"),
-                   help="interactivity window of the frontier area, tokens/s/user (default 10 1000)")
+                   help="interactivity window of the frontier area, tokens/s/user "
+                        "(default 10 1000)")
     p.add_argument("--linear-x", action="store_true", help="frontier area on a linear x axis")
     p.add_argument("--plot", default=None, metavar="FILE.png", help="also draw the operating "
                    "points and frontier (throughput vs interactivity) to this image file")
