@@ -1,5 +1,6 @@
-"""The GEMM dimensions of one candidate *after sharding* (seeds 002 §3: "the relevant quantity is
-the dimension after parallel sharding"), each named by the fields it comes from.
+"""The GEMM dimensions of one candidate *after sharding* (NVIDIA, AI Model Co-Design (2026), "How
+GPUs execute GEMMs": alignment holds for the dimensions each GPU actually runs, after parallel
+sharding), each named by the fields it comes from.
 
 Sharding follows `cost_model.layers`: attention and dense/shared-expert MLPs split over TP, routed
 experts over EP with each expert's intermediate split over moe_tp = TP·DP/EP. GQA keeps

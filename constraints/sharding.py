@@ -1,5 +1,6 @@
 """Constraints on how the architecture shards: alignment, block scaling, divisibility and KV
-replication (seeds 002 §3 "alignment ladder … after sharding", §4 NVFP4, §5, guideline 7)."""
+replication (NVIDIA, AI Model Co-Design (2026): Guideline 2 after sharding,
+NVFP4 micro-blocks, Guideline 7)."""
 
 from __future__ import annotations
 
@@ -53,7 +54,8 @@ def check_alignment(arch: Architecture, dep: Deployment, multiple: int = 128) ->
 
 def check_nvfp4_block(arch: Architecture, dep: Deployment) -> Violation:
     """Block-scaled formats (nvfp4, mxfp4, fp8_block) need every GEMM K a multiple of the block
-    (seeds 002 §4: "micro-block scaling assumes the reduction dimension is a multiple of 16");
+    (NVIDIA, AI Model Co-Design (2026), "Quantization as a performance lever": one scale per
+    16-value micro-block);
     value = number of offending K dims."""
     precision = get_precision(dep.precision)
     block = precision.block_size
@@ -97,7 +99,8 @@ def check_divisibility(arch: Architecture, dep: Deployment) -> Violation:
 
 
 def check_kv_replication(arch: Architecture, dep: Deployment) -> Violation:
-    """TP beyond the KV heads replicates the KV cache (seeds 002 §5, guideline 7); value = extra
+    """TP beyond the KV heads replicates the KV cache (NVIDIA, AI Model Co-Design (2026),
+    Guideline 7); value = extra
     copies per KV byte stored: ⌈n_kv/TP⌉·TP/n_kv − 1 (GQA), TP − 1 (MLA's shared latent)."""
     if arch.attention_kind == "mla":
         return _mla_replication(dep)
