@@ -1,7 +1,7 @@
 """The capacity terms (objectives/capacity_terms.py) against the published numbers they carry:
-Clark's EPC table (docs/accuracy_proxy.md §3.1), Krajewski's granularity law (§3.2), the Gemstones
-width/depth law (§2.5), Tao's vocabulary anchor; and the normalization (Llama-3-8B's shape carries
-none)."""
+Clark's EPC table (docs/accuracy_proxy.md §3.1, "notes" below), Krajewski's granularity law (§3.2),
+the Gemstones width/depth law (§2.5), Tao's vocabulary anchor; and the normalization (Llama-3-8B's
+shape carries none)."""
 
 import math
 
