@@ -548,7 +548,8 @@ def _moe(experts: int, top_k: int) -> Architecture:
     return Architecture(
         name=f"moe-{experts}", vocab_size=32000, hidden_size=2048, num_layers=24,
         num_attention_heads=16, num_kv_heads=4, head_dim=128, max_position_embeddings=4096,
-        intermediate_size=0, num_experts=experts, experts_per_token=top_k, moe_intermediate_size=256,
+        intermediate_size=0, num_experts=experts, experts_per_token=top_k,
+        moe_intermediate_size=256,
     )  # fmt: skip
 
 
