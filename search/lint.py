@@ -52,7 +52,7 @@ from objectives.accuracy_terms import (
     ASPECT_KAPPA_CENTRAL, ASPECT_RATIO_MORPH_RANGE, ASPECT_RATIO_OPT_CENTRAL, aspect_ratio_penalty,
 )  # fmt: skip
 from search.lint_parallel import (
-    check_attention_parallelism, check_moe_sizing, check_pipeline_balance,
+    check_attention_parallelism, check_disaggregation, check_moe_sizing, check_pipeline_balance,
 )  # fmt: skip
 from search.lint_support import (
     FIX_FIELDS, GEMM_PROBE_TOKENS, NVFP4, Draft, Fix, Gemm, LintContext, Measured, Severity,
@@ -301,7 +301,8 @@ def _bf16_lm_head(ctx: LintContext) -> list[Draft]:
 # ---- all together ------------------------------------------------------------------------------
 
 CHECKS = (check_near_square, check_alignment_ladder, check_width_vs_depth, check_quantization,
-          check_moe_sizing, check_pipeline_balance, check_attention_parallelism)
+          check_moe_sizing, check_pipeline_balance, check_disaggregation,
+          check_attention_parallelism)
 
 
 def _finding(ctx: LintContext, draft: Draft, measured: list[Measured]) -> Finding:

@@ -181,6 +181,32 @@ def check_pipeline_balance(ctx: LintContext) -> list[Draft]:
     return [Draft(6, "pipeline-imbalance", severity, message, cost, note=note)]
 
 
+DISAGGREGATION_GAIN_FRAC = 0.10  # policy: report disaggregation when it adds ≥ 10% of area
+
+
+def check_disaggregation(ctx: LintContext) -> list[Draft]:
+    """Guideline 6's other half ("pipeline parallelism becomes relevant when you disaggregate
+    prefill and decode"): in aggregated serving every decode step also carries prompt chunks;
+    separate prefill and decode pools of this deployment's shape (`cost_model.disaggregated`,
+    the xPyD ratio sized per point) are reported when they raise the frontier area enough."""
+    if ctx.dep.serving != "aggregated":
+        return []
+    split = with_deployment(ctx.dep, serving="disaggregated")
+    if split is None:
+        return []
+    gain = change_frac(ctx.baseline.frontier_area,
+                       ctx.measure([(ctx.arch, split)])[0].frontier_area)
+    if not gain >= DISAGGREGATION_GAIN_FRAC:
+        return []
+    w = ctx.workload
+    message = (f"aggregated serving: every decode step also prefills ISL/OSL = "
+               f"{w.isl_tokens / w.osl_tokens:.3g} prompt tokens per generated token; "
+               f"disaggregated prefill and decode pools of this deployment raise the frontier "
+               f"area by {gain:+.1%}")
+    return [Draft(6, "disaggregation", "info", message, {"frontier_area_change_frac": gain},
+                  (Fix(ctx.arch, split),))]
+
+
 def _balanced_depth(ctx: LintContext, times, bad: dict) -> Architecture | None:
     """The nearest layer count (within ±1/8) whose split is balanced at every bad PP degree."""
     ok = lambda a: valid(a, ctx.dep) and a.num_layers >= max(bad) and all(  # noqa: E731

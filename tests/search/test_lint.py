@@ -301,3 +301,24 @@ def test_g7_measures_helix_as_an_alternative():
     fixes = [g7.alternative, *g7.alternative["others"]]
     assert any(f["deployment"] == {"tp": [16, 8], "kvp": [1, 2]} for f in fixes)
     assert all("frontier_area_change_frac" in f["measured"] for f in fixes)
+
+
+def test_g6_measures_disaggregation_at_long_prompts():
+    """Llama-3.3-70B on 8x H200 at 32k/1k: every decode step also prefills 32 prompt tokens per
+    generated token, and separate prefill/decode pools raise the frontier area by more than the
+    10% the finding needs; at 1k/1k (+5%) there is no finding."""
+    from cost_model.hf_config import load_architecture
+    from tests.data_paths import HF_CONFIGS
+
+    arch = load_architecture(HF_CONFIGS / "serving_Llama-3.3-70B-Instruct.json")
+    hw = get_hardware("h200")
+
+    def findings(isl):
+        dep = make_deployment(tp=8, precision="fp8")
+        ctx = LintContext(arch, dep, hw, make_workload(isl_tokens=isl, osl_tokens=1024))
+        return [f for f in lint(ctx) if f.code == "disaggregation"]
+
+    [long] = findings(32768)
+    assert long.guideline == 6 and long.cost["frontier_area_change_frac"] > 0.10
+    assert long.alternative["deployment"] == {"serving": ["aggregated", "disaggregated"]}
+    assert findings(1024) == []
