@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-FLOP_PER_MAC = (
-    2.0  # one multiply-accumulate = one multiply + one add (NVIDIA, AI Model Co-Design (2026))
-)
+# one multiply-accumulate = one multiply + one add (NVIDIA, AI Model Co-Design (2026))
+FLOP_PER_MAC = 2.0
 
 TERA = 1e12
 GIGA = 1e9

@@ -46,10 +46,8 @@ TOKENS_PER_PARAM_HARD_MAX = 10_000.0  # Sardana et al. 2024 trained up to ~10,00
 MIN_LAYERS = 4  # below: Kaplan Fig. 6 (< 2 layers off-trend), Gemstones/Morph's 3-layer runs steep
 MAX_LAYERS_SOFT = cap.GEMSTONES_DEPTH_RANGE[1]  # 80, the deepest Gemstones model [V]
 ASPECT_RATIO_HARD_MAX = terms.ASPECT_RATIO_KAPLAN_RANGE[1]  # 700: Kaplan's (6, 4288) [V]
-ASPECT_RATIO_SOFT_RANGE = (
-    5.0,
-    terms.ASPECT_RATIO_MORPH_RANGE[1],
-)  # Gemstones 768×98 (R 7.8) to Morph's 384
+# Gemstones 768×98 (R 7.8) to Morph's 384
+ASPECT_RATIO_SOFT_RANGE = (5.0, terms.ASPECT_RATIO_MORPH_RANGE[1])
 MIN_ATTENTION_WIDTH_FRAC = 1 / 8  # no run narrower than n_q·d_h = H/8 (Kaplan Fig. 5 keeps H)
 # the widest trained: 2·H (Qwen3 configs, Bian 2025b's Panda-1B [V]), 2.3·H (DeepSeek-V3's MLA
 # queries [V]); beyond 2.5·H the mix and KV terms would be rewarding an untested extreme

@@ -32,9 +32,8 @@ from search.evaluate_command import DEFAULT_WINDOW
 
 Severity = Literal["error", "warning", "info"]
 NVFP4, FP8 = "nvfp4", "fp8"
-GEMM_PROBE_TOKENS = (
-    8192  # GEMM-M of NVIDIA, AI Model Co-Design (2026), Figure 4 (throughput sweeps on GB300)
-)
+# GEMM-M of NVIDIA, AI Model Co-Design (2026), Figure 4 (throughput sweeps on GB300)
+GEMM_PROBE_TOKENS = 8192
 PARAMS_PER_BILLION = 1e9
 _HEADS = ("num_attention_heads", "num_kv_heads", "head_dim")
 # GEMM (cost_model.layers name) -> (fields that set its N, fields that set its K)
