@@ -76,7 +76,8 @@ class DisaggregatedPoints:
             tokens_per_s_per_user=self.tokens_per_s_per_user,
             tokens_per_s_per_gpu=self.tokens_per_s_per_gpu, fits_memory=self.fits_memory,
             max_concurrency=self.max_concurrency, gemm_s=gemm, attention_s=attention,
-            communication_s=communication, other_s=other)
+            communication_s=communication, other_s=other,
+            prefill_instances=self.prefill_instances, decode_instances=self.decode_instances)
 
     def frontier_area(self, x_lo: float, x_hi: float, log_x: bool = True) -> np.ndarray:
         y = np.where(self.fits_memory, self.tokens_per_s_per_gpu, np.nan)

@@ -39,10 +39,19 @@ class OperatingPoints:
     attention_s: np.ndarray
     communication_s: np.ndarray
     other_s: np.ndarray
+    # disaggregated candidates: the xPyD ratio realizing each point (NaN for aggregated ones)
+    prefill_instances: np.ndarray | None = None
+    decode_instances: np.ndarray | None = None
 
     def frontier_area(self, x_lo: float, x_hi: float, log_x: bool = True) -> np.ndarray:
         y = np.where(self.fits_memory, self.tokens_per_s_per_gpu, np.nan)
         return frontier_area(self.tokens_per_s_per_user, y, x_lo, x_hi, log_x)
+
+    def ratio(self, i: int, j: int) -> str | None:
+        """`3P5D` for a disaggregated point, None for an aggregated one."""
+        if self.prefill_instances is None or not np.isfinite(self.prefill_instances[i, j]):
+            return None
+        return f"{self.prefill_instances[i, j]:.0f}P{self.decode_instances[i, j]:.0f}D"
 
     def pareto_mask(self) -> np.ndarray:
         y = np.where(self.fits_memory, self.tokens_per_s_per_gpu, np.nan)
@@ -152,6 +161,9 @@ def _merge(parts: dict, rows: dict, n: int) -> OperatingPoints:
     columns = max(p.concurrency.shape[1] for p in parts.values())
     merged = {}
     for f in fields(OperatingPoints):
+        if any(getattr(part, f.name) is None for part in parts.values()):
+            merged[f.name] = _ratio_column(parts, rows, n, columns, f.name)
+            continue
         sample = getattr(next(iter(parts.values())), f.name)
         width = 1 if f.name == "max_concurrency" else columns
         out = np.full((n, width), False if sample.dtype == bool else np.nan, dtype=sample.dtype)
@@ -160,6 +172,16 @@ def _merge(parts: dict, rows: dict, n: int) -> OperatingPoints:
             out[rows[mode], :values.shape[1]] = values
         merged[f.name] = out
     return OperatingPoints(**merged)
+
+
+def _ratio_column(parts: dict, rows: dict, n: int, columns: int, name: str) -> np.ndarray:
+    """An xPyD column where only the disaggregated part has one (NaN elsewhere)."""
+    out = np.full((n, columns), np.nan)
+    for mode, part in parts.items():
+        values = getattr(part, name)
+        if values is not None:
+            out[rows[mode], :values.shape[1]] = values
+    return out
 
 
 def _aggregated_points(archs, deps, hw: HardwareSpec, workload: Workload, concurrency

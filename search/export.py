@@ -143,12 +143,16 @@ def frontier_points(points: OperatingPoints) -> list[dict]:
     """Every operating point of the sweep, with whether it is on the candidate's frontier."""
     on_front = points.pareto_mask()[0]
     at = lambda field, j: float(getattr(points, field)[0, j])  # noqa: E731
-    return [{"concurrency": int(points.concurrency[0, j]), "tpot_ms": at("tpot_s", j) * MS_PER_S,
+    rows = [{"concurrency": int(points.concurrency[0, j]), "tpot_ms": at("tpot_s", j) * MS_PER_S,
              "ttft_ms": at("ttft_s", j) * MS_PER_S,
              "tokens_per_s_per_user": at("tokens_per_s_per_user", j),
              "tokens_per_s_per_gpu": at("tokens_per_s_per_gpu", j),
              "fits_memory": bool(points.fits_memory[0, j]), "on_frontier": bool(on_front[j])}
             for j in _columns(points)]
+    for row, j in zip(rows, _columns(points)):
+        if (ratio := points.ratio(0, j)) is not None:  # disaggregated: its xPyD ratio
+            row["ratio"] = ratio
+    return rows
 
 
 def _breakdown_at(points: OperatingPoints, j: int) -> dict:

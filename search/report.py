@@ -171,12 +171,20 @@ def _envelope(spec: StudySpec, scores: ServingScores, part: Rows) -> dict:
     on_front = pareto_mask(x, y)[0]
     owner = np.repeat(np.arange(len(part.labels)), p.concurrency.shape[1])
     c = p.concurrency[part.rows].reshape(-1)
+    columns = p.concurrency.shape[1]
+    start = part.rows.start
     points = sorted(
         ({"tokens_per_s_per_user": float(x[0, i]), "tokens_per_s_per_gpu": float(y[0, i]),
           "concurrency": int(c[i]), "trial": part.trials[owner[i]],
-          "deployment": part.labels[owner[i]]}
+          "deployment": _with_ratio(part.labels[owner[i]],
+                                    p.ratio(start + owner[i], i % columns))}
          for i in np.flatnonzero(on_front)), key=lambda q: q["tokens_per_s_per_user"])
     return {AREA: float(frontier_area(x, y, w.x_lo, w.x_hi, w.log_x)[0]), "frontier": points}
+
+
+def _with_ratio(label: str, ratio: str | None) -> str:
+    """A disaggregated point's deployment with the xPyD ratio that realizes it."""
+    return label if ratio is None else f"{label} {ratio}"
 
 
 def _design_values(spec: StudySpec, design: Design, scores: ServingScores, part: Rows,
@@ -299,7 +307,9 @@ def pareto_document(spec: StudySpec, study: optuna.Study) -> dict:
 
 def _frontier_candidates(spec: StudySpec, item: dict, design: Design) -> list[Candidate]:
     """The candidates (deployments) that realize some part of an entry's frontier."""
-    labels = {p["deployment"] for p in item["frontier"]}
+    labels = {p["deployment"] for p in item["frontier"]}  # a disaggregated one ends in its ratio
     every = [c for c, _ in _deployments(spec, design)]
-    found = [c for c in every if deployment_label(c.deployment) in labels]
+    named = lambda c: deployment_label(c.deployment)  # noqa: E731
+    found = [c for c in every if any(label == named(c) or label.startswith(named(c) + " ")
+                                     for label in labels)]
     return found or [design.best.candidate]
