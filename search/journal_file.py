@@ -186,7 +186,10 @@ class SafeJournalFileBackend(JournalFileBackend):
     faults: a stale lock is reclaimed, a partial last line is cut first, a failed write is cut
     back to where it began and reported as one StorageError."""
 
-    def __init__(self, path: Path, create: bool = True):
+    def __init__(self, path: Path, create: bool = True, limit: int | None = None):
+        """`limit` (readers): read only the first `limit` bytes, whole lines (see
+        `acknowledged_end`); the rest is a batch its dead writer never acknowledged."""
+        self._limit, self._capped = limit, None
         if create:
             try:  # Optuna's creates the file if it does not exist
                 super().__init__(str(path), lock_obj=ReclaimingLock(str(path)))
@@ -196,6 +199,16 @@ class SafeJournalFileBackend(JournalFileBackend):
             self._file_path, self._lock = str(path), ReclaimingLock(str(path))
             self._log_number_offset = {0: 0}
         self.path = path
+
+    def read_logs(self, log_number_from: int) -> Iterable[dict[str, Any]]:
+        if self._limit is None:
+            yield from super().read_logs(log_number_from)
+            return
+        if self._capped is None:
+            with open(self._file_path, "rb") as f:
+                self._capped = f.read(self._limit).splitlines(keepends=True)
+        for line in self._capped[log_number_from:]:
+            yield json.loads(line)
 
     def append_logs(self, logs: list[dict[str, Any]]) -> None:
         self.append(_encode(logs))
@@ -323,6 +336,22 @@ def _check_not_truncated(path: Path) -> None:
     if actual < expected:
         raise StorageError(f"`storage` {path} is truncated: {actual} bytes, {expected} were "
                            "written; restore it from a backup or remove its folder to start anew")
+
+
+def acknowledged_end(path: Path) -> int | None:
+    """Where a reader should stop: the end of the single owner's last acknowledged batch when
+    lines of an unfinished one follow it (a crash mid-write, not yet cut by the next owner, who
+    will drop that whole batch); None when the file holds nothing unacknowledged."""
+    batch_end = _owner_batch_end(path)
+    if batch_end is None:
+        return None
+    with open(path, "rb") as f:
+        fd = f.fileno()
+        end = os.fstat(fd).st_size
+        if end == 0 or os.pread(fd, 1, end - 1) == b"\n":
+            return None
+        start = _last_line_end(fd, end)
+        return batch_end if batch_end < start and _starts_a_line(fd, batch_end) else None
 
 
 def _owner_batch_end(path: Path) -> int | None:

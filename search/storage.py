@@ -52,6 +52,7 @@ from search.journal_file import (  # noqa: F401 - StorageError and the names are
     SafeJournalFileBackend,
     StorageError,
     _check_not_truncated,
+    acknowledged_end,
     _check_tail,
     _first_line,
     _journal,
@@ -137,6 +138,24 @@ def _make_folder(path: Path) -> None:
         raise StorageError(f"`storage` {path} cannot be created ({exc.strerror or exc})") from None
 
 
+def _repair_if_unowned(path: Path) -> None:
+    """A shared writer outside `--workers` (journal tools, benchmarks): if no archscout run owns
+    the journal now, cut what a dead owner left unfinished, as an owner would."""
+    try:
+        fd = os.open(path.parent / OWNER_LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if path.exists():
+            _check_tail(path)
+            SafeJournalFileBackend(path).repair_tail(_owner_batch_end(path))
+    except BlockingIOError:
+        pass  # owned (a run or its workers write it): theirs to repair
+    finally:
+        os.close(fd)
+
+
 def claim_journal(path: Path) -> tuple[int, SafeJournalFileBackend]:
     """Own the journal at `path`: the exclusive owner lock, then the checks (size record, a
     decodable tail) and a stale lock removed; the caller replays it before repairing."""
@@ -194,13 +213,15 @@ def open_default(path: Path, shared: bool, *, read_only: bool = False,
     if read_only:
         _check_not_truncated(path)
         _check_tail(path)
-        return StorageHandle(_journal(SafeJournalFileBackend(path, create=False), path),
-                             f"journal {path}", url=f"journal:{path}")
+        backend = SafeJournalFileBackend(path, create=False, limit=acknowledged_end(path))
+        return StorageHandle(_journal(backend, path), f"journal {path}", url=f"journal:{path}")
     if shared:
         _make_folder(path)
         fd = _take_owner_lock(path, fcntl.LOCK_SH) if worker else None
         try:
             _check_not_truncated(path)
+            if not worker:
+                _repair_if_unowned(path)
             return StorageHandle(_journal(SafeJournalFileBackend(path), path),
                                  f"journal {path} (shared)", lock_fd=fd, url=f"journal:{path}",
                                  journal_path=path)

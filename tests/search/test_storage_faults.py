@@ -133,6 +133,10 @@ def test_a_batch_cut_by_a_crash_goes_whole(tmp_path, capsys):
     lines = path.read_bytes().splitlines(keepends=True)
     with open(path, "ab") as f:  # 30 trial records of a batch, and the start of the 31st
         f.write(b"".join(lines[-30:]) + lines[-31][:100])
+    before = _snapshot(path.parent)
+    assert main(["pareto", str(study), "--json"]) == 0  # a reader sees what will be kept
+    assert json.loads(capsys.readouterr().out)["trials"] == 128
+    assert _snapshot(path.parent) == before
     assert _search(study, 192) == 0
     assert "cut the unfinished batch (30 whole lines and a partial one)" in \
         capsys.readouterr().err
@@ -140,6 +144,21 @@ def test_a_batch_cut_by_a_crash_goes_whole(tmp_path, capsys):
     assert len(trials) == 192
     starts = [t.datetime_start for t in trials]
     assert len(set(starts)) == len(starts)  # none of the 30 copies stayed
+
+
+def test_a_shared_opener_drops_a_dead_owners_batch_too(tmp_path, capsys):
+    """Opening the journal shared (as journal tools and benchmarks do) while nobody owns it
+    drops the dead owner's unfinished batch as the owner would: every view agrees."""
+    study = _study(tmp_path)
+    assert _search(study, 128) == 0
+    capsys.readouterr()
+    path = _journal(study)
+    lines = path.read_bytes().splitlines(keepends=True)
+    with open(path, "ab") as f:
+        f.write(b"".join(lines[-10:]) + lines[-11][:50])
+    handle = storage.open_default(path, shared=True)
+    assert "cut the unfinished batch (10 whole lines" in capsys.readouterr().err
+    assert len(optuna.load_study(study_name="quickstart", storage=handle.storage).trials) == 128
 
 
 def test_workers_repair_a_partial_last_line_first(tmp_path, capsys):
