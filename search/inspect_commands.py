@@ -13,9 +13,12 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from cost_model.errors import ConfigError
-from search.evaluation import trial_candidate, trial_details
+from search.evaluation import (
+    deployment_label, score_valid, sweep_outcome, trial_candidate, trial_details,
+)
 from search.export import (
-    FORMATS, export_document, export_target, trial_record, write_export,
+    FORMATS, export_document, export_target, frontier_points, trial_record, vllm_document,
+    write_export,
 )
 from search.plot import DEFAULT_TOP, image_format, write_figure, write_frontier_plot
 from search.plot_kinds import (
@@ -26,7 +29,7 @@ from search.plot_kinds import (
 )
 from search.report import pareto_document
 from search.runner import NoFeasibleError
-from search.space import Candidate
+from search.space import Candidate, swept_candidates, sweeps_deployments
 from search.spec import StudySpec, load_spec
 from search.study_commands import load_study, open_for_reading
 from search.study_record import recorded_spec
@@ -167,11 +170,41 @@ def run_show(args: argparse.Namespace) -> int:
 # ---- export and plot ----------------------------------------------------------------------------
 
 
+def point_candidate(spec: StudySpec, cand: Candidate, interactivity: float
+                    ) -> tuple[Candidate, dict]:
+    """The deployment and concurrency that realize the architecture's frontier at
+    `interactivity` tokens/s/user: the envelope point of most tokens/s/GPU at least that
+    interactive (a study that sweeps deployments; otherwise the trial's own frontier)."""
+    if sweeps_deployments(spec):
+        points = [dict(zip(("deployment", "concurrency", "tokens_per_s_per_user",
+                            "tokens_per_s_per_gpu"), p))
+                  for p in sweep_outcome(spec, cand).attrs.get("frontier_deployments", [])]
+        every = {deployment_label(c.deployment): c for c in swept_candidates(spec, cand)}
+    else:
+        points = [{**p, "deployment": deployment_label(cand.deployment)}
+                  for p in frontier_points(score_valid(spec, [cand]).points) if p["on_frontier"]]
+        every = {deployment_label(cand.deployment): cand}
+    fast = [p for p in points if p["tokens_per_s_per_user"] >= interactivity]
+    if not fast:
+        best = max((p["tokens_per_s_per_user"] for p in points), default=0.0)
+        raise TrialError(f"`--interactivity` ({interactivity:g} tokens/s/user) is beyond trial "
+                         f"{cand.arch.name}'s frontier (at most {best:.4g})")
+    point = max(fast, key=lambda p: p["tokens_per_s_per_gpu"])
+    return every[point["deployment"]], point
+
+
 def run_export(args: argparse.Namespace) -> int:
     target = export_target(args.output, args.format)
     with opened_study(args) as (spec, study):
         trial, cand = find_trial(spec, study, args.trial)
-        document = export_document(spec, trial, cand, args.format)
+        if args.interactivity is not None:
+            if args.format != "vllm":
+                raise TrialError("`--interactivity` chooses a deployment: it needs --format vllm")
+            cand, point = point_candidate(spec, cand, args.interactivity)
+            document = {**vllm_document(spec, cand, point["concurrency"]),
+                        "operating_point": point}
+        else:
+            document = export_document(spec, trial, cand, args.format)
     write_export(args.output, target, document)
     print(f"wrote {args.format} export of trial {trial.number} ({cand.arch.name}) to {target}")
     return 0
@@ -258,6 +291,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--format", required=True, choices=FORMATS, help="hf | json | vllm")
     e.add_argument("-o", "--output", required=True, help="file (or, for hf, a folder: "
                    "FOLDER/config.json)")
+    e.add_argument("--interactivity", type=float, default=None, metavar="TOK_S_USER",
+                   help="vllm: the deployment of the frontier point of most tokens/s/GPU at "
+                   "this interactivity or more (its concurrency becomes max_num_seqs)")
     e.set_defaults(func=run_export)
 
     p = sub.add_parser("plot", help="plot the study: Pareto frontiers, one trial's time "

@@ -79,15 +79,16 @@ def _true_envelope(spec, cand) -> float:
 
 @pytest.fixture(scope="module")
 def moe_study(tmp_path_factory):
-    """The shipped MoE rack study, 256 trials (seed 0): a dozen feasible designs."""
-    return _run(_copy(tmp_path_factory.mktemp("moe"), MOE), 256)
+    """The shipped MoE rack study, 256 trials (seed 0): a dozen feasible designs; and its file."""
+    path = _copy(tmp_path_factory.mktemp("moe"), MOE)
+    return (*_run(path, 256), path)
 
 
 def test_reported_frontier_area_is_the_true_envelope(moe_study):
     """moe-400b-gb300-nvl72 (32 deployment combinations): each Pareto entry's frontier area, its
     trial's stored objective and the envelope recomputed by hand over the study's deployments
     are one number; the entry names the deployment and concurrency of each frontier point."""
-    spec, study = moe_study
+    spec, study, _ = moe_study
     doc = pareto_document(spec, study)
     assert doc["pareto"]
     trials = {t.number: t for t in study.get_trials(deepcopy=False)}
@@ -105,7 +106,7 @@ def test_reported_frontier_area_is_the_true_envelope(moe_study):
 def test_optuna_samples_shapes_only(moe_study):
     """Deployment dimensions are not Optuna parameters of a sweeping study; each trial stores
     the deployment its sweep chose, and show/export rebuild that one."""
-    spec, study = moe_study
+    spec, study, _ = moe_study
     for t in study.get_trials(deepcopy=False):
         assert not {"ep", "dp", "precision"} & set(t.params)
     done = [r for r in load_records(spec, study) if r.feasible]
@@ -136,3 +137,27 @@ def test_serving_modes_are_swept_like_any_deployment(tmp_path):
               for point in t.user_attrs["details"].get("frontier_deployments", [])}
     assert labels and any("disagg" in label for label in labels)
     assert any("disagg" not in label for label in labels)
+
+
+def test_export_the_deployment_of_a_frontier_point(moe_study, capsys):
+    """`export --format vllm --interactivity X`: the frontier point of most tokens/s/GPU at X
+    tokens/s/user or more names the deployment exported, and its concurrency (capped by the
+    engine's batch limit) is max_num_seqs; beyond the frontier it is one line, exit 2."""
+    import json
+
+    from search.cli import main
+
+    spec, study, path = moe_study
+    best = pareto_document(spec, study)["pareto"][0]
+    out = path.parent / "serve.json"
+    argv = ["export", str(path), str(best["trial"]), "--format", "vllm", "-o", str(out)]
+    assert main([*argv, "--interactivity", "10"]) == 0
+    doc = json.loads(out.read_text())
+    point = doc["operating_point"]
+    assert point["tokens_per_s_per_user"] >= 10
+    assert doc["max_num_seqs"] <= point["concurrency"]
+    assert f"--data-parallel-size {doc['data_parallel_size']}" in doc["command"]
+    capsys.readouterr()
+    assert main([*argv, "--interactivity", "1e9"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "beyond" in err
