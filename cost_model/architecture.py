@@ -32,6 +32,11 @@ Conventions (the same as transformers' modeling code, which `params.py` counts e
   of one v head's width; the output projection. Its state per sequence is one
   key_head_dim x value_head_dim matrix per v head (fp32 in the kernels) plus the conv's last
   kernel-1 inputs.
+- Kimi Delta Attention (Kimi Linear, arXiv 2510.26692; transformers' KimiLinearDeltaAttention):
+  q, k, v of `linear_num_value_heads` (= key heads) x `linear_value_head_dim` (= key dim), a
+  bias-free conv over them, a channel-wise forget gate and an output gate each through a rank-
+  head_dim bottleneck (f_a/f_b, g_a/g_b), dt_bias per channel, A_log and β per head, a gated
+  RMSNorm of one head, o_proj; its state is one head_dim² matrix per head.
 - Mamba-2 (arXiv 2405.21060, as transformers' Nemotron-H mixer) uses the same fields, read as SSD's
   duality with linear attention: `linear_num_value_heads` SSM heads of `linear_value_head_dim`
   channels, `linear_num_key_heads` B/C groups of `linear_key_head_dim` (the SSM state size).
@@ -61,13 +66,14 @@ from cost_model.errors import ConfigError
 Positive = Annotated[StrictInt, Field(ge=1)]
 NonNegative = Annotated[StrictInt, Field(ge=0)]
 LayerType = Literal["full_attention", "sliding_attention"]
-MixerKind = Literal["attention", "gated_deltanet", "mamba2", "attention+mamba2", "none"]
+MixerKind = Literal["attention", "gated_deltanet", "kimi_delta", "mamba2", "attention+mamba2", "none"]
 ATTENTION_MIXER: MixerKind = "attention"
 GATED_DELTANET_MIXER: MixerKind = "gated_deltanet"
+KIMI_DELTA_MIXER: MixerKind = "kimi_delta"  # Kimi Delta Attention (Kimi Linear)
 MAMBA2_MIXER: MixerKind = "mamba2"
 PARALLEL_MAMBA2_MIXER: MixerKind = "attention+mamba2"  # both on the same input, summed (Falcon-H1)
 NO_MIXER: MixerKind = "none"
-LINEAR_MIXERS = (GATED_DELTANET_MIXER, MAMBA2_MIXER, PARALLEL_MAMBA2_MIXER)
+LINEAR_MIXERS = (GATED_DELTANET_MIXER, KIMI_DELTA_MIXER, MAMBA2_MIXER, PARALLEL_MAMBA2_MIXER)
 _WITH_ATTENTION = (ATTENTION_MIXER, PARALLEL_MAMBA2_MIXER)
 _LINEAR_FIELDS = ("linear_num_key_heads", "linear_key_head_dim", "linear_num_value_heads",
                   "linear_value_head_dim", "linear_conv_kernel")

@@ -111,15 +111,21 @@ def _arch_row(a: Architecture) -> dict[str, float]:
 
 def _linear_columns(a: Architecture) -> dict[str, float]:
     """Gated DeltaNet: in_proj to q, k, v, z, β, decay; Mamba-2: to z, x, B, C, dt (one per
-    head). Both convolve q/k/v (x/B/C) and keep a key x value state per head."""
+    head); KDA: q, k, v, β and its gates' bottlenecks (their d_h → n·d_h up-projections, ~2·d_h/H
+    of the in_proj FLOPs, are left out). All convolve q/k/v (x/B/C) and keep a key x value state
+    per head."""
     value_width = a.linear_num_value_heads * a.linear_value_head_dim
     conv_width = 2 * a.linear_num_key_heads * a.linear_key_head_dim + value_width
-    per_head_inputs = 1 if a.linear_mixer_kind == "mamba2" else 2
+    heads = a.linear_num_value_heads
+    in_width = {  # KDA: q, k, v, β and the two gates' rank-d_h bottleneck inputs
+        "mamba2": conv_width + value_width + heads,
+        "kimi_delta": conv_width + heads + 2 * a.linear_value_head_dim,
+    }.get(a.linear_mixer_kind, conv_width + value_width + 2 * heads)
     return dict(
         linear_layers=a.num_linear_attention_layers, parallel_layers=a.num_parallel_hybrid_layers,
-        linear_heads=a.linear_num_value_heads,
+        linear_heads=heads,
         linear_key_dim=a.linear_key_head_dim, linear_value_dim=a.linear_value_head_dim,
-        linear_in_width=conv_width + value_width + per_head_inputs * a.linear_num_value_heads,
+        linear_in_width=in_width,
         linear_conv_width=conv_width, linear_conv_kernel=a.linear_conv_kernel,
     )
 

@@ -20,7 +20,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from cost_model.architecture import (
-    ATTENTION_MIXER, FULL_ATTENTION, GATED_DELTANET_MIXER, MAMBA2_MIXER, NO_MIXER, PARALLEL_MAMBA2_MIXER, SLIDING_ATTENTION, Architecture, config_error_from,
+    ATTENTION_MIXER, FULL_ATTENTION, GATED_DELTANET_MIXER, KIMI_DELTA_MIXER, MAMBA2_MIXER, NO_MIXER,
+    PARALLEL_MAMBA2_MIXER, SLIDING_ATTENTION, Architecture, config_error_from,
     periodic_layer_types,
 )  # fmt: skip
 from cost_model.errors import ConfigError
@@ -153,6 +154,13 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         mamba_head_dim=64, n_groups=8, conv_kernel=4, use_conv_bias=True, n_routed_experts=8,
         n_shared_experts=1, moe_intermediate_size=7688, moe_shared_expert_intermediate_size=7688,
         num_experts_per_tok=2, layers_block_type=None,
+    ),
+    "kimi_linear": _defaults(
+        (163840, 2304, 9216, 27, 32, 32, None, "silu", 1048576, False), attention_bias=False,
+        moe_intermediate_size=1024, n_shared_experts=1, num_local_experts=256, num_experts_per_tok=8,
+        kv_lora_rank=512, q_lora_rank=None, qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128,
+        mlp_layer_types=None, layer_types=None, linear_head_dim=128, linear_num_heads=32,
+        linear_conv_kernel_dim=4,
     ),
     "falcon_h1": _defaults(
         (128000, 4096, 14336, 32, 32, 8, None, "silu", 8192, False), attention_bias=False,
@@ -518,6 +526,47 @@ def _read_nemotron_h(c: Mapping[str, Any]) -> dict[str, Any]:
     return fields
 
 
+def _kimi_linear_layer_types(c: Mapping[str, Any]) -> list[str]:
+    """`layer_types`, else the checkpoint's `linear_attn_config` (1-based `full_attn_layers` /
+    `kda_layers`), else every 4th layer from layer 4 (0-based) full, as transformers derives."""
+    layers, linear = c["num_hidden_layers"], c.get("linear_attn_config") or {}
+    if c["layer_types"] is not None:
+        return list(c["layer_types"])
+    if "full_attn_layers" in linear and "kda_layers" in linear:
+        types = [""] * layers
+        for index in linear["full_attn_layers"]:
+            types[index - 1] = FULL_ATTENTION
+        for index in linear["kda_layers"]:
+            types[index - 1] = QWEN_LINEAR_ATTENTION
+        return types
+    return [FULL_ATTENTION if i and i % 4 == 0 else QWEN_LINEAR_ATTENTION for i in range(layers)]
+
+
+def _read_kimi_linear(c: Mapping[str, Any]) -> dict[str, Any]:
+    """Kimi Linear: Kimi Delta Attention layers and MLA layers (DeepSeek-V3's MLA), leading dense
+    layers (`mlp_layer_types`, else `first_k_dense_replace`, default 1) then DeepSeek-style MoE.
+    `linear_attn_config` (the checkpoint's form) overrides the linear shape keys."""
+    linear = c.get("linear_attn_config") or {}
+    heads = _int({"v": linear.get("num_heads", c["linear_num_heads"])}, "v")
+    dim = _int({"v": linear.get("head_dim", c["linear_head_dim"])}, "v")
+    kernel = _int({"v": linear.get("short_conv_kernel_size", c["linear_conv_kernel_dim"])}, "v")
+    types = _kimi_linear_layer_types(c)
+    if len(types) != c["num_hidden_layers"] or not set(types) <= {FULL_ATTENTION, QWEN_LINEAR_ATTENTION}:
+        raise ConfigError(f"`layer_types` ({types!r}) must name every layer full or linear attention")
+    layers = c["num_hidden_layers"]
+    dense = c["mlp_layer_types"] or ["dense" if i < c.get("first_k_dense_replace", 1) else "sparse"
+                                     for i in range(layers)]
+    first = dense.count("dense")
+    if list(dense) != ["dense"] * first + ["sparse"] * (layers - first):
+        raise ConfigError(f"`mlp_layer_types` ({dense!r}) is not supported: only leading dense layers")
+    fields = _read_deepseek_v3({**c, "first_k_dense_replace": first, "n_routed_experts": c["num_local_experts"]})
+    mixers = tuple(KIMI_DELTA_MIXER if t == QWEN_LINEAR_ATTENTION else ATTENTION_MIXER for t in types)
+    if KIMI_DELTA_MIXER not in mixers:
+        return fields
+    return {**fields, "layer_mixers": mixers, "linear_num_key_heads": heads, "linear_key_head_dim": dim,
+            "linear_num_value_heads": heads, "linear_value_head_dim": dim, "linear_conv_kernel": kernel}
+
+
 def _read_falcon_h1(c: Mapping[str, Any]) -> dict[str, Any]:
     """Falcon-H1: every layer runs GQA attention and Mamba-2 side by side on one normed input,
     then a SwiGLU; the Mamba inner width is `mamba_d_ssm` (else expand·H) in `mamba_n_heads`
@@ -711,6 +760,15 @@ _FAMILIES: dict[str, _Family] = {
         aliases={"num_experts": "num_local_experts"},
     ),
     "nemotron-nas": _Family(_read_nemotron_nas),
+    "kimi_linear": _Family(
+        _read_kimi_linear,
+        ignored=frozenset({"linear_attn_config", "first_k_dense_replace", "routed_scaling_factor",
+                           "num_expert_group", "n_group", "topk_group", "qk_head_dim", "head_dim",
+                           "moe_renormalize", "num_nextn_predict_layers"}),
+        fixed={"mlp_bias": (False,)},
+        aliases={"num_experts": "num_local_experts", "num_experts_per_token": "num_experts_per_tok",
+                 "num_shared_experts": "n_shared_experts", "model_max_length": "max_position_embeddings"},
+    ),
     "falcon_h1": _Family(
         _read_falcon_h1,
         ignored=frozenset({

@@ -98,7 +98,24 @@ def _residual_norms(arch: Architecture) -> int:
 def _linear_mixer_params(arch: Architecture) -> dict[str, int]:
     if arch.linear_mixer_kind == "mamba2":
         return _mamba2_params(arch)
+    if arch.linear_mixer_kind == "kimi_delta":
+        return _kimi_delta_params(arch)
     return _gated_deltanet_params(arch)
+
+
+def _kimi_delta_params(arch: Architecture) -> dict[str, int]:
+    """One KDA layer (transformers' KimiLinearDeltaAttention): q, k, v (H → n·d each), b_proj
+    (H → n), the forget and output gates' bottlenecks H → d → n·d (f_a/f_b, g_a/g_b; counted
+    with in_proj), a bias-free conv over q, k, v, dt_bias (n·d), A_log (n), o_norm (d), o_proj."""
+    hidden, heads, dim = arch.hidden_size, arch.linear_num_value_heads, arch.linear_value_head_dim
+    qkv = heads * dim
+    gates = 2 * (hidden * dim + dim * qkv)
+    return {
+        "linear_attention/in_proj": hidden * (3 * qkv + heads) + gates,
+        "linear_attention/conv": 3 * qkv * arch.linear_conv_kernel,
+        "linear_attention/out_proj": qkv * hidden,
+        "linear_attention/other": qkv + heads + dim,
+    }
 
 
 def _mamba2_params(arch: Architecture) -> dict[str, int]:
@@ -298,8 +315,12 @@ def _attention_gemms(arch: Architecture) -> list[tuple[int, int]]:
 def _linear_mixer_gemms(arch: Architecture) -> list[tuple[int, int]]:
     counts = _linear_mixer_params(arch)
     hidden = arch.hidden_size
-    return [(counts["linear_attention/in_proj"] // hidden, hidden),
-            (hidden, counts["linear_attention/out_proj"] // hidden)]
+    if arch.linear_mixer_kind == "kimi_delta":  # the gates' bottlenecks are GEMMs of their own
+        heads, dim = arch.linear_num_value_heads, arch.linear_value_head_dim
+        inputs = [(3 * heads * dim + heads + 2 * dim, hidden), (heads * dim, dim), (heads * dim, dim)]
+    else:
+        inputs = [(counts["linear_attention/in_proj"] // hidden, hidden)]
+    return [*inputs, (hidden, counts["linear_attention/out_proj"] // hidden)]
 
 
 def _mlp_gemms(arch: Architecture, width: int) -> list[tuple[int, int]]:

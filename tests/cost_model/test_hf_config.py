@@ -24,9 +24,9 @@ CONFIG_FILES = sorted(MODEL_CONFIGS.glob("*.json")) + sorted(TEST_CONFIGS.glob("
 EXPORTED_AS = {"Phi-3-mini-4k-instruct": "mistral", "Kimi-K2-Instruct": "deepseek_v3",
                "Kimi-K2.5": "deepseek_v3"}
 # Imported only: no exportable model_type has Llama 4's shared expert with chunked attention.
-# Nemotron-NAS: transformers has no class for its per-layer blocks.
+# Nemotron-NAS: transformers has no class for its per-layer blocks; Kimi Linear: no exporter yet.
 NOT_EXPORTED = ("serving_Llama-4-Scout-17B-16E-Instruct", "serving_Llama-4-Maverick-17B-128E-Instruct",
-                "Llama-3_3-Nemotron-Super-49B-v1")
+                "Llama-3_3-Nemotron-Super-49B-v1", "synthetic-kimi-linear-checkpoint-form")
 
 
 def _config(stem: str) -> dict:
@@ -89,6 +89,10 @@ MINIMAL_MOE = {
     "deepseek_v3": {"n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
                     "first_k_dense_replace": 1},
     "minimax_m2": {"num_local_experts": 4, "num_experts_per_tok": 2},
+    "kimi_linear": {"num_local_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+                    "pad_token_id": 0},  # its default pad id lies beyond this vocabulary
+    "nemotron_h": {"n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+                   "moe_shared_expert_intermediate_size": 32},
 }
 MINIMAL_MOE["kimi_k2"] = MINIMAL_MOE["deepseek_v32"] = MINIMAL_MOE["glm_moe_dsa"] = MINIMAL_MOE["deepseek_v3"]
 
@@ -509,3 +513,14 @@ def test_falcon_h1_runs_attention_and_mamba_side_by_side():
     assert exported["model_type"] == "falcon_h1"
     assert _transformers_model(exported)[0] == count_params(custom).total_params
     assert _same_shape(architecture_from_hf_config(exported), custom)
+
+
+def test_kimi_linear_reads_the_checkpoint_form():
+    """Kimi Linear stores its KDA shape in `linear_attn_config` (1-based `full_attn_layers` /
+    `kda_layers`): layers 4 and 8 are MLA, the other six KDA (4 heads of 32), two leading dense
+    layers from `first_k_dense_replace`."""
+    arch = architecture_from_hf_config(_config("synthetic-kimi-linear-checkpoint-form"))
+    assert arch.layer_mixers == ("kimi_delta",) * 3 + ("attention",) + ("kimi_delta",) * 3 + ("attention",)
+    assert (arch.attention_kind, arch.linear_num_value_heads, arch.linear_value_head_dim) == ("mla", 4, 32)
+    assert (arch.first_dense_layers, arch.num_moe_layers, arch.num_shared_experts) == (2, 6, 1)
+    assert arch.linear_state_elems_per_layer == 4 * 32 * 32 + 3 * (3 * 4 * 32)

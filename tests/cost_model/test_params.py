@@ -1,6 +1,7 @@
 """Exact parameter counts (vs transformers and published numbers) and FLOPs per token."""
 
 import csv
+import re
 from functools import cache
 from pathlib import Path
 
@@ -79,9 +80,15 @@ def _transformers_counts(path: Path) -> tuple[dict[str, int], int, int]:
     config = transformers_config(path)
     model = meta_model(config)
     groups: dict[str, int] = {}
-    for name, parameter in model.named_parameters():  # unique: a tied lm_head appears once
-        groups[_transformers_group(name)] = groups.get(_transformers_group(name), 0) + parameter.numel()
     text = config.get_text_config()  # the language model's config (Llama 4 wraps it)
+    types = getattr(text, "layer_types", None) or []
+    for name, parameter in model.named_parameters():  # unique: a tied lm_head appears once
+        group = _transformers_group(name)
+        layer = re.search(r"\.layers\.(\d+)\.", name)
+        kind = types[int(layer.group(1))] if layer and int(layer.group(1)) < len(types) else None
+        if group == "attention" and kind == "linear_attention":
+            group = "linear_attention"  # Kimi Linear names its KDA module self_attn too
+        groups[group] = groups.get(group, 0) + parameter.numel()
     experts = getattr(text, "num_local_experts", 0) or getattr(text, "num_experts", 0) or 0
     return groups, experts, getattr(text, "num_experts_per_tok", 0) or 0
 
