@@ -517,6 +517,9 @@ def _check_layer_pattern(arch: Architecture) -> None:
                              f"(`num_layers` = {arch.num_layers})")
     if arch.layer_mixers is not None and set(arch.layer_mixers) == {ATTENTION_MIXER}:
         raise ValueError("`layer_mixers` must be None when every layer is attention")
+    widths = arch.layer_ffn_widths
+    if widths is not None and arch.intermediate_size and set(widths) == {arch.intermediate_size}:
+        raise ValueError("`layer_ffn_widths` must be None when every layer has `intermediate_size`")
     if not arch.is_heterogeneous:
         return
     if arch.norms_per_layer != 2:

@@ -712,7 +712,8 @@ def _read_nemotron_nas(c: Mapping[str, Any]) -> dict[str, Any]:
     kv_heads = heads // groups.pop() if groups else heads
     return {**_biases(c), "mlp_bias": c["mlp_bias"], "num_kv_heads": kv_heads,
             "layer_mixers": tuple(mixers) if NO_MIXER in mixers else None,
-            "layer_ffn_widths": tuple(widths), "intermediate_size": max(widths)}
+            "layer_ffn_widths": tuple(widths) if len(set(widths)) > 1 else None,
+            "intermediate_size": max(widths)}
 
 
 _NO_BIAS = {"attention_bias": (False,), "mlp_bias": (False,)}
