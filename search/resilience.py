@@ -42,9 +42,9 @@ from search.storage import (
 # Optuna re-raises a failed commit as StorageInternalError (with the driver error as its cause).
 RETRYABLE = (OperationalError, InterfaceError, DBAPIError, optuna.exceptions.StorageInternalError)
 RETRY_ATTEMPTS = 8
-# /proc's start times are in clock ticks and a trial's start in microseconds: a worker that
+# /proc gives a process's start to about a second (boot time in whole seconds): a worker that
 # started this much after its own trial is taken as another process reusing the pid.
-PID_START_SLACK_S = 2.0
+PID_START_SLACK_S = 5.0
 FIRST_WAIT_S = 1.0
 MAX_WAIT_S = 30.0
 T = TypeVar("T")
@@ -166,8 +166,11 @@ def drop_surplus(study: optuna.Study, trials: list[optuna.Trial],
     keep = [t for t in trials if rank.get(t.number, 0) < target]
     for t in trials:
         if rank.get(t.number, 0) >= target:
-            study._storage.set_trial_state_values(t._trial_id,  # noqa: SLF001
-                                                  state=TrialState.PRUNED)
+            try:
+                study._storage.set_trial_state_values(t._trial_id,  # noqa: SLF001
+                                                      state=TrialState.PRUNED)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                pass  # settled by another worker meanwhile: not ours to drop any more
     return keep
 
 
