@@ -13,8 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cost_model.architecture import (
-    ATTENTION_MIXER, FULL_ATTENTION, GATED_DELTANET_MIXER, MAMBA2_MIXER, PARALLEL_MAMBA2_MIXER,
-    SLIDING_ATTENTION, Architecture,
+    ATTENTION_MIXER, FULL_ATTENTION, GATED_DELTANET_MIXER, MAMBA2_MIXER, SLIDING_ATTENTION, Architecture,
 )  # fmt: skip
 from cost_model.errors import ConfigError
 
