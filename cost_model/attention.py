@@ -29,6 +29,8 @@ from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.linear_attention import linear_state_bytes_per_sequence
 from cost_model.precision import get_precision
 
+# No measured DSA kernel table: outputs should flag DSA candidates (ArchArrays.index_heads > 0)
+SPARSE_ATTENTION_CALIBRATED = False
 # DeepSeek-V3.2 runs the indexer's scores in FP8 (arXiv 2512.02556 §2.1, DeepGEMM fp8_mqa_logits)
 INDEXER_PRECISION = "fp8"
 

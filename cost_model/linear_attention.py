@@ -26,7 +26,9 @@ LINEAR_STATE_BYTES = 4.0  # fp32 recurrent state (FLA kernels, vLLM's mamba_ssm_
 CONV_STATE_BYTES = 2.0  # BF16 past inputs of the short conv
 SCAN_CHUNK_TOKENS = 64.0  # FLA chunk_gated_delta_rule's chunk size
 STATE_MACS_PER_ELEM = 3.0  # q·S, k·S (delta rule's prediction) and the rank-1 state update
-LINEAR_COSTED = False  # no measured kernel table: the time is a roofline (flag as uncalibrated)
+# No measured kernel table: the time is a roofline; outputs should flag it as uncalibrated
+# whenever a candidate has linear layers (ArchArrays.linear_layers > 0).
+LINEAR_ATTENTION_CALIBRATED = False
 
 
 def _heads_per_gpu(a: ArchArrays, d: DeployArrays):
