@@ -163,7 +163,9 @@ def test_twins_and_deployments_of_one_design_are_one_entry():
 
 
 def test_moe_study_after_enough_trials_to_repeat_designs(tmp_path):
-    """384 trials of the MoE study: the sampler repeats designs and proposes twins."""
+    """384 trials of the MoE study (deployments swept per architecture, NSGA-II children that
+    are twins of a tried design redrawn: `search/distinct_children.py`): the Pareto set holds
+    every property, one entry per design and at most one per design tried."""
     target = tmp_path / MOE.name
     shutil.copy(MOE, target)
     assert main(["search", str(target), "--trials", "384", "--no-progress"]) == 0
@@ -174,8 +176,9 @@ def test_moe_study_after_enough_trials_to_repeat_designs(tmp_path):
     for r in load_records(spec, study):
         if r.feasible and r.candidate.valid:
             params_of.setdefault(r.arch_key, set()).add(tuple(sorted(r.trial.params.items())))
-    assert any(len(p) > 1 for p in params_of.values())  # the study holds twins or deployments
-    assert doc["pareto"] and len(doc["pareto"]) < len(params_of)
+    assert doc["pareto"] and len(doc["pareto"]) <= len(params_of)
+    repeated = sum(len(p) - 1 for p in params_of.values())
+    assert repeated <= len(params_of) // 10  # twins are redrawn (a few survive 8 redraws)
 
 
 # ---- bounds -------------------------------------------------------------------------------------
