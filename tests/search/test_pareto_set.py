@@ -264,7 +264,11 @@ def test_design_key_sets_labels_and_uniform_patterns_aside():
     assert listed.design_key == sliding.design_key != plain.design_key
     mixed = _llama_like(sliding_window=512, layer_types=("sliding_attention", "full_attention") * 2)
     assert mixed.design_key != sliding.design_key
-    if "layer_mixers" in Architecture.model_fields:  # per-layer patterns
-        assert _llama_like(layer_mixers=("attention",) * 4).design_key == plain.design_key
-        assert _llama_like(layer_ffn_widths=(4096,) * 4).design_key == plain.design_key
-        assert _llama_like(layer_ffn_widths=(4096, 0, 4096, 2048)).design_key != plain.design_key
+    # per-layer patterns: a pattern that is the same on every layer is not a second spelling of
+    # the plain model (the architecture refuses it), a varying one is another design
+    from cost_model.errors import ConfigError
+
+    for uniform in ({"layer_mixers": ("attention",) * 4}, {"layer_ffn_widths": (4096,) * 4}):
+        with pytest.raises(ConfigError, match="must be None"):
+            _llama_like(**uniform)
+    assert _llama_like(layer_ffn_widths=(4096, 0, 4096, 2048)).design_key != plain.design_key
