@@ -58,7 +58,9 @@ def trial_candidate(spec: StudySpec, params: dict, user_attrs: dict) -> Candidat
 def deployment_label(dep) -> str:
     """`tp8 ep8 pp1 dp1 fp8 kv-fp8` (+ `kvp2`, `mtp1`, `disagg` when used): how reports name a
     deployment."""
-    extra = (f" kvp{dep.kvp}" if dep.kvp > 1 else "") + \
+    experts = dep.expert_precision
+    extra = (f" moe-{experts}" if experts != dep.precision else "") + \
+        (f" kvp{dep.kvp}" if dep.kvp > 1 else "") + \
         (f" mtp{dep.spec_tokens}" if dep.spec_tokens else "") + \
         (" disagg" if dep.serving == "disaggregated" else "")
     return (f"tp{dep.tp} ep{dep.ep} pp{dep.pp} dp{dep.dp} {dep.precision} "

@@ -19,10 +19,10 @@ from cost_model.architecture import Architecture, design_name, make_architecture
 from cost_model.deployment import Deployment, make_deployment
 from cost_model.errors import ConfigError
 from cost_model.evaluate import deployment_violations
-from search.spec import Dimension, Space, StudySpec
+from search.spec import SAME_FORMAT, Dimension, Space, StudySpec
 
-DEPLOYMENT_PARAMS = ("tp", "ep", "pp", "dp", "precision", "kv_precision", "kvp", "spec_tokens",
-                     "serving")
+DEPLOYMENT_PARAMS = ("tp", "ep", "pp", "dp", "precision", "kv_precision", "moe_precision", "kvp",
+                     "spec_tokens", "serving")
 MIN_MAX_POSITION = 4096
 # `deployments = "auto"` sweeps every deployment per architecture up to this many combinations of
 # the deployment dimensions (the shipped MoE rack study has 32; the sweep costs one vectorized
@@ -121,7 +121,9 @@ def build_deployment(p: dict, is_moe: bool) -> Deployment:
     kvp = p.get("kvp", 1)
     stage_gpus = p["tp"] * p["dp"] * kvp
     ep = math.gcd(p["ep"], stage_gpus) if is_moe else 1
+    experts = p.get("moe_precision", SAME_FORMAT)
     return make_deployment(tp=p["tp"], ep=ep, pp=p["pp"], dp=p["dp"], precision=p["precision"],
+                           moe_precision=None if experts == SAME_FORMAT or not is_moe else experts,
                            kv_precision=p["kv_precision"], kvp=kvp,
                            spec_tokens=p.get("spec_tokens", 0),
                            serving=p.get("serving", "aggregated"))
@@ -179,7 +181,7 @@ def used_values(cand: Candidate) -> dict:
         "first_dense_layers": moe(a.first_dense_layers),
         "tp": d.tp, "ep": moe(d.ep), "pp": d.pp, "dp": d.dp, "precision": d.precision,
         "kv_precision": d.kv_cache_precision, "kvp": d.kvp, "spec_tokens": d.spec_tokens,
-        "serving": d.serving,
+        "serving": d.serving, "moe_precision": moe(d.expert_precision),
     }
 
 

@@ -105,7 +105,8 @@ DIMENSION_BOUNDS = {
     **{field: _deployment_bounds(field) for field in ("tp", "ep", "pp", "dp", "kvp",
                                                       "spec_tokens")},
 }
-FORMAT_DIMENSIONS = ("precision", "kv_precision")
+FORMAT_DIMENSIONS = ("precision", "kv_precision", "moe_precision")
+SAME_FORMAT = "same"  # `moe_precision`: the routed experts in the linear layers' `precision`
 
 
 def _dimension_table(value: Any) -> Any:
@@ -145,7 +146,8 @@ def _check_formats(dim: Dimension, field: str) -> None:
     for _, value in dim.extremes():
         if not isinstance(value, str):
             raise ValueError(f"every option must be a format name (a string); got {_toml(value)}")
-        get_precision(value, f"space.{field}")
+        if not (field == "moe_precision" and value == SAME_FORMAT):
+            get_precision(value, f"space.{field}")
 
 
 class Space(BaseModel):
@@ -172,6 +174,7 @@ class Space(BaseModel):
     dp: Dimension = _fixed(1)
     precision: Dimension = _fixed("fp8")
     kv_precision: Dimension = _fixed("fp8")
+    moe_precision: Dimension = _fixed(SAME_FORMAT)  # routed experts' format ("same": precision)
     kvp: Dimension = _fixed(1)  # Helix KV parallelism (1: plain TP)
     spec_tokens: Dimension = _fixed(0)  # speculative (MTP) tokens per step (0: none)
     serving: Dimension = _fixed("aggregated")  # or "disaggregated" prefill/decode pools
@@ -323,6 +326,18 @@ class StudySpec(BaseModel):
     # shapes only); "sampled" makes the deployment dimensions Optuna dimensions like the rest;
     # "auto" sweeps when the space holds at most `search.space.SWEEP_MAX_DEPLOYMENTS`.
     deployments: Literal["auto", "sweep", "sampled"] = "auto"
+
+    @model_validator(mode="after")
+    def _formats_run_on_the_gpu(self) -> StudySpec:
+        """Every linear-layer and expert format the space offers has tensor cores on the GPU."""
+        hw = get_hardware(self.hardware.gpu)
+        for name in ("precision", "moe_precision"):
+            for option in getattr(self.space, name).options:
+                if option != SAME_FORMAT and not hw.supports(get_precision(option)):
+                    raise ValueError(f"`space.{name}` option {option!r} does not run on "
+                                     f"{hw.name} (its tensor-core rates: "
+                                     f"{', '.join(sorted(hw.peak_flop_per_s))})")
+        return self
 
 
 def _is_field(part: str | int) -> bool:

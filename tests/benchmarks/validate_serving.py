@@ -192,7 +192,7 @@ def _check_serving_mode(row: dict[str, str]) -> None:
         raise Skip(f"{row['mode']} serving (not modelled)")
     spec = row["spec_decode"].strip().lower()
     if spec not in SPEC_DECODE_NONE or "speculative" in row["precision"].lower():
-        raise Skip("speculative decoding (not modelled)")
+        raise Skip("speculative decoding: the row does not state its draft tokens or acceptance")
 
 
 # CSV GPU name -> catalog name where they differ (lower case)

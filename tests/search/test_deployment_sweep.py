@@ -12,8 +12,8 @@ from search.evaluation import hard_constraints, score_valid, trial_candidate, wi
 from search.report import load_records, pareto_document
 from search.runner import run_study
 from search.space import (
-    SWEEP_MAX_DEPLOYMENTS, deployment_combinations, deployment_grid, swept_candidates,
-    sweeps_deployments,
+    SWEEP_MAX_DEPLOYMENTS, build_candidate, complete_params, deployment_combinations,
+    deployment_grid, swept_candidates, sweeps_deployments,
 )
 from search.spec import load_spec
 from search.study_commands import load_study, open_storage
@@ -161,3 +161,24 @@ def test_export_the_deployment_of_a_frontier_point(moe_study, capsys):
     assert main([*argv, "--interactivity", "1e9"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "beyond" in err
+
+
+def test_expert_precision_is_a_deployment_dimension(tmp_path):
+    """`moe_precision = { choices = ["same", "nvfp4"] }` sweeps FP8 experts beside NVFP4 ones
+    under FP8 attention (as DeepSeek-R1-NVFP4 ships); a format the GPU cannot run is refused
+    at load."""
+    from search.spec import SpecError
+
+    path = _copy(tmp_path, MOE, **{'precision = { choices = ["nvfp4", "fp8"] }':
+                                   'precision = { value = "fp8" }\n'
+                                   'moe_precision = { choices = ["same", "nvfp4"] }'})
+    spec = load_spec(path)
+    assert deployment_combinations(spec.space) == 32
+    cand = next(c for c in (build_candidate(spec, complete_params(spec, {})),) if c.valid)
+    formats = {(c.deployment.precision, c.deployment.expert_precision)
+               for c in swept_candidates(spec, cand)}
+    assert formats == {("fp8", "fp8"), ("fp8", "nvfp4")}
+    hopper = _copy(tmp_path / "h", MOE, **{'gpu = "gb300"': 'gpu = "h200"'}) \
+        if (tmp_path / "h").mkdir() is None else None
+    with pytest.raises(SpecError, match="does not run on h200"):
+        load_spec(hopper)
