@@ -59,14 +59,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, model_validator
+from pydantic import (
+    BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, model_validator,
+)
 
 from cost_model.errors import ConfigError
 
 Positive = Annotated[StrictInt, Field(ge=1)]
 NonNegative = Annotated[StrictInt, Field(ge=0)]
 LayerType = Literal["full_attention", "sliding_attention"]
-MixerKind = Literal["attention", "gated_deltanet", "kimi_delta", "mamba2", "attention+mamba2", "none"]
+MixerKind = Literal[
+    "attention", "gated_deltanet", "kimi_delta", "mamba2", "attention+mamba2", "none",
+]
 ATTENTION_MIXER: MixerKind = "attention"
 GATED_DELTANET_MIXER: MixerKind = "gated_deltanet"
 KIMI_DELTA_MIXER: MixerKind = "kimi_delta"  # Kimi Delta Attention (Kimi Linear)
@@ -80,7 +84,9 @@ _LINEAR_FIELDS = ("linear_num_key_heads", "linear_key_head_dim", "linear_num_val
 FULL_ATTENTION: LayerType = "full_attention"
 SLIDING_ATTENTION: LayerType = "sliding_attention"
 
-_MLA_DIM_FIELDS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+_MLA_DIM_FIELDS = (
+    "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+)
 _DSA_FIELDS = ("index_heads", "index_head_dim", "index_topk")
 _MOE_ONLY_FIELDS = (
     "experts_per_token", "moe_intermediate_size", "num_shared_experts",
@@ -150,13 +156,15 @@ class Architecture(BaseModel):
     mlp_bias: StrictBool = False
     router_bias: StrictBool = False
     expert_bias: StrictBool = False
-    norms_per_layer: Annotated[StrictInt, Field(ge=1, le=4)] = 2  # on the residual path (Gemma-2: 4)
+    # on the residual path (Gemma-2: 4)
+    norms_per_layer: Annotated[StrictInt, Field(ge=1, le=4)] = 2
     tie_word_embeddings: StrictBool = False
 
     @model_validator(mode="before")
     @classmethod
     def _default_shared_width(cls, data: Any) -> Any:
-        """`shared_expert_intermediate_size` defaults to num_shared_experts * moe_intermediate_size."""
+        """`shared_expert_intermediate_size` defaults to num_shared_experts *
+        moe_intermediate_size."""
         if isinstance(data, dict) and data.get("shared_expert_intermediate_size") is None:
             shared, width = data.get("num_shared_experts", 0), data.get("moe_intermediate_size", 0)
             if isinstance(shared, int) and isinstance(width, int):
@@ -186,7 +194,8 @@ class Architecture(BaseModel):
 
     @property
     def index_key_elems_per_token_per_layer(self) -> int:
-        """Indexer-cache elements per token per layer (one key of `index_head_dim`; 0 without DSA)."""
+        """Indexer-cache elements per token per layer (one key of `index_head_dim`; 0 without
+        DSA)."""
         return self.index_head_dim
 
     @property
@@ -223,21 +232,26 @@ class Architecture(BaseModel):
     @property
     def num_mixer_layers(self) -> int:
         """Layers with a token mixer of any kind (attention, linear or both)."""
-        return self.num_layers if self.layer_mixers is None else self.num_layers - self.layer_mixers.count(NO_MIXER)
+        return (self.num_layers if self.layer_mixers is None
+                else self.num_layers - self.layer_mixers.count(NO_MIXER))
 
     @property
     def linear_state_elems_per_layer(self) -> int:
         """Recurrent state of one linear-attention layer for one sequence, in elements: a
         key_head_dim x value_head_dim matrix per v head plus the conv's kernel - 1 past inputs
         over q, k and v."""
-        heads, key, value = self.linear_num_value_heads, self.linear_key_head_dim, self.linear_value_head_dim
+        heads, key, value = (
+            self.linear_num_value_heads, self.linear_key_head_dim, self.linear_value_head_dim
+        )
         conv_width = 2 * self.linear_num_key_heads * key + heads * value
         return heads * key * value + max(self.linear_conv_kernel - 1, 0) * conv_width
 
     @property
     def is_heterogeneous(self) -> bool:
         """True when layers differ beyond the sliding/MoE patterns (`layer_mixers`, FFN widths)."""
-        return any(v is not None for v in (self.layer_mixers, self.layer_ffn_widths, self.layer_moe))
+        return any(
+            v is not None for v in (self.layer_mixers, self.layer_ffn_widths, self.layer_moe)
+        )
 
     @property
     def q_dim(self) -> int:
@@ -256,7 +270,8 @@ class Architecture(BaseModel):
 
     @property
     def kv_dim_per_token_per_layer_elems(self) -> int:
-        """KV-cache elements per token per layer: 2*n_kv*d_h (GQA), kv_lora_rank + rope dim (MLA)."""
+        """KV-cache elements per token per layer: 2*n_kv*d_h (GQA), kv_lora_rank + rope dim
+        (MLA)."""
         if self.attention_kind == "mla":
             return self.kv_lora_rank + self.qk_rope_head_dim
         return 2 * self.num_kv_heads * self.head_dim
@@ -273,7 +288,8 @@ class Architecture(BaseModel):
     def num_sliding_layers(self) -> int:
         if self.sliding_window is None:
             return 0
-        return self.num_layers if self.layer_types is None else self.layer_types.count(SLIDING_ATTENTION)
+        return (self.num_layers if self.layer_types is None
+                else self.layer_types.count(SLIDING_ATTENTION))
 
     @property
     def num_full_attention_layers(self) -> int:
@@ -415,7 +431,9 @@ def _describe(err: Any) -> str:
 def _check_heads(arch: Architecture) -> None:
     n_q, n_kv = arch.num_attention_heads, arch.num_kv_heads
     if n_q % n_kv:
-        raise ValueError(f"`num_attention_heads` ({n_q}) must be divisible by `num_kv_heads` ({n_kv})")
+        raise ValueError(
+            f"`num_attention_heads` ({n_q}) must be divisible by `num_kv_heads` ({n_kv})"
+        )
 
 
 def _check_mla(arch: Architecture) -> None:
@@ -448,9 +466,13 @@ def _check_moe(arch: Architecture) -> None:
         return
     k, n_experts = arch.experts_per_token, arch.num_experts
     if not 1 <= k <= n_experts:
-        raise ValueError(f"`experts_per_token` ({k}) must be between 1 and `num_experts` ({n_experts})")
+        raise ValueError(
+            f"`experts_per_token` ({k}) must be between 1 and `num_experts` ({n_experts})"
+        )
     if arch.moe_intermediate_size < 1:
-        raise ValueError(f"`moe_intermediate_size` ({arch.moe_intermediate_size}) must be >= 1 for MoE")
+        raise ValueError(
+            f"`moe_intermediate_size` ({arch.moe_intermediate_size}) must be >= 1 for MoE"
+        )
     has_shared, width = arch.num_shared_experts > 0, arch.shared_expert_intermediate_size
     if has_shared != (width > 0):
         raise ValueError(
@@ -491,7 +513,9 @@ def _check_sliding(arch: Architecture) -> None:
 
 def _check_qk_norm(arch: Architecture) -> None:
     if arch.qk_norm_scope != "head" and not arch.qk_norm:
-        raise ValueError(f"`qk_norm_scope` ({arch.qk_norm_scope!r}) must be 'head' when `qk_norm` is False")
+        raise ValueError(
+            f"`qk_norm_scope` ({arch.qk_norm_scope!r}) must be 'head' when `qk_norm` is False"
+        )
 
 
 def _check_dsa(arch: Architecture) -> None:
@@ -504,8 +528,8 @@ def _check_dsa(arch: Architecture) -> None:
     if arch.attention_kind != "mla" or arch.q_lora_rank < 1:
         raise ValueError(
             f"sparse attention (`index_heads` = {arch.index_heads}) needs `attention_kind` 'mla' "
-            f"with `q_lora_rank` >= 1 (got {arch.attention_kind!r}, {arch.q_lora_rank}): the indexer "
-            "reads the query latent"
+            f"with `q_lora_rank` >= 1 (got {arch.attention_kind!r}, {arch.q_lora_rank}): "
+            "the indexer reads the query latent"
         )
 
 
@@ -526,7 +550,9 @@ def _check_layer_pattern(arch: Architecture) -> None:
         raise ValueError(f"`norms_per_layer` ({arch.norms_per_layer}) must be 2 with a per-layer "
                          "pattern (one pre-norm per attention and per FFN)")
     if arch.layer_mixers is not None and arch.sliding_window is not None:
-        raise ValueError("`sliding_window` must be None with `layer_mixers` (not supported together)")
+        raise ValueError(
+            "`sliding_window` must be None with `layer_mixers` (not supported together)"
+        )
     if arch.layer_moe is not None:
         if not arch.is_moe or arch.first_dense_layers or arch.moe_layer_period != 1:
             raise ValueError("`layer_moe` needs `num_experts` >= 1, `first_dense_layers` 0 and "
@@ -564,7 +590,9 @@ def _check_linear(arch: Architecture) -> None:
             raise ValueError(f"`linear_num_value_heads` ({values}) must be divisible by "
                              f"`linear_num_key_heads` ({keys})")
     if arch.attention_output_gate and arch.attention_kind != "gqa":
-        raise ValueError("`attention_output_gate` (True) is supported with `attention_kind` 'gqa' only")
+        raise ValueError(
+            "`attention_output_gate` (True) is supported with `attention_kind` 'gqa' only"
+        )
     if arch.shared_expert_gate and arch.num_shared_experts == 0:
         raise ValueError("`shared_expert_gate` (True) needs `num_shared_experts` >= 1")
 

@@ -92,7 +92,8 @@ def _arch_row(a: Architecture) -> dict[str, float]:
     mla = a.attention_kind == "mla"
     return dict(
         hidden=a.hidden_size, layers=a.num_layers, heads_q=a.num_attention_heads,
-        heads_kv=a.num_kv_heads, head_dim=a.head_dim, vocab=a.vocab_size, ffn=a.mean_dense_ffn_width,
+        heads_kv=a.num_kv_heads, head_dim=a.head_dim, vocab=a.vocab_size,
+        ffn=a.mean_dense_ffn_width,
         gate_factor=2.0 if a.gated_mlp else 1.0, experts=a.num_experts,
         top_k=a.experts_per_token if a.is_moe else 0,
         expert_ffn=a.moe_intermediate_size if a.is_moe else 0,

@@ -39,7 +39,8 @@ ARCHSCOUT_JSON_VERSION = 1
 
 _COMMON_KEYS = (
     "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-    "num_key_value_heads", "head_dim", "hidden_act", "max_position_embeddings", "tie_word_embeddings",
+    "num_key_value_heads", "head_dim", "hidden_act", "max_position_embeddings",
+    "tie_word_embeddings",
 )  # fmt: skip
 # Keys whose names look shape-related but that change neither parameters nor attention span.
 _HARMLESS_KEYS = frozenset({
@@ -56,7 +57,8 @@ _FIXED_FOR_ALL = {
 }  # fmt: skip
 _SHAPE_STEMS = (
     "intermediate", "hidden", "head", "layer", "expert", "lora", "vocab", "embed", "rank", "dim",
-    "size", "bias", "norm", "window", "moe", "sparse", "shared", "group", "num", "kv", "tie", "sink",
+    "size", "bias", "norm", "window", "moe", "sparse", "shared", "group", "num", "kv", "tie",
+    "sink",
     "proj", "mlp", "attn", "attention", "qk", "ffn", "width", "depth", "rout",
 )  # fmt: skip
 
@@ -93,7 +95,8 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
     ),
     "qwen3_moe": _defaults(
         (151936, 2048, 6144, 24, 32, 4, None, "silu", 32768, False), attention_bias=False,
-        use_sliding_window=False, sliding_window=4096, decoder_sparse_step=1, moe_intermediate_size=768,
+        use_sliding_window=False, sliding_window=4096, decoder_sparse_step=1,
+        moe_intermediate_size=768,
         num_experts_per_tok=8, num_experts=128, mlp_only_layers=None,
     ),
     "deepseek_v3": _defaults(
@@ -114,7 +117,9 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         (262208, 2304, 9216, 26, 8, 4, 256, None, 131072, True), attention_bias=False,
         hidden_activation="gelu_pytorch_tanh", sliding_window=4096, layer_types=None,
     ),
-    "phi3": _defaults((32064, 3072, 8192, 32, 32, None, None, "silu", 4096, False), sliding_window=None),
+    "phi3": _defaults(
+        (32064, 3072, 8192, 32, 32, None, None, "silu", 4096, False), sliding_window=None,
+    ),
     "minimax_m2": _defaults(
         (200064, 3072, 1536, 62, 48, 8, 128, "silu", 196608, False), num_local_experts=256,
         num_experts_per_tok=8,
@@ -157,15 +162,16 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
     ),
     "kimi_linear": _defaults(
         (163840, 2304, 9216, 27, 32, 32, None, "silu", 1048576, False), attention_bias=False,
-        moe_intermediate_size=1024, n_shared_experts=1, num_local_experts=256, num_experts_per_tok=8,
-        kv_lora_rank=512, q_lora_rank=None, qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128,
-        mlp_layer_types=None, layer_types=None, linear_head_dim=128, linear_num_heads=32,
-        linear_conv_kernel_dim=4,
+        moe_intermediate_size=1024, n_shared_experts=1, num_local_experts=256,
+        num_experts_per_tok=8, kv_lora_rank=512, q_lora_rank=None, qk_rope_head_dim=64,
+        qk_nope_head_dim=128, v_head_dim=128, mlp_layer_types=None, layer_types=None,
+        linear_head_dim=128, linear_num_heads=32, linear_conv_kernel_dim=4,
     ),
     "falcon_h1": _defaults(
         (128000, 4096, 14336, 32, 32, 8, None, "silu", 8192, False), attention_bias=False,
         mlp_bias=False, mamba_d_ssm=1024, mamba_n_heads=128, mamba_d_head="auto", mamba_n_groups=1,
-        mamba_d_state=256, mamba_d_conv=4, mamba_expand=2, mamba_conv_bias=True, mamba_rms_norm=False,
+        mamba_d_state=256, mamba_d_conv=4, mamba_expand=2, mamba_conv_bias=True,
+        mamba_rms_norm=False,
     ),
     "llama4_text": _defaults(
         (202048, 5120, 8192, 48, 40, 8, 128, "silu", 131072, False), attention_bias=False,
@@ -181,21 +187,25 @@ TRANSFORMERS_MODEL_TYPES = {"kimi_k2": "deepseek_v3"}
 # Families transformers 5.x has no class for (their repos ship remote code): the defaults are
 # their remote config class's (DeciLMConfig subclasses LlamaConfig), `block_configs` is required.
 REMOTE_CODE_DEFAULTS: dict[str, dict[str, Any]] = {
-    "nemotron-nas": {**TRANSFORMERS_DEFAULTS["llama"], "intermediate_size": None, "block_configs": None},
+    "nemotron-nas": {
+        **TRANSFORMERS_DEFAULTS["llama"], "intermediate_size": None, "block_configs": None,
+    },
 }
 # Multimodal wrappers whose language model is read from `text_config` (the vision tower and its
 # projector are not modelled): wrapper model_type -> the text model_type.
-TEXT_CONFIG_WRAPPERS = {"llama4": "llama4_text", "kimi_k25": "kimi_k2", "qwen3_5_moe": "qwen3_5_moe_text",
-                        "qwen3_5": "qwen3_5_text"}
+TEXT_CONFIG_WRAPPERS = {"llama4": "llama4_text", "kimi_k25": "kimi_k2",
+                        "qwen3_5_moe": "qwen3_5_moe_text", "qwen3_5": "qwen3_5_text"}
 SUPPORTED_MODEL_TYPES = (*TRANSFORMERS_DEFAULTS, *REMOTE_CODE_DEFAULTS)
 _ALL_DEFAULTS = {**TRANSFORMERS_DEFAULTS, **REMOTE_CODE_DEFAULTS}
 
 
 @dataclass(frozen=True)
 class _Family:
-    read: Callable[[Mapping[str, Any]], dict[str, Any]]  # Architecture fields beyond the common ones
+    # Architecture fields beyond the common ones
+    read: Callable[[Mapping[str, Any]], dict[str, Any]]
     ignored: frozenset[str] = frozenset()  # shape-looking keys transformers does not use here
-    fixed: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)  # keys allowed with these values
+    # keys allowed with these values
+    fixed: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     aliases: Mapping[str, str] = field(default_factory=dict)  # alias -> key read
 
 
@@ -252,13 +262,14 @@ def _check_keys(given: Mapping[str, Any], model_type: str, family: _Family) -> N
         if key in fixed and value not in fixed[key]:
             allowed = " or ".join(repr(v) for v in fixed[key])
             raise ConfigError(
-                f"`{key}` ({value!r}) is not supported for model_type `{model_type}`: must be {allowed}"
+                f"`{key}` ({value!r}) is not supported for model_type `{model_type}`: "
+                f"must be {allowed}"
             )
         known = key in read or key in family.ignored or key in fixed or key in _HARMLESS_KEYS
         if not known and _looks_shape_related(key):
             raise ConfigError(
-                f"`{key}` ({value!r}) is not supported for model_type `{model_type}`: archscout does not "
-                "read it and it may change the model's shape"
+                f"`{key}` ({value!r}) is not supported for model_type `{model_type}`: "
+                "archscout does not read it and it may change the model's shape"
             )
 
 
@@ -300,12 +311,15 @@ def _uniform_sliding(window: int | None) -> dict[str, Any]:
     return {"sliding_window": window, "layer_types": None}
 
 
-def _layer_types(c: Mapping[str, Any], window: int | None, default: tuple[str, ...]) -> dict[str, Any]:
+def _layer_types(
+    c: Mapping[str, Any], window: int | None, default: tuple[str, ...]
+) -> dict[str, Any]:
     """Per-layer pattern, canonical: None when no layer or every layer slides."""
     types = c["layer_types"] if c["layer_types"] is not None else default
     allowed = (FULL_ATTENTION, SLIDING_ATTENTION)
     layers = c["num_hidden_layers"]
-    if not isinstance(types, list | tuple) or len(types) != layers or not set(types) <= set(allowed):
+    if (not isinstance(types, list | tuple) or len(types) != layers
+            or not set(types) <= set(allowed)):
         raise ConfigError(
             f"`layer_types` ({types!r}) must list {allowed} once per layer ({layers} layers)"
         )
@@ -370,7 +384,8 @@ def _read_qwen3_moe(c: Mapping[str, Any]) -> dict[str, Any]:
 def _read_deepseek_v3(c: Mapping[str, Any]) -> dict[str, Any]:
     nope, rope = _int(c, "qk_nope_head_dim", 0), _int(c, "qk_rope_head_dim")
     mla = {
-        "attention_kind": "mla", "q_lora_rank": c["q_lora_rank"] or 0, "kv_lora_rank": c["kv_lora_rank"],
+        "attention_kind": "mla", "q_lora_rank": c["q_lora_rank"] or 0,
+        "kv_lora_rank": c["kv_lora_rank"],
         "qk_nope_head_dim": nope, "qk_rope_head_dim": rope, "v_head_dim": c["v_head_dim"],
         "head_dim": nope + rope, "num_kv_heads": c["num_attention_heads"], **_biases(c),
     }  # fmt: skip
@@ -394,7 +409,8 @@ def _read_dsa(c: Mapping[str, Any]) -> dict[str, Any]:
     layer. `mlp_layer_types` and `layer_types`, when given, must be what the config class derives
     (leading dense layers; every layer "indexed_attention")."""
     fields = _read_deepseek_v3(c)
-    layers, dense = c["num_hidden_layers"], min(_int(c, "first_k_dense_replace", 0), c["num_hidden_layers"])
+    layers, dense = (c["num_hidden_layers"],
+                     min(_int(c, "first_k_dense_replace", 0), c["num_hidden_layers"]))
     derived = {"mlp_layer_types": ["dense"] * dense + ["sparse"] * (layers - dense),
                "layer_types": ["indexed_attention"] * layers}
     for key, expected in derived.items():
@@ -411,10 +427,14 @@ def _read_glm_moe_dsa(c: Mapping[str, Any]) -> dict[str, Any]:
     "shared" layer reuses the previous layer's top-k and has no indexer weights)."""
     types = c["indexer_types"]
     if types is not None and set(types) != {"full"}:
-        raise ConfigError(f"`indexer_types` ({types!r}) is not supported: every layer must be 'full'")
+        raise ConfigError(
+            f"`indexer_types` ({types!r}) is not supported: every layer must be 'full'"
+        )
     for key in ("index_topk_pattern", "index_topk_freq"):
         if key in c and c[key] not in (None, 1, "F" * c["num_hidden_layers"]):
-            raise ConfigError(f"`{key}` ({c[key]!r}) is not supported: every layer must run its indexer")
+            raise ConfigError(
+                f"`{key}` ({c[key]!r}) is not supported: every layer must run its indexer"
+            )
     return _read_dsa(c)
 
 
@@ -430,14 +450,19 @@ def _qwen_linear_layers(c: Mapping[str, Any]) -> dict[str, Any]:
     if types is None:
         interval = _int({"full_attention_interval": c.get("full_attention_interval", 4)},
                         "full_attention_interval")
-        types = [QWEN_LINEAR_ATTENTION if (i + 1) % interval else FULL_ATTENTION for i in range(layers)]
+        types = [QWEN_LINEAR_ATTENTION if (i + 1) % interval else FULL_ATTENTION
+                 for i in range(layers)]
     allowed = (FULL_ATTENTION, QWEN_LINEAR_ATTENTION)
-    if not isinstance(types, list | tuple) or len(types) != layers or not set(types) <= set(allowed):
-        raise ConfigError(f"`layer_types` ({types!r}) must list {allowed} once per layer ({layers} layers)")
+    if (not isinstance(types, list | tuple) or len(types) != layers
+            or not set(types) <= set(allowed)):
+        raise ConfigError(
+            f"`layer_types` ({types!r}) must list {allowed} once per layer ({layers} layers)"
+        )
     fields: dict[str, Any] = {"attention_output_gate": True, "qk_norm": True, **_biases(c)}
     if QWEN_LINEAR_ATTENTION not in types:
         return fields
-    mixers = tuple(GATED_DELTANET_MIXER if t == QWEN_LINEAR_ATTENTION else ATTENTION_MIXER for t in types)
+    mixers = tuple(GATED_DELTANET_MIXER if t == QWEN_LINEAR_ATTENTION else ATTENTION_MIXER
+                   for t in types)
     linear = {"linear_num_key_heads": _int(c, "linear_num_key_heads"),
               "linear_key_head_dim": _int(c, "linear_key_head_dim"),
               "linear_num_value_heads": _int(c, "linear_num_value_heads"),
@@ -491,7 +516,8 @@ def _nemotron_h_blocks(c: Mapping[str, Any]) -> list[str]:
             raise ConfigError(f"`hybrid_override_pattern` ({pattern!r}) must be a string of "
                               f"{''.join(NEMOTRON_H_BLOCKS)}")
         blocks = [NEMOTRON_H_BLOCKS[char] for char in pattern]
-    blocks = list(blocks) if blocks is not None else ["linear_attention", "moe", "full_attention", "mlp"]
+    blocks = (list(blocks) if blocks is not None
+              else ["linear_attention", "moe", "full_attention", "mlp"])
     if not blocks or not set(blocks) <= set(NEMOTRON_H_BLOCKS.values()):
         raise ConfigError(f"`layers_block_type` ({blocks!r}) must list blocks of "
                           f"{sorted(NEMOTRON_H_BLOCKS.values())}")
@@ -515,8 +541,10 @@ def _read_nemotron_h(c: Mapping[str, Any]) -> dict[str, Any]:
     if MAMBA2_MIXER in fields["layer_mixers"]:
         fields.update(linear_num_value_heads=_int(c, "mamba_num_heads"),
                       linear_value_head_dim=_int(c, "mamba_head_dim"),
-                      linear_num_key_heads=_int(c, "n_groups"), linear_key_head_dim=_int(c, "ssm_state_size"),
-                      linear_conv_kernel=_int(c, "conv_kernel"), linear_conv_bias=c["use_conv_bias"])
+                      linear_num_key_heads=_int(c, "n_groups"),
+                      linear_key_head_dim=_int(c, "ssm_state_size"),
+                      linear_conv_kernel=_int(c, "conv_kernel"),
+                      linear_conv_bias=c["use_conv_bias"])
     if "moe" in blocks:
         # transformers builds the shared expert whatever `n_shared_experts` says (fixed to 1)
         shared = _int(c, "moe_shared_expert_intermediate_size")
@@ -551,37 +579,48 @@ def _read_kimi_linear(c: Mapping[str, Any]) -> dict[str, Any]:
     dim = _int({"v": linear.get("head_dim", c["linear_head_dim"])}, "v")
     kernel = _int({"v": linear.get("short_conv_kernel_size", c["linear_conv_kernel_dim"])}, "v")
     types = _kimi_linear_layer_types(c)
-    if len(types) != c["num_hidden_layers"] or not set(types) <= {FULL_ATTENTION, QWEN_LINEAR_ATTENTION}:
-        raise ConfigError(f"`layer_types` ({types!r}) must name every layer full or linear attention")
+    if (len(types) != c["num_hidden_layers"]
+            or not set(types) <= {FULL_ATTENTION, QWEN_LINEAR_ATTENTION}):
+        raise ConfigError(
+            f"`layer_types` ({types!r}) must name every layer full or linear attention"
+        )
     layers = c["num_hidden_layers"]
     dense = c["mlp_layer_types"] or ["dense" if i < c.get("first_k_dense_replace", 1) else "sparse"
                                      for i in range(layers)]
     first = dense.count("dense")
     if list(dense) != ["dense"] * first + ["sparse"] * (layers - first):
-        raise ConfigError(f"`mlp_layer_types` ({dense!r}) is not supported: only leading dense layers")
-    fields = _read_deepseek_v3({**c, "first_k_dense_replace": first, "n_routed_experts": c["num_local_experts"]})
-    mixers = tuple(KIMI_DELTA_MIXER if t == QWEN_LINEAR_ATTENTION else ATTENTION_MIXER for t in types)
+        raise ConfigError(
+            f"`mlp_layer_types` ({dense!r}) is not supported: only leading dense layers"
+        )
+    fields = _read_deepseek_v3(
+        {**c, "first_k_dense_replace": first, "n_routed_experts": c["num_local_experts"]}
+    )
+    mixers = tuple(KIMI_DELTA_MIXER if t == QWEN_LINEAR_ATTENTION else ATTENTION_MIXER
+                   for t in types)
     if KIMI_DELTA_MIXER not in mixers:
         return fields
-    return {**fields, "layer_mixers": mixers, "linear_num_key_heads": heads, "linear_key_head_dim": dim,
-            "linear_num_value_heads": heads, "linear_value_head_dim": dim, "linear_conv_kernel": kernel}
+    return {**fields, "layer_mixers": mixers, "linear_num_key_heads": heads,
+            "linear_key_head_dim": dim, "linear_num_value_heads": heads,
+            "linear_value_head_dim": dim, "linear_conv_kernel": kernel}
 
 
 def _read_falcon_h1(c: Mapping[str, Any]) -> dict[str, Any]:
     """Falcon-H1: every layer runs GQA attention and Mamba-2 side by side on one normed input,
     then a SwiGLU; the Mamba inner width is `mamba_d_ssm` (else expand·H) in `mamba_n_heads`
     heads (`mamba_d_head` "auto": inner / heads); the µP multipliers carry no parameters."""
-    inner = c["mamba_d_ssm"] if c["mamba_d_ssm"] is not None else _int(c, "mamba_expand") * c["hidden_size"]
+    inner = (c["mamba_d_ssm"] if c["mamba_d_ssm"] is not None
+             else _int(c, "mamba_expand") * c["hidden_size"])
     heads = _int(c, "mamba_n_heads")
     head_dim = inner // heads if c["mamba_d_head"] == "auto" else _int(c, "mamba_d_head")
     if head_dim * heads != inner:
-        raise ConfigError(f"`mamba_d_head` ({c['mamba_d_head']!r}) x `mamba_n_heads` ({heads}) must "
-                          f"equal the Mamba inner width ({inner})")
+        raise ConfigError(f"`mamba_d_head` ({c['mamba_d_head']!r}) x `mamba_n_heads` ({heads}) "
+                          f"must equal the Mamba inner width ({inner})")
     return {
         **_biases(c), "mlp_bias": c["mlp_bias"],
         "layer_mixers": (PARALLEL_MAMBA2_MIXER,) * c["num_hidden_layers"],
         "linear_num_value_heads": heads, "linear_value_head_dim": head_dim,
-        "linear_num_key_heads": _int(c, "mamba_n_groups"), "linear_key_head_dim": _int(c, "mamba_d_state"),
+        "linear_num_key_heads": _int(c, "mamba_n_groups"),
+        "linear_key_head_dim": _int(c, "mamba_d_state"),
         "linear_conv_kernel": _int(c, "mamba_d_conv"), "linear_conv_bias": c["mamba_conv_bias"],
         "linear_norm": c["mamba_rms_norm"],
     }
@@ -606,7 +645,8 @@ def _read_gemma2(c: Mapping[str, Any]) -> dict[str, Any]:
 def _read_gemma3(c: Mapping[str, Any]) -> dict[str, Any]:
     """Gemma 3: Gemma 2's four norms per layer plus head QK norms; without `layer_types` every
     `sliding_window_pattern`-th layer (default 6: five sliding per global) is full."""
-    given = c.get("sliding_window_pattern", c.get("_sliding_window_pattern", 6))  # a full dump: "_…"
+    # a full dump: "_…"
+    given = c.get("sliding_window_pattern", c.get("_sliding_window_pattern", 6))
     period = _int({"sliding_window_pattern": given}, "sliding_window_pattern")
     default = periodic_layer_types(c["num_hidden_layers"], period)
     layers = _layer_types(c, c["sliding_window"], default)
@@ -656,27 +696,33 @@ def _read_llama4(c: Mapping[str, Any]) -> dict[str, Any]:
 
 # ---- Nemotron-NAS (Puzzle): Llama-3.x layers with per-layer attention/FFN blocks ----------------
 
-_NAS_ATTENTION_OFF = {"replace_with_linear": (False, None), "sparsify": (None,), "window_length": (None,),
-                      "num_sink_tokens": (None,), "unshifted_sink": (False, None),
+_NAS_ATTENTION_OFF = {"replace_with_linear": (False, None), "sparsify": (None,),
+                      "window_length": (None,), "num_sink_tokens": (None,),
+                      "unshifted_sink": (False, None),
                       "use_prefill_window_in_sink_attention": (False, None)}  # fmt: skip
 _NAS_FFN_OFF = {"replace_with_linear": (False, None), "sparsify": (None,)}
 
 
 def nas_ffn_width(ffn_mult: float, hidden: int) -> int:
-    """DeciLM's `_ffn_mult_to_intermediate_size`: int(2·mult·H/3) rounded up to a multiple of 256."""
+    """DeciLM's `_ffn_mult_to_intermediate_size`: int(2·mult·H/3) rounded up to a multiple of
+    256."""
     width = int(2 * ffn_mult * hidden / 3)
     return -(-width // 256) * 256
 
 
 def _nas_block(block: Any, index: int) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
-    attention, ffn = (block.get(part) if isinstance(block, Mapping) else None for part in ("attention", "ffn"))
+    attention, ffn = (block.get(part) if isinstance(block, Mapping) else None
+                      for part in ("attention", "ffn"))
     if not isinstance(attention, Mapping) or not isinstance(ffn, Mapping):
-        raise ConfigError(f"`block_configs[{index}]` ({block!r}) must hold `attention` and `ffn` dicts")
-    for part, values, off in (("attention", attention, _NAS_ATTENTION_OFF), ("ffn", ffn, _NAS_FFN_OFF)):
+        raise ConfigError(
+            f"`block_configs[{index}]` ({block!r}) must hold `attention` and `ffn` dicts"
+        )
+    for part, values, off in (("attention", attention, _NAS_ATTENTION_OFF),
+                              ("ffn", ffn, _NAS_FFN_OFF)):
         for key, allowed in off.items():
             if values.get(key) not in allowed:
-                raise ConfigError(f"`block_configs[{index}].{part}.{key}` ({values.get(key)!r}) is not "
-                                  f"supported: must be {' or '.join(map(repr, allowed))}")
+                raise ConfigError(f"`block_configs[{index}].{part}.{key}` ({values.get(key)!r}) "
+                                  f"is not supported: must be {' or '.join(map(repr, allowed))}")
     return attention, ffn
 
 
@@ -719,13 +765,14 @@ def _read_nemotron_nas(c: Mapping[str, Any]) -> dict[str, Any]:
 _NO_BIAS = {"attention_bias": (False,), "mlp_bias": (False,)}
 _EXPERT_ALIAS = {"num_experts": "num_local_experts"}
 _DEEPSEEK_IGNORED = frozenset({
-    "num_nextn_predict_layers", "num_mtp_layers", "head_dim", "qk_head_dim", "n_group", "topk_group",
-    "ep_size", "routed_scaling_factor",
+    "num_nextn_predict_layers", "num_mtp_layers", "head_dim", "qk_head_dim", "n_group",
+    "topk_group", "ep_size", "routed_scaling_factor",
 })  # MTP layers are not built by transformers; its config class recomputes (q)k head dims
 _DEEPSEEK_FIXED = {"moe_layer_freq": (1,), "mlp_bias": (False,)}
 _DEEPSEEK_ALIASES = {"num_local_experts": "n_routed_experts"}
-_QWEN_NEXT_IGNORED = frozenset({"full_attention_interval", "partial_rotary_factor", "mtp_num_hidden_layers",
-                                "mtp_use_dedicated_embeddings", "mamba_ssm_dtype"})
+_QWEN_NEXT_IGNORED = frozenset({"full_attention_interval", "partial_rotary_factor",
+                                "mtp_num_hidden_layers", "mtp_use_dedicated_embeddings",
+                                "mamba_ssm_dtype"})
 _QWEN_NEXT_FIXED = {"attn_output_gate": (True,), "mlp_bias": (False,)}
 _FAMILIES: dict[str, _Family] = {
     "llama": _Family(_read_llama),
@@ -746,8 +793,8 @@ _FAMILIES: dict[str, _Family] = {
                             fixed=_DEEPSEEK_FIXED, aliases=_DEEPSEEK_ALIASES),
     "glm_moe_dsa": _Family(
         _read_glm_moe_dsa,
-        ignored=_DEEPSEEK_IGNORED | {"indexer_rope_interleave", "index_topk_pattern", "index_topk_freq",
-                                     "index_skip_topk_offset"},
+        ignored=_DEEPSEEK_IGNORED | {"indexer_rope_interleave", "index_topk_pattern",
+                                     "index_topk_freq", "index_skip_topk_offset"},
         fixed=_DEEPSEEK_FIXED, aliases={**_DEEPSEEK_ALIASES, "num_experts": "n_routed_experts"},
     ),
     "minimax_m2": _Family(
@@ -756,8 +803,8 @@ _FAMILIES: dict[str, _Family] = {
         # RoPE width, the routing bias (a buffer) and the MTP modules (not built) change no count
         ignored=frozenset({"rotary_dim", "use_routing_bias", "use_mtp", "mtp_transformer_layers",
                            "num_mtp_modules"}),
-        fixed={"use_qk_norm": (True,), "qk_norm_type": ("per_layer",), "shared_intermediate_size": (0,),
-               "attention_bias": (False,), "mlp_bias": (False,)},
+        fixed={"use_qk_norm": (True,), "qk_norm_type": ("per_layer",),
+               "shared_intermediate_size": (0,), "attention_bias": (False,), "mlp_bias": (False,)},
         aliases={"num_experts": "num_local_experts"},
     ),
     "nemotron-nas": _Family(_read_nemotron_nas),
@@ -768,14 +815,16 @@ _FAMILIES: dict[str, _Family] = {
                            "moe_renormalize", "num_nextn_predict_layers"}),
         fixed={"mlp_bias": (False,)},
         aliases={"num_experts": "num_local_experts", "num_experts_per_token": "num_experts_per_tok",
-                 "num_shared_experts": "n_shared_experts", "model_max_length": "max_position_embeddings"},
+                 "num_shared_experts": "n_shared_experts",
+                 "model_max_length": "max_position_embeddings"},
     ),
     "falcon_h1": _Family(
         _read_falcon_h1,
         ignored=frozenset({
             "mamba_chunk_size", "mamba_norm_before_gate", "time_step_limit", "time_step_min",
             "time_step_max", "time_step_floor", "lm_head_multiplier", "embedding_multiplier",
-            "mlp_multipliers", "key_multiplier", "attention_out_multiplier", "attention_in_multiplier",
+            "mlp_multipliers", "key_multiplier", "attention_out_multiplier",
+            "attention_in_multiplier",
             "ssm_multipliers", "ssm_in_multiplier", "ssm_out_multiplier", "num_logits_to_keep",
             "mamba_use_mlp", "layers_block_type",
         }),
@@ -817,8 +866,8 @@ _FAMILIES: dict[str, _Family] = {
         fixed={"use_bidirectional_attention": (None, False)},
     ),
     "gemma3_text": _Family(
-        _read_gemma3, ignored=frozenset({"hidden_act", "sliding_window_pattern", "_sliding_window_pattern",
-                                         "final_logit_softcapping"}),
+        _read_gemma3, ignored=frozenset({"hidden_act", "sliding_window_pattern",
+                                         "_sliding_window_pattern", "final_logit_softcapping"}),
         fixed={"use_bidirectional_attention": (None, False)},
     ),
     "phi3": _Family(_read_mistral, fixed=_NO_BIAS),  # fused qkv / gate_up: same count as unfused
@@ -836,11 +885,14 @@ _FAMILIES: dict[str, _Family] = {
 
 
 def architecture_to_json_dict(arch: Architecture) -> dict[str, Any]:
-    """Our own JSON: `arch.model_dump()` plus the `archscout_architecture` marker (format version)."""
+    """Our own JSON: `arch.model_dump()` plus the `archscout_architecture` marker (format
+    version)."""
     return {ARCHSCOUT_JSON_KEY: ARCHSCOUT_JSON_VERSION, **arch.model_dump(mode="json")}
 
 
-def architecture_from_json_dict(doc: Mapping[str, Any], source: str = "architecture") -> Architecture:
+def architecture_from_json_dict(
+    doc: Mapping[str, Any], source: str = "architecture"
+) -> Architecture:
     fields = dict(doc)
     version = fields.pop(ARCHSCOUT_JSON_KEY, ARCHSCOUT_JSON_VERSION)
     if version != ARCHSCOUT_JSON_VERSION:
@@ -867,7 +919,9 @@ def load_architecture(path: str | Path) -> Architecture:
     if not isinstance(doc, dict):
         raise ConfigError(f"`{file}` must hold a JSON object; got {type(doc).__name__}")
     if ARCHSCOUT_RECORD_KEY in doc:  # a trial record written by `archscout export --format json`
-        return architecture_from_json_dict(doc.get("architecture", {}), f"{file} (archscout record)")
+        return architecture_from_json_dict(
+            doc.get("architecture", {}), f"{file} (archscout record)"
+        )
     if ARCHSCOUT_JSON_KEY in doc or "model_type" not in doc:
         return architecture_from_json_dict(doc, f"{file} (archscout JSON: no `model_type`)")
     default_name = file.parent.name if file.name == "config.json" else file.stem

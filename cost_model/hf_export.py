@@ -13,14 +13,15 @@ from collections.abc import Callable
 from typing import Any
 
 from cost_model.architecture import (
-    ATTENTION_MIXER, FULL_ATTENTION, GATED_DELTANET_MIXER, MAMBA2_MIXER, SLIDING_ATTENTION, Architecture,
+    ATTENTION_MIXER, FULL_ATTENTION, GATED_DELTANET_MIXER, MAMBA2_MIXER, SLIDING_ATTENTION,
+    Architecture,
 )  # fmt: skip
 from cost_model.errors import ConfigError
 
 EXPORT_ORDER = (
-    "llama", "mistral", "qwen2", "qwen3", "gemma2", "mixtral", "qwen3_moe", "gpt_oss", "deepseek_v3",
-    "gemma3_text", "minimax_m2", "deepseek_v32", "glm_moe_dsa", "qwen3_5_text", "qwen3_5_moe_text", "qwen3_next",
-    "nemotron_h", "falcon_h1",
+    "llama", "mistral", "qwen2", "qwen3", "gemma2", "mixtral", "qwen3_moe", "gpt_oss",
+    "deepseek_v3", "gemma3_text", "minimax_m2", "deepseek_v32", "glm_moe_dsa", "qwen3_5_text",
+    "qwen3_5_moe_text", "qwen3_next", "nemotron_h", "falcon_h1",
 )  # fmt: skip
 _CLASS_NAMES = {
     "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
@@ -29,7 +30,8 @@ _CLASS_NAMES = {
     "deepseek_v3": "DeepseekV3ForCausalLM", "minimax_m2": "MiniMaxM2ForCausalLM",
     "deepseek_v32": "DeepseekV32ForCausalLM", "glm_moe_dsa": "GlmMoeDsaForCausalLM",
     "qwen3_next": "Qwen3NextForCausalLM", "gemma3_text": "Gemma3ForCausalLM",
-    "nemotron_h": "NemotronHForCausalLM", "falcon_h1": "FalconH1ForCausalLM", "qwen3_5_text": "Qwen3_5ForCausalLM",
+    "nemotron_h": "NemotronHForCausalLM", "falcon_h1": "FalconH1ForCausalLM",
+    "qwen3_5_text": "Qwen3_5ForCausalLM",
     "qwen3_5_moe_text": "Qwen3_5MoeForCausalLM",
 }  # fmt: skip
 _BOTH = (False, True)
@@ -94,7 +96,8 @@ def _rules(arch: Architecture, **allowed: tuple[Any, ...] | None) -> Rules:
         "attention_output_gate": (False,), "shared_expert_gate": (False,),
     }  # fmt: skip
     merged = {**plain, **allowed}
-    return {key: (getattr(arch, key), values) for key, values in merged.items() if values is not None}
+    return {key: (getattr(arch, key), values) for key, values in merged.items()
+            if values is not None}
 
 
 def _same_bias(arch: Architecture) -> dict[str, tuple[Any, ...]]:
@@ -154,12 +157,15 @@ def _nemotron_h_blocks(arch: Architecture) -> list[str] | None:
 def _nemotron_h_rules(arch: Architecture) -> Rules:
     """Nemotron-H: one block per layer (Mamba-2, attention, ungated MLP or MoE with at most one
     shared expert), no QK norms."""
-    rules = _rules(arch, **_same_bias(arch), gated_mlp=(False,), is_moe=_BOTH, is_heterogeneous=_BOTH,
-                   mlp_bias=_BOTH, num_shared_experts=(1,) if arch.is_moe else (0,))
-    placement = (arch.first_dense_layers, arch.moe_layer_period) if arch.layer_moe is None else (0, 1)
+    rules = _rules(arch, **_same_bias(arch), gated_mlp=(False,), is_moe=_BOTH,
+                   is_heterogeneous=_BOTH, mlp_bias=_BOTH,
+                   num_shared_experts=(1,) if arch.is_moe else (0,))
+    placement = ((arch.first_dense_layers, arch.moe_layer_period) if arch.layer_moe is None
+                 else (0, 1))
     blocks = _nemotron_h_blocks(arch)
     return {**rules, "one block (mixer or FFN) per layer": (blocks is not None, (True,)),
-            "MoE placement (layer_moe, or MoE-free)": (placement if arch.is_moe else (0, 1), ((0, 1),))}
+            "MoE placement (layer_moe, or MoE-free)": (placement if arch.is_moe else (0, 1),
+                                                       ((0, 1),))}
 
 
 _FAMILY_RULES: dict[str, Callable[[Architecture], Rules]] = {
@@ -172,7 +178,8 @@ _FAMILY_RULES: dict[str, Callable[[Architecture], Rules]] = {
         **_heads_divide_hidden(a),
     },
     "gemma3_text": lambda a: {
-        **_rules(a, **_same_bias(a), norms_per_layer=(4,), qk_norm=(True,), sliding_pattern=_ANY_SLIDING),
+        **_rules(a, **_same_bias(a), norms_per_layer=(4,), qk_norm=(True,),
+                 sliding_pattern=_ANY_SLIDING),
         **_heads_divide_hidden(a),
     },
     "mixtral": lambda a: _rules(a, is_moe=(True,), sliding_pattern=_UNIFORM_SLIDING),
@@ -223,7 +230,8 @@ def _export_layer_types(arch: Architecture) -> dict[str, Any]:
 
 def _export_qwen2(arch: Architecture) -> dict[str, Any]:
     """Qwen2 always has q/k/v biases (no key); `layer_types` overrides `max_window_layers`."""
-    window = {"use_sliding_window": arch.num_sliding_layers > 0, "max_window_layers": arch.num_layers}
+    window = {"use_sliding_window": arch.num_sliding_layers > 0,
+              "max_window_layers": arch.num_layers}
     return {**window, **_export_layer_types(arch)}
 
 
@@ -236,12 +244,14 @@ def _export_gemma2(arch: Architecture) -> dict[str, Any]:
 def _export_mixtral(arch: Architecture) -> dict[str, Any]:
     """Mixtral's `intermediate_size` is the expert width."""
     experts = {"num_local_experts": arch.num_experts, "num_experts_per_tok": arch.experts_per_token}
-    return {**experts, "intermediate_size": arch.moe_intermediate_size, "sliding_window": _window(arch)}
+    return {**experts, "intermediate_size": arch.moe_intermediate_size,
+            "sliding_window": _window(arch)}
 
 
 def _export_qwen3_moe(arch: Architecture) -> dict[str, Any]:
     return {
-        **_bias(arch), "num_experts": arch.num_experts, "num_experts_per_tok": arch.experts_per_token,
+        **_bias(arch), "num_experts": arch.num_experts,
+        "num_experts_per_tok": arch.experts_per_token,
         "moe_intermediate_size": arch.moe_intermediate_size, "norm_topk_prob": True,
         "decoder_sparse_step": arch.moe_layer_period,
         "mlp_only_layers": list(range(arch.first_dense_layers)),
@@ -264,7 +274,8 @@ def _export_deepseek_v3(arch: Architecture) -> dict[str, Any]:
         return {**mla, "first_k_dense_replace": arch.num_layers}
     return {
         **mla, "n_routed_experts": arch.num_experts, "num_experts_per_tok": arch.experts_per_token,
-        "n_shared_experts": arch.num_shared_experts, "moe_intermediate_size": arch.moe_intermediate_size,
+        "n_shared_experts": arch.num_shared_experts,
+        "moe_intermediate_size": arch.moe_intermediate_size,
         "first_k_dense_replace": arch.first_dense_layers, "n_group": 1, "topk_group": 1,
     }  # fmt: skip
 
@@ -306,7 +317,8 @@ def _export_nemotron_h(arch: Architecture) -> dict[str, Any]:
         "mlp_hidden_act": arch.hidden_act, "mlp_bias": arch.mlp_bias,
     }
     if arch.num_linear_attention_layers:
-        fields.update(mamba_num_heads=arch.linear_num_value_heads, mamba_head_dim=arch.linear_value_head_dim,
+        fields.update(mamba_num_heads=arch.linear_num_value_heads,
+                      mamba_head_dim=arch.linear_value_head_dim,
                       n_groups=arch.linear_num_key_heads, ssm_state_size=arch.linear_key_head_dim,
                       conv_kernel=arch.linear_conv_kernel, use_conv_bias=arch.linear_conv_bias)
     if arch.is_moe:

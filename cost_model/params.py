@@ -128,7 +128,8 @@ def _mamba2_params(arch: Architecture) -> dict[str, int]:
         "linear_attention/in_proj": hidden * (conv_width + inner + arch.linear_num_value_heads),
         "linear_attention/conv": conv_width * (arch.linear_conv_kernel + arch.linear_conv_bias),
         "linear_attention/out_proj": inner * hidden,
-        "linear_attention/other": 3 * arch.linear_num_value_heads + (inner if arch.linear_norm else 0),
+        "linear_attention/other": (3 * arch.linear_num_value_heads
+                                   + (inner if arch.linear_norm else 0)),
     }
 
 
@@ -236,7 +237,9 @@ def _moe_params(arch: Architecture) -> dict[str, int]:
 # ---- FLOPs ---------------------------------------------------------------------------------------
 
 
-def flops_per_token(arch: Architecture, context_tokens: float | np.ndarray = 0) -> float | np.ndarray:
+def flops_per_token(
+    arch: Architecture, context_tokens: float | np.ndarray = 0
+) -> float | np.ndarray:
     """Forward FLOPs for one token attending to `context_tokens` earlier tokens (2 FLOP per MAC).
 
     = weight GEMMs with the active experts (`matmul_flop_per_token`) + attention scores and
@@ -317,7 +320,8 @@ def _linear_mixer_gemms(arch: Architecture) -> list[tuple[int, int]]:
     hidden = arch.hidden_size
     if arch.linear_mixer_kind == "kimi_delta":  # the gates' bottlenecks are GEMMs of their own
         heads, dim = arch.linear_num_value_heads, arch.linear_value_head_dim
-        inputs = [(3 * heads * dim + heads + 2 * dim, hidden), (heads * dim, dim), (heads * dim, dim)]
+        inputs = [(3 * heads * dim + heads + 2 * dim, hidden), (heads * dim, dim),
+                  (heads * dim, dim)]
     else:
         inputs = [(counts["linear_attention/in_proj"] // hidden, hidden)]
     return [*inputs, (hidden, counts["linear_attention/out_proj"] // hidden)]

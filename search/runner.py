@@ -255,7 +255,7 @@ def run_study(spec: StudySpec, handle: StorageHandle, target_trials: int, seed: 
             time.sleep(WAIT_FOR_OTHERS_S)
             continue
         size = min(spec.batch_size, missing)
-        with_retries(lambda: _one_batch(space, spec, size, hard, summary, target_trials),
+        with_retries(lambda size=size: _one_batch(space, spec, size, hard, summary, target_trials),
                      "a batch")
         if not handle.shared:
             summary.finished += size

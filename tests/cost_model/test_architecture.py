@@ -14,13 +14,13 @@ from cost_model.hf_config import load_architecture
 from tests.data_paths import MODEL_CONFIGS
 
 DENSE = dict(
-    name="dense", vocab_size=1000, hidden_size=256, num_layers=4, num_attention_heads=8, num_kv_heads=2,
-    head_dim=32, intermediate_size=512, max_position_embeddings=4096,
+    name="dense", vocab_size=1000, hidden_size=256, num_layers=4, num_attention_heads=8,
+    num_kv_heads=2, head_dim=32, intermediate_size=512, max_position_embeddings=4096,
 )  # fmt: skip
 MOE = dict(DENSE, name="moe", num_experts=8, experts_per_token=2, moe_intermediate_size=64)
 MLA = dict(
-    DENSE, name="mla", attention_kind="mla", num_kv_heads=8, head_dim=24, q_lora_rank=64, kv_lora_rank=32,
-    qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
+    DENSE, name="mla", attention_kind="mla", num_kv_heads=8, head_dim=24, q_lora_rank=64,
+    kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
 )  # fmt: skip
 
 
@@ -137,7 +137,8 @@ BAD = [
     ("top-k-above-experts", MOE, dict(experts_per_token=9),
      "`experts_per_token` (9) must be between 1 and `num_experts` (8)"),
     ("top-k-zero", MOE, dict(experts_per_token=0), "`experts_per_token` (0) must be between 1"),
-    ("moe-width", MOE, dict(moe_intermediate_size=0), "`moe_intermediate_size` (0) must be >= 1 for MoE"),
+    ("moe-width", MOE, dict(moe_intermediate_size=0),
+     "`moe_intermediate_size` (0) must be >= 1 for MoE"),
     ("moe-field-on-dense", DENSE, dict(experts_per_token=2),
      "`experts_per_token` (2) must be 0 for a dense model (`num_experts` = 0)"),
     ("router-bias-on-dense", DENSE, dict(router_bias=True),
@@ -163,7 +164,8 @@ BAD = [
      "needs `attention_kind` 'mla' with `q_lora_rank` >= 1 (got 'gqa', 0)"),
     ("mixers-length", DENSE, dict(layer_mixers=("attention", "none")),
      "`layer_mixers` (2 entries) must have one entry per layer"),
-    ("mixer-kind", DENSE, dict(layer_mixers=("attention", "mamba", "none", "none")), "`layer_mixers.1`"),
+    ("mixer-kind", DENSE, dict(layer_mixers=("attention", "mamba", "none", "none")),
+     "`layer_mixers.1`"),
     ("mixers-with-window", DENSE, dict(layer_mixers=("attention", "none") * 2, sliding_window=64),
      "`sliding_window` must be None with `layer_mixers`"),
     ("pattern-norms", DENSE, dict(layer_ffn_widths=(512, 256) * 2, norms_per_layer=4),
@@ -186,13 +188,17 @@ BAD = [
      linear_num_key_heads=1, linear_key_head_dim=8, linear_num_value_heads=2,
      linear_value_head_dim=8, linear_conv_kernel=4),
      "`layer_mixers` mixes ['gated_deltanet', 'mamba2']: one linear-attention kind per model"),
-    ("conv-bias-gdn", DENSE, dict(linear_conv_bias=True), "`linear_conv_bias` (True) is for Mamba-2"),
-    ("layer-moe-dense", DENSE, dict(layer_moe=(True, False) * 2), "`layer_moe` needs `num_experts` >= 1"),
+    ("conv-bias-gdn", DENSE, dict(linear_conv_bias=True),
+     "`linear_conv_bias` (True) is for Mamba-2"),
+    ("layer-moe-dense", DENSE, dict(layer_moe=(True, False) * 2),
+     "`layer_moe` needs `num_experts` >= 1"),
     ("moe-widths-without-layer-moe", MOE, dict(layer_ffn_widths=(0, 512, 0, 512)),
      "`layer_ffn_widths` with MoE needs `layer_moe`"),
-    ("width-on-moe-layer", MOE, dict(layer_moe=(True, False) * 2, layer_ffn_widths=(512, 512, 0, 512)),
+    ("width-on-moe-layer", MOE,
+     dict(layer_moe=(True, False) * 2, layer_ffn_widths=(512, 512, 0, 512)),
      "`layer_ffn_widths` must be 0 on MoE layers (layer 0)"),
-    ("output-gate-mla", MLA, dict(attention_output_gate=True), "`attention_output_gate` (True) is supported"),
+    ("output-gate-mla", MLA, dict(attention_output_gate=True),
+     "`attention_output_gate` (True) is supported"),
     ("shared-gate-without-shared", MOE, dict(shared_expert_gate=True),
      "`shared_expert_gate` (True) needs `num_shared_experts` >= 1"),
 ]  # fmt: skip
@@ -201,14 +207,16 @@ BAD = [
 def test_per_layer_pattern_derived_values():
     """Puzzle-style blocks: attention on layers 0 and 2, FFN widths 512/0/256/512."""
     arch = _arch(DENSE, layer_mixers=("attention", "none") * 2, layer_ffn_widths=(512, 0, 256, 512))
-    assert (arch.num_attention_layers, arch.num_full_attention_layers, arch.num_dense_layers) == (2, 2, 3)
+    assert (arch.num_attention_layers, arch.num_full_attention_layers,
+            arch.num_dense_layers) == (2, 2, 3)
     assert arch.layer_has_attention == (True, False, True, False)
     assert arch.dense_ffn_widths == (512, 0, 256, 512)
     assert arch.mean_dense_ffn_width == 1280 / 3
     assert arch.is_heterogeneous and not Architecture(**DENSE).is_heterogeneous
 
 
-@pytest.mark.parametrize(("base", "changes", "message"), [c[1:] for c in BAD], ids=[c[0] for c in BAD])
+@pytest.mark.parametrize(("base", "changes", "message"), [c[1:] for c in BAD],
+                         ids=[c[0] for c in BAD])
 def test_invalid_fields_name_field_rule_and_value(base, changes, message):
     with pytest.raises(ConfigError) as info:
         make_architecture(**{**base, **changes})

@@ -25,8 +25,9 @@ EXPORTED_AS = {"Phi-3-mini-4k-instruct": "mistral", "Kimi-K2-Instruct": "deepsee
                "Kimi-K2.5": "deepseek_v3"}
 # Imported only: no exportable model_type has Llama 4's shared expert with chunked attention.
 # Nemotron-NAS: transformers has no class for its per-layer blocks; Kimi Linear: no exporter yet.
-NOT_EXPORTED = ("serving_Llama-4-Scout-17B-16E-Instruct", "serving_Llama-4-Maverick-17B-128E-Instruct",
-                "Llama-3_3-Nemotron-Super-49B-v1", "synthetic-kimi-linear-checkpoint-form")
+NOT_EXPORTED = ("serving_Llama-4-Scout-17B-16E-Instruct",
+                "serving_Llama-4-Maverick-17B-128E-Instruct", "Llama-3_3-Nemotron-Super-49B-v1",
+                "synthetic-kimi-linear-checkpoint-form")
 
 
 def _config(stem: str) -> dict:
@@ -58,7 +59,9 @@ def _sliding_layers(config) -> int:
 def _same_shape(first: Architecture, second: Architecture) -> bool:
     """Equal but for name and family (and an unused dense width: Mixtral/gpt-oss have no key)."""
     unused = {} if second.num_dense_layers else {"intermediate_size": second.intermediate_size}
-    return first.model_copy(update={"name": second.name, "family": second.family, **unused}) == second
+    return first.model_copy(
+        update={"name": second.name, "family": second.family, **unused}
+    ) == second
 
 
 # ---- import ------------------------------------------------------------------------------------
@@ -80,7 +83,8 @@ def test_defaults_equal_transformers_config_class(model_type):
 # 32 heads: divisible by every family's default num_key_value_heads (4, 8, 32)
 # vocab: above every family's default token ids (Phi-3 pads with 32000)
 MINIMAL = dict(
-    vocab_size=40000, hidden_size=128, num_hidden_layers=2, num_attention_heads=32, intermediate_size=256,
+    vocab_size=40000, hidden_size=128, num_hidden_layers=2, num_attention_heads=32,
+    intermediate_size=256,
 )
 MINIMAL_MOE = {
     "mixtral": {"num_local_experts": 4},  # experts as wide as intermediate_size
@@ -94,7 +98,9 @@ MINIMAL_MOE = {
     "nemotron_h": {"n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
                    "moe_shared_expert_intermediate_size": 32},
 }
-MINIMAL_MOE["kimi_k2"] = MINIMAL_MOE["deepseek_v32"] = MINIMAL_MOE["glm_moe_dsa"] = MINIMAL_MOE["deepseek_v3"]
+MINIMAL_MOE["kimi_k2"] = MINIMAL_MOE["deepseek_v32"] = MINIMAL_MOE["glm_moe_dsa"] = (
+    MINIMAL_MOE["deepseek_v3"]
+)
 
 
 @pytest.mark.parametrize("model_type", IN_TRANSFORMERS)
@@ -122,34 +128,46 @@ def test_documented_family_defaults(model_type, tied, head_dim):
 def test_full_dump_of_default_config_is_accepted(model_type):
     """`PretrainedConfig.to_dict()` holds every attribute, derived ones included (qk_head_dim…)."""
     transformers = pytest.importorskip("transformers")
-    full = transformers.CONFIG_MAPPING[TRANSFORMERS_MODEL_TYPES.get(model_type, model_type)]().to_dict()
+    full = transformers.CONFIG_MAPPING[
+        TRANSFORMERS_MODEL_TYPES.get(model_type, model_type)
+    ]().to_dict()
     full["model_type"] = model_type
-    assert architecture_from_hf_config(full) == architecture_from_hf_config({"model_type": model_type})
+    assert architecture_from_hf_config(full) == architecture_from_hf_config(
+        {"model_type": model_type}
+    )
 
 
 def test_unsupported_model_type_is_named_with_the_supported_list():
-    with pytest.raises(ConfigError, match=r"`model_type` \('falcon'\) is not supported; supported: llama, "):
+    with pytest.raises(
+        ConfigError, match=r"`model_type` \('falcon'\) is not supported; supported: llama, "
+    ):
         architecture_from_hf_config({"model_type": "falcon", **MINIMAL})
 
 
 REFUSED = [
-    ("llama-experts", "Llama-3.1-8B", {"num_local_experts": 8}, "`num_local_experts` (8) is not supported"),
-    ("llama-window", "Llama-3.1-8B", {"sliding_window": 4096}, "`sliding_window` (4096) is not supported"),
-    ("mistral-layer-types", "Mistral-7B-v0.1", {"layer_types": ["full_attention"] * 32}, "`layer_types`"),
-    ("phi3-qk-layernorm", "Phi-3-mini-4k-instruct", {"qk_layernorm": True}, "`qk_layernorm` (True)"),
+    ("llama-experts", "Llama-3.1-8B", {"num_local_experts": 8},
+     "`num_local_experts` (8) is not supported"),
+    ("llama-window", "Llama-3.1-8B", {"sliding_window": 4096},
+     "`sliding_window` (4096) is not supported"),
+    ("mistral-layer-types", "Mistral-7B-v0.1", {"layer_types": ["full_attention"] * 32},
+     "`layer_types`"),
+    ("phi3-qk-layernorm", "Phi-3-mini-4k-instruct", {"qk_layernorm": True},
+     "`qk_layernorm` (True)"),
     ("mistral-bias", "Mistral-7B-v0.1", {"attention_bias": True},
      "`attention_bias` (True) is not supported for model_type `mistral`: must be False"),
     ("qwen2-no-bias", "Qwen2.5-0.5B", {"attention_bias": False}, "`attention_bias` (False)"),
     ("qwen3-moe-scattered-dense", "Qwen3-30B-A3B", {"mlp_only_layers": [0, 5]},
      "`mlp_only_layers` ([0, 5]) is not supported: only leading layers 0..k-1 can be dense"),
-    ("deepseek-moe-freq", "DeepSeek-V3", {"moe_layer_freq": 2}, "`moe_layer_freq` (2) is not supported"),
+    ("deepseek-moe-freq", "DeepSeek-V3", {"moe_layer_freq": 2},
+     "`moe_layer_freq` (2) is not supported"),
     ("gemma2-bidirectional", "gemma-2-9b", {"use_bidirectional_attention": True},
      "`use_bidirectional_attention` (True)"),
     ("gemma2-layer-types-length", "gemma-2-9b", {"layer_types": ["full_attention"] * 3},
      "`layer_types` (['full_attention', 'full_attention', 'full_attention']) must list"),
     ("gpt-oss-alias-conflict", "gpt-oss-20b", {"experts_per_token": 2},
      "`experts_per_token` (2) must equal `num_experts_per_tok` (4)"),
-    ("zero-hidden", "Llama-3.1-8B", {"hidden_size": 0}, "`hidden_size` (0) must be an integer >= 1"),
+    ("zero-hidden", "Llama-3.1-8B", {"hidden_size": 0},
+     "`hidden_size` (0) must be an integer >= 1"),
     ("pruned-heads", "Llama-3.1-8B", {"pruned_heads": {"0": [1]}}, "`pruned_heads` ({'0': [1]})"),
     ("heads-divisible", "Llama-3.1-8B", {"num_attention_heads": 30},
      "`num_attention_heads` (30) must be divisible by `num_kv_heads` (8)"),
@@ -159,16 +177,20 @@ REFUSED = [
      {"text_config": {"moe_layers": [0, 5]}},
      "`moe_layers` ([0, 5]) is not supported: only every `interleave_moe_layer_step`-th layer"),
     ("llama4-layer-types", "serving_Llama-4-Scout-17B-16E-Instruct",
-     {"text_config": {"layer_types": ["sliding_attention"] * 48}}, "`layer_types` (['sliding_attention'"),
+     {"text_config": {"layer_types": ["sliding_attention"] * 48}},
+     "`layer_types` (['sliding_attention'"),
     ("llama4-text-config", "serving_Llama-4-Scout-17B-16E-Instruct", {"text_config": [1]},
      "`text_config` ([1]) must be the language model's config (a dict) for model_type `llama4`"),
-    ("minimax-no-qk-norm", "MiniMax-M2.5", {"use_qk_norm": False}, "`use_qk_norm` (False) is not supported"),
+    ("minimax-no-qk-norm", "MiniMax-M2.5", {"use_qk_norm": False},
+     "`use_qk_norm` (False) is not supported"),
     ("minimax-shared-expert", "MiniMax-M2.5", {"shared_intermediate_size": 1536},
      "`shared_intermediate_size` (1536) is not supported"),
     ("glm5-shared-indexer", "GLM-5", {"indexer_types": ["full", "shared"] * 39},
      "`indexer_types` (['full', 'shared'"),
-    ("glm5-indexer-freq", "GLM-5", {"index_topk_freq": 4}, "`index_topk_freq` (4) is not supported"),
-    ("dsa-scattered-dense", "DeepSeek-V3.2", {"mlp_layer_types": ["sparse", "dense"] + ["sparse"] * 59},
+    ("glm5-indexer-freq", "GLM-5", {"index_topk_freq": 4},
+     "`index_topk_freq` (4) is not supported"),
+    ("dsa-scattered-dense", "DeepSeek-V3.2",
+     {"mlp_layer_types": ["sparse", "dense"] + ["sparse"] * 59},
      "`mlp_layer_types` (['sparse', 'dense'"),
     ("dsa-no-q-lora", "DeepSeek-V3.2", {"q_lora_rank": None},
      "needs `attention_kind` 'mla' with `q_lora_rank` >= 1"),
@@ -191,8 +213,10 @@ def _nas_with_block(index: int, part: str, **change) -> dict:
          "`block_configs[0].attention.replace_with_linear` (True) is not supported"),
         (1, "attention", {"n_heads_in_group": 4},
          "`block_configs` n_heads_in_group ([4, 8]) is not supported"),
-        (2, "attention", {"window_length": 4096}, "`block_configs[2].attention.window_length` (4096)"),
-        (3, "ffn", {"replace_with_linear": True}, "`block_configs[3].ffn.replace_with_linear` (True)"),
+        (2, "attention", {"window_length": 4096},
+         "`block_configs[2].attention.window_length` (4096)"),
+        (3, "ffn", {"replace_with_linear": True},
+         "`block_configs[3].ffn.replace_with_linear` (True)"),
         (4, "ffn", {"ffn_mult": 0}, "`block_configs[4].ffn.ffn_mult` (0) must be a number > 0"),
     ],
     ids=["linear-attention", "mixed-kv-heads", "window", "linear-ffn", "zero-mult"],
@@ -224,7 +248,8 @@ def test_llama4_reads_its_language_model():
     arch = architecture_from_hf_config(wrapped)
     assert architecture_from_hf_config(wrapped["text_config"], arch.name) == arch
     assert (arch.num_moe_layers, arch.num_dense_layers, arch.num_shared_experts) == (24, 24, 1)
-    assert (arch.intermediate_size, arch.moe_intermediate_size, arch.num_experts) == (16384, 8192, 128)
+    assert (arch.intermediate_size, arch.moe_intermediate_size,
+            arch.num_experts) == (16384, 8192, 128)
     assert (arch.num_sliding_layers, arch.sliding_window) == (36, 8192)
 
 
@@ -243,7 +268,8 @@ def test_refused_configs_name_the_field_and_value(stem, change, message):
 def test_harmless_keys_are_ignored():
     config = _config("Llama-3.1-8B")
     noisy = {**config, "rope_scaling": None, "quantization_config": {"quant_method": "fp8"},
-             "use_cache": False, "custom_flag": True, "attention_dropout": 0.1, "output_hidden_states": True}
+             "use_cache": False, "custom_flag": True, "attention_dropout": 0.1,
+             "output_hidden_states": True}
     assert architecture_from_hf_config(noisy) == architecture_from_hf_config(config)
 
 
@@ -282,8 +308,8 @@ def test_export_round_trips_exactly_through_transformers(path, tmp_path):
 
 
 BASE = dict(
-    name="custom", vocab_size=1000, hidden_size=128, num_layers=4, num_attention_heads=4, num_kv_heads=2,
-    head_dim=32, intermediate_size=256, max_position_embeddings=4096,
+    name="custom", vocab_size=1000, hidden_size=128, num_layers=4, num_attention_heads=4,
+    num_kv_heads=2, head_dim=32, intermediate_size=256, max_position_embeddings=4096,
 )  # fmt: skip
 MOE = dict(BASE, num_experts=8, experts_per_token=2, moe_intermediate_size=64)
 MLA = dict(
@@ -298,9 +324,11 @@ EXPORTABLE = [
     ("qk-norm-mixed-sliding",
      dict(BASE, qk_norm=True, sliding_window=64, layer_types=periodic_layer_types(4, 3)), "qwen3"),
     ("sandwich-norms",
-     dict(BASE, norms_per_layer=4, tie_word_embeddings=True, hidden_act="gelu_pytorch_tanh"), "gemma2"),
+     dict(BASE, norms_per_layer=4, tie_word_embeddings=True, hidden_act="gelu_pytorch_tanh"),
+     "gemma2"),
     ("moe", MOE, "mixtral"),
-    ("moe-qk-norm-dense-first-period-2", dict(MOE, qk_norm=True, first_dense_layers=1, moe_layer_period=2),
+    ("moe-qk-norm-dense-first-period-2",
+     dict(MOE, qk_norm=True, first_dense_layers=1, moe_layer_period=2),
      "qwen3_moe"),
     ("moe-sinks-biases-no-window",
      dict(MOE, router_bias=True, expert_bias=True, attention_sinks=True), "gpt_oss"),
@@ -325,7 +353,8 @@ def test_custom_architectures_export_exactly(fields, model_type):
     exported = architecture_to_hf_config(arch)
     assert exported["model_type"] == model_type
     # source: transformers 5.24 meta-device model; tolerance 0
-    assert _transformers_model(exported) == (count_params(arch).total_params, arch.num_sliding_layers)
+    assert _transformers_model(exported) == (count_params(arch).total_params,
+                                             arch.num_sliding_layers)
     assert _same_shape(architecture_from_hf_config(exported), arch)
 
 
@@ -374,12 +403,15 @@ BAD_FILES = [
     ("not-an-object", "[1, 2]", "must hold a JSON object; got list"),
     ("extra-field", json.dumps({**BASE, "hidden_dim": 1}),
      "`hidden_dim` (1): Extra inputs are not permitted"),
-    ("missing-field", json.dumps({k: v for k, v in BASE.items() if k != "head_dim"}), "`head_dim` (missing)"),
-    ("future-version", json.dumps({ARCHSCOUT_JSON_KEY: 2, **BASE}), f"`{ARCHSCOUT_JSON_KEY}` (2) must be 1"),
+    ("missing-field", json.dumps({k: v for k, v in BASE.items() if k != "head_dim"}),
+     "`head_dim` (missing)"),
+    ("future-version", json.dumps({ARCHSCOUT_JSON_KEY: 2, **BASE}),
+     f"`{ARCHSCOUT_JSON_KEY}` (2) must be 1"),
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("text", "message"), [c[1:] for c in BAD_FILES], ids=[c[0] for c in BAD_FILES])
+@pytest.mark.parametrize(("text", "message"), [c[1:] for c in BAD_FILES],
+                         ids=[c[0] for c in BAD_FILES])
 def test_bad_files_raise_config_error(tmp_path, text, message):
     path = tmp_path / "arch.json"
     path.write_text(text, encoding="utf-8")
@@ -430,7 +462,8 @@ def test_qwen3_5_reads_its_language_model():
     assert (arch.family, arch.num_linear_attention_layers, arch.num_attention_layers) == (
         "qwen3_5_moe_text", 30, 10)
     assert arch.layer_mixers[:4] == ("gated_deltanet",) * 3 + ("attention",)
-    assert (arch.num_experts, arch.shared_expert_intermediate_size, arch.shared_expert_gate) == (256, 512, True)
+    assert (arch.num_experts, arch.shared_expert_intermediate_size,
+            arch.shared_expert_gate) == (256, 512, True)
     assert arch.linear_state_elems_per_layer == 32 * 128 * 128 + 3 * (2 * 16 * 128 + 32 * 128)
 
 
@@ -453,7 +486,8 @@ def test_gemma3_five_sliding_layers_per_global():
     QK norms and Gemma 2's four norms per layer; `sliding_window_pattern` sets the period."""
     config = _config("synthetic-gemma3-five-sliding-per-global")
     arch = architecture_from_hf_config(config)
-    assert (arch.num_sliding_layers, arch.num_full_attention_layers, arch.sliding_window) == (10, 2, 512)
+    assert (arch.num_sliding_layers, arch.num_full_attention_layers,
+            arch.sliding_window) == (10, 2, 512)
     assert (arch.qk_norm, arch.norms_per_layer, arch.tie_word_embeddings) == (True, 4, True)
     every_third = architecture_from_hf_config({**config, "sliding_window_pattern": 3})
     assert every_third.num_full_attention_layers == 4
@@ -494,7 +528,8 @@ def test_nemotron_h_reads_its_block_pattern():
     attention, 54 ungated relu² MLPs of 32,768; Nemotron-3-Nano: 23 Mamba-2, 6 attention, 23 MoE
     blocks (128 experts, top-6, shared expert of 3,712)."""
     big = architecture_from_hf_config(_config("Nemotron-H-56B-Base-8K"))
-    assert (big.num_layers, big.num_linear_attention_layers, big.num_attention_layers) == (118, 54, 10)
+    assert (big.num_layers, big.num_linear_attention_layers,
+            big.num_attention_layers) == (118, 54, 10)
     assert (big.num_dense_layers, big.gated_mlp, big.hidden_act) == (54, False, "relu2")
     assert big.linear_state_elems_per_layer == 256 * 64 * 256 + 3 * (256 * 64 + 2 * 8 * 256)
     nano = architecture_from_hf_config(_config("NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"))
@@ -506,9 +541,12 @@ def test_falcon_h1_runs_attention_and_mamba_side_by_side():
     """Falcon-H1: every layer both attends (GQA) and runs Mamba-2 (12 heads of 384 / 12, 2 groups
     of state 32, conv bias, gated norm here); a custom parallel hybrid exports exactly."""
     arch = architecture_from_hf_config(_config("synthetic-falcon-h1-parallel-norm"))
-    assert (arch.num_attention_layers, arch.num_linear_attention_layers, arch.num_mixer_layers) == (4, 4, 4)
-    assert (arch.linear_value_head_dim, arch.linear_norm, arch.linear_mixer_kind) == (32, True, "mamba2")
-    custom = Architecture(**dict(BASE, layer_mixers=("attention+mamba2",) * 4, **MAMBA, linear_norm=False))
+    assert (arch.num_attention_layers, arch.num_linear_attention_layers,
+            arch.num_mixer_layers) == (4, 4, 4)
+    assert (arch.linear_value_head_dim, arch.linear_norm,
+            arch.linear_mixer_kind) == (32, True, "mamba2")
+    custom = Architecture(**dict(BASE, layer_mixers=("attention+mamba2",) * 4, **MAMBA,
+                                 linear_norm=False))
     exported = architecture_to_hf_config(custom)
     assert exported["model_type"] == "falcon_h1"
     assert _transformers_model(exported)[0] == count_params(custom).total_params
@@ -520,7 +558,9 @@ def test_kimi_linear_reads_the_checkpoint_form():
     `kda_layers`): layers 4 and 8 are MLA, the other six KDA (4 heads of 32), two leading dense
     layers from `first_k_dense_replace`."""
     arch = architecture_from_hf_config(_config("synthetic-kimi-linear-checkpoint-form"))
-    assert arch.layer_mixers == ("kimi_delta",) * 3 + ("attention",) + ("kimi_delta",) * 3 + ("attention",)
-    assert (arch.attention_kind, arch.linear_num_value_heads, arch.linear_value_head_dim) == ("mla", 4, 32)
+    assert arch.layer_mixers == (("kimi_delta",) * 3 + ("attention",)
+                                 + ("kimi_delta",) * 3 + ("attention",))
+    assert (arch.attention_kind, arch.linear_num_value_heads,
+            arch.linear_value_head_dim) == ("mla", 4, 32)
     assert (arch.first_dense_layers, arch.num_moe_layers, arch.num_shared_experts) == (2, 6, 1)
     assert arch.linear_state_elems_per_layer == 4 * 32 * 32 + 3 * (3 * 4 * 32)

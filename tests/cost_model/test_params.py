@@ -111,21 +111,30 @@ def test_counts_equal_transformers_meta_model(path):
 
 PUBLISHED = [
     # (config, quantity, published value, tolerance, source)
-    ("gemma-2-2b", "non_embedding_params", 2_024_517_888, 0, "Gemma 2 report (arXiv:2408.00118) Table 2"),
-    ("gemma-2-9b", "non_embedding_params", 8_324_201_984, 0, "Gemma 2 report Table 2; validation CSV notes"),
+    ("gemma-2-2b", "non_embedding_params", 2_024_517_888, 0,
+     "Gemma 2 report (arXiv:2408.00118) Table 2"),
+    ("gemma-2-9b", "non_embedding_params", 8_324_201_984, 0,
+     "Gemma 2 report Table 2; validation CSV notes"),
     ("Llama-3.2-1B", "total_params", 1.23 * B, 0.01 * B, "Meta Llama 3.2 model card: 1.23B"),
     ("Qwen2.5-0.5B", "total_params", 0.49 * B, 0.005 * B, "Qwen2.5-0.5B model card: 0.49B"),
-    ("Qwen2.5-0.5B", "non_embedding_params", 0.36 * B, 0.005 * B, "Qwen2.5-0.5B card: 0.36B non-embedding"),
+    ("Qwen2.5-0.5B", "non_embedding_params", 0.36 * B, 0.005 * B,
+     "Qwen2.5-0.5B card: 0.36B non-embedding"),
     ("Qwen3-0.6B", "total_params", 0.6 * B, 0.005 * B, "Qwen3-0.6B model card: 0.6B"),
-    ("Qwen3-0.6B", "non_embedding_params", 0.44 * B, 0.005 * B, "Qwen3-0.6B card: 0.44B non-embedding"),
-    ("gpt-oss-20b", "total_params", 20.91 * B, 0.005 * B, "gpt-oss model card (arXiv:2508.10925) Table 1"),
-    ("gpt-oss-20b", "active_without_embedding", 3.61 * B, 0.005 * B, "same table (unembedding counted)"),
-    ("Moonlight-16B-A3B", "non_embedding_params", 15.29 * B, 0.005 * B, "Moonlight (arXiv:2502.16982)"),
-    ("Moonlight-16B-A3B", "active_non_embedding", 2.24 * B, 0.005 * B, "Moonlight: 2.24B activated"),
+    ("Qwen3-0.6B", "non_embedding_params", 0.44 * B, 0.005 * B,
+     "Qwen3-0.6B card: 0.44B non-embedding"),
+    ("gpt-oss-20b", "total_params", 20.91 * B, 0.005 * B,
+     "gpt-oss model card (arXiv:2508.10925) Table 1"),
+    ("gpt-oss-20b", "active_without_embedding", 3.61 * B, 0.005 * B,
+     "same table (unembedding counted)"),
+    ("Moonlight-16B-A3B", "non_embedding_params", 15.29 * B, 0.005 * B,
+     "Moonlight (arXiv:2502.16982)"),
+    ("Moonlight-16B-A3B", "active_non_embedding", 2.24 * B, 0.005 * B,
+     "Moonlight: 2.24B activated"),
     # Meta's Llama 4 model cards: 17B active, 109B (Scout) / 400B (Maverick) total with the vision
     # encoder, which archscout does not model (the text model alone is 107.8B / 400.7B)
     ("serving_Llama-4-Scout-17B-16E-Instruct", "active_params", 17 * B, 0.5 * B, "Llama 4 card"),
-    ("serving_Llama-4-Maverick-17B-128E-Instruct", "active_params", 17 * B, 0.5 * B, "Llama 4 card"),
+    ("serving_Llama-4-Maverick-17B-128E-Instruct", "active_params", 17 * B, 0.5 * B,
+     "Llama 4 card"),
     ("serving_Llama-4-Maverick-17B-128E-Instruct", "total_params", 400 * B, 2 * B, "Llama 4 card"),
 ]  # fmt: skip
 
@@ -134,7 +143,8 @@ def _quantity(stem: str, quantity: str) -> int:
     counts = count_params(_load(stem))
     derived = {
         "active_without_embedding": counts.active_params - counts.embedding_params,
-        "active_non_embedding": counts.active_params - counts.embedding_params - counts.lm_head_params,
+        "active_non_embedding": (counts.active_params - counts.embedding_params
+                                 - counts.lm_head_params),
     }
     return derived[quantity] if quantity in derived else getattr(counts, quantity)
 
@@ -172,7 +182,8 @@ BIAS_FREE = [path for path in CONFIG_FILES if not _has_biases(load_architecture(
 def test_matmul_flop_is_two_per_active_weight(path):
     arch = load_architecture(path)
     counts = count_params(arch)
-    not_gemm = counts.embedding_params + counts["norm"] + counts["attention/norm"] + counts["attention/sinks"]
+    not_gemm = (counts.embedding_params + counts["norm"] + counts["attention/norm"]
+                + counts["attention/sinks"])
     # Gated DeltaNet: the depthwise conv, dt_bias, A_log and its norm are not GEMM weights
     not_gemm += counts["linear_attention/conv"] + counts["linear_attention/other"]
     tied_head = arch.vocab_size * arch.hidden_size if arch.tie_word_embeddings else 0
@@ -223,7 +234,8 @@ PUBLISHED_NEW = [
     # "total"; "active" cards quote without them where the row says so
     ("DeepSeek-V3.2", "total_params", 671 * B, 1 * B,
      "DeepSeek-V3.2-Exp report: 671B (685B on the Hub counts the 14B MTP module)"),
-    ("GLM-5", "total_params", 744 * B, 1 * B, "zai-org/GLM-5 model card: 744B parameters (40B active)"),
+    ("GLM-5", "total_params", 744 * B, 1 * B,
+     "zai-org/GLM-5 model card: 744B parameters (40B active)"),
     ("GLM-5", "active_non_embedding", 40 * B, 0.5 * B, "same card: 40B active"),
     ("Kimi-K2-Instruct", "total_params", 1.04e12, 0.02e12, "Kimi K2 model card: 1T total (1.04T)"),
     ("Kimi-K2-Instruct", "active_params", 32 * B, 1 * B, "Kimi K2 model card: 32B activated"),

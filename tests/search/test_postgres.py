@@ -249,8 +249,8 @@ def test_a_worker_killed_while_asking_leaves_no_running_trial(tmp_path, capsys):
     finished trials, none RUNNING."""
     study = _study_file(tmp_path, batch_size=8)
     proc = subprocess.run([sys.executable, "-c", KILL_AT_FIFTH_ASK, "search", str(study),
-                           "--storage", URL, "--trials", "16", "--no-progress"], check=False, cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
+                           "--storage", URL, "--trials", "16", "--no-progress"],
+                          check=False, cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     orphans = _trials(study)
     assert [t.state for t in orphans] == [TrialState.RUNNING] * 4
