@@ -17,12 +17,9 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
-import math
 import re
-import tomllib
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
 
@@ -32,12 +29,13 @@ import pyarrow.compute as pc
 import pyarrow.csv
 import pyarrow.parquet as pq
 
-from cost_model.efficiency import POINTS_FILE, Efficiency, GemmEfficiency
+from cost_model.efficiency import Efficiency, GemmEfficiency
 from cost_model.errors import ConfigError
 from cost_model.gemm import GemmRates, gemm_cost, gemm_time_s, quantize_time_s
 from cost_model.hardware import HardwareSpec
 from cost_model.precision import Precision, get_precision
 from cost_model.units import GIGA, MS_PER_S, US_PER_S
+from search.measured_lookup import shipped_points  # the shipped grid (re-exported for scripts)
 
 AIC_PACKAGE = "aiconfigurator_core"  # pip install aiconfigurator-core (Apache-2.0)
 AIC_DISTRIBUTION = "aiconfigurator-core"
@@ -389,33 +387,6 @@ def fit_hardware(tables: list[MeasuredGemms], hw: HardwareSpec,
 # ---- measured times for `archscout gemm` ----------------------------------------------------
 
 @cache
-def shipped_points() -> dict:
-    """The grid of measured GEMM times shipped as package data (written by calibrate)."""
-    path = resources.files("cost_model.data.efficiency").joinpath(f"{POINTS_FILE}.toml")
-    return tomllib.loads(path.read_text()) if path.is_file() else {}
-
-
-@cache
-def _shipped_grid(hardware: str, dtype: str) -> np.ndarray | None:
-    """Measured µs of one GPU and format on the shipped M × N × K grid."""
-    doc = shipped_points()
-    entry = doc.get(hardware, {}).get(dtype)
-    if not isinstance(entry, dict):
-        return None
-    shape = tuple(len(doc[axis]) for axis in ("m", "n", "k"))
-    return np.array(entry["time_us"].split(), dtype=np.float64).reshape(shape)
-
-
-def _shipped_time_s(hardware: str, dtype: str, m: int, n: int, k: int) -> float | None:
-    grid = _shipped_grid(hardware, dtype)
-    axes = [shipped_points()[axis] for axis in ("m", "n", "k")] if grid is not None else []
-    if grid is None or any(v not in a for v, a in zip((m, n, k), axes)):
-        return None
-    time_us = grid[axes[0].index(m), axes[1].index(n), axes[2].index(k)]
-    return None if math.isnan(time_us) else float(time_us) / US_PER_S
-
-
-@cache
 def _installed_times_s(hardware: str, dtype: str) -> dict[tuple[int, int, int], float]:
     """Every measured time of the installed aiconfigurator-core table the shipped coefficients
     were fitted to (empty without the package)."""
@@ -433,11 +404,9 @@ def _installed_times_s(hardware: str, dtype: str) -> dict[tuple[int, int, int], 
             zip(data.m, data.n, data.k, data.time_s)}
 
 
-def measured_time_s(hardware: str, dtype: str, m: int, n: int, k: int) -> float | None:
-    """Measured time of this GEMM (BF16 activations quantized inside the timed op, BF16 out) in
-    the shipped grid or, when installed, the full aiconfigurator-core table; None if neither has
-    the shape."""
-    shipped = _shipped_time_s(hardware, dtype, m, n, k)
-    if shipped is not None or hardware not in AIC_SYSTEMS:
-        return shipped
+def installed_time_s(hardware: str, dtype: str, m: int, n: int, k: int) -> float | None:
+    """Measured time of this GEMM in the installed aiconfigurator-core table (the shipped grid is
+    `search.measured_lookup`'s); None without the package or the shape."""
+    if hardware not in AIC_SYSTEMS:
+        return None
     return _installed_times_s(hardware, dtype).get((m, n, k))

@@ -59,6 +59,6 @@ def measured_time_s(hardware: str, dtype: str, m: int, n: int, k: int) -> float 
     shipped = shipped_time_s(hardware, dtype, m, n, k)
     if shipped is not None:
         return shipped
-    from search.calibration import measured_time_s as table_time_s  # pyarrow: off the grid only
+    from search.calibration import installed_time_s  # pyarrow: off the grid only
 
-    return table_time_s(hardware, dtype, m, n, k)
+    return installed_time_s(hardware, dtype, m, n, k)

@@ -25,10 +25,10 @@ from search.calibration import (
     fit_gemm,
     fit_hardware,
     measured_gemms,
-    measured_time_s,
     predicted_s,
     read_table,
 )
+from search.measured_lookup import measured_time_s
 
 H200 = get_hardware("h200")
 TRUTH = {  # TOML units; every term binds somewhere on the grid below
