@@ -11,7 +11,8 @@
    the plain mapping's TTL at batch 1, 2, 4 …
 3. Disaggregated serving: the published disaggregated rows of tests/data (NVIDIA Dynamo with
    TensorRT-LLM / SGLang, InferenceX) at their own xPyD ratios, scored by validate_serving.py;
-   and the aggregated vs disaggregated frontier area of DeepSeek-R1 on 8× H200 at 8k/1k.
+   InferenceX's aggregated-vs-disaggregated pair for DeepSeek-R1 on H200 at 1k/1k; and the
+   aggregated vs disaggregated frontier area of DeepSeek-R1 on 8× H200 at 8k/1k.
 
 Usage: python tests/benchmarks/serving_mode_anchors.py
 """
@@ -88,12 +89,29 @@ def disaggregated() -> None:
                          if r["error_frac"][metric] is not None])
         print(f"disaggregated published rows ({len(errs)}): {metric} median |error| "
               f"{np.median(np.abs(errs)):.0%}, bias {np.median(errs):+.0%}")
+    _published_pair()
     hw, long = get_hardware("h200"), Workload(isl_tokens=8192, osl_tokens=1024)
     dep = Deployment(tp=8, ep=8, precision="fp8_block")
     agg = evaluate_points([DEEPSEEK], [dep], hw, long).frontier_area(10.0, 1000.0)[0]
     dis = evaluate_disaggregated([DEEPSEEK], [dep], [dep], hw, long).frontier_area(10.0, 1000.0)[0]
     print(f"DeepSeek-R1 8k/1k on H200 (tp8 ep8 instances): frontier area aggregated {agg:.4g}, "
           f"disaggregated {dis:.4g} ({dis / agg - 1:+.0%})")
+
+
+def _published_pair() -> None:
+    """InferenceX, DeepSeek-R1-0528 FP8 on H200 at 1k/1k: aggregated TensorRT-LLM TP8 EP8 vs
+    Dynamo + TensorRT-LLM 1P (attention DP 8, EP 8) + 9D (TP8 EP8), tokens/s/GPU at matched
+    concurrency per decode instance (published: 95.33 vs 91.33 at 16, 228.08 vs 235.83 at 64)."""
+    hw, chat = get_hardware("h200"), Workload(isl_tokens=1024, osl_tokens=1024)
+    dec = Deployment(tp=8, ep=8, precision="fp8_block")
+    pre = Deployment(tp=1, dp=8, ep=8, precision="fp8_block")
+    c = np.array([16.0, 64.0])
+    agg = evaluate_points([DEEPSEEK], [dec], hw, chat, c).tokens_per_s_per_gpu[0]
+    dis = evaluate_disaggregated([DEEPSEEK], [pre], [dec], hw, chat, c,
+                                 PoolLimits(ratio=(1, 9))).tokens_per_s_per_gpu[0]
+    for i, (published_agg, published_dis) in enumerate(((95.33, 91.33), (228.08, 235.83))):
+        print(f"disaggregated / aggregated tokens/s/GPU at {c[i]:.0f} per decode instance: "
+              f"model {dis[i] / agg[i]:.3f}, published {published_dis / published_agg:.3f}")
 
 
 def main() -> int:
