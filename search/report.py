@@ -26,13 +26,12 @@ import numpy as np
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from cost_model.frontier import frontier_area, pareto_mask
 from objectives.serving import ServingScores
 from search.convergence import bounds_reached, convergence
 from constraints import check_candidate
 from search.evaluation import (
     UNREACHED_TTFT_MS, constraint_rules, deployment_label, hard_constraints, score_valid,
-    trial_candidate, trial_details, window,
+    swept_envelope, trial_candidate, trial_details,
 )
 from search.space import Candidate, swept_candidates, sweeps_deployments
 from search.spec import StudySpec
@@ -162,24 +161,18 @@ class Rows:
 
 
 def _envelope(spec: StudySpec, scores: ServingScores, part: Rows) -> dict:
-    """The frontier of one design over its usable deployments."""
-    p = scores.points
-    fits = p.fits_memory[part.rows] & part.usable[:, None]
-    y = np.where(fits, p.tokens_per_s_per_gpu[part.rows], np.nan).reshape(1, -1)
-    x = p.tokens_per_s_per_user[part.rows].reshape(1, -1)
-    w = window(spec)
-    on_front = pareto_mask(x, y)[0]
-    owner = np.repeat(np.arange(len(part.labels)), p.concurrency.shape[1])
-    c = p.concurrency[part.rows].reshape(-1)
-    columns = p.concurrency.shape[1]
-    start = part.rows.start
+    """The frontier of one design over its usable deployments (`swept_envelope`, the same
+    pooling a sweeping study's trials were scored with)."""
+    p, start = scores.points, part.rows.start
+    rows = [start + i for i in np.flatnonzero(part.usable)]
+    area, on_front = swept_envelope(spec, scores, rows)
     points = sorted(
-        ({"tokens_per_s_per_user": float(x[0, i]), "tokens_per_s_per_gpu": float(y[0, i]),
-          "concurrency": int(c[i]), "trial": part.trials[owner[i]],
-          "deployment": _with_ratio(part.labels[owner[i]],
-                                    p.ratio(start + owner[i], i % columns))}
-         for i in np.flatnonzero(on_front)), key=lambda q: q["tokens_per_s_per_user"])
-    return {AREA: float(frontier_area(x, y, w.x_lo, w.x_hi, w.log_x)[0]), "frontier": points}
+        ({"tokens_per_s_per_user": float(p.tokens_per_s_per_user[r, j]),
+          "tokens_per_s_per_gpu": float(p.tokens_per_s_per_gpu[r, j]),
+          "concurrency": int(p.concurrency[r, j]), "trial": part.trials[r - start],
+          "deployment": _with_ratio(part.labels[r - start], p.ratio(r, j))}
+         for r, j in on_front), key=lambda q: q["tokens_per_s_per_user"])
+    return {AREA: area, "frontier": points}
 
 
 def _with_ratio(label: str, ratio: str | None) -> str:

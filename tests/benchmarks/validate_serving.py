@@ -420,14 +420,8 @@ def print_report(summary: dict, data_path: Path) -> None:
         print(
             f"{g['model']:<26} {g['gpu']:<9} {g['regime']:<6} {g['rows']:>4}{_cells(g['metrics'])}"
         )
-    print("\noverall (n per metric: TPOT / TTFT / tok/s/GPU)")
-    print(_header(f"{'models':<26} {'n':>21}"))
-    for kind, stats in summary["overall"].items():
-        counts = "/".join(str(stats[m]["n"]) for m in METRICS)
-        print(f"{kind:<26} {counts:>21}{_cells(stats)}")
-    print("\nskipped rows by reason")
-    for reason, count in summary["skipped"].items():
-        print(f"{count:>5}  {reason}")
+    print()
+    _print_overall(summary)
 
 
 def _read_rows(path: Path, option: str) -> list[dict[str, str]] | None:
@@ -448,6 +442,11 @@ def _read_rows(path: Path, option: str) -> list[dict[str, str]] | None:
 def _print_combined(summary: dict, paths: list[Path]) -> None:
     print(f"serving validation, combined: {' + '.join(str(p) for p in paths)}")
     print(f"rows evaluated {summary['rows_evaluated']}, skipped {summary['rows_skipped']}\n")
+    _print_overall(summary)
+
+
+def _print_overall(summary: dict) -> None:
+    """The dense / MoE overall table and the skipped rows by reason."""
     print("overall (n per metric: TPOT / TTFT / tok/s/GPU)")
     print(_header(f"{'models':<26} {'n':>21}"))
     for kind, stats in summary["overall"].items():
