@@ -57,6 +57,8 @@ Conventions (the same as transformers' modeling code, which `params.py` counts e
 
 from __future__ import annotations
 
+import hashlib
+import re
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
@@ -81,6 +83,14 @@ LINEAR_MIXERS = (GATED_DELTANET_MIXER, KIMI_DELTA_MIXER, MAMBA2_MIXER, PARALLEL_
 _WITH_ATTENTION = (ATTENTION_MIXER, PARALLEL_MAMBA2_MIXER)
 _LINEAR_FIELDS = ("linear_num_key_heads", "linear_key_head_dim", "linear_num_value_heads",
                   "linear_value_head_dim", "linear_conv_kernel")
+# fields that mean nothing when no layer attends / when no layer is linear (design_key)
+_ATTENTION_FIELDS = (
+    "num_attention_heads", "num_kv_heads", "head_dim", "attention_kind", "q_lora_rank",
+    "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "qk_norm",
+    "qk_norm_scope", "attention_sinks", "attention_output_gate", "qkv_bias", "o_bias",
+    "index_heads", "index_head_dim", "index_topk",
+)  # fmt: skip
+_LINEAR_MIXER_FIELDS = (*_LINEAR_FIELDS, "linear_conv_bias", "linear_norm")
 FULL_ATTENTION: LayerType = "full_attention"
 SLIDING_ATTENTION: LayerType = "sliding_attention"
 
@@ -356,11 +366,12 @@ class Architecture(BaseModel):
         """The design as (field, value) pairs: every field but the labels `name` and `family`,
         with the values no layer uses normalized, so two architectures share a key iff they are
         the same model. Normalized: the dense `intermediate_size` when no layer is dense (an MoE
-        whose every layer is MoE), `layer_types` naming every layer sliding (= None), and
-        per-layer patterns equal on every layer (`layer_mixers` all attention, `layer_ffn_widths`
-        all `intermediate_size`: None). Expert fields of a dense model, the shared-expert width
-        without shared experts and the QK-norm scope without QK norms are fixed by the
-        validators."""
+        whose every layer is MoE), `layer_types` naming every layer sliding (= None), per-layer
+        patterns equal on every layer (`layer_mixers` all attention, `layer_ffn_widths` all
+        `intermediate_size`: None), the attention fields when no layer attends (a pure Mamba-2
+        stack) and the linear-mixer fields when no layer is linear (None). Expert fields of a
+        dense model, the shared-expert width without shared experts and the QK-norm scope
+        without QK norms are fixed by the validators."""
         fields = self.model_dump(exclude={"name", "family"})
         if self.num_dense_layers == 0:
             fields["intermediate_size"] = 0
@@ -371,28 +382,91 @@ class Architecture(BaseModel):
             fields["layer_mixers"] = None
         if set(fields.get("layer_ffn_widths") or ()) == {self.intermediate_size}:
             fields["layer_ffn_widths"] = None
+        unused = ((_ATTENTION_FIELDS if self.num_attention_layers == 0 else ())
+                  + (_LINEAR_MIXER_FIELDS if self.num_linear_attention_layers == 0 else ()))
+        fields.update(dict.fromkeys(unused))
         return tuple(fields.items())
 
 
 def design_name(arch: Architecture, show_vocab: bool = False) -> str:
     """A short name of the shape that names every field a searched design varies in and none it
-    does not use: `H{hidden}-L{layers}-A{q heads}x{head dim}kv{kv heads}`, then
-    `-E{experts}k{top-k}x{expert width}s{shared experts}` for an MoE, then the dense MLPs:
-    `-F{width}` when every layer is dense, `-F{dense layers}x{width}` for an MoE's dense layers
-    (none: nothing), and `-V{vocab}` when `show_vocab` (a study that searches the vocabulary)."""
+    does not use: `H{hidden}-L{layers}`, then `-A{q heads}x{head dim}kv{kv heads}` when some
+    layer attends, the layer pattern and linear-mixer shape when layers differ
+    (`mixer_pattern_name`), `-E{experts}k{top-k}x{expert width}s{shared experts}` for an MoE, then
+    the dense MLPs: `-F{width}` when every layer is dense, `-F{dense layers}x{width}` for an MoE's
+    dense layers (none: nothing), and `-V{vocab}` when `show_vocab` (a study that searches the
+    vocabulary)."""
     a = arch
-    name = (f"H{a.hidden_size}-L{a.num_layers}-A{a.num_attention_heads}x{a.head_dim}"
-            f"kv{a.num_kv_heads}")
+    name = f"H{a.hidden_size}-L{a.num_layers}"
+    if a.num_attention_layers:
+        name += f"-A{a.num_attention_heads}x{a.head_dim}kv{a.num_kv_heads}"
+    name += mixer_pattern_name(a)
     if a.is_moe:
         name += (f"-E{a.num_experts}k{a.experts_per_token}x{a.moe_intermediate_size}"
                  f"s{a.num_shared_experts}")
         if a.num_dense_layers:
             name += f"-F{a.num_dense_layers}x{a.intermediate_size}"
-    else:
+    elif a.num_dense_layers:
         name += f"-F{a.intermediate_size}"
     if show_vocab:
         name += f"-V{a.vocab_size}"
     return name
+
+
+# One letter per mixer in design names: G Gated DeltaNet, K Kimi Delta Attention, M Mamba-2,
+# P attention + Mamba-2 in parallel, A attention, N no mixer.
+MIXER_LETTERS: dict[str, str] = {
+    GATED_DELTANET_MIXER: "G", KIMI_DELTA_MIXER: "K", MAMBA2_MIXER: "M",
+    PARALLEL_MAMBA2_MIXER: "P", ATTENTION_MIXER: "A", NO_MIXER: "N",
+}  # fmt: skip
+_MAX_UNIT_NAME_CHARS = 12  # a longer repeating unit is named by its counts and a digest
+_DIGEST_HEX_CHARS = 6
+
+
+def mixer_pattern_name(arch: Architecture) -> str:
+    """The per-layer pattern in a design name ("" for a homogeneous model). A pattern that
+    repeats a short unit is the unit run-length coded (Qwen3-Next's 3 Gated DeltaNet + 1
+    attention: `-G3A1`); otherwise the mixer counts plus a digest of the exact per-layer lists
+    (mixers, FFN widths, MoE layers: `-M54A10N54#1f0c2e`), so distinct placements get distinct
+    names. Linear layers add their shape `-S{v heads}x{v dim}g{key heads}x{key dim}c{conv
+    taps}` (`b`: conv bias, `u`: no gated norm)."""
+    if not arch.is_heterogeneous:
+        return ""
+    letters = "".join(MIXER_LETTERS[m] for m in arch.layer_mixers or ())
+    unit = _run_length(_repeating_unit(letters)) if letters else ""
+    exact = bool(unit) and len(unit) <= _MAX_UNIT_NAME_CHARS and arch.layer_ffn_widths is None \
+        and arch.layer_moe is None
+    name = f"-{unit}" if exact else f"-{_letter_counts(letters)}#{_pattern_digest(arch)}"
+    if arch.num_linear_attention_layers:
+        a = arch
+        name += (f"-S{a.linear_num_value_heads}x{a.linear_value_head_dim}"
+                 f"g{a.linear_num_key_heads}x{a.linear_key_head_dim}c{a.linear_conv_kernel}"
+                 f"{'b' if a.linear_conv_bias else ''}{'' if a.linear_norm else 'u'}")
+    return name
+
+
+def _repeating_unit(letters: str) -> str:
+    """The shortest unit whose repetition is `letters`."""
+    size = len(letters)
+    return next(letters[:p] for p in range(1, size + 1)
+                if size % p == 0 and letters[:p] * (size // p) == letters)
+
+
+def _run_length(unit: str) -> str:
+    """`GGGA` -> `G3A1`."""
+    return "".join(f"{m.group(1)}{len(m.group(0))}" for m in re.finditer(r"(.)\1*", unit))
+
+
+def _letter_counts(letters: str) -> str:
+    """Mixer counts in `MIXER_LETTERS` order (`M54A10N54`); `F` when only FFN widths vary."""
+    counts = [f"{c}{letters.count(c)}" for c in MIXER_LETTERS.values() if letters.count(c)]
+    return "".join(counts) or "F"
+
+
+def _pattern_digest(arch: Architecture) -> str:
+    """A short digest of the exact per-layer lists (stable across processes and runs)."""
+    lists = (arch.layer_mixers, arch.layer_ffn_widths, arch.layer_moe)
+    return hashlib.sha1(repr(lists).encode()).hexdigest()[:_DIGEST_HEX_CHARS]
 
 
 def periodic_layer_types(num_layers: int, full_attention_period: int) -> tuple[LayerType, ...]:
