@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from cost_model.architecture import Architecture
+from cost_model.architecture import MAMBA2_MIXER, Architecture
 from cost_model.deployment import Deployment
 from cost_model.evaluate import deployment_violations
 from cost_model.precision import get_precision
@@ -88,10 +88,36 @@ def pipeline_violations(arch: Architecture, dep: Deployment) -> list[str]:
     return broken
 
 
+def linear_attention_violations(arch: Architecture, dep: Deployment) -> list[str]:
+    """TP shards linear-attention layers by head, as vLLM does: Gated DeltaNet and Kimi Delta
+    Attention split both their key and value heads over TP (vllm/model_executor/models/
+    qwen3_next.py: `num_k_heads // tp_size`, `num_v_heads // tp_size`); Mamba-2 splits its SSM
+    heads, and its B/C groups unless there is one group, which every rank then holds whole
+    (vllm/model_executor/layers/mamba/mamba_mixer2.py: "Tensor parallel world size must divide
+    num heads"; "... does not divide num_groups, then num_groups must equal 1")."""
+    if arch.num_linear_attention_layers == 0 or dep.tp == 1:
+        return []
+    kind, tp = arch.linear_mixer_kind, dep.tp
+    heads, groups = arch.linear_num_value_heads, arch.linear_num_key_heads
+    what = {MAMBA2_MIXER: ("Mamba-2 heads", "B/C groups")}.get(kind, ("value heads", "key heads"))
+    broken = []
+    if heads % tp:
+        broken.append(f"`tp` ({tp}) must divide `linear_num_value_heads` ({heads}): the "
+                      f"{what[0]} of the {arch.num_linear_attention_layers} {kind} layers are "
+                      "sharded over TP")
+    groups_replicated = kind == MAMBA2_MIXER and groups == 1
+    if groups % tp and not groups_replicated:
+        one = " (or be 1, replicated on every rank)" if kind == MAMBA2_MIXER else ""
+        broken.append(f"`tp` ({tp}) must divide `linear_num_key_heads` ({groups}){one}: the "
+                      f"{what[1]} of the {kind} layers are sharded over TP")
+    return broken
+
+
 def check_divisibility(arch: Architecture, dep: Deployment) -> Violation:
-    """Heads by TP, KV heads vs TP, experts by EP, expert H′ by moe_tp, a balanced PP split;
-    value = number of broken rules."""
-    broken = deployment_violations(arch, dep) + pipeline_violations(arch, dep)
+    """Heads by TP, KV heads vs TP, linear-attention heads by TP, experts by EP, expert H′ by
+    moe_tp, a balanced PP split; value = number of broken rules."""
+    broken = (deployment_violations(arch, dep) + linear_attention_violations(arch, dep)
+              + pipeline_violations(arch, dep))
     if not broken:
         return Violation("divisibility", 0.0, f"ok: heads, experts and layers divide evenly "
                          f"under TP={dep.tp}, EP={dep.ep}, PP={dep.pp}, DP={dep.dp}")
