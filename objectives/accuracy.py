@@ -13,7 +13,10 @@
   Kaplan's convention (0) and Chinchilla's (1).
 - Terms (each 1 at Llama-3-8B's shape): depth (Gemstones width/depth law at fixed N), attention
   width and KV width relative to H, head dim, FFN width, the MLP/attention mix (Bian 2025b; dense
-  GQA only, clipped to its fit range), vocabulary, training precision.
+  GQA only, clipped to its fit range), vocabulary, linear-attention and sliding-window layers
+  (`mixer_terms`), training precision. Free coefficients come from
+  `objectives/data/accuracy_coefficients.toml`, fitted on the declared calibration set
+  (`objectives.accuracy_fit`).
 
 Every prediction carries a band: low/high are the optimistic/pessimistic coefficient sets, widened
 by each range flag (`accuracy_flags`). The ranked loss is the central loss, or the high end when a
@@ -38,6 +41,8 @@ from cost_model.params import count_params
 from cost_model.precision import get_precision
 from objectives import accuracy_terms as terms
 from objectives import capacity_terms as cap
+from objectives import mixer_terms as mix
+from objectives.accuracy_coefficients import SHIPPED, AccuracyCoefficients
 from objectives.accuracy_flags import RangeFlag, all_flags, outside
 from objectives.accuracy_terms import BaseLaw, ComputeOptimum
 
@@ -52,6 +57,8 @@ __all__ = [
     "ProxyCoefficients",
     "RangeFlag",
     "ShapeSummary",
+    "central_coefficients",
+    "central_loss_nats",
     "effective_params",
     "predict_loss",
     "ptq_estimate",
@@ -64,7 +71,7 @@ BASE_LAWS: Mapping[str, BaseLaw] = MappingProxyType(
 )
 DEFAULT_LAW = "epoch"
 PENALTY_NAMES = ("depth", "attention_width", "kv_width", "head_dim", "ffn_width", "mlp_mix",
-                 "vocabulary", "precision")  # fmt: skip
+                 "vocabulary", "linear_attention", "sliding_window", "precision")  # fmt: skip
 PRECISION_BANDS: Mapping[str, Mapping[str, float]] = MappingProxyType({
     "lower": terms.PRECISION_MULTIPLIER_LOWER, "central": terms.PRECISION_MULTIPLIER_CENTRAL,
     "upper": terms.PRECISION_MULTIPLIER_UPPER,
@@ -82,18 +89,27 @@ class ProxyCoefficients(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     clark_start_offset: Literal[0, 1] = 1  # Clark's Ê with k = 1 (central) or 0 (~20% less EPC)
-    granularity_scale: float = Field(default=1.0, ge=0.0, le=1.0)  # of Krajewski's log-gain
+    # exponent on Krajewski's gain: fitted (central), half of it pessimistic
+    granularity_scale: float = Field(default=SHIPPED.granularity_scale, ge=0.0, le=3.0)
     moe_power_mean_weight: float | None = Field(default=None, ge=0.0, le=1.0)  # optimistic floor
     embedding_weight: float = Field(default=cap.EMBEDDING_WEIGHT, ge=0.0, le=1.0)
     term_band: Literal[-1, 0, 1] = 0  # -1 optimistic, +1 pessimistic (TERM_BAND_FRAC)
     kv_width_coef: float = Field(default=cap.KV_WIDTH_COEF, ge=0.0)
     mix_law: Literal["task3", "1b_refit"] = "task3"
     precision_band: Literal["lower", "central", "upper"] = "central"
+    fitted: AccuracyCoefficients = SHIPPED  # the data file's coefficients (central values)
 
 
-CENTRAL_COEFFICIENTS = ProxyCoefficients()
+def central_coefficients(fitted: AccuracyCoefficients) -> ProxyCoefficients:
+    """The central set for a given fit (what `accuracy_fit` varies)."""
+    return ProxyCoefficients(granularity_scale=fitted.granularity_scale,
+                             kv_width_coef=fitted.kv_width_coef, fitted=fitted)  # fmt: skip
+
+
+CENTRAL_COEFFICIENTS = central_coefficients(SHIPPED)
 PESSIMISTIC_COEFFICIENTS = ProxyCoefficients(
-    clark_start_offset=0, granularity_scale=0.5, embedding_weight=cap.EMBEDDING_WEIGHT_BAND[0],
+    clark_start_offset=0, granularity_scale=0.5 * SHIPPED.granularity_scale,
+    embedding_weight=cap.EMBEDDING_WEIGHT_BAND[0],
     term_band=1, kv_width_coef=cap.KV_WIDTH_COEF_BAND[1], precision_band="upper",
 )  # fmt: skip
 OPTIMISTIC_COEFFICIENTS = ProxyCoefficients(
@@ -155,6 +171,10 @@ class ShapeSummary:
     moe_layer_frac: float = 0.0
     is_mla: bool = False
     sliding_layers: int = 0
+    sliding_window: int = 0  # tokens (0: no sliding layer)
+    sliding_attention_frac: float = 0.0  # sliding layers / attention layers
+    full_attention_frac: float = 1.0  # attention layers / layers with a mixer (linear hybrids)
+    linear_layers: int = 0
 
     @property
     def total_non_embedding_params(self) -> float:
@@ -175,8 +195,8 @@ class ShapeSummary:
 
     @property
     def uses_mix(self) -> bool:
-        """Bian's mix term was fitted on dense GQA models only."""
-        return not self.num_experts and not self.is_mla
+        """Bian's mix term was fitted on dense all-attention GQA models only."""
+        return not self.num_experts and not self.is_mla and not self.linear_layers
 
 
 @lru_cache(maxsize=16384)  # every band pass reads it; archs are frozen
@@ -193,9 +213,17 @@ def summarize_shape(arch: Architecture) -> ShapeSummary:
         head_dim=arch.head_dim, num_kv_heads=arch.num_kv_heads,
         attention_width_frac=q_width / hidden,
         kv_width_frac=cap.MLA_KV_WIDTH_FRAC if mla else arch.num_kv_heads * arch.head_dim / hidden,
-        ffn_width_frac=_ffn_width_frac(arch), is_mla=mla, sliding_layers=arch.num_sliding_layers,
+        ffn_width_frac=_ffn_width_frac(arch), is_mla=mla, **_mixer_summary(arch),
         **_moe_summary(arch),
     )  # fmt: skip
+
+
+def _mixer_summary(arch: Architecture) -> dict:
+    sliding, attention = arch.num_sliding_layers, arch.num_attention_layers
+    return dict(sliding_layers=sliding, sliding_window=arch.sliding_window or 0,
+                sliding_attention_frac=sliding / attention if attention else 0.0,
+                full_attention_frac=attention / max(arch.num_mixer_layers, 1),
+                linear_layers=arch.num_linear_attention_layers)  # fmt: skip
 
 
 def _active_mlp_params(arch: Architecture, counts: Mapping[str, int]) -> float:
@@ -248,7 +276,7 @@ def predict_loss(
     tokens, fmt = _check_tokens(training_tokens), _training_format(precision)
     base_law, shape = _base_law(law), summarize_shape(arch)
     n_eff, base_nats, penalties, loss_nats = _loss_terms(shape, tokens, fmt, base_law, coefficients)
-    flags = all_flags(shape, n_eff, tokens, fmt, _optimal_vocab(shape, CENTRAL_COEFFICIENTS))
+    flags = all_flags(shape, n_eff, tokens, fmt, _optimal_vocab(shape, coefficients))
     low, high, ranked = _band(shape, tokens, fmt, base_law, loss_nats, flags)
     compute_flop = terms.training_compute_flop(shape.active_params, tokens)
     optimum = terms.compute_optimum(base_law, compute_flop)
@@ -301,7 +329,7 @@ def _loss_terms(shape: ShapeSummary, tokens: float, fmt: str, base_law: BaseLaw,
                 ) -> tuple[float, float, dict[str, float], float]:  # fmt: skip
     """(N_eff, L_base, terms, L_hat) for one set of coefficients."""
     non_embedding = effective_non_embedding_params(shape, coefficients)
-    optimal_vocab = cap.optimal_vocab_size(non_embedding, shape.hidden_size)
+    optimal_vocab = _optimal_vocab(shape, coefficients, non_embedding)
     n_eff = _with_embeddings(shape, coefficients, non_embedding, optimal_vocab)
     base_nats = terms.base_loss_nats(base_law, n_eff, tokens)
     penalties = _penalties(shape, tokens, fmt, coefficients, non_embedding, optimal_vocab)
@@ -321,10 +349,12 @@ def effective_non_embedding_params(shape: ShapeSummary, coefficients: ProxyCoeff
     return n_eff if weight is None else max(n_eff, active ** (1 - weight) * total**weight)
 
 
-def _optimal_vocab(shape: ShapeSummary, coefficients: ProxyCoefficients) -> float:
-    return cap.optimal_vocab_size(
-        effective_non_embedding_params(shape, coefficients), shape.hidden_size
-    )
+def _optimal_vocab(shape: ShapeSummary, coefficients: ProxyCoefficients,
+                   non_embedding: float | None = None) -> float:  # fmt: skip
+    if non_embedding is None:
+        non_embedding = effective_non_embedding_params(shape, coefficients)
+    exponent = coefficients.fitted.tao_vocab_exponent
+    return cap.optimal_vocab_size(non_embedding, shape.hidden_size, exponent)
 
 
 def _with_embeddings(shape: ShapeSummary, coefficients: ProxyCoefficients, non_embedding: float,
@@ -338,7 +368,7 @@ def effective_params(
 ) -> float:
     """N_eff = N_ne,eff + w_emb · (embedding params up to 4× Tao's optimal vocabulary)."""
     non_embedding = effective_non_embedding_params(shape, coefficients)
-    optimal = cap.optimal_vocab_size(non_embedding, shape.hidden_size)
+    optimal = _optimal_vocab(shape, coefficients, non_embedding)
     return _with_embeddings(shape, coefficients, non_embedding, optimal)
 
 
@@ -358,18 +388,53 @@ def _penalties(shape: ShapeSummary, tokens: float, fmt: str, coefficients: Proxy
             max(shape.mlp_attention_ratio, terms.MIX_RATIO_RANGE[0]), terms.MIX_RATIO_RANGE[1]
         )
         mix = law.factor(ratio) / law.factor(cap.REFERENCE_MIX_RATIO)
+    fit = coefficients.fitted
     shape_terms = {
-        "depth": cap.depth_penalty(non_embedding, shape.num_layers, tokens),
-        "attention_width": cap.attention_width_penalty(shape.attention_width_frac),
+        "depth": cap.depth_penalty(non_embedding, shape.num_layers, tokens) ** fit.depth_scale,
+        "attention_width": cap.attention_width_penalty(shape.attention_width_frac,
+                                                       fit.attention_width_kappa),
         "kv_width": cap.kv_width_penalty(shape.kv_width_frac, coefficients.kv_width_coef),
-        "head_dim": cap.head_dim_penalty(shape.head_dim),
-        "ffn_width": cap.ffn_width_penalty(shape.ffn_width_frac),
+        "head_dim": cap.head_dim_penalty(shape.head_dim, fit.head_dim_kappa),
+        "ffn_width": cap.ffn_width_penalty(shape.ffn_width_frac, fit.ffn_width_kappa),
         "mlp_mix": mix,
-        "vocabulary": cap.vocab_penalty(shape.vocab_size, optimal_vocab),
+        "vocabulary": cap.vocab_penalty(shape.vocab_size, optimal_vocab, fit.vocab_kappa),
+        **_mixer_terms(shape, fit),
     }  # fmt: skip
     banded = {name: _banded(value, coefficients.term_band) for name, value in shape_terms.items()}
     banded["kv_width"] = shape_terms["kv_width"]  # its band is the coefficient's own
-    return {**banded, "precision": PRECISION_BANDS[coefficients.precision_band][fmt]}
+    return {**banded, "precision": _precision_multiplier(coefficients, fmt)}
+
+
+def _mixer_terms(shape: ShapeSummary, fit: AccuracyCoefficients) -> dict[str, float]:
+    return {
+        "linear_attention": mix.linear_attention_penalty(shape.full_attention_frac,
+                                                         fit.linear_attention_coef),
+        "sliding_window": mix.sliding_window_penalty(
+            shape.sliding_window or math.inf, shape.sliding_attention_frac,
+            shape.sliding_layers < shape.num_layers - shape.linear_layers,
+            fit.sliding_window_coef),
+    }  # fmt: skip
+
+
+def _precision_multiplier(coefficients: ProxyCoefficients, fmt: str) -> float:
+    """The band's multiplier; the central one is the fit's (fp8_block shares fp8's)."""
+    if coefficients.precision_band != "central":
+        return PRECISION_BANDS[coefficients.precision_band][fmt]
+    fit = coefficients.fitted
+    fitted = {"fp8": fit.precision_fp8, "fp8_block": fit.precision_fp8,
+              "nvfp4": fit.precision_nvfp4, "mxfp4": fit.precision_mxfp4}  # fmt: skip
+    return fitted.get(fmt, PRECISION_BANDS["central"][fmt])
+
+
+def central_loss_nats(arch: Architecture, training_tokens: float, precision: str,
+                      fitted: AccuracyCoefficients, law: str | BaseLaw = DEFAULT_LAW
+                      ) -> tuple[float, float]:  # fmt: skip
+    """(central L_hat, central N_eff) of `arch` under the coefficients `fitted` (the fit's
+    model)."""
+    shape, coefficients = summarize_shape(arch), central_coefficients(fitted)
+    n_eff, _, _, loss = _loss_terms(shape, _check_tokens(training_tokens),
+                                    _training_format(precision), _base_law(law), coefficients)
+    return loss, n_eff
 
 
 # ---- argument checks -----------------------------------------------------------------------------

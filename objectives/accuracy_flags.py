@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from objectives import accuracy_terms as terms
 from objectives import capacity_terms as cap
+from objectives import mixer_terms as mix
 
 
 @dataclass(frozen=True)
@@ -102,10 +103,27 @@ def attention_flags(shape) -> list[RangeFlag]:
                 False,
             )
         )
+    return flags
+
+
+def mixer_flags(shape) -> list[RangeFlag]:
+    """Where the linear-attention and sliding-window evidence ends (`mixer_terms`)."""
+    flags: list[RangeFlag] = []
+    if shape.linear_layers:
+        frac, name = shape.full_attention_frac, "full-attention share of mixer layers"
+        if frac <= 0.0:
+            flags.append(RangeFlag(name, 0.0, "> 0", "no full-attention layer: copying and "
+                                   "in-context deficits (Waleffe 2024) the loss does not show",
+                                   hard=True))  # fmt: skip
+        else:
+            flags += outside(name, frac, (mix.MIN_FULL_ATTENTION_FRAC, 1.0),
+                             "published parity down to 1/8 (MiniMax-01, Nemotron-H)")  # fmt: skip
     if shape.sliding_layers:
-        flags.append(RangeFlag("sliding-window layers", float(shape.sliding_layers), "no term",
-                               "Gemma 2 report: small perplexity effect [R]; not modelled",
-                               False))  # fmt: skip
+        window, name = float(shape.sliding_window), "sliding window (tokens)"
+        hard = outside(name, window, (mix.HARD_MIN_WINDOW_TOKENS, math.inf),
+                       "4x below Gemma 3's 1,024", hard=True)  # fmt: skip
+        flags += hard or outside(name, window, (mix.MIN_WINDOW_TOKENS, math.inf),
+                                 "Gemma 3: 1,024 at 5 local : 1 global")  # fmt: skip
     return flags
 
 
@@ -166,5 +184,6 @@ def all_flags(
     shape, n_eff: float, tokens: float, fmt: str, optimal_vocab: float
 ) -> list[RangeFlag]:
     return [*base_law_flags(n_eff, tokens), *moe_flags(shape), *depth_flags(shape),
-            *attention_flags(shape), *ffn_flags(shape), *vocab_flags(shape, optimal_vocab),
+            *attention_flags(shape), *mixer_flags(shape), *ffn_flags(shape),
+            *vocab_flags(shape, optimal_vocab),
             *precision_flags(shape, fmt)]  # fmt: skip

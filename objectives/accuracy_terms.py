@@ -2,7 +2,8 @@
 its compute optimum, Clark's routed-model law, the MLP/attention mix law, the precision
 multipliers, PTQ and the downstream mapping, each with its fitted coefficients and validated range.
 The notes' first-round shape terms (P_AR in R = H/L, the power-mean N_eff, P_kv in n_q/n_kv) stay
-here for `search/lint.py` and the notes' §7.4 cases; the proxy itself uses `capacity_terms`
+here for `search/lint/guidelines.py` and the notes' §7.4 cases; the proxy itself uses
+`capacity_terms`
 (issue 11: saturating MoE, depth at fixed N, attention/FFN capacity, vocabulary).
 
 Every coefficient is a named constant carrying its paper, equation or table and the notes'
@@ -21,6 +22,7 @@ from types import MappingProxyType
 import numpy as np
 
 from cost_model.units import FLOP_PER_MAC
+from objectives.accuracy_coefficients import SHIPPED
 
 # ---- base law: L(N, D) = E + A / N^alpha + B / D^beta (notes §1.1, §7.1 item 3) ------------------
 
@@ -308,17 +310,18 @@ def kv_sharing_penalty(num_query_heads: int, num_kv_heads: int, coef: float) -> 
 # ---- P_prec: training number format (notes §5.1, §7.1 item 7) -----------------------------------
 # Keys are `cost_model.precision` names. FP32/FP16 have no term in the notes: BF16's 1.0 is used.
 
+# Central values fitted on the calibration rows `fp8-*`, `nvfp4-*`, `mxfp4-*` (DeepSeek-V3
+# (arXiv 2412.19437) §3.3: FP8 relative loss error < 0.25% [V2]; Pretraining LLMs with NVFP4
+# (arXiv 2509.25149): NVFP4 ≈ 1.5% above FP8 at 12B, 10T tokens [V2]; MXFP4 ≈ 2.5% at 8B [S]).
 PRECISION_MULTIPLIER_CENTRAL: Mapping[str, float] = MappingProxyType({
     "fp32": 1.0, "bf16": 1.0, "fp16": 1.0,
-    "fp8": 1.001,  # DeepSeek-V3 (arXiv 2412.19437) §3.3: relative loss error < 0.25% [V2]
-    "fp8_block": 1.001,  # the same recipe: 1×128 / 128×128 fine-grained scaling
-    "nvfp4": 1.012,  # Pretraining LLMs with NVFP4 (arXiv 2509.25149): 12B, 10T tokens, vs FP8 [V2]
-    "mxfp4": 1.025,  # the same paper's MXFP4 comparison at 8B, 1T tokens: ≈ 2.5% [S]
+    "fp8": SHIPPED.precision_fp8, "fp8_block": SHIPPED.precision_fp8,  # the same recipe
+    "nvfp4": SHIPPED.precision_nvfp4, "mxfp4": SHIPPED.precision_mxfp4,
 })  # fmt: skip
 PRECISION_MULTIPLIER_UPPER: Mapping[str, float] = MappingProxyType({
     "fp32": 1.0, "bf16": 1.0, "fp16": 1.0, "fp8": 1.0025, "fp8_block": 1.0025,
-    "nvfp4": 1.015, "mxfp4": 1.03,
-})  # §7.1 item 7, upper end of each band  # fmt: skip
+    "nvfp4": 1.0175, "mxfp4": 1.03,
+})  # §7.1 item 7, upper end of each band; NVFP4: 1.5% over FP8's 0.25% [D]  # fmt: skip
 PRECISION_MULTIPLIER_LOWER: Mapping[str, float] = MappingProxyType({
     "fp32": 1.0, "bf16": 1.0, "fp16": 1.0, "fp8": 1.0, "fp8_block": 1.0,
     "nvfp4": 1.010, "mxfp4": 1.02,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from objectives.accuracy_coefficients import SHIPPED
 from objectives.accuracy_terms import (
     CLARK_MAX_DENSE_PARAMS,
     CLARK_S_BASE,
@@ -77,7 +78,8 @@ def granularity_multiplier(
     granularity: float, law: KrajewskiLaw = KRAJEWSKI, scale: float = 1.0
 ) -> float:
     """Parameters a G = 1 MoE needs to match granularity G: ((g + a)/(g·G^-γ + a))^(1/α), raised to
-    `scale` (1 central, 1/2 pessimistic). 1.93× at G = 8, 2.13× at G = 16."""
+    `scale` (fitted on the Krajewski-law rows `krajewski-*` of the calibration set, so that the
+    gain is Krajewski's in loss under the Epoch base law; at scale 1: 1.93× at G = 8)."""
     grain = min(max(granularity, 1.0), KRAJEWSKI_MAX_GRANULARITY)
     ratio = (law.g + law.a) / (law.g * grain**-law.gamma + law.a)
     return ratio ** (scale / law.alpha)
@@ -150,10 +152,12 @@ def depth_penalty(non_embedding_params: float, layers: float, training_tokens: f
 # and 8 MMLU points (DeepSeek-V2 App. D.1 Table 8 [V]); a low-rank head bottleneck hurts
 # (Bhojanapalli 2020 [S]).
 
-ATTENTION_WIDTH_KAPPA = 0.002  # policy: per squared halving of n_q·d_h below H (H/8: +1.8%)
-KV_WIDTH_COEF = 0.002  # policy: per halving of n_kv·d_h below H; MQA at 8B +0.6% vs GQA-8
+# Sizes from objectives/data/accuracy_coefficients.toml: KV_WIDTH_COEF fitted on Shazeer 2019's
+# MHA/MQA loss pairs (calibration rows `shazeer-*`); the others policy (`fitted = false`).
+ATTENTION_WIDTH_KAPPA = SHIPPED.attention_width_kappa  # per squared halving of n_q·d_h below H
+KV_WIDTH_COEF = SHIPPED.kv_width_coef  # per halving of n_kv·d_h below H
 KV_WIDTH_COEF_BAND = (0.0005, 0.005)  # Bian 2025b (GQA ~ neutral) to DeepSeek-V2 Table 8
-HEAD_DIM_KAPPA = 0.005  # policy: per squared halving of d_h below 64 (d_h = 32: +0.5%)
+HEAD_DIM_KAPPA = SHIPPED.head_dim_kappa  # per squared halving of d_h below 64
 HEAD_DIM_FLOOR = 64  # no penalty in [64, 256] (notes §4.3)
 
 
@@ -189,7 +193,7 @@ def head_dim_penalty(head_dim: float, kappa: float = HEAD_DIM_KAPPA) -> float:
 # caption]; Bian 2025b's best models have gated d_ff = d_model (Panda-3B) [V]; nothing narrower was
 # published. f = active FFN params per layer / (3·H²), a SwiGLU width in units of H.
 
-FFN_WIDTH_KAPPA = 0.01  # policy: per squared halving of f below 1 (f = 1/3: +2.5%)
+FFN_WIDTH_KAPPA = SHIPPED.ffn_width_kappa  # policy: per squared halving of f below 1
 
 
 def ffn_width_penalty(ffn_width_frac: float, kappa: float = FFN_WIDTH_KAPPA) -> float:
@@ -202,16 +206,19 @@ def ffn_width_penalty(ffn_width_frac: float, kappa: float = FFN_WIDTH_KAPPA) -> 
 
 TAO_ANCHOR_NON_VOCAB_PARAMS = 68.45e9  # Llama-2-70B non-embedding params (80 × 855.6M) [D]
 TAO_ANCHOR_VOCAB_PARAMS = 216_000 * 8192  # its predicted optimum: 216K × d_model 8192 [V]
-TAO_VOCAB_EXPONENT = 0.83  # N_v,opt ∝ N_nv^γ [R]; Llama2-7B → 57K [R] implies 0.86
+# N_v,opt ∝ N_nv^γ: γ fitted on Tao's published optima (calibration rows `tao-*`)
+TAO_VOCAB_EXPONENT = SHIPPED.tao_vocab_exponent
 VOCAB_FLAT_FACTOR = 4.0  # policy: no term within 4× of the optimum (Tao Fig. 1: a flat minimum)
-VOCAB_KAPPA = 0.005  # policy: per squared e-fold beyond it (1M tokens at 8B: +0.9%)
+VOCAB_KAPPA = SHIPPED.vocab_kappa  # policy: per squared e-fold beyond the flat band
 VOCAB_DATA_MAX = 262_144  # largest vocabulary in the validation models (Gemma 2: 256,000) [V]
 
 
-def optimal_vocab_size(non_vocab_params: float, hidden_size: float) -> float:
+def optimal_vocab_size(
+    non_vocab_params: float, hidden_size: float, exponent: float = TAO_VOCAB_EXPONENT
+) -> float:
+    """Tao's optimal vocabulary: V·d = N_v,anchor·(N_nv/N_nv,anchor)^γ, over d."""
     vocab_params = (
-        TAO_ANCHOR_VOCAB_PARAMS
-        * (non_vocab_params / TAO_ANCHOR_NON_VOCAB_PARAMS) ** TAO_VOCAB_EXPONENT
+        TAO_ANCHOR_VOCAB_PARAMS * (non_vocab_params / TAO_ANCHOR_NON_VOCAB_PARAMS) ** exponent
     )
     return vocab_params / hidden_size
 

@@ -631,4 +631,4 @@ def test_bad_precision_and_law():
     ):
         ptq_estimate("mxfp4", 20.0)
     with pytest.raises(ValueError, match="granularity_scale"):
-        ProxyCoefficients(granularity_scale=1.5)
+        ProxyCoefficients(granularity_scale=3.5)
