@@ -8,7 +8,7 @@ import pytest
 
 from cost_model.architecture import Architecture, periodic_layer_types
 from cost_model.errors import ConfigError
-from cost_model.hf_config import (
+from cost_model.hf import (
     ARCHSCOUT_JSON_KEY, REMOTE_CODE_DEFAULTS, SUPPORTED_MODEL_TYPES, TRANSFORMERS_DEFAULTS,
     TRANSFORMERS_MODEL_TYPES, architecture_from_hf_config, architecture_to_hf_config,
     architecture_to_json_dict, load_architecture,

@@ -1,0 +1,27 @@
+"""Hugging Face `config.json` <-> `Architecture`, and loading either format from a file.
+
+- `importer`: `architecture_from_hf_config`, dispatching on `model_type` to a `Family` of
+  `gqa` (GQA/sliding/chunked transformers), `mla` (DeepSeek MLA and DSA), `hybrid` (linear-
+  attention layers: Qwen3-Next/3.5, Nemotron-H, Kimi Linear, Falcon-H1) or `nas`
+  (Nemotron-NAS, remote code); `common` holds what the readers share.
+- `export`: `architecture_to_hf_config`, the most natural exact `model_type`.
+- `files`: our own JSON and `load_architecture`.
+"""
+
+from cost_model.hf.export import EXPORT_ORDER, architecture_to_hf_config
+from cost_model.hf.files import (
+    ARCHSCOUT_JSON_KEY, ARCHSCOUT_JSON_VERSION, ARCHSCOUT_RECORD_KEY, architecture_from_json_dict,
+    architecture_to_json_dict, load_architecture,
+)  # fmt: skip
+from cost_model.hf.importer import (
+    REMOTE_CODE_DEFAULTS, SUPPORTED_MODEL_TYPES, TEXT_CONFIG_WRAPPERS, TRANSFORMERS_DEFAULTS,
+    TRANSFORMERS_MODEL_TYPES, architecture_from_hf_config,
+)  # fmt: skip
+
+__all__ = [
+    "ARCHSCOUT_JSON_KEY", "ARCHSCOUT_JSON_VERSION", "ARCHSCOUT_RECORD_KEY", "EXPORT_ORDER",
+    "REMOTE_CODE_DEFAULTS", "SUPPORTED_MODEL_TYPES", "TEXT_CONFIG_WRAPPERS",
+    "TRANSFORMERS_DEFAULTS", "TRANSFORMERS_MODEL_TYPES", "architecture_from_hf_config",
+    "architecture_from_json_dict", "architecture_to_hf_config", "architecture_to_json_dict",
+    "load_architecture",
+]  # fmt: skip
