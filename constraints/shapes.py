@@ -2,7 +2,8 @@
 GPUs execute GEMMs": alignment holds for the dimensions each GPU actually runs, after parallel
 sharding), each named by the fields it comes from.
 
-Sharding follows `cost_model.layers`: attention and dense/shared-expert MLPs split over TP, routed
+The dims are those of the table of weight GEMMs (`cost_model.sharded_gemms`, the shapes the
+step model runs), sharded as there: attention and dense/shared-expert MLPs split over TP, routed
 experts over EP with each expert's intermediate split over moe_tp = TP·DP/EP. GQA keeps
 ⌈n_kv/TP⌉ KV heads per GPU (replicated beyond n_kv). The gated up projection's fused N is
 2·H′/TP, aligned whenever H′/TP is, so H′/TP stands for gate, up (N) and down (K).
@@ -10,14 +11,16 @@ experts over EP with each expert's intermediate split over moe_tp = TP·DP/EP. G
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cost_model.architecture import Architecture
 from cost_model.deployment import Deployment
+from cost_model.sharded_gemms import WeightGemm, per_gpu_n, rows_of
 
 TP_LABEL = "TP"
+HELIX_TP_LABEL = "(TP·KVP)"  # Helix: the output projection, FFN and vocabulary over tp·kvp GPUs
 MOE_TP_LABEL = "(TP·DP/EP)"
+HIDDEN_LABEL = "`hidden_size`"
 
 
 @dataclass(frozen=True)
@@ -55,43 +58,38 @@ def sharded(label: str, total: int, shards: int, shards_label: str, reduction: b
 
 
 def gemm_dims(arch: Architecture, dep: Deployment) -> tuple[GemmDim, ...]:
-    """Every distinct GEMM dimension one GPU runs for `arch` deployed as `dep`."""
-    hidden = GemmDim("`hidden_size`", str(arch.hidden_size), float(arch.hidden_size), True)
-    attention = _mla_dims(arch, dep) if arch.attention_kind == "mla" else _gqa_dims(arch, dep)
-    return (hidden, *attention, *_mlp_dims(arch, dep))
+    """Every distinct GEMM dimension one GPU runs for `arch` deployed as `dep`: the dims of the
+    table's rows that the alignment guideline checks (`WeightGemm.checked`), `hidden_size`
+    first; a dim is a reduction when it is some row's K."""
+    dims: dict[str, GemmDim] = {}
+    for row in rows_of(arch):
+        for which in row.checked:
+            dim = _row_dim(arch, dep, row, which)
+            seen = dims.get(dim.label)
+            dims[dim.label] = dim if seen is None else \
+                replace(seen, reduction=seen.reduction or dim.reduction)
+    hidden = [dim for dim in dims.values() if dim.label == HIDDEN_LABEL]
+    return (*hidden, *(dim for dim in dims.values() if dim.label != HIDDEN_LABEL))
 
 
-def _gqa_dims(arch: Architecture, dep: Deployment) -> list[GemmDim]:
-    n_q, n_kv, d_h, tp = arch.num_attention_heads, arch.num_kv_heads, arch.head_dim, dep.tp
-    query = sharded("`num_attention_heads`·`head_dim`", n_q * d_h, tp, TP_LABEL, True,
-                    f"{n_q}·{d_h}")  # q_proj N, o_proj K
-    kv_heads = math.ceil(n_kv / tp)
-    kv_label, kv_numbers = ("`num_kv_heads`·`head_dim`", f"{n_kv}·{d_h}") if tp == 1 else \
-        ("⌈`num_kv_heads`/TP⌉·`head_dim`", f"⌈{n_kv}/{tp}⌉·{d_h}")
-    return [query, GemmDim(kv_label, kv_numbers, float(kv_heads * d_h), False)]  # k/v_proj N
+def _row_dim(arch: Architecture, dep: Deployment, row: WeightGemm, which: str) -> GemmDim:
+    """N or K (`which`) of `row` on one GPU, labelled by its fields."""
+    model_dim = (row.n if which == "n" else row.k).chosen(arch)
+    label, numbers, total = model_dim.label(), model_dim.numbers(arch), model_dim.value(arch)
+    reduction, shards = which == "k", getattr(dep, row.shard) if row.sharded == which else 1
+    if shards == 1:
+        return GemmDim(label, numbers, float(total), reduction)
+    if row.kv_heads:  # ⌈n_kv/TP⌉ whole KV heads per GPU
+        heads, rest = model_dim.terms[0].factors[0], model_dim.terms[0].factors[1:]
+        inner = "·".join(f"`{f}`" for f in rest)
+        widths = "·".join(str(getattr(arch, f)) for f in rest)
+        return GemmDim(f"⌈`{heads}`/TP⌉·{inner}", f"⌈{getattr(arch, heads)}/{shards}⌉·{widths}",
+                       float(per_gpu_n(row, arch, dep)), reduction)
+    factors = numbers if numbers != str(total) else None
+    return sharded(label, total, shards, _shard_label(row, dep), reduction, factors)
 
 
-def _mla_dims(arch: Architecture, dep: Deployment) -> list[GemmDim]:
-    n_q, tp = arch.num_attention_heads, dep.tp
-    dims = [GemmDim("`kv_lora_rank`", str(arch.kv_lora_rank), float(arch.kv_lora_rank), True)]
-    if arch.q_lora_rank > 0:
-        dims.append(GemmDim("`q_lora_rank`", str(arch.q_lora_rank), float(arch.q_lora_rank), True))
-    nope, rope, v_dim = arch.qk_nope_head_dim, arch.qk_rope_head_dim, arch.v_head_dim
-    dims.append(sharded("`num_attention_heads`·(`qk_nope_head_dim`+`qk_rope_head_dim`)",
-                        n_q * (nope + rope), tp, TP_LABEL, False, f"{n_q}·({nope}+{rope})"))
-    dims.append(sharded("`num_attention_heads`·`v_head_dim`", n_q * v_dim, tp, TP_LABEL, True,
-                        f"{n_q}·{v_dim}"))  # o_proj K
-    return dims
-
-
-def _mlp_dims(arch: Architecture, dep: Deployment) -> list[GemmDim]:
-    dims = []
-    if arch.num_dense_layers > 0:
-        dims.append(sharded("`intermediate_size`", arch.intermediate_size, dep.tp, TP_LABEL, True))
-    if arch.is_moe:
-        dims.append(sharded("`moe_intermediate_size`", arch.moe_intermediate_size, dep.moe_tp,
-                            MOE_TP_LABEL, True))
-    if arch.shared_expert_intermediate_size > 0:
-        dims.append(sharded("`shared_expert_intermediate_size`",
-                            arch.shared_expert_intermediate_size, dep.tp, TP_LABEL, True))
-    return dims
+def _shard_label(row: WeightGemm, dep: Deployment) -> str:
+    if row.shard == "moe_tp":
+        return MOE_TP_LABEL
+    return HELIX_TP_LABEL if row.shard == "ffn_tp" and dep.kvp > 1 else TP_LABEL

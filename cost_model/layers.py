@@ -1,9 +1,11 @@
 """The GEMMs of one pipeline stage's forward pass, with their per-GPU shapes after sharding.
 
-Shapes follow NVIDIA, AI Model Co-Design (2026), Table 1 (M = tokens; N, K = model dims), sharded
-by the deployment: attention and dense FFN by TP on the tokens of the busiest attention-DP group
-(`StepLoad`: whole requests, never split across groups), experts by EP with each expert's H′
-split over moe_tp = TP·DP/EP on every group's tokens, vocabulary by TP.
+Their N, K, sharding and counts are the rows of `cost_model.sharded_gemms` (fused kernels as
+there); this module gives each its M and runs them. Shapes follow NVIDIA, AI Model Co-Design
+(2026), Table 1 (M = tokens; N, K = model dims), sharded by the deployment: attention and dense
+FFN by TP on the tokens of the busiest attention-DP group (`StepLoad`: whole requests, never
+split across groups), experts by EP with each expert's H′ split over moe_tp = TP·DP/EP on every
+group's tokens, vocabulary by TP.
 MoE under uniform routing (NVIDIA, AI Model Co-Design (2026), "Large expert parallelism"):
 M_expert = C·k/E; the weights actually read are those of the experts touched by at least one token,
 1 − (1 − k/E)^C of them; with EP > 1 the busiest GPU's experts hold (1+δ) times the mean (with every
@@ -14,11 +16,15 @@ tiles whatever the split between experts).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import reduce
 
 import numpy as np
 
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.gemm import HOT_DTYPE, GemmRates, gemm_time_s
+from cost_model.sharded_gemms import (
+    ArchColumns, active, column_rows, kernels, per_gpu_k, per_gpu_n,
+)
 from cost_model.step_load import StepLoad
 
 MOE_HIDDEN_UNIT = 4096  # `moe.per_token_us` is quoted per routed token copy of 4096 elements
@@ -84,27 +90,65 @@ class GemmList:
         return times
 
 
+# Kernels cost_model/step.py still adds through its own functions (`step._output_gate_gemm`,
+# `attention.indexer_gemms`, `linear_attention.linear_gemms`): `attention_gemms` leaves them out
+# until step.py calls `layer_gemms`, which adds every kernel of the table.
+ADDED_BY_STEP = frozenset({
+    "attention/output_gate", "attention/indexer_q", "attention/indexer_k", "attention/indexer_w",
+    "linear_attention/in_proj", "linear_attention/out_proj",
+})
+
+
+def layer_gemms(g: GemmList, a: ArchArrays, d: DeployArrays, load: StepLoad, attention_layers,
+                linear_layers, dense_layers, moe_layers):
+    """Every weight GEMM of the table (`cost_model.sharded_gemms`) for the given layer counts
+    of each kind, plus the LM head."""
+    add_table_gemms(g, a, d, load, dict(attention=attention_layers, linear=linear_layers,
+                                        dense=dense_layers, moe=moe_layers, model=1.0))
+
+
+def add_table_gemms(g: GemmList, a: ArchArrays, d: DeployArrays, load: StepLoad, layers: dict,
+                    skip=frozenset()):
+    """The table's kernels on `layers[row.layers]` layers each (sets not in `layers` left out):
+    fused rows add their N; of exclusive rows (GQA or MLA) the candidate's own is taken."""
+    src = ArchColumns(a)
+    for name, rows in kernels(column_rows()).items():
+        if name not in skip and rows[0].layers in layers:
+            _add_kernel(g, src, d, load, name, rows, layers[rows[0].layers])
+
+
+def _add_kernel(g: GemmList, src: ArchColumns, d: DeployArrays, load: StepLoad, name, rows,
+                layers):
+    masks = [active(row, src) for row in rows]
+    n = sum(mask * per_gpu_n(row, src, d) for mask, row in zip(masks, rows))
+    k = reduce(np.maximum, [mask * per_gpu_k(row, src, d) for mask, row in zip(masks, rows)])
+    count = layers * reduce(np.logical_or, masks)
+    first = rows[0]
+    high, moe = first.precision == "high", first.precision == "experts"
+    if first.experts:
+        m, groups = _expert_m_groups(src.a, d, load)
+        g.add(name, m, n, k, count, groups=groups, moe=moe)
+    elif first.decode_kernel:
+        _add_absorbed(g, src, d, load, rows, count)
+        g.add(name, load.group_prefill_tokens, n, k, count)
+    else:
+        g.add(name, _logit_tokens(load) if first.layers == "model" else load.group_tokens,
+              n, k, count, high=high)
+
+
+def _add_absorbed(g: GemmList, src: ArchColumns, d: DeployArrays, load: StepLoad, rows, count):
+    """decode: W_UK / W_UV absorbed into per-head GEMMs (DeepSeek-V2 §2.1.2), W_UK transposed
+    (the query's nope part into the latent)."""
+    for row in rows:
+        heads = getattr(src, row.n.terms[0].factors[0]) / getattr(d, row.shard)
+        n, k = per_gpu_n(row, src, d) / np.maximum(heads, 1e-12), per_gpu_k(row, src, d)
+        n, k = (k, n) if row.decode_transposed else (n, k)
+        g.add(row.decode_kernel, load.group_decode_tokens, n, k, count, groups=heads)
+
+
 def attention_gemms(g: GemmList, a: ArchArrays, d: DeployArrays, load: StepLoad, layers):
     """QKV / MLA projections and the output projection of `layers` layers (busiest group)."""
-    tok = load.group_tokens
-    decode_tokens, prefill_tokens = load.group_decode_tokens, load.group_prefill_tokens
-    heads = a.heads_q / d.tp
-    gqa, mla = (a.mla <= 0), (a.mla > 0)
-    kv_heads = np.ceil(a.heads_kv / d.tp)
-    g.add("attention/qkv", tok, (heads + 2 * kv_heads) * a.head_dim, a.hidden, layers * gqa)
-    q_in = np.where(a.q_lora > 0, a.q_lora, a.hidden)
-    g.add("attention/q_a", tok, a.q_lora, a.hidden, layers * mla * (a.q_lora > 0))
-    g.add("attention/q_b", tok, heads * (a.nope_dim + a.rope_dim), q_in, layers * mla)
-    g.add("attention/kv_a", tok, a.kv_lora + a.rope_dim, a.hidden, layers * mla)
-    # decode: W_UK / W_UV absorbed into per-head GEMMs (DeepSeek-V2 §2.1.2); prefill: kv_b
-    g.add("attention/absorb_k", decode_tokens, a.kv_lora, a.nope_dim, layers * mla,
-          groups=heads)
-    g.add("attention/absorb_v", decode_tokens, a.v_dim, a.kv_lora, layers * mla,
-          groups=heads)
-    g.add("attention/kv_b", prefill_tokens, heads * (a.nope_dim + a.v_dim), a.kv_lora,
-          layers * mla)
-    # Helix: after the KVP all-to-all each GPU holds heads/(tp·kvp) heads of every token
-    g.add("attention/o", tok, a.hidden, a.heads_q / d.ffn_tp * a.v_dim, layers)
+    add_table_gemms(g, a, d, load, dict(attention=layers), ADDED_BY_STEP)
 
 
 def moe_imbalance_frac(d: DeployArrays):
@@ -117,20 +161,17 @@ def ffn_gemms(g: GemmList, a: ArchArrays, d: DeployArrays, load: StepLoad, dense
               moe_layers):
     """Dense FFN, shared experts and router (busiest group's tokens); routed experts (grouped
     GEMMs, in the experts' format) on every group's tokens."""
-    tok, tokens = load.group_tokens, load.instance_tokens
-    g.add("mlp/up", tok, a.gate_factor * a.ffn / d.ffn_tp, a.hidden, dense_layers)
-    g.add("mlp/down", tok, a.hidden, a.ffn / d.ffn_tp, dense_layers)
+    add_table_gemms(g, a, d, load, dict(dense=dense_layers, moe=moe_layers))
+
+
+def _expert_m_groups(a: ArchArrays, d: DeployArrays, load: StepLoad):
+    """(tokens per touched expert on the busiest GPU, experts it touches) of one MoE layer."""
+    tokens = load.instance_tokens
     touched = touched_expert_frac(tokens, a.top_k, a.experts)
     local_touched = a.experts / d.ep * touched
     m_expert = tokens_per_expert(tokens, a.top_k, a.experts) / np.maximum(touched, 1e-12) \
         * (1.0 + moe_imbalance_frac(d))
-    g.add("moe/experts_up", m_expert, 2.0 * a.expert_ffn / d.moe_tp, a.hidden, moe_layers,
-          groups=local_touched, moe=True)
-    g.add("moe/experts_down", m_expert, a.hidden, a.expert_ffn / d.moe_tp, moe_layers,
-          groups=local_touched, moe=True)
-    g.add("moe/shared_up", tok, 2.0 * a.shared_ffn / d.ffn_tp, a.hidden, moe_layers)
-    g.add("moe/shared_down", tok, a.hidden, a.shared_ffn / d.ffn_tp, moe_layers)
-    g.add("moe/router", tok, a.experts, a.hidden, moe_layers, high=True)
+    return m_expert, local_touched
 
 
 def moe_routed_tokens(a: ArchArrays, d: DeployArrays, tokens):
@@ -160,9 +201,13 @@ def moe_overhead_s(a: ArchArrays, d: DeployArrays, env: Env, tokens):
                     + scanned_s + experts * env.eff.moe_per_expert_s, 0.0)
 
 
-def lm_head_gemm(g: GemmList, a: ArchArrays, d: DeployArrays, load: StepLoad):
+def _logit_tokens(load: StepLoad):
     """Logits for the decode tokens and the last prompt token of each request whose prefill
-    the step completes (BF16 weights), on the busiest group."""
-    logits = load.group_decode_tokens + np.minimum(load.group_prefill_tokens,
+    the step completes."""
+    return load.group_decode_tokens + np.minimum(load.group_prefill_tokens,
                                                  load.group_prefill_seqs)
-    g.add("lm_head", logits, a.vocab / d.ffn_tp, a.hidden, 1.0, high=True)
+
+
+def lm_head_gemm(g: GemmList, a: ArchArrays, d: DeployArrays, load: StepLoad):
+    """The LM head (BF16 weights, vocabulary over TP) on the busiest group's logit tokens."""
+    add_table_gemms(g, a, d, load, dict(model=1.0))

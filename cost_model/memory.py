@@ -1,9 +1,13 @@
 """Memory per GPU: weights + KV cache + workspace, and the largest concurrency that fits.
 
-Weights are counted per GPU from the sharded shapes (the same sharding as `layers.py`); routed
-experts in the deployment's expert format (`moe_precision`), the other linear layers (attention,
-dense FFN, shared experts) in its `precision`, embeddings / LM head / router in BF16; block
-scales are part of each format's bytes per weight.
+Weights are counted per GPU from the table of sharded weight GEMMs (`cost_model.sharded_gemms`,
+the shapes `layers.py` runs), each row on the layers of its kind; routed experts in the
+deployment's expert format (`moe_precision`), the other linear layers (attention, linear
+mixers, dense FFN, shared experts) in its `precision`, embeddings / LM head / router / DSA
+indexer weights in BF16; block scales are part of each format's bytes per weight. Left out, as
+too small to matter (< 0.1% of every family in tests/data/hf_configs): norms, biases, the
+linear mixers' convolutions and per-head state parameters, attention sinks and the shared-expert
+gate (ArchArrays has no column for it).
 """
 
 from __future__ import annotations
@@ -12,6 +16,9 @@ import numpy as np
 
 from cost_model.attention import kv_cache_bytes_per_sequence
 from cost_model.batch import ArchArrays, DeployArrays, Env
+from cost_model.sharded_gemms import (
+    LM_HEAD, ArchColumns, active, column_rows, per_gpu_count, per_gpu_k, per_gpu_n,
+)
 
 # Fraction of HBM the serving engine leaves unused (fragmentation, CUDA context, NCCL buffers):
 # vLLM's default gpu_memory_utilization = 0.9 and TensorRT-LLM's free_gpu_memory_fraction = 0.9.
@@ -20,40 +27,34 @@ BF16_BYTES = 2.0
 WORKSPACE_HIDDEN_MULTIPLE = 8.0  # live activations per token of a max-size step, in units of H
 
 
-def attention_weight_elems_per_gpu(a: ArchArrays, d: DeployArrays):
-    """Attention weights of one layer on one GPU (MLA down-projections are replicated)."""
-    heads = a.heads_q / d.tp
-    o_heads = a.heads_q / d.ffn_tp  # Helix shards the output projection over tp·kvp
-    gqa = a.hidden * (heads + 2 * np.ceil(a.heads_kv / d.tp)) * a.head_dim + o_heads * \
-        a.head_dim * a.hidden
-    q = np.where(a.q_lora > 0, a.hidden * a.q_lora + a.q_lora * heads * (a.nope_dim + a.rope_dim),
-                 a.hidden * heads * (a.nope_dim + a.rope_dim))
-    kv = a.hidden * (a.kv_lora + a.rope_dim) + a.kv_lora * heads * (a.nope_dim + a.v_dim)
-    mla = q + kv + o_heads * a.v_dim * a.hidden
-    return np.where(a.mla > 0, mla, gqa)
+def layer_weight_elems_per_gpu(a: ArchArrays, d: DeployArrays) -> dict[str, np.ndarray]:
+    """Weights of every layer (before the stage's share) on one GPU by precision class
+    (`linear`, `experts`, `high`): each row of the table on the layers of its kind."""
+    src = ArchColumns(a)
+    layers = dict(attention=a.attention_layers, linear=a.linear_layers, dense=a.dense_layers,
+                  moe=a.moe_layers)
+    elems = dict.fromkeys(("linear", "experts", "high"), 0.0)
+    for row in column_rows():
+        if row.layers in layers:
+            elems[row.precision] = elems[row.precision] + layers[row.layers] * active(row, src) \
+                * per_gpu_count(row, src, d) * per_gpu_n(row, src, d) * per_gpu_k(row, src, d)
+    return elems
 
 
-def ffn_weight_elems_per_gpu(a: ArchArrays, d: DeployArrays):
-    """(dense FFN elements per dense layer, routed-expert and shared-expert elements per MoE
-    layer) on one GPU."""
-    dense = (a.gate_factor + 1.0) * a.hidden * a.ffn / d.ffn_tp
-    experts = a.experts / d.ep * 3.0 * a.hidden * a.expert_ffn / d.moe_tp
-    shared = 3.0 * a.hidden * a.shared_ffn / d.ffn_tp
-    return dense, experts, shared
+def vocab_elems_per_gpu(a: ArchArrays, d: DeployArrays):
+    """The busiest GPU's vocabulary-parallel embedding and LM head: with PP they sit on
+    different stages, and a tied LM head is the embedding."""
+    head = per_gpu_n(LM_HEAD, ArchColumns(a), d) * a.hidden
+    return head * np.where(d.pp > 1, 1.0, 2.0 - a.tied)
 
 
 def weight_bytes_per_gpu(a: ArchArrays, d: DeployArrays, env: Env):
     """Weights on the busiest GPU: the first or last stage's layers plus its embedding share."""
     share = np.ceil(a.layers / d.pp) / a.layers
-    dense, experts, shared = ffn_weight_elems_per_gpu(a, d)
-    linear = share * (a.layers * attention_weight_elems_per_gpu(a, d)
-                      + a.dense_layers * dense + a.moe_layers * shared)
-    routed = share * a.moe_layers * experts
-    router = share * a.moe_layers * a.experts * a.hidden
-    # vocab-parallel embedding and LM head; with PP they sit on different stages
-    vocab = a.vocab * a.hidden / d.ffn_tp * np.where(d.pp > 1, 1.0, 2.0 - a.tied)
-    return (linear * env.linear.weight_bytes_per_value
-            + routed * env.experts.weight_bytes_per_value + (router + vocab) * BF16_BYTES)
+    elems = layer_weight_elems_per_gpu(a, d)
+    return share * (elems["linear"] * env.linear.weight_bytes_per_value
+                    + elems["experts"] * env.experts.weight_bytes_per_value
+                    + elems["high"] * BF16_BYTES) + vocab_elems_per_gpu(a, d) * BF16_BYTES
 
 
 def workspace_bytes_per_gpu(a: ArchArrays, d: DeployArrays, chunk_tokens):
