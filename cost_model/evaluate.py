@@ -42,6 +42,9 @@ class OperatingPoints:
     # disaggregated candidates: the xPyD ratio realizing each point (NaN for aggregated ones)
     prefill_instances: np.ndarray | None = None
     decode_instances: np.ndarray | None = None
+    # of `attention_s`, the linear-attention layers' state updates and scans (a roofline:
+    # `cost_model.linear_attention.uncalibrated_components`); None where not split out
+    linear_attention_s: np.ndarray | None = None
 
     def frontier_area(self, x_lo: float, x_hi: float, log_x: bool = True) -> np.ndarray:
         y = np.where(self.fits_memory, self.tokens_per_s_per_gpu, np.nan)
@@ -120,6 +123,7 @@ def _points(a: ArchArrays, d: DeployArrays, env: Env, workload: Workload, concur
         fits_memory=(c <= memory_limit) & ~missing & (memory_limit >= 1), max_concurrency=limit,
         gemm_s=nan(step.gemm_s), attention_s=nan(step.attention_s),
         communication_s=nan(step.communication_s), other_s=nan(step.other_s),
+        linear_attention_s=nan(step.linear_attention_s),
     )
 
 

@@ -45,19 +45,23 @@ def bubble_frac(stages, chunks):
 
 @dataclass(frozen=True)
 class StageTime:
-    """Time of one pipeline stage's forward, split as in the seeds' Figure 2 (seconds)."""
+    """Time of one pipeline stage's forward, split as in the seeds' Figure 2 (seconds). The four
+    parts sum to the total; `linear_attention_s` is the share of `attention_s` spent in
+    linear-attention layers (state updates and chunked scans; their projections are GEMMs)."""
 
     gemm_s: np.ndarray
     attention_s: np.ndarray
     communication_s: np.ndarray
     other_s: np.ndarray
+    linear_attention_s: np.ndarray  # of which in `attention_s`
 
     @property
     def total_s(self) -> np.ndarray:
         return self.gemm_s + self.attention_s + self.communication_s + self.other_s
 
     def _parts(self):
-        return self.gemm_s, self.attention_s, self.communication_s, self.other_s
+        return (self.gemm_s, self.attention_s, self.communication_s, self.other_s,
+                self.linear_attention_s)
 
     def scaled(self, factor) -> StageTime:
         return StageTime(*(x * factor for x in self._parts()))
@@ -171,9 +175,9 @@ def stage_forward_load(a: ArchArrays, d: DeployArrays, env: Env, load: StepLoad,
                            load.decode_tokens_per_seq)
         + prefill_attention_s(a, d, env, load.group_prefill_tokens, prefill_context,
                               load.group_prefill_seqs))
-    attention_s = attention_s + _linear_mixer_s(a, d, env, load, linear_layers)
+    linear_s = np.zeros_like(attention_s) + _linear_mixer_s(a, d, env, load, linear_layers)
     return StageTime(
-        gemm_s=gemm_s, attention_s=attention_s,
+        gemm_s=gemm_s, attention_s=attention_s + linear_s, linear_attention_s=linear_s,
         communication_s=_communication_s(
             a, d, env, load, dense_layers, moe_layers,
             _mixer_reduce_layers(a, attention_layers, linear_layers, layers)),
