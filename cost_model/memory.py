@@ -3,11 +3,11 @@
 Weights are counted per GPU from the table of sharded weight GEMMs (`cost_model.sharded_gemms`,
 the shapes `layers.py` runs), each row on the layers of its kind; routed experts in the
 deployment's expert format (`moe_precision`), the other linear layers (attention, linear
-mixers, dense FFN, shared experts) in its `precision`, embeddings / LM head / router / DSA
-indexer weights in BF16; block scales are part of each format's bytes per weight. Left out, as
-too small to matter (< 0.1% of every family in tests/data/hf_configs): norms, biases, the
-linear mixers' convolutions and per-head state parameters, attention sinks and the shared-expert
-gate (ArchArrays has no column for it).
+mixers, dense FFN, shared experts) in its `precision`, embeddings / LM head / router / the DSA
+indexer's weights_proj in BF16; block scales are part of each format's bytes per weight. Left
+out, as too small to matter (< 0.04% of every real model in tests/data/hf_configs): norms,
+biases, the linear mixers' convolutions and per-head state parameters, attention sinks and the
+shared-expert gate (ArchArrays has no column for it).
 """
 
 from __future__ import annotations
