@@ -18,7 +18,7 @@ Kernel time: a roofline (KV streaming for decode, flash-attention FLOPs for pref
 time of each work item (decode: one per sequence and KV head; prefill: one per sequence, query
 head and 128-query tile — Q load, block scheduling, page-table walk, softmax epilogue and split-KV
 reduction, spread over the SMs) plus a fixed per-call floor; `cost_model/efficiency.py` documents
-the coefficients and `search/calibration_attention.py` fits them on measured kernels.
+the coefficients and `search/calibration/attention.py` fits them on measured kernels.
 """
 
 from __future__ import annotations

@@ -17,14 +17,14 @@ import pyarrow.parquet as pq
 
 from cost_model.efficiency import get_efficiency
 from cost_model.hardware import get_hardware
-from search.calibration import AIC_PACKAGE, AIC_SYSTEMS, abs_error_quantiles
-from search.calibration_attention import (
+from search.calibration.gemm import AIC_PACKAGE, AIC_SYSTEMS, abs_error_quantiles
+from search.calibration.attention import (
     aiconfigurator_attention_tables,
     measured_attention,
     predicted_s,
     with_coefficients,
 )
-from search.tables import format_table
+from search.records.tables import format_table
 
 PRIOR = {  # the [attention] entries every efficiency file shipped before the calibration
     "prefill_compute_frac": 0.6,  # FlashAttention-3 (arXiv 2407.08608), ~75% of peak at long S

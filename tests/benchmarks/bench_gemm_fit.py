@@ -27,7 +27,8 @@ from cost_model.efficiency import get_efficiency
 from cost_model.gemm import GemmRates, gemm_time_s
 from cost_model.hardware import get_hardware
 from cost_model.precision import get_precision
-from search.calibration import (
+from search.calibration.measured_lookup import shipped_points
+from search.calibration.gemm import (
     AIC_PACKAGE,
     AIC_SYSTEMS,
     MeasuredGemms,
@@ -38,9 +39,8 @@ from search.calibration import (
     predicted_s,
     read_table,
     roofline_s,
-    shipped_points,
 )
-from search.tables import format_table
+from search.records.tables import format_table
 
 HELD_OUT_SHARE = 5  # one in five shapes (or (N, K) pairs) is held out of the fit
 GOAL_OVERALL_MEDIAN_FRAC = 0.10

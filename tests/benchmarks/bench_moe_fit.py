@@ -16,15 +16,15 @@ import pyarrow.parquet as pq
 
 from cost_model.efficiency import get_efficiency
 from cost_model.hardware import get_hardware
-from search.calibration import AIC_PACKAGE, AIC_SYSTEMS, abs_error_quantiles
-from search.calibration_moe import (
+from search.calibration.gemm import AIC_PACKAGE, AIC_SYSTEMS, abs_error_quantiles
+from search.calibration.moe import (
     COEFFICIENTS,
     aiconfigurator_moe_table,
     measured_moe,
     predicted_s,
     with_coefficients,
 )
-from search.tables import format_table
+from search.records.tables import format_table
 
 
 def _rows(hardware: str) -> tuple[list[dict], dict[str, int]]:

@@ -33,7 +33,8 @@ def run_once(storage: str | None, workers: int, trials: int) -> float:
     """Trials per second of one `archscout search` run."""
     with tempfile.TemporaryDirectory() as folder:
         study = _study(Path(folder))
-        cmd = [sys.executable, "-m", "search.cli", "search", str(study), "--trials", str(trials),
+        cmd = [sys.executable, "-m", "search.cli.main", "search", str(study),
+               "--trials", str(trials),
                "--workers", str(workers), "--no-progress"]
         if storage:
             cmd += ["--storage", storage]

@@ -37,11 +37,11 @@ import optuna
 from optuna.samplers.nsgaii import PolynomialMutation, SBXCrossover
 from optuna.trial import TrialState
 
-from search.evaluation import evaluate_batch, hard_constraints
-from search.runner import RunSummary, make_sampler, open_study, run_batch
-from search.space import build_candidate, complete_params, searched_dimensions
-from search.spec import StudySpec, spec_from_dict
-from search.storage import StorageHandle
+from search.study.evaluation import evaluate_batch, hard_constraints
+from search.study.runner import RunSummary, make_sampler, open_study, run_batch
+from search.study.space import build_candidate, complete_params, searched_dimensions
+from search.study.spec import StudySpec, spec_from_dict
+from search.study.storage import StorageHandle
 
 # quickstart.toml with coarser steps: 17 × 7 × 2 × 3 × 2 × 21 × 2 × 2 = 119,952 points.
 BENCH_SPEC = {

@@ -11,7 +11,7 @@ this machine is shared and noisy), then (c) once:
       reference for what batching saves.
 For each: trials/s, the ratio to (a) and the overhead (1 − ratio), and the share of the wall
 time spent inside `evaluate_batch` (the cost model) and `build_candidate` (shapes), measured by
-timing wrappers patched into `search.runner`.
+timing wrappers patched into `search.study.runner`.
 `--workers N` adds: N processes on one shared journal (as `archscout search --workers N`) next
 to 1 process on the same kind of storage.
 `--deployments` adds (in memory, in the same run): the study with its deployments swept per
@@ -35,25 +35,26 @@ from typing import Callable
 import optuna
 
 import cost_model.batch
-import search.evaluation
-import search.runner
+import search.study.evaluation
+import search.study.runner
 from cost_model.params import count_params
 from objectives.accuracy import summarize_shape
-from search.runner import finished_trials, open_study, run_study
-from search.spec import StudySpec, load_spec
-from search.storage import StorageHandle, open_default, open_url
+from search.study.runner import finished_trials, open_study, run_study
+from search.study.spec import StudySpec, load_spec
+from search.study.storage import StorageHandle, open_default, open_url
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "studies" / "quickstart.toml"
 # bucket -> the functions timed for it, as (module, name) patched in place during a run.
 # "cost model" is all of evaluate_batch; the rest of the buckets break it down (inside it).
 TIMED = {
-    "cost model": [(search.runner, "evaluate_batch")],
-    "build": [(search.runner, "build_candidate")],
-    "serving": [(search.evaluation, "score_valid")],
-    "params": [(search.evaluation, "count_params")],
-    "accuracy": [(search.evaluation, "predict_loss"), (search.evaluation, "ranking_loss_nats"),
-                 (search.evaluation, "ptq_estimate")],
-    "constraints": [(search.evaluation, "check_candidate")],
+    "cost model": [(search.study.runner, "evaluate_batch")],
+    "build": [(search.study.runner, "build_candidate")],
+    "serving": [(search.study.evaluation, "score_valid")],
+    "params": [(search.study.evaluation, "count_params")],
+    "accuracy": [(search.study.evaluation, "predict_loss"),
+                 (search.study.evaluation, "ranking_loss_nats"),
+                 (search.study.evaluation, "ptq_estimate")],
+    "constraints": [(search.study.evaluation, "check_candidate")],
 }
 
 
@@ -119,10 +120,10 @@ def _journal_lines(handle: StorageHandle) -> int:
 def clear_caches() -> None:
     """Forget the per-architecture caches (parameter counts, loss proxy, array rows) and the
     outcome memo, so that no run profits from designs an earlier run in this process scored."""
-    for cached in (count_params, search.evaluation._loss, cost_model.batch._arch_row,
+    for cached in (count_params, search.study.evaluation._loss, cost_model.batch._arch_row,
                    summarize_shape):
         cached.cache_clear()
-    search.evaluation._memo.clear()
+    search.study.evaluation._memo.clear()
 
 
 def timed_run(label: str, spec: StudySpec, handle: StorageHandle, trials: int,
@@ -241,7 +242,7 @@ def deployment_mode_runs(spec: StudySpec, trials: int, seed: int) -> list[tuple[
 
 
 def print_deployment_modes(spec: StudySpec, runs: list[tuple[str, Result]]) -> None:
-    from search.space import deployment_combinations
+    from search.study.space import deployment_combinations
 
     combos = deployment_combinations(spec.space)
     print(f"\n{'deployments':<12} {'trials':>6} {'wall s':>7} {'archs/s':>8} {'deps/s':>8} "

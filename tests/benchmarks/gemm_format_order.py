@@ -25,7 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from search.calibration import (
+from search.calibration.measured_lookup import shipped_points
+from search.calibration.gemm import (
     AIC_SYSTEMS,
     DEFAULT_FRAMEWORK,
     aiconfigurator_data_dir,
@@ -33,7 +34,6 @@ from search.calibration import (
     aiconfigurator_version,
     measured_gemms,
     read_table,
-    shipped_points,
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repository root: tests.data_paths

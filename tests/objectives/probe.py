@@ -14,9 +14,9 @@ import numpy as np
 from constraints.budget import check_aspect_ratio, check_params_budget
 from cost_model.errors import ConfigError
 from objectives.accuracy import ranking_loss_nats, summarize_shape
-from search.evaluation import constraint_rules
-from search.space import build_architecture
-from search.spec import Space, StudySpec, load_spec
+from search.study.evaluation import constraint_rules
+from search.study.space import build_architecture
+from search.study.spec import Space, StudySpec, load_spec
 from tests.objectives.shapes import build
 
 STUDIES = sorted((Path(__file__).resolve().parents[2] / "studies").glob("*.toml"))

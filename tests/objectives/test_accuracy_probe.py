@@ -8,7 +8,7 @@ import pytest
 
 from cost_model.errors import ConfigError
 from objectives.accuracy import predict_loss
-from search.space import build_architecture
+from search.study.space import build_architecture
 from tests.objectives.probe import (
     ARCHETYPES,
     STUDIES,

@@ -1,0 +1,316 @@
+"""`archscout show`, `export` and `plot`: look at one trial, write it as a config, draw the
+Pareto set's frontiers, a trial's time breakdown or roofline, or the hypervolume history.
+(`pareto --parquet/--csv` is `arrow_export.write_pareto_files`.)"""
+
+from __future__ import annotations
+
+import argparse
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from search.cli.errors import CommandError, TrialError
+from search.cli.study import load_study, open_for_reading
+from search.plots.frontier import DEFAULT_TOP, image_format, write_figure, write_frontier_plot
+from search.plots.kinds import (
+    breakdown_figure,
+    history_figure,
+    hypervolume_history,
+    roofline_figure,
+)
+from search.records.export import (
+    FORMATS,
+    export_document,
+    export_target,
+    frontier_points,
+    trial_record,
+    vllm_document,
+    write_export,
+)
+from search.records.tables import format_table, print_json
+from search.study.errors import NoFeasibleError
+from search.study.evaluation import (
+    deployment_label,
+    score_valid,
+    sweep_outcome,
+    trial_candidate,
+    trial_details,
+)
+from search.study.record import recorded_spec
+from search.study.report import pareto_document
+from search.study.space import Candidate, sweeps_deployments, swept_candidates
+from search.study.spec import StudySpec, load_spec
+
+
+@contextmanager
+def opened_study(args: argparse.Namespace) -> Iterator[tuple[StudySpec, optuna.Study]]:
+    """The study and the spec it ran with (its stored record; a note on stderr when the file
+    `args.study` differs), so every candidate is rebuilt as it was evaluated."""
+    spec = load_spec(args.study)
+    handle = open_for_reading(Path(args.study), spec, args.storage)
+    try:
+        study = load_study(spec, handle)
+        yield recorded_spec(study, spec, str(args.study)), study
+    finally:
+        handle.close()
+
+
+def find_trial(spec: StudySpec, study: optuna.Study, number: int) -> tuple[FrozenTrial, Candidate]:
+    """The finished, valid trial `number` and its rebuilt candidate."""
+    trials = study.get_trials(deepcopy=False)
+    trial = next((t for t in trials if t.number == number), None)
+    if trial is None:
+        span = f"0 … {len(trials) - 1}" if trials else "none yet"
+        raise TrialError(f"`TRIAL` ({number}) is not a trial of study `{spec.name}` "
+                         f"(trials: {span})")
+    if trial.state == TrialState.FAIL:
+        why = trial_details(trial.user_attrs).get("invalid", "no reason recorded")
+        raise TrialError(f"`TRIAL` ({number}) failed: its shape is not a model ({why})")
+    if trial.state != TrialState.COMPLETE:
+        raise TrialError(f"`TRIAL` ({number}) is {trial.state.name.lower()}, not complete")
+    cand = trial_candidate(spec, trial.params, trial.user_attrs)
+    if not cand.valid:
+        raise TrialError(f"`TRIAL` ({number}) no longer builds: {cand.invalid_reason}")
+    return trial, cand
+
+
+# ---- show ---------------------------------------------------------------------------------------
+
+
+def _shape_line(arch: dict) -> str:
+    keys = ("hidden_size", "num_layers", "num_attention_heads", "num_kv_heads", "head_dim",
+            "intermediate_size", "vocab_size", "num_experts", "experts_per_token",
+            "moe_intermediate_size", "num_shared_experts", "first_dense_layers")
+    moe = ("experts_per_token", "moe_intermediate_size", "num_shared_experts", "first_dense_layers")
+    return "  ".join(f"{k} {arch[k]}" for k in keys if arch["num_experts"] or k not in moe)
+
+
+def _params_rows(params: dict) -> list[dict]:
+    total = params["total"]
+    return [{"component": k, "params": f"{v:,}", "share": f"{v / total:.1%}"}
+            for k, v in params["breakdown"].items() if k != "total"]
+
+
+def _breakdown_rows(breakdown: dict) -> list[dict]:
+    rows = []
+    for regime, b in breakdown.items():
+        if b is None:
+            continue
+        row = {"regime": regime, "concurrency": b["concurrency"], "tpot_ms": b["tpot_ms"]}
+        for part, ms in b["time_ms"].items():
+            row[f"{part}_ms"] = f"{ms:.4g} ({b['share_frac'][part]:.0%})"
+        rows.append(row)
+    return rows
+
+
+def _constraint_rows(constraints: dict) -> list[dict]:
+    return [{"constraint": name, "kind": "hard" if c["hard"] else "soft",
+             "ok": "yes" if c["satisfied"] else "NO", "value": c["value"], "message": c["message"]}
+            for name, c in constraints.items()]
+
+
+def _point_rows(points: list[dict]) -> list[dict]:
+    return [{**{k: v for k, v in p.items() if k not in ("fits_memory", "on_frontier")},
+             "fits": "yes" if p["fits_memory"] else "no",
+             "frontier": "*" if p["on_frontier"] else ""} for p in points]
+
+
+def _envelope_rows(points: list[dict]) -> list[dict]:
+    """The envelope's points from the latency end: which deployment, at which concurrency."""
+    unique = {(p["deployment"], p["concurrency"]): p for p in points}  # the limit may be 2^k
+    return [{"tokens_per_s_per_user": p["tokens_per_s_per_user"],
+             "tokens_per_s_per_gpu": p["tokens_per_s_per_gpu"],
+             "concurrency": p["concurrency"], "deployment": p["deployment"]}
+            for p in sorted(unique.values(), key=lambda q: -q["tokens_per_s_per_user"])]
+
+
+def print_record(rec: dict) -> None:
+    d, p, w = rec["deployment"], rec["params"], rec["workload"]
+    print(f"trial {rec['trial']} of `{rec['study']}`: {rec['architecture']['name']} on "
+          f"{d['gpus']}× {rec['hardware']} (ISL {w['isl_tokens']} / OSL {w['osl_tokens']})"
+          f"{'' if rec['feasible'] else '  [INFEASIBLE]'}")
+    print(f"shape: {_shape_line(rec['architecture'])}")
+    print(f"params: {p['total']:,} total, {p['active']:,} active")
+    print(format_table(_params_rows(p)))
+    print(f"deployment: tp {d['tp']}  ep {d['ep']}  pp {d['pp']}  dp {d['dp']}  "
+          f"precision {d['precision']}  kv {d['kv_precision']}  max concurrency "
+          f"{rec['max_concurrency']}")
+    print("objectives: " + "  ".join(f"{k} {v:.6g}" for k, v in rec["objectives"].items()))
+    window = (f"window [{w['interactivity_min']:g}, {w['interactivity_max']:g}] tokens/s/user, "
+              f"{w['x_scale']} x")
+    if "frontier_deployments" in rec:  # the study sweeps deployments
+        print(f"architecture frontier area {rec['frontier_area']:.6g} ({window}): the envelope "
+              f"over its {rec['deployments_feasible']} feasible of "
+              f"{rec['deployments_evaluated']} deployments, realized by")
+        print(format_table(_envelope_rows(rec["frontier_deployments"])))
+        print(f"this deployment's own frontier area {rec['deployment_frontier_area']:.6g}; "
+              f"* = on its frontier")
+    else:
+        print(f"frontier area {rec['frontier_area']:.6g} ({window}); * = on the frontier")
+    print(format_table(_point_rows(rec["frontier"])))
+    print("time per output token by part:")
+    print(format_table(_breakdown_rows(rec["breakdown"])))
+    print(format_table(_constraint_rows(rec["constraints"])))
+    loss = rec["loss"]
+    print(f"loss proxy {loss.get('loss_proxy', float('nan')):.4f} nats (the ranked loss: the "
+          f"pessimistic end of the band when a hard flag fires)")
+    for flag in loss.get("loss_flags", []):
+        print(f"  flag: {flag}")
+
+
+def run_show(args: argparse.Namespace) -> int:
+    with opened_study(args) as (spec, study):
+        trial, cand = find_trial(spec, study, args.trial)
+        record = trial_record(spec, trial, cand)
+    if args.json:
+        print_json(record)
+    else:
+        print_record(record)
+    return 0
+
+
+# ---- export and plot ----------------------------------------------------------------------------
+
+
+def point_candidate(spec: StudySpec, cand: Candidate, interactivity: float
+                    ) -> tuple[Candidate, dict]:
+    """The deployment and concurrency that realize the architecture's frontier at
+    `interactivity` tokens/s/user: the envelope point of most tokens/s/GPU at least that
+    interactive (a study that sweeps deployments; otherwise the trial's own frontier)."""
+    if sweeps_deployments(spec):
+        points = [dict(zip(("deployment", "concurrency", "tokens_per_s_per_user",
+                            "tokens_per_s_per_gpu"), p))
+                  for p in sweep_outcome(spec, cand).attrs.get("frontier_deployments", [])]
+        every = {deployment_label(c.deployment): c for c in swept_candidates(spec, cand)}
+    else:
+        points = [{**p, "deployment": deployment_label(cand.deployment)}
+                  for p in frontier_points(score_valid(spec, [cand]).points) if p["on_frontier"]]
+        every = {deployment_label(cand.deployment): cand}
+    fast = [p for p in points if p["tokens_per_s_per_user"] >= interactivity]
+    if not fast:
+        best = max((p["tokens_per_s_per_user"] for p in points), default=0.0)
+        raise TrialError(f"`--interactivity` ({interactivity:g} tokens/s/user) is beyond trial "
+                         f"{cand.arch.name}'s frontier (at most {best:.4g})")
+    point = max(fast, key=lambda p: p["tokens_per_s_per_gpu"])
+    return every[point["deployment"]], point
+
+
+def run_export(args: argparse.Namespace) -> int:
+    target = export_target(args.output, args.format)
+    with opened_study(args) as (spec, study):
+        trial, cand = find_trial(spec, study, args.trial)
+        if args.interactivity is not None:
+            if args.format != "vllm":
+                raise TrialError("`--interactivity` chooses a deployment: it needs --format vllm")
+            cand, point = point_candidate(spec, cand, args.interactivity)
+            document = {**vllm_document(spec, cand, point["concurrency"]),
+                        "operating_point": point}
+        else:
+            document = export_document(spec, trial, cand, args.format)
+    write_export(args.output, target, document)
+    print(f"wrote {args.format} export of trial {trial.number} ({cand.arch.name}) to {target}")
+    return 0
+
+
+PLOT_KINDS = ("frontier", "breakdown", "roofline", "history")
+CANDIDATE_KINDS = ("breakdown", "roofline")  # plots of one trial (`--trial`)
+
+
+def _check_plot_args(args: argparse.Namespace) -> None:
+    image_format(Path(args.output))  # a bad suffix fails before any work
+    if args.top < 1:
+        raise CommandError(f"`--top` ({args.top}) must be >= 1")
+    if args.trial is not None and args.kind not in CANDIDATE_KINDS:
+        raise CommandError(f"`--trial` ({args.trial}) applies to --kind "
+                          f"{' | '.join(CANDIDATE_KINDS)}, not {args.kind}")
+
+
+def _no_feasible(spec: StudySpec, trials: int) -> NoFeasibleError:
+    return NoFeasibleError(f"no feasible candidate in {trials} trials of `{spec.name}`: "
+                           f"nothing to plot")
+
+
+def _plot_frontier(args, spec: StudySpec, study: optuna.Study) -> str:
+    doc = pareto_document(spec, study)
+    if not doc["pareto"]:
+        raise _no_feasible(spec, doc["trials"])
+    write_frontier_plot(spec, doc, Path(args.output), args.top)
+    shown = min(args.top, len(doc["pareto"]))
+    return f"frontiers of the top {shown} of {len(doc['pareto'])} Pareto architectures"
+
+
+def _plot_candidate(args, spec: StudySpec, study: optuna.Study) -> str:
+    number = args.trial
+    if number is None:  # the top-ranked Pareto architecture
+        doc = pareto_document(spec, study)
+        if not doc["pareto"]:
+            raise _no_feasible(spec, doc["trials"])
+        number = doc["pareto"][0]["trial"]
+    trial, cand = find_trial(spec, study, number)
+    draw = {"breakdown": breakdown_figure, "roofline": roofline_figure}[args.kind]
+    write_figure(lambda: draw(spec, trial.number, cand), Path(args.output))
+    what = {"breakdown": "time per output token by part", "roofline": "GEMMs on the roofline"}
+    return f"{what[args.kind]} of trial {trial.number} ({cand.arch.name})"
+
+
+def _plot_history(args, spec: StudySpec, study: optuna.Study) -> str:
+    history = hypervolume_history(spec, study)
+    if not len(history.hypervolume):
+        raise _no_feasible(spec, len(history.finished_trials))
+    write_figure(lambda: history_figure(spec, history), Path(args.output))
+    return (f"hypervolume over {len(history.finished_trials)} trials "
+            f"(final {history.hypervolume[-1]:.3f}; {int(history.feasible_cumulative[-1])} "
+            f"feasible)")
+
+
+def run_plot(args: argparse.Namespace) -> int:
+    _check_plot_args(args)
+    plot = {"frontier": _plot_frontier, "breakdown": _plot_candidate,
+            "roofline": _plot_candidate, "history": _plot_history}[args.kind]
+    with opened_study(args) as (spec, study):
+        what = plot(args, spec, study)
+    print(f"wrote {args.output}: {what}")
+    return 0
+
+
+def _study_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("study", help="study file (TOML)")
+    p.add_argument("--storage", default=None, help="Optuna storage URL (default: the study's)")
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("show", help="one trial: shape, deployment, frontier, time breakdown, "
+                       "constraints")
+    _study_arguments(s)
+    s.add_argument("trial", type=int, help="trial number")
+    s.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    s.set_defaults(func=run_show)
+
+    e = sub.add_parser("export", help="one trial as a Hugging Face config.json, our JSON record "
+                       "or vLLM serving arguments")
+    _study_arguments(e)
+    e.add_argument("trial", type=int, help="trial number")
+    e.add_argument("--format", required=True, choices=FORMATS, help="hf | json | vllm")
+    e.add_argument("-o", "--output", required=True, help="file (or, for hf, a folder: "
+                   "FOLDER/config.json)")
+    e.add_argument("--interactivity", type=float, default=None, metavar="TOK_S_USER",
+                   help="vllm: the deployment of the frontier point of most tokens/s/GPU at "
+                   "this interactivity or more (its concurrency becomes max_num_seqs)")
+    e.set_defaults(func=run_export)
+
+    p = sub.add_parser("plot", help="plot the study: Pareto frontiers, one trial's time "
+                       "breakdown or GEMM roofline, or hypervolume over trials")
+    _study_arguments(p)
+    p.add_argument("-o", "--output", required=True, help="image file (.png, .svg, .pdf)")
+    p.add_argument("--kind", choices=PLOT_KINDS, default="frontier", help="frontier: throughput "
+                   "vs interactivity of the Pareto set (default); breakdown: TPOT by part at "
+                   "latency- and throughput-first serving; roofline: a trial's GEMMs on the GPU "
+                   "roofline; history: hypervolume and feasible trials over trials")
+    p.add_argument("--top", type=int, default=DEFAULT_TOP, help="frontier: architectures drawn, "
+                   f"by frontier area (default {DEFAULT_TOP})")
+    p.add_argument("--trial", type=int, default=None, help="breakdown, roofline: the trial "
+                   "(default: the top-ranked Pareto architecture)")
+    p.set_defaults(func=run_plot)

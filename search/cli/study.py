@@ -1,0 +1,221 @@
+"""`archscout search` and `archscout pareto`: run a study, read its Pareto set."""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import sys
+from pathlib import Path
+
+import optuna
+
+from cost_model.errors import CostModelError
+from search.errors import SearchError
+from search.records.arrow_export import write_pareto_files
+from search.records.tables import format_table, print_json
+from search.study.errors import NoFeasibleError, StorageError
+from search.study.report import pareto_document
+from search.study.runner import RunSummary, describe_rejections, run_study
+from search.study.spec import StudySpec, load_spec
+from search.study.storage import (
+    StorageHandle,
+    default_journal_path,
+    finish_workers,
+    open_default,
+    open_url,
+    prepare_for_workers,
+)  # fmt: skip
+
+
+def open_storage(spec_path: Path, spec: StudySpec, url: str | None, shared: bool,
+                 worker: bool = False) -> StorageHandle:
+    if url:
+        return open_url(url)
+    return open_default(default_journal_path(spec_path, spec.name), shared, worker=worker)
+
+
+def open_for_reading(spec_path: Path, spec: StudySpec, url: str | None) -> StorageHandle:
+    """The study's storage for a command that only reads it: a default journal that does not
+    exist yet is an error, and nothing is created, locked, repaired or rewritten for it."""
+    if url:
+        return open_url(url, read_only=True)
+    path = default_journal_path(spec_path, spec.name)
+    if not path.exists():
+        raise StorageError(f"no study `{spec.name}` in journal {path}; run `archscout search` "
+                           "first")
+    return open_default(path, shared=True, read_only=True)
+
+
+def _worker(number: int, spec_path: str, url: str | None, trials: int, seed: int) -> None:
+    """One `--workers` process: any failure is one line on stderr and a non-zero exit code
+    (2 for bad input or storage errors, 1 otherwise), never a traceback."""
+    try:
+        spec = load_spec(spec_path)
+        handle = open_storage(Path(spec_path), spec, url, shared=True, worker=True)
+        try:
+            run_study(spec, handle, trials, seed, show_progress=False)
+        finally:
+            handle.close()
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except (CostModelError, SearchError) as exc:
+        print(f"archscout: worker {number}: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except Exception as exc:  # noqa: BLE001 - one line per worker, the parent sums them up
+        print(f"archscout: worker {number}: {type(exc).__name__}: {_first_line(exc)}",
+              file=sys.stderr)
+        sys.exit(1)
+
+
+def _run_workers(args, spec: StudySpec, trials: int, seed: int) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_worker,
+                         args=(i + 1, args.study, args.storage, trials, seed + 7919 * i))
+             for i in range(args.workers)]
+    try:
+        for p in procs:
+            p.start()
+    finally:
+        for p in procs:
+            if p.pid is not None:
+                p.join()
+    failed = [p.exitcode for p in procs if p.exitcode]
+    if failed:
+        raise StorageError(f"{len(failed)} of {args.workers} workers failed (exit codes "
+                           f"{failed}; each said why above)")
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _pareto_rows(doc: dict) -> list[dict]:
+    """One row per entry; objectives beyond area and loss (TTFT, GPUs) get a column each."""
+    rows = []
+    extra = [n for n in doc.get("objectives", []) if n in ("ttft_ms", "gpus")]
+    for item in doc["pareto"]:
+        a, d = item["architecture"], item["deployment"]
+        values = item.get("design_values", item.get("values", {}))
+        rows.append({"rank": item["rank"], "trial": item["trial"],
+                     "frontier_area": item["frontier_area"], "loss": item["loss_proxy"],
+                     **{n: values[n] for n in extra},
+                     "params_b": item["params_total"] / 1e9,
+                     "active_b": item["params_active"] / 1e9, "architecture": a["name"],
+                     "deployment": _deployments_shown(item, d),
+                     "flags": len(item["flags"])})
+    return rows
+
+
+def _short(label: str) -> str:
+    """`tp8 ep8 pp1 dp1 fp8 kv-fp8` without the KV format (the table's width)."""
+    return " ".join(word for word in label.split() if not word.startswith("kv-"))
+
+
+def _deployments_shown(item: dict, d: dict) -> str:
+    """The deployment of the entry's trial, or, when its frontier takes several, the one at
+    the latency end and the one at the throughput end: `tp8 … fp8 | tp2 … nvfp4`."""
+    ends = [p["deployment"] for p in item.get("frontier", [])]
+    if len(set(ends)) > 1:
+        return f"{_short(ends[-1])} | {_short(ends[0])}"
+    return f"tp{d['tp']} ep{d['ep']} pp{d['pp']} dp{d['dp']} {d['precision']}"
+
+
+def print_pareto(doc: dict) -> None:
+    """The Pareto table, then whether the front still moved and the space edges it reaches."""
+    from search.study.convergence import bounds_line, convergence_line
+
+    print(f"study {doc['study']}: {doc['trials']} trials, {doc['feasible']} feasible, "
+          f"{len(doc['pareto'])} Pareto-optimal architectures (ranked by frontier area)")
+    print(format_table(_pareto_rows(doc)))
+    if "convergence" in doc:
+        print(convergence_line(doc["convergence"]))
+    if "bounds" in doc:
+        print(bounds_line(doc["bounds"], len(doc["pareto"])))
+
+
+def run_search(args: argparse.Namespace) -> int:
+    spec = load_spec(args.study)
+    trials = spec.trials if args.trials is None else args.trials
+    seed = spec.seed if args.seed is None else args.seed
+    if args.workers > 1:
+        # The default journal: this process owns it while its workers run (it checks and
+        # repairs it first, and no single run may start beside them).
+        path = default_journal_path(Path(args.study), spec.name)
+        lock_fd = None if args.storage else prepare_for_workers(path)
+        try:
+            _run_workers(args, spec, trials, seed)
+        finally:
+            if lock_fd is not None:
+                finish_workers(path, lock_fd)
+        return _finish(args, spec, None)
+    handle = open_storage(Path(args.study), spec, args.storage, shared=False)
+    try:
+        summary = run_study(spec, handle, trials, seed, show_progress=not args.no_progress)
+    finally:
+        handle.close()
+    return _finish(args, spec, summary)
+
+
+def _finish(args, spec: StudySpec, summary: RunSummary | None) -> int:
+    handle = open_for_reading(Path(args.study), spec, args.storage)
+    doc = pareto_document(spec, load_study(spec, handle))
+    if not doc["pareto"]:
+        why = describe_rejections(summary) if summary else "see `archscout pareto`"
+        raise NoFeasibleError(f"no feasible candidate in {doc['trials']} trials of "
+                              f"`{spec.name}` ({why})")
+    print_pareto(doc)
+    return 0
+
+
+def load_study(spec: StudySpec, handle: StorageHandle) -> optuna.Study:
+    try:
+        return optuna.load_study(study_name=spec.name, storage=handle.storage)
+    except KeyError:
+        raise StorageError(f"no study `{spec.name}` in {handle.description}; run "
+                           f"`archscout search` first") from None
+
+
+def run_pareto(args: argparse.Namespace) -> int:
+    spec = load_spec(args.study)
+    handle = open_for_reading(Path(args.study), spec, args.storage)
+    doc = pareto_document(spec, load_study(spec, handle))
+    write_pareto_files(doc, args.parquet, args.csv)
+    if args.json:
+        print_json(doc)
+    else:
+        print_pareto(doc)
+    return 0
+
+
+def _at_least_one(text: str) -> int:
+    """argparse type of --trials and --workers: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1; got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1; got {value}")
+    return value
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("search", help="run (or resume) a study and print its Pareto set")
+    s.add_argument("study", help="study file (TOML)")
+    s.add_argument("--trials", type=_at_least_one, default=None, help="finished trials to "
+                   "reach, >= 1 (default: the study's `trials`)")
+    s.add_argument("--storage", default=None, help="Optuna storage URL (default: a journal file "
+                   "under the study's out/ folder)")
+    s.add_argument("--workers", type=_at_least_one, default=1, help="processes on one study "
+                   "(default 1)")
+    s.add_argument("--seed", type=int, default=None, help="sampler seed (default: the study's)")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.set_defaults(func=run_search)
+
+    p = sub.add_parser("pareto", help="the Pareto-optimal architectures, ranked by frontier area")
+    p.add_argument("study", help="study file (TOML)")
+    p.add_argument("--storage", default=None, help="Optuna storage URL (default: the study's)")
+    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    p.add_argument("--parquet", metavar="PATH", default=None, help="also write the table as "
+                   "Parquet (versioned schema)")
+    p.add_argument("--csv", metavar="PATH", default=None, help="also write the table as CSV")
+    p.set_defaults(func=run_pareto)

@@ -1,0 +1,353 @@
+"""`archscout lint`: a real model checked against the seven guidelines of NVIDIA, AI Model Co-Design
+(2026) (https://developer.nvidia.com/blog/ai-model-co-design-hardware-friendly-llm-design/) and the
+formulas behind them, one `Finding` per broken rule, each with its cost in the model's own numbers
+and the nearest compliant alternative, measured by the cost model.
+
+What fires each guideline (every GEMM dim taken *after* sharding):
+1. near-square GEMMs: a weight GEMM whose intensity cap I∞ = (2/b)·NK/(N+K) lies below the
+   ridge point I* of the format on the GPU: memory-bound at any batch (002 §2);
+2. alignment: a dim not a multiple of 128; or a dim wider than, and not a multiple of, the widest
+   tile of the GPU's kernels (256 Hopper, 512 with Blackwell's CGA) when aligning it raises the
+   achieved GEMM rate by ≥ 1% (002 §3);
+3. width vs depth: per-layer collectives and fixed kernels ≥ 25% of TPOT at concurrency 1; the
+   alternative is ¾ of the layers at equal total parameters (wider FFN), inside the flat region
+   of the loss in H/L (`objectives.accuracy_terms`, Morph runs) (002 §3);
+4. quantization: a K not a multiple of the block of a block-scaled format (16 for NVFP4); a
+   format above the lowest the GPU runs; the BF16 LM head ≥ 5% of TPOT at concurrency 1 (002 §4);
+5. MoE sizing (`lint_parallel`): M_expert = C·k/E at the memory limit below M*, the M at which
+   the expert GEMM reaches the ridge; the cost of the imbalance (1+δ) with it (002 §5);
+6. pipeline balance (`lint_parallel`): the slowest stage of a contiguous split ≥ 2% over the mean
+   (prefill chunk or decode step, from per-layer-kind times of the cost model), at the deployed PP
+   or, with PP = 1, as PP = 2, 4, 8 would split it; the bubble (S−1)/(S−1+m) with it (002 §5);
+7. attention vs FFN parallelism (`lint_parallel`): TP beyond the KV heads (any TP with MLA)
+   replicates the KV cache (002 §5).
+
+Severity policy. `error` breaks a kernel's contract: a GEMM dim after sharding that is not a
+multiple of 128 (a fractional shard included), a K that is not a multiple of the block of the
+deployed block-scaled format; any error makes the command exit 1 (for a model repository's CI).
+`warning` is a loss the deployment cannot avoid without a change: guidelines 1, 3, 5 (when a wider
+EP helps) and 7, a model that cannot run in NVFP4, imbalance at the deployed PP. `info` is an
+opportunity: 256/512 beyond the 128 floor, a lower-precision format, the BF16 LM head, the balance
+of a PP split that is not deployed, MoE sizing that no wider EP improves.
+
+Measured cost: each fix is evaluated with `evaluate_points` next to the model (TPOT at concurrency
+1, tokens/s/GPU at the throughput end, frontier area, before → after, with its parameter delta).
+A fix that adds parameters is measured as the bigger model it is: read the change next to the
+delta. Deployment fixes (EP, attention DP) keep the parameters; a wider EP may take more GPUs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from constraints import check_alignment, check_nvfp4_block, gemm_dims, padding_waste_frac
+from cost_model.architecture import Architecture
+from cost_model.deployment import Deployment
+from cost_model.gemm import gemm_cost, intensity_cap_flop_per_byte, tile_efficiency
+from cost_model.precision import get_precision
+from cost_model.units import MS_PER_S, TERA, US_PER_S
+from objectives.accuracy_terms import (
+    ASPECT_KAPPA_CENTRAL,
+    ASPECT_RATIO_MORPH_RANGE,
+    ASPECT_RATIO_OPT_CENTRAL,
+    aspect_ratio_penalty,
+)  # fmt: skip
+from search.lint.parallel import (
+    check_attention_parallelism,
+    check_disaggregation,
+    check_moe_sizing,
+    check_pipeline_balance,
+)  # fmt: skip
+from search.lint.support import (
+    FIX_FIELDS,
+    GEMM_PROBE_TOKENS,
+    NVFP4,
+    Draft,
+    Fix,
+    Gemm,
+    LintContext,
+    Measured,
+    Severity,
+    change_document,
+    change_text,
+    default_precision,
+    deployment_variants,
+    describe_fix,
+    dims_of,
+    fix_field,
+    gemm_rate_flop_per_s,
+    is_multiple,
+    label_fields,
+    nearest_value,
+    params_delta,
+    small_dim_field,
+    valid,
+    weight_gemms,
+    with_deployment,
+    with_fields,
+)  # fmt: skip
+
+__all__ = ["Finding", "LintContext", "default_precision", "lint"]
+SEVERITIES = ("error", "warning", "info")
+ALIGN_FLOOR = 128  # the post's Guideline 2: "multiples of 128 at minimum"
+INFO_MIN_GAIN_FRAC = 0.01  # policy: a 256/512 alignment worth reporting raises the GEMM rate 1%
+SERIAL_SHARE_LIMIT_FRAC = 0.25  # policy: per-layer collectives + fixed kernels at concurrency 1
+DEPTH_CUT_FRAC = 0.75  # guideline 3's alternative: ¾ of the layers at equal total parameters
+BF16_SHARE_LIMIT_FRAC = 0.05  # policy: a BF16 layer worth quantizing
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One broken guideline: its cost in the model's numbers and the nearest compliant fix."""
+
+    guideline: int  # 1–7, NVIDIA, AI Model Co-Design (2026)
+    code: str
+    severity: Severity
+    message: str
+    cost: dict
+    alternative: dict | None
+
+    def __post_init__(self):
+        if not 1 <= self.guideline <= 7 or self.severity not in SEVERITIES:
+            raise ValueError(f"bad finding: guideline {self.guideline}, severity {self.severity}")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _fixes(*fixes: Fix | None) -> tuple[Fix, ...]:
+    return tuple(f for f in fixes if f is not None)
+
+
+def _rate_tflop_per_s(ctx: LintContext, arch: Architecture, dep: Deployment, name: str) -> float:
+    return gemm_rate_flop_per_s(weight_gemms(arch, dep, name), ctx) / TERA
+
+
+# ---- guideline 1: near-square GEMMs ------------------------------------------------------------
+
+
+def _cap(ctx: LintContext, gemm: Gemm) -> float:
+    return float(intensity_cap_flop_per_byte(gemm.n, gemm.k, ctx.bytes_per_value))
+
+
+def check_near_square(ctx: LintContext) -> list[Draft]:
+    """Guideline 1: I∞ ≈ 2·min(N,K)/b below the ridge: memory-bound at any batch."""
+    worst: dict[str, tuple[Gemm, float]] = {}
+    for gemm in weight_gemms(ctx.arch, ctx.dep):
+        cap, name = _cap(ctx, gemm), small_dim_field(ctx.arch, gemm)
+        if cap < ctx.ridge and (name not in worst or cap < worst[name][1]):
+            worst[name] = (gemm, cap)
+    return [_cap_draft(ctx, name, gemm, cap) for name, (gemm, cap) in worst.items()]
+
+
+def _cap_draft(ctx: LintContext, name: str, gemm: Gemm, cap: float) -> Draft:
+    def ok(arch: Architecture, dep: Deployment = ctx.dep) -> bool:
+        aligned = all(is_multiple(d.size, ALIGN_FLOOR) for d in dims_of(arch, dep, name))
+        return valid(arch, dep) and aligned and \
+            all(_cap(ctx, g) >= ctx.ridge for g in weight_gemms(arch, dep, name))
+    arch_fix = nearest_value(ctx.arch, name, ok, up_only=True) if name in FIX_FIELDS else None
+    dep_fix = next((v for v in deployment_variants(ctx.arch, ctx.dep) if ok(ctx.arch, v)), None)
+    rate = float(gemm_cost(GEMM_PROBE_TOKENS, gemm.n, gemm.k, ctx.hw, ctx.precision)
+                 .achieved_flop_per_s)
+    peak_frac = rate / ctx.hw.peak_for(ctx.precision)
+    message = (f"{gemm.name} (N={gemm.n:g}, K={gemm.k:g} per GPU): I∞ = (2/b)·NK/(N+K) = "
+               f"{cap:,.0f} FLOP/B at b = {ctx.bytes_per_value:g} B is below the ridge "
+               f"{ctx.ridge:,.0f}, so `{name}` → {min(gemm.n, gemm.k):g} cannot saturate "
+               f"{ctx.where()} at any batch ({peak_frac:.0%} of peak at M = {GEMM_PROBE_TOKENS})")
+    cost = {"gemm": gemm.name, "n": gemm.n, "k": gemm.k, "intensity_cap_flop_per_byte": cap,
+            "ridge_flop_per_byte": ctx.ridge, "peak_frac_at_probe_tokens": peak_frac}
+    fixes = _fixes(Fix(arch_fix, ctx.dep) if arch_fix else None,
+                   Fix(ctx.arch, dep_fix) if dep_fix else None)
+    return Draft(1, "intensity-cap", "warning", message, cost, fixes)
+
+
+# ---- guideline 2: alignment after sharding -----------------------------------------------------
+
+
+def _aligned(size: float, multiple: int) -> bool:
+    return is_multiple(size, ALIGN_FLOOR) and (size <= multiple or is_multiple(size, multiple))
+
+
+def check_alignment_ladder(ctx: LintContext) -> list[Draft]:
+    """Guideline 2: every dim after sharding a multiple of 128, and of 256/512 when wider."""
+    floor_ok = check_alignment(ctx.arch, ctx.dep, ALIGN_FLOOR).feasible
+    drafts = []
+    for dim in gemm_dims(ctx.arch, ctx.dep):
+        if not floor_ok and not is_multiple(dim.size, ALIGN_FLOOR):
+            drafts.append(_align_draft(ctx, dim, ALIGN_FLOOR, "error"))
+        elif not _aligned(dim.size, ctx.widest_tile):
+            drafts.append(_align_draft(ctx, dim, ctx.widest_tile, "info"))
+    return [d for d in drafts if d is not None]
+
+
+def _alignment_fixes(ctx: LintContext, dim, multiple: int):
+    """(architecture, deployment) nearest to the model's with every dim of `dim`'s fields aligned
+    to `multiple` and every dim to 128; None where there is none."""
+    name, names = fix_field(dim), label_fields(dim)
+
+    def ok(arch: Architecture, dep: Deployment = ctx.dep) -> bool:
+        return valid(arch, dep) and check_alignment(arch, dep, ALIGN_FLOOR).feasible and \
+            all(_aligned(d.size, multiple) for d in dims_of(arch, dep, *names))
+    arch_fix = nearest_value(ctx.arch, name, ok) if name else None
+    dep_fix = next((v for v in deployment_variants(ctx.arch, ctx.dep) if ok(ctx.arch, v)), None)
+    return arch_fix, dep_fix
+
+
+def _align_draft(ctx: LintContext, dim, multiple: int, severity: Severity) -> Draft | None:
+    arch_fix, dep_fix = _alignment_fixes(ctx, dim, multiple)
+    over = fix_field(dim) or label_fields(dim)[-1]
+    rates = [_rate_tflop_per_s(ctx, ctx.arch, ctx.dep, over)]
+    if arch_fix is not None:
+        rates.append(_rate_tflop_per_s(ctx, arch_fix, ctx.dep, over))
+    if severity == "info" and (len(rates) < 2 or rates[1] < rates[0] * (1 + INFO_MIN_GAIN_FRAC)):
+        return None  # the library's other kernels already cover this width
+    eta = float(tile_efficiency(1, dim.size, 1, multiple))
+    waste = padding_waste_frac(dim.size, multiple)
+    floor = "" if multiple == ALIGN_FLOOR else f"is a multiple of {ALIGN_FLOOR} but "
+    gemm_rate = "→".join(f"{r:,.0f}" for r in rates)
+    message = (f"{dim.describe()} after sharding {floor}is not a multiple of {multiple}: a "
+               f"{multiple}-wide tile pads it to {math.ceil(dim.size / multiple) * multiple} "
+               f"(η_tile {eta:.3f}, {waste:.1%} waste); the GEMMs over `{over}` run at "
+               f"{gemm_rate} TFLOP/s at M = {GEMM_PROBE_TOKENS}")
+    cost = {"dim": dim.label, "size": dim.size, "multiple": multiple, "tile_efficiency": eta,
+            "padding_waste_frac": waste, "gemm_tflop_per_s_at_probe_tokens": rates}
+    fixes = _fixes(Fix(arch_fix, ctx.dep) if arch_fix else None,
+                   Fix(ctx.arch, dep_fix) if dep_fix else None)
+    code = "misaligned" if severity == "error" else f"not-{multiple}"
+    return Draft(2, code, severity, message, cost, fixes)
+
+
+# ---- guideline 3: width vs depth ---------------------------------------------------------------
+
+
+def _aspect_loss_factor(arch: Architecture) -> float:
+    """P_AR = 1 + κ·ln²(R/R*), the accuracy proxy's aspect-ratio term (R = H/L)."""
+    ratio = arch.hidden_size / arch.num_layers
+    return aspect_ratio_penalty(ratio, ASPECT_KAPPA_CENTRAL, ASPECT_RATIO_OPT_CENTRAL)
+
+
+def check_width_vs_depth(ctx: LintContext) -> list[Draft]:
+    """Guideline 3: serial per-layer overhead and collectives as a share of TPOT."""
+    base, arch = ctx.baseline, ctx.arch
+    comm, other = base.communication_s / base.tpot_s, base.other_s / base.tpot_s
+    if comm + other < SERIAL_SHARE_LIMIT_FRAC:
+        return []
+    ratio = arch.hidden_size / arch.num_layers
+    message = (f"{arch.num_layers} layers in series: per-layer collectives ({comm:.0%}) and fixed "
+               f"per-layer kernels ({other:.0%}) are {comm + other:.0%} of TPOT at concurrency 1 "
+               f"({base.tpot_s * MS_PER_S:.3g} ms); H/L = {arch.hidden_size}/{arch.num_layers} = "
+               f"{ratio:.0f}")
+    cost = {"serial_share_frac": comm + other, "communication_share_frac": comm,
+            "other_share_frac": other, "aspect_ratio": ratio,
+            "aspect_loss_factor": _aspect_loss_factor(arch)}
+    fix = _shallower(ctx)
+    if fix is not None:
+        cost["fix_aspect_loss_factor"] = _aspect_loss_factor(fix.arch)
+        message += (f"; the loss proxy's aspect term goes ×{cost['aspect_loss_factor']:.4f} → "
+                    f"×{cost['fix_aspect_loss_factor']:.4f}")
+    return [Draft(3, "depth-overhead", "warning", message, cost, _fixes(fix))]
+
+
+def _shallower(ctx: LintContext) -> Fix | None:
+    """¾ of the layers (a multiple of PP), the FFN widened back to the same total parameters."""
+    arch, dep = ctx.arch, ctx.dep
+    layers = max(round(arch.num_layers * DEPTH_CUT_FRAC) // dep.pp * dep.pp, dep.pp)
+    short = with_fields(arch, num_layers=layers)
+    if short is None or arch.hidden_size / layers > ASPECT_RATIO_MORPH_RANGE[1]:
+        return None  # already at the wide end of the flat region
+    name = "moe_intermediate_size" if arch.is_moe else "intermediate_size"
+    granule = ALIGN_FLOOR * (dep.moe_tp if arch.is_moe else dep.tp)
+    width = getattr(arch, name)
+    stepped = with_fields(short, **{name: width + granule})
+    if stepped is None:
+        return None
+    per_step, missing = params_delta(short, stepped)[0], params_delta(short, arch)[0]
+    target = round((width + missing / per_step * granule) / granule) * granule
+    wide = with_fields(short, **{name: target})
+    return Fix(wide, dep) if wide is not None and valid(wide, dep) else None
+
+
+# ---- guideline 4: quantization readiness -------------------------------------------------------
+
+
+def check_quantization(ctx: LintContext) -> list[Draft]:
+    """Guideline 4: block-scaled K, the lowest format of the GPU, the BF16 LM head."""
+    return _block_scaling(ctx) + _lower_precision(ctx) + _bf16_lm_head(ctx)
+
+
+def _block_scaling(ctx: LintContext) -> list[Draft]:
+    deployed = ctx.precision.block_size > 1
+    dep = ctx.dep if deployed else with_deployment(ctx.dep, precision=NVFP4)
+    verdict = check_nvfp4_block(ctx.arch, dep)
+    if verdict.feasible:
+        return []
+    block = get_precision(dep.precision).block_size
+    bad = [d for d in gemm_dims(ctx.arch, dep) if d.reduction and not is_multiple(d.size, block)]
+    name = fix_field(bad[0])
+    ok = lambda a: valid(a, ctx.dep) and check_nvfp4_block(a, dep).feasible  # noqa: E731
+    fix = nearest_value(ctx.arch, name, ok) if name else None
+    severity, code = ("error", "block-k") if deployed else ("warning", "not-nvfp4-ready")
+    message = verdict.message if deployed else f"the model cannot run in NVFP4: {verdict.message}"
+    cost = {"block": block, "k_dims": [d.label for d in bad], "sizes": [d.size for d in bad]}
+    return [Draft(4, code, severity, message, cost, _fixes(Fix(fix, ctx.dep) if fix else None))]
+
+
+def _lower_precision(ctx: LintContext) -> list[Draft]:
+    lowest = get_precision(default_precision(ctx.hw))
+    if lowest.value_bits >= ctx.precision.value_bits:
+        return []
+    speedup = ctx.hw.peak_for(lowest) / ctx.hw.peak_for(ctx.precision)
+    message = (f"linear layers run in {ctx.precision.name} although {ctx.hw.name} has "
+               f"{lowest.name} tensor cores ({speedup:.3g}× the math, "
+               f"{lowest.weight_bytes_per_value / ctx.bytes_per_value:.2g}× the weight bytes)")
+    fix = Fix(ctx.arch, with_deployment(ctx.dep, precision=lowest.name))
+    return [Draft(4, "higher-precision", "info", message, {"lowest_precision": lowest.name},
+                  (fix,))]
+
+
+def _bf16_lm_head(ctx: LintContext) -> list[Draft]:
+    n, k = ctx.arch.vocab_size / ctx.dep.tp, ctx.arch.hidden_size
+    high_s = float(gemm_cost(1, n, k, ctx.hw, "bf16").time_s)
+    low_s = float(gemm_cost(1, n, k, ctx.hw, ctx.precision).time_s)
+    share = high_s / ctx.baseline.tpot_s
+    if share < BF16_SHARE_LIMIT_FRAC:
+        return []
+    saving = (high_s - low_s) / ctx.baseline.tpot_s
+    message = (f"lm_head (vocab {ctx.arch.vocab_size:,} × H {k}, N = {n:g} per GPU) stays in "
+               f"BF16 and is {share:.0%} of TPOT at concurrency 1: in {ctx.precision.name} it "
+               f"would take {low_s * US_PER_S:.0f} µs instead of {high_s * US_PER_S:.0f} µs "
+               f"(TPOT {-saving:+.1%})")
+    cost = {"lm_head_share_frac": share, "lm_head_us": [high_s * US_PER_S, low_s * US_PER_S],
+            "tpot_change_frac": -saving}
+    note = {"summary": f"lm_head in {ctx.precision.name} (same params)", "lm_head_precision":
+            ["bf16", ctx.precision.name], "params_delta": 0, "active_params_delta": 0}
+    return [Draft(4, "bf16-lm-head", "info", message, cost, note=note)]
+
+
+# ---- all together ------------------------------------------------------------------------------
+
+CHECKS = (check_near_square, check_alignment_ladder, check_width_vs_depth, check_quantization,
+          check_moe_sizing, check_pipeline_balance, check_disaggregation,
+          check_attention_parallelism)
+
+
+def _finding(ctx: LintContext, draft: Draft, measured: list[Measured]) -> Finding:
+    if not draft.fixes:
+        text = f". Fix: {draft.note['summary']}" if draft.note else ""
+        return Finding(draft.guideline, draft.code, draft.severity, draft.message + text,
+                       draft.cost, draft.note)
+    docs = [{**describe_fix(ctx, f), "measured": change_document(ctx.baseline, m)}
+            for f, m in zip(draft.fixes, measured)]
+    text = " | or ".join(f"{d['summary']}: {change_text(d['measured'])}" for d in docs)
+    return Finding(draft.guideline, draft.code, draft.severity, f"{draft.message}. Fix: {text}",
+                   {**draft.cost, "fix": docs[0]["measured"]}, {**docs[0], "others": docs[1:]})
+
+
+def lint(ctx: LintContext) -> list[Finding]:
+    """Every finding of the seven guidelines, in guideline order; all fixes measured together."""
+    drafts = [draft for check in CHECKS for draft in check(ctx)]
+    fixes = [fix for draft in drafts for fix in draft.fixes]
+    measured = iter(ctx.measure([(f.arch, f.dep) for f in fixes]) if fixes else [])
+    return [_finding(ctx, d, [next(measured) for _ in d.fixes]) for d in drafts]

@@ -1,0 +1,365 @@
+"""What the rules of `archscout lint` share (`search/lint/guidelines.py`, `parallel.py`): the
+context of one run, the GEMMs one GPU runs, modified copies of an architecture or deployment, the
+nearest value of a field that satisfies a rule, and the cost model's verdict on a change (TPOT at
+concurrency 1, tokens/s/GPU at the throughput end, frontier area) from `evaluate_points`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Callable, Literal, Sequence
+
+import numpy as np
+from pydantic import ValidationError
+
+from constraints import GemmDim, gemm_dims
+from cost_model.architecture import Architecture
+from cost_model.batch import ArchArrays, DeployArrays, Env
+from cost_model.deployment import Deployment, Workload, make_deployment
+from cost_model.errors import ConfigError
+from cost_model.evaluate import deployment_violations, evaluate_points
+from cost_model.gemm import gemm_cost
+from cost_model.hardware import HardwareSpec
+from cost_model.layers import GemmList, attention_gemms, ffn_gemms
+from cost_model.params import count_params
+from cost_model.precision import Precision, get_precision
+from cost_model.step_load import StepLoad
+from cost_model.units import MS_PER_S
+from search.records.documents import DEFAULT_WINDOW
+
+Severity = Literal["error", "warning", "info"]
+NVFP4, FP8 = "nvfp4", "fp8"
+# GEMM-M of NVIDIA, AI Model Co-Design (2026), Figure 4 (throughput sweeps on GB300)
+GEMM_PROBE_TOKENS = 8192
+PARAMS_PER_BILLION = 1e9
+_HEADS = ("num_attention_heads", "num_kv_heads", "head_dim")
+# GEMM (cost_model.layers name) -> (fields that set its N, fields that set its K)
+GEMM_FIELDS = {
+    "attention/qkv": (_HEADS, ("hidden_size",)),
+    "attention/q_a": (("q_lora_rank",), ("hidden_size",)),
+    "attention/q_b": (("num_attention_heads", "qk_nope_head_dim", "qk_rope_head_dim"),
+                      ("q_lora_rank",)),
+    "attention/kv_a": (("kv_lora_rank", "qk_rope_head_dim"), ("hidden_size",)),
+    "attention/kv_b": (("num_attention_heads", "qk_nope_head_dim", "v_head_dim"),
+                       ("kv_lora_rank",)),
+    "attention/o": (("hidden_size",), ("num_attention_heads", "head_dim", "v_head_dim")),
+    "mlp/up": (("intermediate_size",), ("hidden_size",)),
+    "mlp/down": (("hidden_size",), ("intermediate_size",)),
+    "moe/experts_up": (("moe_intermediate_size",), ("hidden_size",)),
+    "moe/experts_down": (("hidden_size",), ("moe_intermediate_size",)),
+    "moe/shared_up": (("shared_expert_intermediate_size",), ("hidden_size",)),
+    "moe/shared_down": (("hidden_size",), ("shared_expert_intermediate_size",)),
+}
+# fields a fix may change, most preferred first (widths before head counts)
+FIX_FIELDS = (
+    "intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size",
+    "kv_lora_rank", "q_lora_rank", "hidden_size", "head_dim", "v_head_dim", "qk_nope_head_dim",
+)  # fmt: skip
+HEAD_DIM_GRANULE = 8  # head widths move in steps of 8 (every real head_dim is a multiple of 8)
+WIDTH_GRANULE = 16  # widths move in steps of 16 (the NVFP4 block, a divisor of every tile)
+COUNT_FIELDS = ("num_layers", "num_attention_heads", "num_kv_heads", "num_experts")
+SEARCH_STEPS = 256  # candidate values tried on each side of the current one
+
+
+@dataclass(frozen=True)
+class Fix:
+    """A compliant (architecture, deployment) the cost model evaluates next to the model."""
+
+    arch: Architecture
+    dep: Deployment
+
+
+@dataclass(frozen=True)
+class Draft:
+    """A finding before its fixes are measured."""
+
+    guideline: int
+    code: str
+    severity: Severity
+    message: str
+    cost: dict = field(default_factory=dict)
+    fixes: tuple[Fix, ...] = ()  # primary first
+    note: dict | None = None  # an alternative the cost model does not evaluate
+
+
+def default_precision(hw: HardwareSpec) -> str:
+    """NVFP4 where the GPU has FP4 tensor cores (Blackwell), else FP8 (Hopper)."""
+    return NVFP4 if hw.supports(get_precision(NVFP4)) else FP8
+
+
+@dataclass(frozen=True)
+class LintContext:
+    """One lint run: the model, its deployment, the GPU and the workload."""
+
+    arch: Architecture
+    dep: Deployment
+    hw: HardwareSpec
+    workload: Workload
+    window: tuple[float, float] = DEFAULT_WINDOW
+
+    @cached_property
+    def precision(self) -> Precision:
+        return get_precision(self.dep.precision)
+
+    @cached_property
+    def bytes_per_value(self) -> float:
+        return self.precision.weight_bytes_per_value
+
+    @cached_property
+    def ridge(self) -> float:
+        return self.hw.ridge_flop_per_byte(self.precision)
+
+    @cached_property
+    def widest_tile(self) -> int:
+        """N multiple of the widest kernel tile (cluster included): 256 Hopper, 512 Blackwell."""
+        return max(k.tile_n * k.cluster_tiles_n for k in self.hw.gemm_kernels)
+
+    @cached_property
+    def env(self) -> Env:
+        return Env.create(self.hw, self.dep.precision, self.dep.kv_cache_precision)
+
+    @cached_property
+    def baseline(self) -> Measured:
+        return self.measure([(self.arch, self.dep)])[0]
+
+    def measure(self, pairs: Sequence[tuple[Architecture, Deployment]]) -> list[Measured]:
+        return measure(pairs, self.hw, self.workload, self.window)
+
+    def where(self) -> str:
+        return f"{self.precision.name} on {self.hw.name}"
+
+
+# ---- shapes ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """One weight GEMM of a layer on one GPU (dims after sharding)."""
+
+    name: str
+    n: float
+    k: float
+    high: bool  # runs in BF16 whatever the deployment's format
+
+
+def model_gemms(arch: Architecture, dep: Deployment) -> list[Gemm]:
+    """The per-layer GEMMs `cost_model.layers` runs for `arch` deployed as `dep`."""
+    a, d = ArchArrays.from_architectures([arch]), DeployArrays.from_deployments([dep])
+    g = GemmList((1, 1))
+    attention_gemms(g, a, d, StepLoad.single_group(2.0, decode_seqs=1.0), 1.0)
+    ffn_gemms(g, a, d, StepLoad.single_group(1.0), a.dense_layers, a.moe_layers)
+    scalar = lambda x: float(np.asarray(x).reshape(-1)[0])  # noqa: E731
+    return [Gemm(name, scalar(n), scalar(k), high) for name, (_, n, k, _, count), high
+            in zip(g.names, g.dims, g.high) if min(scalar(n), scalar(k), scalar(count)) > 0]
+
+
+def weight_gemms(arch: Architecture, dep: Deployment, *fields: str) -> list[Gemm]:
+    """The quantized weight GEMMs (of Table 1 and MLA), those naming any of `fields` if given."""
+    gemms = [g for g in model_gemms(arch, dep) if g.name in GEMM_FIELDS and not g.high]
+    named = lambda g: set(fields) & {*GEMM_FIELDS[g.name][0], *GEMM_FIELDS[g.name][1]}  # noqa
+    return [g for g in gemms if not fields or named(g)]
+
+
+def small_dim_field(arch: Architecture, gemm: Gemm) -> str:
+    """The field a fix of the smaller of N and K changes (q_b's K is H without a q LoRA)."""
+    n_fields, k_fields = GEMM_FIELDS[gemm.name]
+    if gemm.name == "attention/q_b" and arch.q_lora_rank == 0:
+        k_fields = ("hidden_size",)
+    names = n_fields if gemm.n <= gemm.k else k_fields
+    return next((f for f in FIX_FIELDS if f in names), names[0])
+
+
+def gemm_rate_flop_per_s(gemms: list[Gemm], ctx: LintContext) -> float:
+    """Achieved FLOP/s of `gemms` together at M = 8192 tokens (a compute-bound batch)."""
+    if not gemms:
+        return math.nan
+    cost = gemm_cost(GEMM_PROBE_TOKENS, np.array([g.n for g in gemms]),
+                     np.array([g.k for g in gemms]), ctx.hw, ctx.precision)
+    return float(np.sum(cost.flop) / np.sum(cost.time_s))
+
+
+def label_fields(dim: GemmDim) -> list[str]:
+    """The fields a `gemm_dims` label names, e.g. ["num_attention_heads", "head_dim"]."""
+    return re.findall(r"`(\w+)`", dim.label)
+
+
+def fix_field(dim: GemmDim) -> str | None:
+    """The field a fix of `dim` changes: its most preferred width field."""
+    names = label_fields(dim)
+    return next((f for f in FIX_FIELDS if f in names), None)
+
+
+def dims_of(arch: Architecture, dep: Deployment, *fields: str) -> list[GemmDim]:
+    """The GEMM dims whose label names any of `fields`."""
+    return [dim for dim in gemm_dims(arch, dep) if set(fields) & set(label_fields(dim))]
+
+
+def is_multiple(size: float, multiple: int) -> bool:
+    return float(size).is_integer() and int(size) % multiple == 0
+
+
+# ---- modified copies and the nearest compliant one ---------------------------------------------
+
+
+def _repeat_pattern(types: tuple, length: int) -> tuple:
+    period = next(p for p in range(1, len(types) + 1)
+                  if all(t == types[i % p] for i, t in enumerate(types)))
+    return tuple(types[i % period] for i in range(length))
+
+
+def with_fields(arch: Architecture, **changes) -> Architecture | None:
+    """A copy of `arch` with `changes` (MLA head_dim and KV heads and the sliding pattern follow);
+    None when the result is not a valid architecture."""
+    fields = {**arch.model_dump(), **changes}
+    if arch.attention_kind == "mla":
+        fields["head_dim"] = fields["qk_nope_head_dim"] + fields["qk_rope_head_dim"]
+        fields["num_kv_heads"] = fields["num_attention_heads"]
+    types = fields["layer_types"]
+    if types is not None and len(types) != fields["num_layers"]:
+        fields["layer_types"] = _repeat_pattern(tuple(types), fields["num_layers"])
+    try:
+        return Architecture(**fields)
+    except (ValidationError, ConfigError):
+        return None
+
+
+def with_deployment(dep: Deployment, **changes) -> Deployment | None:
+    try:
+        return make_deployment(**{**dep.model_dump(), **changes})
+    except ConfigError:
+        return None
+
+
+def valid(arch: Architecture, dep: Deployment) -> bool:
+    return not deployment_violations(arch, dep)
+
+
+def _granule(field: str) -> int:
+    if field in COUNT_FIELDS:
+        return 1
+    return HEAD_DIM_GRANULE if field.endswith("head_dim") else WIDTH_GRANULE
+
+
+def _nearby(value: int, granule: int, up_only: bool, max_distance: float) -> list[int]:
+    """Multiples of `granule` around `value`, nearest first (up before down on a tie)."""
+    up = (value // granule + 1) * granule
+    down = (-(-value // granule) - 1) * granule
+    ups = [up + j * granule for j in range(SEARCH_STEPS)]
+    downs = [] if up_only else [down - j * granule for j in range(SEARCH_STEPS)]
+    near = [v for v in ups + downs if v >= 1 and abs(v - value) <= max_distance]
+    return sorted(near, key=lambda v: (abs(v - value), v < value))
+
+
+def nearest_value(arch: Architecture, field: str, ok: Callable[[Architecture], bool],
+                  up_only: bool = False, max_distance: float = math.inf) -> Architecture | None:
+    """The copy of `arch` with `field` nearest its value for which `ok` holds (None if none)."""
+    for value in _nearby(getattr(arch, field), _granule(field), up_only, max_distance):
+        alt = with_fields(arch, **{field: value})
+        if alt is not None and ok(alt):
+            return alt
+    return None
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def deployment_variants(arch: Architecture, dep: Deployment) -> list[Deployment]:
+    """Same GPUs, nearest first: experts over more EP ranks, then attention TP traded for DP."""
+    stage = dep.tp * dep.dp
+    changes = [{"ep": ep} for ep in _divisors(stage) if ep > dep.ep and arch.is_moe]
+    changes += [{"tp": tp, "dp": stage // tp} for tp in reversed(_divisors(dep.tp)) if tp < dep.tp]
+    variants = [with_deployment(dep, **change) for change in changes]
+    return [v for v in variants if v is not None and valid(arch, v)]
+
+
+# ---- the cost model's verdict ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One (architecture, deployment) on the linted hardware and workload."""
+
+    tpot_s: float  # at concurrency 1 (computed even when memory does not hold one sequence)
+    communication_s: float  # TPOT breakdown at concurrency 1
+    other_s: float
+    tokens_per_s_per_gpu: float  # the best point that fits memory: the throughput end
+    frontier_area: float
+    max_concurrency: float
+
+
+def measure(pairs: Sequence[tuple[Architecture, Deployment]], hw: HardwareSpec,
+            workload: Workload, window: tuple[float, float]) -> list[Measured]:
+    """Every pair through `evaluate_points`: one swept call, one at concurrency 1."""
+    archs, deps = [p[0] for p in pairs], [p[1] for p in pairs]
+    sweep = evaluate_points(archs, deps, hw, workload)
+    one = evaluate_points(archs, deps, hw, workload, np.array([1.0]))
+    fits = np.where(sweep.fits_memory, sweep.tokens_per_s_per_gpu, np.nan)
+    best = [float(np.nanmax(row)) if np.isfinite(row).any() else math.nan for row in fits]
+    area = sweep.frontier_area(*window)
+    return [Measured(float(one.tpot_s[i, 0]), float(one.communication_s[i, 0]),
+                     float(one.other_s[i, 0]), best[i], float(area[i]),
+                     float(sweep.max_concurrency[i, 0])) for i in range(len(pairs))]
+
+
+def change_frac(before: float, after: float) -> float:
+    ok = math.isfinite(before) and math.isfinite(after) and before > 0
+    return after / before - 1.0 if ok else math.nan
+
+
+def change_document(before: Measured, after: Measured) -> dict:
+    """Before → after: TPOT@1, tokens/s/GPU at the throughput end, frontier area, concurrency."""
+    pairs = {"tpot_ms": (before.tpot_s * MS_PER_S, after.tpot_s * MS_PER_S),
+             "tokens_per_s_per_gpu": (before.tokens_per_s_per_gpu, after.tokens_per_s_per_gpu),
+             "frontier_area": (before.frontier_area, after.frontier_area),
+             "max_concurrency": (before.max_concurrency, after.max_concurrency)}
+    doc = {key: list(pair) for key, pair in pairs.items()}
+    doc.update(tpot_change_frac=change_frac(*pairs["tpot_ms"]),
+               throughput_change_frac=change_frac(*pairs["tokens_per_s_per_gpu"]),
+               frontier_area_change_frac=change_frac(*pairs["frontier_area"]))
+    return doc
+
+
+def _number(value: float) -> str:
+    return f"{value:,.0f}" if math.isfinite(value) and value > 0 else "no fit"
+
+
+def _pct(frac: float) -> str:
+    return "" if not math.isfinite(frac) else f" ({frac:+.1%})"
+
+
+def change_text(doc: dict) -> str:
+    """"TPOT@1 2.88→2.81 ms (−2.4%), 9,369→9,800 tok/s/GPU (+4.6%), frontier area +3.1%"."""
+    (t0, t1), (y0, y1) = doc["tpot_ms"], doc["tokens_per_s_per_gpu"]
+    area = doc["frontier_area_change_frac"]
+    before, after = _number(y0), _number(y1)
+    tokens = before if before == after == "no fit" else f"{before}→{after}"
+    return (f"TPOT@1 {t0:.3g}→{t1:.3g} ms{_pct(doc['tpot_change_frac'])}, {tokens} tok/s/GPU"
+            f"{_pct(doc['throughput_change_frac'])}"
+            + (f", frontier area {area:+.1%}" if math.isfinite(area) else ""))
+
+
+def params_delta(before: Architecture, after: Architecture) -> tuple[int, int]:
+    """(total, active) parameters of `after` minus those of `before`."""
+    b, a = count_params(before), count_params(after)
+    return a.total_params - b.total_params, a.active_params - b.active_params
+
+
+def _changes(before, after) -> dict:
+    old, new = before.model_dump(), after.model_dump()
+    return {k: [v, new[k]] for k, v in old.items() if k not in ("name", "layer_types")
+            and new[k] != v}
+
+
+def describe_fix(ctx: LintContext, fix: Fix) -> dict:
+    """What a fix changes: summary, changed fields [old, new], parameter deltas."""
+    arch, dep = _changes(ctx.arch, fix.arch), _changes(ctx.dep, fix.dep)
+    total, active = params_delta(ctx.arch, fix.arch)
+    words = [f"`{k}` {a} → {b}" for k, (a, b) in arch.items()]
+    words += [f"{k} {a} → {b}" for k, (a, b) in dep.items()]
+    size = f" ({total / PARAMS_PER_BILLION:+.3g}B params)" if total else " (same params)"
+    return {"summary": ", ".join(words) + size, "architecture": arch, "deployment": dep,
+            "params_delta": total, "active_params_delta": active}

@@ -1,0 +1,10 @@
+"""What a study's results look like written down: documents, tables, exports.
+
+The per-model documents every command prints (`documents`: parameters, memory, deployment,
+operating points), plain-text tables and JSON (`tables`), one trial as our JSON record, a
+Hugging Face config.json or vLLM arguments (`export`), the Pareto set as Parquet/CSV
+(`arrow_export`), and the one atomic file writer (`atomic`).
+
+May import: search.study, search.errors and the layers below (cost_model, constraints,
+objectives).
+"""

@@ -1,0 +1,97 @@
+"""What every command reports about one model on one deployment, as plain documents (dicts):
+its parameter counts, memory per GPU, resolved deployment and operating points. `evaluate`,
+`show`, `export`, `lint` and the plots print or draw these; none of them recomputes one."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cost_model.architecture import Architecture
+from cost_model.batch import ArchArrays, DeployArrays, Env
+from cost_model.deployment import Deployment, Workload
+from cost_model.disaggregated import DisaggregatedPoints
+from cost_model.evaluate import OperatingPoints
+from cost_model.hardware import HardwareSpec
+from cost_model.memory import (
+    kv_bytes_per_gpu_per_sequence,
+    usable_bytes_per_gpu,
+    weight_bytes_per_gpu,
+    workspace_bytes_per_gpu,
+)  # fmt: skip
+from cost_model.params import count_params
+from cost_model.units import GIB_BYTES, MS_PER_S
+
+# the columns of `evaluate --batch ROWS.csv` (search/cli/evaluate_batch.py): one operating point
+# per row, blank or absent columns taking the command's flags
+BATCH_COLUMNS = ("model", "hardware", "tp", "ep", "pp", "dp", "precision", "kv_precision",
+                 "moe_precision", "isl", "osl", "concurrency")
+DEFAULT_WINDOW = (10.0, 1000.0)  # tokens/s/user: from batch-style serving to very fast chat
+BREAKDOWN_PARTS = ("gemm", "attention", "communication", "other")
+
+
+def params_document(arch: Architecture) -> dict:
+    counts = count_params(arch)
+    return {"total": counts.total_params, "active": counts.active_params,
+            "embedding": counts.embedding_params, "non_embedding": counts.non_embedding_params,
+            "breakdown": {k: v for k, v in counts.items() if v}}
+
+
+def point_document(points: OperatingPoints | DisaggregatedPoints, j: int) -> dict:
+    at = lambda field: float(getattr(points, field)[0, j])  # noqa: E731
+    row = {
+        "concurrency": int(points.concurrency[0, j]), "tpot_ms": at("tpot_s") * MS_PER_S,
+        "ttft_ms": at("ttft_s") * MS_PER_S,
+        "benchmark_ttft_ms": at("benchmark_ttft_s") * MS_PER_S,
+        "tokens_per_s_per_user": at("tokens_per_s_per_user"),
+        "tokens_per_s_per_gpu": at("tokens_per_s_per_gpu"),
+        "fits_memory": bool(points.fits_memory[0, j]),
+    }
+    if isinstance(points, DisaggregatedPoints):
+        ratio = points.prefill_instances[0, j], points.decode_instances[0, j]
+        row.update(ratio="-" if np.isnan(ratio[0]) else f"{ratio[0]:.0f}P{ratio[1]:.0f}D",
+                   kv_transfer_ms=at("kv_transfer_s") * MS_PER_S,
+                   prefill_queue_ms=at("queue_s") * MS_PER_S)
+    else:
+        row["breakdown_ms"] = {p: at(f"{p}_s") * MS_PER_S for p in BREAKDOWN_PARTS}
+    return row
+
+
+def breakdown_shares(point: dict) -> dict:
+    total = sum(point["breakdown_ms"].values())
+    return {p: point["breakdown_ms"][p] / total for p in BREAKDOWN_PARTS}
+
+
+def memory_document(arch: Architecture, dep: Deployment, hw: HardwareSpec,
+                    workload: Workload) -> dict:
+    """Memory per GPU in GiB: weights (each component in its format), the workspace of one
+    prefill chunk, one request's KV at ISL + OSL, all three (what one request needs) and what
+    the engine may fill. Checks each component's format against the GPU."""
+    env = Env.for_deployments(hw, [dep])
+    a, d = ArchArrays.from_architectures([arch]), DeployArrays.from_deployments([dep])
+    gib = lambda value: float(np.ravel(value)[0]) / GIB_BYTES  # noqa: E731
+    parts = {
+        "weights_gib_per_gpu": gib(weight_bytes_per_gpu(a, d, env)),
+        "workspace_gib_per_gpu": gib(workspace_bytes_per_gpu(
+            a, d, float(workload.prefill_chunk_tokens))),
+        "kv_gib_per_request": gib(kv_bytes_per_gpu_per_sequence(
+            a, d, env, float(workload.max_context_tokens))),
+    }
+    return {**parts, "needed_gib_one_request": sum(parts.values()),
+            "usable_gib_per_gpu": gib(usable_bytes_per_gpu(env))}
+
+
+def deployment_document(dep: Deployment) -> dict:
+    """The deployment with its defaults resolved (KV and expert formats) and its GPU count."""
+    return {**dep.model_dump(exclude={"kv_precision", "moe_precision"}),
+            "moe_precision": dep.expert_precision, "kv_precision": dep.kv_cache_precision,
+            "gpus": dep.gpus}
+
+
+def no_fit_message(doc: dict) -> str:
+    """The one line of a deployment that cannot hold the model (exit 1)."""
+    p, m, d = doc["params"], doc["memory"], doc["deployment"]
+    return (f"{doc['model']} ({p['total']:,} params, {p['active']:,} active) does not fit "
+            f"{d['gpus']}× {doc['hardware']} with tp={d['tp']} ep={d['ep']} pp={d['pp']} "
+            f"dp={d['dp']}: {m['weights_gib_per_gpu']:.1f} GiB of weights per GPU "
+            f"({m['needed_gib_one_request']:.1f} GiB with the workspace and one request's KV), "
+            f"{m['usable_gib_per_gpu']:.1f} GiB usable; try more GPUs or a smaller precision")

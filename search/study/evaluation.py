@@ -1,0 +1,291 @@
+"""Score a batch of candidates in one vectorized pass: objectives, constraints, attributes.
+
+Everything a trial records comes from here, so the runner, `pareto` and `show` agree.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Sequence
+
+import numpy as np
+
+from constraints import CONSTRAINT_NAMES, ConstraintRules, Violation, check_candidate
+from cost_model.architecture import Architecture
+from cost_model.deployment import make_workload
+from cost_model.errors import ConfigError
+from cost_model.frontier import frontier_area, pareto_mask
+from cost_model.hardware import get_hardware
+from cost_model.params import count_params
+from objectives.accuracy import LossProxy, predict_loss, ptq_estimate, ranking_loss_nats
+from objectives.serving import ServingScores, Window, serving_scores
+from search.study.space import (
+    DEPLOYMENT_PARAMS,
+    Candidate,
+    build_candidate,
+    complete_params,
+    sweeps_deployments,
+    swept_candidates,
+)
+from search.study.spec import StudySpec
+
+# User attributes written on every trial as their own columns (optuna-dashboard shows them; its
+# 0.21 release does not show Optuna 5's set_constraint feasibility, hence `feasible`). The rest
+# goes into one `details` attribute: each attribute is a storage write (a transaction on RDB).
+COLUMN_ATTRS = ("frontier_area", "loss_proxy", "params_total", "params_active", "deployment",
+                "feasible")
+DETAILS_ATTR = "details"
+# TTFT objective of a candidate whose TTFT concurrency does not fit memory: finite (samplers need
+# numbers) and worse than any real TTFT.
+UNREACHED_TTFT_MS = 1e9
+
+
+DEPLOYMENT_PARAMS_ATTR = "deployment_params"  # a swept trial's chosen deployment (its params)
+
+
+def trial_details(user_attrs: dict) -> dict:
+    """The `details` of a stored trial (constraints, flags, …); {} when absent."""
+    return dict(user_attrs.get(DETAILS_ATTR) or {})
+
+
+def trial_candidate(spec: StudySpec, params: dict, user_attrs: dict) -> Candidate:
+    """The candidate a stored trial evaluated: its params, the fixed dimensions, and (when the
+    study sweeps deployments) the deployment the sweep chose for it."""
+    chosen = trial_details(user_attrs).get(DEPLOYMENT_PARAMS_ATTR) or {}
+    return build_candidate(spec, {**complete_params(spec, params), **chosen})
+
+
+def deployment_label(dep) -> str:
+    """`tp8 ep8 pp1 dp1 fp8 kv-fp8` (+ `kvp2`, `mtp1`, `disagg` when used): how reports name a
+    deployment."""
+    experts = dep.expert_precision
+    extra = (f" moe-{experts}" if experts != dep.precision else "") + \
+        (f" kvp{dep.kvp}" if dep.kvp > 1 else "") + \
+        (f" mtp{dep.spec_tokens}" if dep.spec_tokens else "") + \
+        (" disagg" if dep.serving == "disaggregated" else "")
+    return (f"tp{dep.tp} ep{dep.ep} pp{dep.pp} dp{dep.dp} {dep.precision} "
+            f"kv-{dep.kv_cache_precision}{extra}")
+
+
+@dataclass
+class Outcome:
+    """What one trial records: objective values (None = the candidate is not a model),
+    every constraint, and user attributes for reports and the dashboard."""
+
+    values: list[float] | None
+    constraints: dict[str, Violation] = field(default_factory=dict)
+    attrs: dict = field(default_factory=dict)
+
+    def feasible(self, hard: Sequence[str]) -> bool:
+        return self.values is not None and all(self.constraints[n].value <= 0 for n in hard)
+
+
+def constraint_rules(spec: StudySpec) -> ConstraintRules:
+    return ConstraintRules(
+        alignment=spec.constraints.alignment, total_params=spec.budget.total_params,
+        active_params=spec.budget.active_params, params_tolerance_frac=spec.budget.tolerance_frac,
+        max_gpus=spec.hardware.max_gpus, aspect_ratio_min=spec.constraints.aspect_ratio_min,
+        aspect_ratio_max=spec.constraints.aspect_ratio_max,
+    )
+
+
+# Soft unless a study names it in `constraints.hard`: KV replication is already priced by the
+# cost model (memory and attention time), so it is reported, not forbidden.
+DEFAULT_SOFT = ("kv_replication",)
+
+
+def hard_constraints(spec: StudySpec) -> tuple[str, ...]:
+    chosen = spec.constraints.hard
+    if chosen is None:
+        return tuple(n for n in CONSTRAINT_NAMES if n not in DEFAULT_SOFT)
+    return tuple(n for n in CONSTRAINT_NAMES if n in chosen)
+
+
+def window(spec: StudySpec) -> Window:
+    w = spec.workload
+    return Window(w.interactivity_min, w.interactivity_max, w.x_scale == "log")
+
+
+def score_valid(spec: StudySpec, cands: Sequence[Candidate]) -> ServingScores:
+    ttft_c = spec.objectives.ttft_concurrency if "ttft_ms" in spec.objectives.names else None
+    workload = make_workload(isl_tokens=spec.workload.isl_tokens,
+                             osl_tokens=spec.workload.osl_tokens,
+                             prefix_cached_frac=spec.workload.prefix_cached_frac)
+    return serving_scores([c.arch for c in cands], [c.deployment for c in cands],
+                          get_hardware(spec.hardware.gpu), workload, window(spec), ttft_c)
+
+
+def _ptq_attrs(serving_precision: str, tokens_per_param: float) -> dict:
+    """Serving quantization's accuracy estimate, reported beside the loss, never folded in."""
+    try:
+        ptq = ptq_estimate(serving_precision, tokens_per_param)
+    except ConfigError:  # formats without PTQ evidence (bf16 needs none; mxfp4 has none)
+        return {}
+    return {"ptq_accuracy_delta_points": list(ptq.accuracy_delta_points),
+            "ptq_flags": list(ptq.flags)}
+
+
+@lru_cache(maxsize=8192)
+def _loss(arch: Architecture, tokens: float, trained_in: str) -> tuple[LossProxy, float]:
+    """The central loss proxy and the ranked loss of `arch` (it depends on the architecture
+    only, and a search revisits architectures under other deployments)."""
+    loss = predict_loss(arch, tokens, trained_in)
+    # §7.2 of the accuracy notes: rank on the pessimistic end of the bands when a hard flag fires
+    return loss, ranking_loss_nats(arch, tokens, trained_in, central=loss)
+
+
+def _finite_or(value: float, fallback: float) -> float:
+    return value if math.isfinite(value) else fallback
+
+
+def _outcome(spec: StudySpec, cand: Candidate, scores: ServingScores, i: int,
+             rules: ConstraintRules) -> Outcome:
+    counts = count_params(cand.arch)
+    tokens, trained_in = spec.budget.training_tokens, spec.budget.training_precision
+    loss, ranked = _loss(cand.arch, tokens, trained_in)
+    metrics = {"frontier_area": float(scores.frontier_area[i]), "loss": ranked,
+               "ttft_ms": _finite_or(float(scores.ttft_ms[i]), UNREACHED_TTFT_MS),
+               "gpus": float(scores.gpus[i])}
+    checks = check_candidate(cand.arch, cand.deployment, rules, float(scores.max_concurrency[i]))
+    dep = cand.deployment
+    attrs = {
+        "architecture": cand.arch.name, "frontier_area": metrics["frontier_area"],
+        "loss_proxy": ranked, "params_total": counts.total_params,
+        "params_active": counts.active_params, "gpus": dep.gpus,
+        "deployment": deployment_label(dep),
+        "max_concurrency": int(scores.max_concurrency[i]), "loss_flags": list(loss.flags),
+        "loss_central": loss.loss_nats, **_ptq_attrs(dep.precision, tokens / loss.effective_params),
+    }
+    return Outcome([metrics[n] for n in spec.objectives.names], checks, attrs)
+
+
+# Outcomes of recently scored candidates: NSGA-II proposes the same design again and again (2,000
+# quickstart trials hold ~650 distinct feasible designs), and an outcome is a deterministic
+# function of the study and the design, so a repeat is copied instead of scored. A design is its
+# `design_key` and deployment: params that differ only in a field the model does not use (the
+# dense width of an MoE without dense layers) are one design.
+MEMO_CANDIDATES = 8192  # ~3 KB each
+_memo: OrderedDict[tuple, Outcome] = OrderedDict()
+
+
+def _copy(outcome: Outcome, cand: Candidate) -> Outcome:
+    """A caller's own copy of a memo entry, labelled with `cand`'s name."""
+    return Outcome(None if outcome.values is None else list(outcome.values),
+                   dict(outcome.constraints), {**outcome.attrs, "architecture": cand.arch.name})
+
+
+def evaluate_batch(spec: StudySpec, cands: Sequence[Candidate]) -> list[Outcome]:
+    """Outcomes of `cands`, in order; invalid shapes get `values=None` and their reason. Designs
+    scored before for the same study (this process, the `MEMO_CANDIDATES` most recently scored)
+    are copied."""
+    study = spec.model_dump_json()
+    keys = [(study, c.arch.design_key, c.deployment) if c.valid else None for c in cands]
+    new = {key: cand for key, cand in zip(keys, cands) if key is not None and key not in _memo}
+    for key, outcome in zip(new, score_batch(spec, list(new.values()))):
+        _memo[key] = outcome
+    outcomes = [_copy(_memo[key], cand) if key is not None else score_batch(spec, [cand])[0]
+                for key, cand in zip(keys, cands)]
+    while len(_memo) > MEMO_CANDIDATES:  # only now: this batch's hits may be the oldest
+        _memo.popitem(last=False)
+    return outcomes
+
+
+def score_batch(spec: StudySpec, cands: Sequence[Candidate]) -> list[Outcome]:
+    """Outcomes of `cands` scored in one vectorized pass (no memo). A study that sweeps
+    deployments scores each architecture under every deployment of its space (`_swept`)."""
+    valid = [i for i, c in enumerate(cands) if c.valid]
+    outcomes = [Outcome(None, attrs={"invalid": c.invalid_reason}) for c in cands]
+    if valid:
+        scored = (_swept(spec, [cands[i] for i in valid]) if sweeps_deployments(spec)
+                  else _sampled(spec, [cands[i] for i in valid]))
+        for i, outcome in zip(valid, scored):
+            outcomes[i] = outcome
+    hard = hard_constraints(spec)
+    for outcome in outcomes:
+        outcome.attrs["feasible"] = outcome.feasible(hard)
+        outcome.attrs["constraints"] = {n: [float(v.value), v.message]
+                                        for n, v in outcome.constraints.items()}
+    return outcomes
+
+
+def _sampled(spec: StudySpec, cands: Sequence[Candidate]) -> list[Outcome]:
+    """Each candidate under its own (sampled) deployment."""
+    scores, rules = score_valid(spec, cands), constraint_rules(spec)
+    return [_outcome(spec, cand, scores, j, rules) for j, cand in enumerate(cands)]
+
+
+def _swept(spec: StudySpec, cands: Sequence[Candidate]) -> list[Outcome]:
+    """Each candidate's architecture under every deployment of the space, all scored in one
+    pass; its outcome is that of the deployment with the largest frontier area of its own,
+    with the architecture's objectives: the envelope's area over every feasible deployment and
+    the lowest TTFT among them (`_envelope_outcome`)."""
+    groups = [swept_candidates(spec, c) or [c] for c in cands]
+    flat = [c for group in groups for c in group]
+    scores, rules, hard = score_valid(spec, flat), constraint_rules(spec), hard_constraints(spec)
+    outcomes, start = [], 0
+    for group in groups:
+        rows = range(start, start + len(group))
+        each = [_outcome(spec, flat[k], scores, k, rules) for k in rows]
+        outcomes.append(_envelope_outcome(spec, flat, scores, rows, each, hard))
+        start = rows.stop
+    return outcomes
+
+
+def sweep_outcome(spec: StudySpec, cand: Candidate) -> Outcome:
+    """What a sweeping study records for `cand`'s architecture (recomputed: deterministic)."""
+    return _swept(spec, [cand])[0]
+
+
+def swept_envelope(spec: StudySpec, scores: ServingScores, rows: Sequence[int]) -> tuple:
+    """(area, points on the envelope as (row, column)) of the frontier over `rows`' points."""
+    p, w = scores.points, window(spec)
+    rows = list(rows)
+    x = p.tokens_per_s_per_user[rows].reshape(1, -1)
+    y = np.where(p.fits_memory[rows], p.tokens_per_s_per_gpu[rows], np.nan).reshape(1, -1)
+    on = np.flatnonzero(pareto_mask(x, y)[0])
+    columns = p.concurrency.shape[1]
+    return float(frontier_area(x, y, w.x_lo, w.x_hi, w.log_x)[0]), \
+        [(rows[i // columns], i % columns) for i in on]
+
+
+def _envelope_outcome(spec, flat, scores, rows, each: list[Outcome], hard) -> Outcome:
+    usable = [k for k, o in zip(rows, each) if o.feasible(hard)]
+    if not usable:  # no deployment works: report the one closest to feasible
+        best = min(range(len(each)), key=lambda j: sum(max(each[j].constraints[n].value, 0.0)
+                                                       for n in hard))
+        return _with_deployment(each[best], flat[rows[best]], len(each), 0)
+    mine = {k: o for k, o in zip(rows, each)}
+    chosen = max(usable, key=lambda k: float(scores.frontier_area[k]))
+    area, points = swept_envelope(spec, scores, usable)
+    ttft = min(_finite_or(float(scores.ttft_ms[k]), UNREACHED_TTFT_MS) for k in usable)
+    outcome = _with_deployment(mine[chosen], flat[chosen], len(each), len(usable))
+    metrics = dict(zip(spec.objectives.names, outcome.values))
+    metrics.update({n: v for n, v in (("frontier_area", area), ("ttft_ms", ttft))
+                    if n in metrics})
+    outcome.values = [metrics[n] for n in spec.objectives.names]
+    p = scores.points
+    outcome.attrs.update(
+        frontier_area=area, deployment_frontier_area=float(scores.frontier_area[chosen]),
+        frontier_deployments=[[deployment_label(flat[k].deployment),
+                               int(p.concurrency[k, j]), float(p.tokens_per_s_per_user[k, j]),
+                               float(p.tokens_per_s_per_gpu[k, j])] for k, j in points])
+    return outcome
+
+
+def _with_deployment(outcome: Outcome, cand: Candidate, evaluated: int, feasible: int
+                     ) -> Outcome:
+    """`outcome` (a copy) naming the swept deployment it is for."""
+    attrs = {**outcome.attrs, DEPLOYMENT_PARAMS_ATTR: {n: cand.params[n] for n in
+                                                       DEPLOYMENT_PARAMS},
+             "deployments_evaluated": evaluated, "deployments_feasible": feasible}
+    return Outcome(list(outcome.values), dict(outcome.constraints), attrs)
+
+
+def stored_attrs(outcome: Outcome) -> dict:
+    """The user attributes a trial stores: the dashboard columns plus one `details` dict."""
+    columns = {k: outcome.attrs[k] for k in COLUMN_ATTRS if k in outcome.attrs}
+    details = {k: v for k, v in outcome.attrs.items() if k not in COLUMN_ATTRS}
+    return {**columns, DETAILS_ATTR: details}

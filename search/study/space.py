@@ -1,0 +1,193 @@
+"""The search space: the only place that calls `trial.suggest_*`.
+
+The space is static per parameter name (Optuna's samplers need the same names and choices on
+every trial); dependent sizes are derived: query heads = num_kv_heads × q_per_kv (GQA
+divisibility by construction), EP is reduced to a divisor of TP·DP (and to 1 for dense models),
+top-k is capped at the expert count. `build_candidate(spec, params)` is deterministic, so the
+report and export rebuild exactly the candidate a trial evaluated.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import optuna
+
+from cost_model.architecture import Architecture, design_name, make_architecture
+from cost_model.deployment import Deployment, make_deployment
+from cost_model.errors import ConfigError
+from cost_model.evaluate import deployment_violations
+from search.study.spec import SAME_FORMAT, Dimension, Space, StudySpec
+
+DEPLOYMENT_PARAMS = ("tp", "ep", "pp", "dp", "precision", "kv_precision", "moe_precision", "kvp",
+                     "spec_tokens", "serving")
+MIN_MAX_POSITION = 4096
+# `deployments = "auto"` sweeps every deployment per architecture up to this many combinations of
+# the deployment dimensions (the shipped MoE rack study has 32; the sweep costs one vectorized
+# cost-model pass per combination, so larger spaces keep deployments as sampled dimensions).
+SWEEP_MAX_DEPLOYMENTS = 64
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One trial's design: an architecture and its deployment, or why it is not a model."""
+
+    params: dict
+    arch: Architecture | None
+    deployment: Deployment | None
+    invalid_reason: str = ""
+
+    @property
+    def valid(self) -> bool:
+        return self.arch is not None and self.deployment is not None
+
+
+def searched_dimensions(space: Space) -> dict[str, Dimension]:
+    """Dimensions with more than one option (the ones Optuna samples), by name."""
+    dims = {name: getattr(space, name) for name in Space.model_fields}
+    return {name: dim for name, dim in dims.items() if len(dim.options) > 1}
+
+
+def deployment_combinations(space: Space) -> int:
+    """How many combinations the deployment dimensions allow (before sharding rules)."""
+    return math.prod(len(getattr(space, name).options) for name in DEPLOYMENT_PARAMS)
+
+
+def sweeps_deployments(spec: StudySpec) -> bool:
+    """Whether each architecture is scored under every deployment of the space."""
+    if spec.deployments == "auto":
+        return deployment_combinations(spec.space) <= SWEEP_MAX_DEPLOYMENTS
+    return spec.deployments == "sweep"
+
+
+def deployment_grid(space: Space) -> list[dict]:
+    """Every combination of the deployment dimensions' options, as params."""
+    options = [getattr(space, name).options for name in DEPLOYMENT_PARAMS]
+    return [dict(zip(DEPLOYMENT_PARAMS, combo)) for combo in itertools.product(*options)]
+
+
+def suggest_params(trial: optuna.Trial, space: Space, spec: StudySpec | None = None) -> dict:
+    """Sample every searched dimension; fixed ones take their value. Returns all params. When
+    `spec` sweeps deployments, the deployment dimensions are not sampled (they take their first
+    option: a placeholder, the sweep scores every one)."""
+    params = {}
+    skip = DEPLOYMENT_PARAMS if spec is not None and sweeps_deployments(spec) else ()
+    for name in Space.model_fields:
+        dim: Dimension = getattr(space, name)
+        if len(dim.options) == 1 or name in skip:
+            params[name] = dim.options[0]
+        elif dim.choices is not None:
+            params[name] = trial.suggest_categorical(name, dim.choices)
+        else:
+            params[name] = trial.suggest_int(name, dim.min, dim.max, step=dim.step)
+    return params
+
+
+def _moe_fields(p: dict) -> dict:
+    if not p["num_experts"]:
+        return {}
+    return dict(
+        num_experts=p["num_experts"],
+        experts_per_token=min(p["experts_per_token"], p["num_experts"]),
+        moe_intermediate_size=p["moe_intermediate_size"],
+        num_shared_experts=p["num_shared_experts"],
+        first_dense_layers=min(p["first_dense_layers"], p["num_layers"] - 1),
+    )
+
+
+def build_architecture(p: dict, max_context_tokens: int, show_vocab: bool = False) -> Architecture:
+    """The architecture of a parameter set, named by `design_name` (twins that differ only in a
+    field no layer uses, e.g. the dense width of an MoE without dense layers, get one name and
+    one `design_key`)."""
+    if not p["num_experts"] and p["intermediate_size"] < 1:
+        raise ConfigError(f"`intermediate_size` ({p['intermediate_size']}) must be > 0 for a "
+                          "dense model (`num_experts` = 0)")
+    dense_width = p["intermediate_size"] if (not p["num_experts"] or p["first_dense_layers"]) else 0
+    arch = make_architecture(
+        name="sampled shape", family="custom", vocab_size=p["vocab_size"],
+        hidden_size=p["hidden_size"], num_layers=p["num_layers"],
+        num_attention_heads=p["num_kv_heads"] * p["q_per_kv"], num_kv_heads=p["num_kv_heads"],
+        head_dim=p["head_dim"], intermediate_size=dense_width,
+        max_position_embeddings=max(MIN_MAX_POSITION,
+                                    2 ** math.ceil(math.log2(max_context_tokens))),
+        **_moe_fields(p),
+    )
+    return arch.model_copy(update={"name": design_name(arch, show_vocab)})
+
+
+def build_deployment(p: dict, is_moe: bool) -> Deployment:
+    kvp = p.get("kvp", 1)
+    stage_gpus = p["tp"] * p["dp"] * kvp
+    ep = math.gcd(p["ep"], stage_gpus) if is_moe else 1
+    experts = p.get("moe_precision", SAME_FORMAT)
+    return make_deployment(tp=p["tp"], ep=ep, pp=p["pp"], dp=p["dp"], precision=p["precision"],
+                           moe_precision=None if experts == SAME_FORMAT or not is_moe else experts,
+                           kv_precision=p["kv_precision"], kvp=kvp,
+                           spec_tokens=p.get("spec_tokens", 0),
+                           serving=p.get("serving", "aggregated"))
+
+
+def swept_candidates(spec: StudySpec, cand: Candidate) -> list[Candidate]:
+    """`cand`'s architecture under every distinct deployment of the space that is a valid
+    deployment of it (sharding rules, at most `max_gpus`), in grid order."""
+    seen, out = set(), []
+    for combo in deployment_grid(spec.space):
+        params = {**cand.params, **combo}
+        try:
+            dep = build_deployment(params, cand.arch.is_moe)
+        except ConfigError:
+            continue
+        if dep in seen or dep.gpus > spec.hardware.max_gpus or deployment_violations(cand.arch,
+                                                                                      dep):
+            continue
+        seen.add(dep)
+        out.append(Candidate(params, cand.arch, dep))
+    return out
+
+
+def build_candidate(spec: StudySpec, params: dict) -> Candidate:
+    """The candidate of a parameter set (all params, fixed ones included)."""
+    context = spec.workload.isl_tokens + spec.workload.osl_tokens
+    try:
+        arch = build_architecture(params, context, len(spec.space.vocab_size.options) > 1)
+        return Candidate(params, arch, build_deployment(params, arch.is_moe))
+    except ConfigError as exc:
+        return Candidate(params, None, None, invalid_reason=str(exc))
+
+
+def complete_params(spec: StudySpec, sampled: dict) -> dict:
+    """A trial's stored params plus the fixed dimensions (which Optuna does not store)."""
+    params = {name: getattr(spec.space, name).options[0] for name in Space.model_fields}
+    params.update(sampled)
+    return params
+
+
+def used_values(cand: Candidate) -> dict:
+    """The value of each space dimension as the candidate's model uses it (fields clipped by
+    `build_candidate` as built, e.g. top-k ≤ experts; None where the model does not use the
+    field: expert fields of a dense model, the dense width of an MoE without dense layers)."""
+    a, d = cand.arch, cand.deployment
+    moe = (lambda value: value) if a.is_moe else (lambda value: None)
+    return {
+        "hidden_size": a.hidden_size, "num_layers": a.num_layers, "head_dim": a.head_dim,
+        "num_kv_heads": a.num_kv_heads, "q_per_kv": a.num_attention_heads // a.num_kv_heads,
+        "intermediate_size": a.intermediate_size if a.num_dense_layers else None,
+        "vocab_size": a.vocab_size, "num_experts": a.num_experts,
+        "experts_per_token": moe(a.experts_per_token),
+        "moe_intermediate_size": moe(a.moe_intermediate_size),
+        "num_shared_experts": moe(a.num_shared_experts),
+        "first_dense_layers": moe(a.first_dense_layers),
+        "tp": d.tp, "ep": moe(d.ep), "pp": d.pp, "dp": d.dp, "precision": d.precision,
+        "kv_precision": d.kv_cache_precision, "kvp": d.kvp, "spec_tokens": d.spec_tokens,
+        "serving": d.serving, "moe_precision": moe(d.expert_precision),
+    }
+
+
+def design_identity(spec: StudySpec, params: dict) -> tuple | None:
+    """What a parameter set evaluates: (`Architecture.design_key`, deployment), equal for params
+    that differ only in fields the model does not use; None for a shape that is not a model.
+    (For samplers that skip designs already tried: params alone count twins as new.)"""
+    cand = build_candidate(spec, complete_params(spec, params))
+    return (cand.arch.design_key, cand.deployment) if cand.valid else None

@@ -1,0 +1,296 @@
+"""Scale-out on a real PostgreSQL server and the faults around it: several worker processes on
+one study, kill -9 of a worker, the database restarted mid-study, stale trials failed by
+heartbeat. `.ci/run` installs and starts the server and sets ARCHSCOUT_TEST_POSTGRES_URL."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import moocore
+import numpy as np
+import optuna
+import pytest
+import sqlalchemy
+from optuna.trial import TrialState
+
+from search.cli.main import main
+from search.study.report import pareto_document
+from search.study.resilience import fail_orphans
+from search.study.spec import load_spec
+from search.study.storage import StorageHandle
+
+REPO = Path(__file__).resolve().parents[3]
+URL = os.environ.get("ARCHSCOUT_TEST_POSTGRES_URL")
+if not URL and os.environ.get("CI"):
+    raise RuntimeError("CI must provide ARCHSCOUT_TEST_POSTGRES_URL (see .ci/run)")
+pytestmark = pytest.mark.skipif(not URL, reason="no PostgreSQL server (set "
+                                 "ARCHSCOUT_TEST_POSTGRES_URL; .ci/run starts one)")
+FINISHED = (TrialState.COMPLETE, TrialState.FAIL)
+
+
+def _study_file(tmp_path: Path, batch_size: int = 64) -> Path:
+    """A copy of the quickstart under a fresh study name (one database, many tests)."""
+    name = f"pg-{uuid.uuid4().hex[:10]}"
+    text = (REPO / "studies" / "quickstart.toml").read_text()
+    text = text.replace("batch_size = 64", f"batch_size = {batch_size}")
+    target = tmp_path / f"{name}.toml"
+    target.write_text(text.replace('name = "quickstart"', f'name = "{name}"'))
+    return target
+
+
+def _trials(study_path: Path) -> list:
+    spec = load_spec(study_path)
+    study = optuna.load_study(study_name=spec.name, storage=URL)
+    return study.get_trials(deepcopy=False)
+
+
+def test_workers_share_one_study(tmp_path, capsys):
+    """Three workers, batches of 64, 160 trials requested: the study ends with exactly 160
+    finished trials (each worker asks only what is still missing, counting the others' running
+    trials; trials two workers asked at the same moment beyond the target are PRUNED
+    unevaluated). Before, every worker asked whole batches: 192 finished of 160 (and up to
+    (workers - 1) x batch over in general)."""
+    study = _study_file(tmp_path)
+    argv = ["search", str(study), "--storage", URL, "--trials", "160", "--workers", "3",
+            "--no-progress"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    trials = _trials(study)
+    assert sum(t.state in FINISHED for t in trials) == 160
+    assert all(t.state in (*FINISHED, TrialState.PRUNED) for t in trials)  # none RUNNING
+    assert sorted(t.number for t in trials) == list(range(len(trials)))
+    finished = sorted(t.number for t in trials if t.state in FINISHED)
+    assert finished == list(range(160))  # surplus trials are the last ones asked
+    workers = {t.user_attrs.get("worker") for t in trials} - {None}
+    assert len(workers) == 3  # every process contributed
+    spec = load_spec(study)
+    doc = pareto_document(spec, optuna.load_study(study_name=spec.name, storage=URL))
+    _same_front_as_a_reader(spec, trials, doc)
+
+
+@pytest.fixture
+def fresh_database_url():
+    """A database created for this test alone (no Optuna schema in it yet), dropped after."""
+    name = f"fresh_{uuid.uuid4().hex[:12]}"
+    admin = sqlalchemy.create_engine(URL, isolation_level="AUTOCOMMIT",
+                                     poolclass=sqlalchemy.pool.NullPool)
+    with admin.connect() as conn:
+        conn.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield URL.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sqlalchemy.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def test_eight_workers_start_at_once_on_a_fresh_database(tmp_path, fresh_database_url):
+    """Eight independent `archscout search` processes (as on eight machines) started together on
+    a database that has no Optuna schema yet: all create-or-join the schema and the study, and
+    every one of them finishes, having opened the study and read its Pareto set (before the fix
+    7 of 8 died on pg_type_typname_nsp_index). Small batches keep it quick on 2 cores."""
+    study = _study_file(tmp_path, batch_size=4)
+    cmd = [sys.executable, "-m", "search.cli.main", "search", str(study), "--storage",
+           fresh_database_url, "--trials", "16", "--no-progress"]
+    procs = [subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True) for _ in range(8)]
+    errors = [p.communicate(timeout=300)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 8, "\n".join(errors)
+    spec = load_spec(study)
+    trials = optuna.load_study(study_name=spec.name, storage=fresh_database_url).get_trials()
+    assert all(t.state in (*FINISHED, TrialState.PRUNED) for t in trials)  # none RUNNING
+    assert sorted(t.number for t in trials) == list(range(len(trials)))
+    assert sum(t.state in FINISHED for t in trials) == 16  # no worker asked beyond the target
+
+
+def _same_front_as_a_reader(spec, trials, doc):
+    """A reader with nothing but the stored trials finds the same non-dominated set."""
+    feasible = [t for t in trials if t.state == TrialState.COMPLETE and t.user_attrs["feasible"]]
+    values = np.array([t.values for t in feasible])
+    keep = moocore.is_nondominated(values, maximise=[True, False], keep_weakly=True)
+    front = {t.number for t, k in zip(feasible, keep) if k}
+    reported = {item["trial"] for item in doc["pareto"]}
+    assert reported <= front and reported
+
+
+def _worker(study: Path, trials: int) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "search.cli.main", "search", str(study), "--storage", URL,
+           "--trials", str(trials), "--no-progress"]
+    return subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def _wait_for(study: Path, count: int, proc: subprocess.Popen, limit_s: float = 90.0):
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            if sum(t.state in FINISHED for t in _trials(study)) >= count:
+                return
+        except KeyError:  # the study is not created yet
+            pass
+        assert proc.poll() is None, proc.stderr.read()
+        time.sleep(0.2)
+    raise AssertionError(f"fewer than {count} trials after {limit_s} s")
+
+
+def test_kill_9_of_a_worker_keeps_finished_trials(tmp_path, capsys):
+    study = _study_file(tmp_path)
+    proc = _worker(study, 100_000)
+    _wait_for(study, 64, proc)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = {t.number: t.values for t in _trials(study) if t.state == TrialState.COMPLETE}
+    target = len(_trials(study)) + 64
+    assert main(["search", str(study), "--storage", URL, "--trials", str(target),
+                 "--no-progress"]) == 0
+    after = {t.number: t.values for t in _trials(study) if t.state == TrialState.COMPLETE}
+    assert {n: after[n] for n in before} == before
+
+
+def test_stale_trials_are_failed_by_heartbeat(tmp_path):
+    """A trial whose worker stopped beating is failed by the next worker's batch."""
+    storage = optuna.storages.RDBStorage(URL, heartbeat_interval=1, grace_period=1)
+    name = f"stale-{uuid.uuid4().hex[:10]}"
+    study = optuna.create_study(study_name=name, storage=storage)
+    orphan = study.ask()
+    storage.record_heartbeat(orphan._trial_id)
+    time.sleep(2.5)
+    fail_orphans(study, StorageHandle(storage, "test"))  # the study wraps it in Optuna's cache
+    assert storage.get_trial(orphan._trial_id).state == TrialState.FAIL
+
+
+@pytest.mark.skipif(shutil.which("pg_ctlcluster") is None or os.geteuid() != 0,
+                    reason="restarting the server needs Debian's pg_ctlcluster as root")
+def test_database_restart_mid_study(tmp_path):
+    study = _study_file(tmp_path)
+    proc = _worker(study, 192)
+    _wait_for(study, 64, proc)
+    version = sorted(os.listdir("/usr/lib/postgresql"))[-1]
+    subprocess.run(["pg_ctlcluster", version, "main", "stop"], check=True)
+    time.sleep(3.0)  # an outage long enough that the worker meets it
+    subprocess.run(["pg_ctlcluster", version, "main", "start"], check=True)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    trials = _trials(study)
+    assert sum(t.state in FINISHED for t in trials) == 192
+    # the batch the outage cut short: its asked trials were abandoned (PRUNED) on retry, not
+    # left RUNNING for good
+    assert not [t.number for t in trials if t.state == TrialState.RUNNING]
+    assert "Traceback" not in err  # an outage the worker met is one retry line per attempt
+    for noise in ("[SQL", "invalid data", "max length", "Background on this error"):
+        assert noise not in err, err
+
+
+def test_unreachable_database_is_one_clear_line(tmp_path, capsys):
+    study = _study_file(tmp_path)
+    bad = "postgresql://archscout:wrong@127.0.0.1:1/archscout"
+    assert main(["search", str(study), "--storage", bad, "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "`--storage`" in err and "wrong" not in err
+
+
+def test_workers_record_heartbeats(tmp_path, capsys):
+    """Every trial a worker asks carries a heartbeat row (the study's storage is Optuna's cache
+    around RDBStorage, which must still be recognised)."""
+    study = _study_file(tmp_path)
+    assert main(["search", str(study), "--storage", URL, "--trials", "32", "--no-progress"]) == 0
+    storage = optuna.storages.RDBStorage(URL)
+    loaded = optuna.load_study(study_name=load_spec(study).name, storage=storage)
+    ids = [t._trial_id for t in loaded.get_trials(deepcopy=False)]
+    with storage.engine.connect() as conn:
+        rows = conn.execute(sqlalchemy.text(
+            "SELECT count(*) FROM trial_heartbeats WHERE trial_id = ANY(:ids)"), {"ids": ids})
+        assert rows.scalar() == len(ids)
+
+
+def test_a_long_batch_keeps_beating(tmp_path):
+    """Trials of a batch that outlasts the grace period are not failed while it runs."""
+    from search.study.resilience import BatchHeartbeat
+
+    storage = optuna.storages.RDBStorage(URL, heartbeat_interval=1, grace_period=2)
+    name = f"beat-{uuid.uuid4().hex[:10]}"
+    study = optuna.create_study(study_name=name, storage=storage)
+    trial = study.ask()
+    storage.record_heartbeat(trial._trial_id)
+    with BatchHeartbeat(study, [trial]):
+        time.sleep(4.0)
+        fail_orphans(study, StorageHandle(storage, "test"))
+        assert storage.get_trial(trial._trial_id).state == TrialState.RUNNING
+    study.tell(trial, 1.0)
+
+
+KILL_AT_FIFTH_ASK = """
+import os, signal, sys
+import optuna
+from search.cli.main import main
+
+real_ask, asked = optuna.Study.ask, []
+
+def ask(self, *args, **kwargs):
+    asked.append(1)
+    if len(asked) == 5:  # mid-way through asking the first batch
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real_ask(self, *args, **kwargs)
+
+optuna.Study.ask = ask
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_worker_killed_while_asking_leaves_no_running_trial(tmp_path, capsys):
+    """A worker killed during the ask phase: its asked trials carry a heartbeat row and its
+    name from the transaction that created them (before, they had neither and stayed RUNNING
+    for good), so the next worker settles them and the study ends with exactly the requested
+    finished trials, none RUNNING."""
+    study = _study_file(tmp_path, batch_size=8)
+    proc = subprocess.run([sys.executable, "-c", KILL_AT_FIFTH_ASK, "search", str(study),
+                           "--storage", URL, "--trials", "16", "--no-progress"],
+                          check=False, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    orphans = _trials(study)
+    assert [t.state for t in orphans] == [TrialState.RUNNING] * 4
+    assert all(t.user_attrs.get("worker", "").endswith(f":{proc_pid(t)}") for t in orphans)
+    storage = optuna.storages.RDBStorage(URL)
+    with storage.engine.connect() as conn:
+        beats = conn.execute(sqlalchemy.text(
+            "SELECT count(*) FROM trial_heartbeats WHERE trial_id = ANY(:ids)"),
+            {"ids": [t._trial_id for t in orphans]}).scalar()
+    assert beats == 4
+    assert main(["search", str(study), "--storage", URL, "--trials", "16",
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    trials = _trials(study)
+    assert not [t.number for t in trials if t.state == TrialState.RUNNING]
+    assert sum(t.state in FINISHED for t in trials) == 16
+
+
+def proc_pid(trial) -> str:
+    return trial.user_attrs["worker"].rpartition(":")[2]
+
+
+def test_trials_without_heartbeat_rows_go_stale(tmp_path):
+    """RUNNING trials without any heartbeat row (asked by a client that never beat, as
+    archscout's workers did when they died before their first beat) are failed once they
+    started longer than the grace period ago; a fresh one is left alone."""
+    from search.study.storage import WorkerRDBStorage
+
+    name = f"nobeat-{uuid.uuid4().hex[:10]}"
+    plain = optuna.create_study(study_name=name, storage=URL)
+    old, young = plain.ask(), plain.ask()
+    engine = sqlalchemy.create_engine(URL, poolclass=sqlalchemy.pool.NullPool)
+    with engine.begin() as conn:  # `old` started two minutes ago
+        conn.execute(sqlalchemy.text("UPDATE trials SET datetime_start = datetime_start - "
+                                     "interval '2 minutes' WHERE trial_id = :id"),
+                     {"id": old._trial_id})
+    engine.dispose()
+    with pytest.warns(optuna.exceptions.ExperimentalWarning):
+        storage = WorkerRDBStorage(URL, heartbeat_interval=10, grace_period=60)
+    study = optuna.load_study(study_name=name, storage=storage)
+    fail_orphans(study, StorageHandle(storage, "test"))
+    states = {t.number: t.state for t in study.get_trials()}
+    assert states == {old.number: TrialState.FAIL, young.number: TrialState.RUNNING}
