@@ -17,7 +17,7 @@ import numpy as np
 from cost_model.attention import kv_cache_bytes_per_sequence
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.sharded_gemms import (
-    LM_HEAD, ArchColumns, active, column_rows, per_gpu_count, per_gpu_k, per_gpu_n,
+    COLUMN_ROWS, LM_HEAD, ArchColumns, active, per_gpu_count, per_gpu_k, per_gpu_n,
 )
 
 # Fraction of HBM the serving engine leaves unused (fragmentation, CUDA context, NCCL buffers):
@@ -34,7 +34,7 @@ def layer_weight_elems_per_gpu(a: ArchArrays, d: DeployArrays) -> dict[str, np.n
     layers = dict(attention=a.attention_layers, linear=a.linear_layers, dense=a.dense_layers,
                   moe=a.moe_layers)
     elems = dict.fromkeys(("linear", "experts", "high"), 0.0)
-    for row in column_rows():
+    for row in COLUMN_ROWS:
         if row.layers in layers:
             elems[row.precision] = elems[row.precision] + layers[row.layers] * active(row, src) \
                 * per_gpu_count(row, src, d) * per_gpu_n(row, src, d) * per_gpu_k(row, src, d)

@@ -315,6 +315,7 @@ class ArchColumns:
 
     def __init__(self, a: ArchArrays):
         self.a = a
+        self._kinds: dict[str, np.ndarray] = {}
 
     def __getattr__(self, field: str):
         if field in self._NAMES:
@@ -333,6 +334,12 @@ class ArchColumns:
             np.maximum(2.0 * a.linear_key_dim, 1.0)
 
     def is_kind(self, kind: str):
+        """Whether each candidate has layers of `kind` (computed once per kind)."""
+        if kind not in self._kinds:
+            self._kinds[kind] = self._is_kind(kind)
+        return self._kinds[kind]
+
+    def _is_kind(self, kind: str):
         """MLA vs GQA from `mla`; the linear mixer from the fused in-projection width
         `linear_in_width` = conv width + Gated DeltaNet's z, β, a (n_v·d_v + 2·n_v), Mamba-2's z,
         dt (n_v·d_v + n_v) or KDA's β and gate bottlenecks (n_v + 2·d_v), tested in that order
@@ -352,6 +359,10 @@ class ArchColumns:
 def column_rows(rows: tuple[WeightGemm, ...] = ROWS) -> tuple[WeightGemm, ...]:
     """The rows whose fields all have a column (`ArchColumns.MISSING`)."""
     return tuple(r for r in rows if not ({r.when, *r.fields} & ArchColumns.MISSING))
+
+
+COLUMN_ROWS = column_rows()
+COLUMN_KERNELS = kernels(COLUMN_ROWS)  # what the vectorized consumers run and store
 
 
 def is_kind(src, kind: str | None):
