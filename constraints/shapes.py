@@ -31,6 +31,7 @@ class GemmDim:
     numbers: str  # the same expression in numbers, e.g. "14336/3"
     size: float
     reduction: bool  # the K of some GEMM (what block-scaled formats scale along)
+    fields: tuple[str, ...] = ()  # the `Architecture` fields of `label`, in order
 
     @property
     def is_integer(self) -> bool:
@@ -49,12 +50,12 @@ def format_size(size: float) -> str:
 
 
 def sharded(label: str, total: int, shards: int, shards_label: str, reduction: bool,
-            factors: str | None = None) -> GemmDim:
+            factors: str | None = None, fields: tuple[str, ...] = ()) -> GemmDim:
     """`total` split over `shards` GPUs; `factors` spells `total` as a product, e.g. "32·128"."""
     if shards == 1:
-        return GemmDim(label, factors or str(total), float(total), reduction)
+        return GemmDim(label, factors or str(total), float(total), reduction, fields)
     numbers = f"{total}/{shards}" if factors is None else f"{factors}/{shards} = {total}/{shards}"
-    return GemmDim(f"{label}/{shards_label}", numbers, total / shards, reduction)
+    return GemmDim(f"{label}/{shards_label}", numbers, total / shards, reduction, fields)
 
 
 def gemm_dims(arch: Architecture, dep: Deployment) -> tuple[GemmDim, ...]:
@@ -78,15 +79,16 @@ def _row_dim(arch: Architecture, dep: Deployment, row: WeightGemm, which: str) -
     label, numbers, total = model_dim.label(), model_dim.numbers(arch), model_dim.value(arch)
     reduction, shards = which == "k", getattr(dep, row.shard) if row.sharded == which else 1
     if shards == 1:
-        return GemmDim(label, numbers, float(total), reduction)
+        return GemmDim(label, numbers, float(total), reduction, model_dim.fields)
     if row.kv_heads:  # ⌈n_kv/TP⌉ whole KV heads per GPU
         heads, rest = model_dim.terms[0].factors[0], model_dim.terms[0].factors[1:]
         inner = "·".join(f"`{f}`" for f in rest)
         widths = "·".join(str(getattr(arch, f)) for f in rest)
         return GemmDim(f"⌈`{heads}`/TP⌉·{inner}", f"⌈{getattr(arch, heads)}/{shards}⌉·{widths}",
-                       float(per_gpu_n(row, arch, dep)), reduction)
+                       float(per_gpu_n(row, arch, dep)), reduction, model_dim.fields)
     factors = numbers if numbers != str(total) else None
-    return sharded(label, total, shards, _shard_label(row, dep), reduction, factors)
+    return sharded(label, total, shards, _shard_label(row, dep), reduction, factors,
+                   model_dim.fields)
 
 
 def _shard_label(row: WeightGemm, dep: Deployment) -> str:

@@ -86,8 +86,9 @@ class Dim:
 
     def chosen(self, src) -> Dim:
         """The dim itself, or its fallback where it is 0 (an `Architecture` source)."""
-        own = sum(term.value(src) for term in self.terms)
-        return self if self.fallback is None or own > 0 else self.fallback
+        if self.fallback is None:
+            return self
+        return Dim(self.terms) if sum(t.value(src) for t in self.terms) > 0 else self.fallback
 
     @property
     def fields(self) -> tuple[str, ...]:

@@ -1,5 +1,7 @@
 """GEMM dimensions after sharding: which dims, their sizes and how they are named."""
 
+import re
+
 import pytest
 
 from constraints.shapes import GemmDim, format_size, gemm_dims, sharded
@@ -70,3 +72,12 @@ def test_describe_shows_the_expression_and_one_decimal():
 @pytest.mark.parametrize("size, shown", [(1792.0, "1792"), (8192 / 6, "1365.3")])
 def test_format_size(size, shown):
     assert format_size(size) == shown
+
+
+@pytest.mark.parametrize("arch_fields", [DENSE, MOE, MLA, dict(MLA, q_lora_rank=1536)],
+                         ids=["dense", "moe", "mla", "mla-q-lora"])
+@pytest.mark.parametrize("tp", [1, 8])
+def test_fields_are_the_fields_the_label_names(arch_fields, tp):
+    """Each dim carries its source fields (what lint names a fix by), in label order."""
+    for dim in gemm_dims(Architecture(**arch_fields), Deployment(tp=tp)):
+        assert dim.fields == tuple(re.findall(r"`(\w+)`", dim.label)), dim.label
