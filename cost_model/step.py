@@ -23,7 +23,7 @@ from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.benchmark_ttft import benchmark_ttft_s, prompt_queue_s
 from cost_model.deployment import expected_tokens_per_step
 from cost_model.communication import all_reduce_s, all_to_all_s, point_to_point_s
-from cost_model.layers import GemmList, attention_gemms, ffn_gemms, lm_head_gemm
+from cost_model.layers import GemmList, attention_gemms, ffn_gemms, lm_head_gemm, moe_floor_s
 from cost_model.step_load import StepLoad, busiest_group_seqs
 
 ACTIVATION_BYTES = 2.0  # BF16 residual stream between layers and in collectives
@@ -132,13 +132,16 @@ def helix_all_to_all_s(a, d, env: Env, tokens):
     return all_to_all_s(values, d.kvp, env.hw, env.eff)
 
 
-def _other_s(a, d, env: Env, load: StepLoad, layers, dense_layers):
+def _other_s(a, d, env: Env, load: StepLoad, layers, dense_layers, moe_layers=0.0):
+    """Non-GEMM kernels: elementwise traffic, their launches, the per-step kernels and each MoE
+    layer's fused-MoE floor (`layers.moe_floor_s`)."""
     passes = ELEMENTWISE_HIDDEN_PASSES * a.hidden + ELEMENTWISE_FFN_PASSES * a.ffn / d.ffn_tp * \
         np.minimum(dense_layers, 1.0)
     elementwise = load.group_tokens * passes * ACTIVATION_BYTES / (
         env.hw.hbm_bytes_per_s * env.eff.for_rate("bf16").bandwidth_ceiling_frac)
     fixed = OTHER_KERNELS_PER_LAYER * env.hw.kernel_launch_s
-    return layers * (elementwise + fixed) + STEP_OVERHEAD_KERNELS * env.hw.kernel_launch_s / d.pp
+    return layers * (elementwise + fixed) + STEP_OVERHEAD_KERNELS * env.hw.kernel_launch_s / d.pp \
+        + moe_layers * moe_floor_s(a, env)
 
 
 def stage_forward(a: ArchArrays, d: DeployArrays, env: Env, decode_seqs, context,
@@ -149,8 +152,9 @@ def stage_forward(a: ArchArrays, d: DeployArrays, env: Env, decode_seqs, context
     (None: one request, a chunk) attending to `prefill_context` on average. Counts are for the
     whole instance (all DP groups); the busiest group's share is taken in whole requests
     (`StepLoad.of`); each decoding sequence puts `tokens_per_seq` tokens through the model (k + 1
-    when verifying k speculative tokens). Broadcasts over every argument. The fused-MoE overhead
-    calibrated on kernel tables (`layers.moe_overhead_s`) is not added: see its docstring."""
+    when verifying k speculative tokens). Broadcasts over every argument. Of the fused-MoE
+    overhead calibrated on kernel tables (`layers.moe_overhead_s`) each MoE layer pays the floor
+    (`layers.moe_floor_s`, in `other_s`): see its docstring."""
     load = StepLoad.of(d, decode_seqs, prefill_tokens, prefill_seqs, tokens_per_seq)
     return stage_forward_load(a, d, env, load, context, prefill_context)
 
@@ -181,7 +185,7 @@ def stage_forward_load(a: ArchArrays, d: DeployArrays, env: Env, load: StepLoad,
         communication_s=_communication_s(
             a, d, env, load, dense_layers, moe_layers,
             _mixer_reduce_layers(a, attention_layers, linear_layers, layers)),
-        other_s=_other_s(a, d, env, load, layers, dense_layers),
+        other_s=_other_s(a, d, env, load, layers, dense_layers, moe_layers),
     )
 
 

@@ -146,12 +146,18 @@ def _measured(row: dict[str, str]) -> Measured:
     )
 
 
-def _precision(row: dict[str, str], arch: Architecture) -> str:
+def _formats(row: dict[str, str], arch: Architecture) -> dict[str, str]:
+    """The deployment's `precision` (and `moe_precision` where the checkpoint mixes formats)."""
     text = row["precision"].strip().lower()
+    deepseek = arch.family == "deepseek_v3"
     if text.startswith("fp4"):
-        return "nvfp4"
+        # NVIDIA's DeepSeek FP4 checkpoints keep MLA in DeepSeek's block-scaled FP8: Model
+        # Optimizer's examples/deepseek/ptq.py disables the `*attn*` quantizers unless asked
+        # (github.com/NVIDIA/TensorRT-Model-Optimizer); the experts are NVFP4.
+        return {"precision": "fp8_block", "moe_precision": "nvfp4"} if deepseek \
+            else {"precision": "nvfp4"}
     if text.startswith("fp8"):
-        return "fp8_block" if arch.family == "deepseek_v3" else "fp8"
+        return {"precision": "fp8_block" if deepseek else "fp8"}
     raise Skip(f"precision not mapped: {row['precision']!r}")
 
 
@@ -161,7 +167,7 @@ def _deployment(row: dict[str, str], arch: Architecture) -> Deployment:
     if row["attention_dp"].strip().lower() == "true":
         tp, dp = 1, tp
     try:
-        return Deployment(tp=tp, ep=ep, pp=pp, dp=dp, precision=_precision(row, arch))
+        return Deployment(tp=tp, ep=ep, pp=pp, dp=dp, **_formats(row, arch))
     except ValidationError as exc:  # Deployment's own rules surface as pydantic errors
         raise Skip(str(config_error_from(exc, "invalid deployment"))) from exc
 
@@ -266,7 +272,8 @@ def _errors(measured: Measured, predicted: dict[str, float]) -> dict[str, float 
 
 
 def _describe(dep: Deployment) -> str:
-    return f"tp{dep.tp} ep{dep.ep} pp{dep.pp} dp{dep.dp} {dep.precision}"
+    experts = "" if dep.moe_precision is None else f" moe-{dep.moe_precision}"
+    return f"tp{dep.tp} ep{dep.ep} pp{dep.pp} dp{dep.dp} {dep.precision}{experts}"
 
 
 def _pool(text: str, arch: Architecture, row: dict[str, str]) -> tuple[int, Deployment]:
@@ -277,7 +284,7 @@ def _pool(text: str, arch: Architecture, row: dict[str, str]) -> tuple[int, Depl
     count, tp, ep, dp_attn = match.groups()
     tp, dp = (1, int(tp)) if dp_attn == "True" else (int(tp), 1)
     try:
-        return int(count), Deployment(tp=tp, ep=int(ep), dp=dp, precision=_precision(row, arch))
+        return int(count), Deployment(tp=tp, ep=int(ep), dp=dp, **_formats(row, arch))
     except ValidationError as exc:
         raise Skip(str(config_error_from(exc, "invalid deployment"))) from exc
 

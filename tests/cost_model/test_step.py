@@ -1,6 +1,8 @@
 """Step times, memory, MoE and KV formulas: the worked numbers of NVIDIA, AI Model Co-Design (2026)
 and the behaviour of the serving model (docs/DESIGN.md Vocabulary)."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -200,18 +202,28 @@ def test_ep_must_divide_stage_gpus():
         make_deployment(tp=0)
 
 
-def test_fused_moe_overhead_is_calibrated_and_not_in_step_times(load_model):
-    """The calibrated `[moe]` overhead is positive for an MoE model and 0 for a dense one; step
-    times leave it out (layers.moe_overhead_s says why)."""
-    models = [load_model("Qwen3-30B-A3B"), load_model("Llama-3.1-8B")]
+def test_fused_moe_overhead_is_calibrated_and_steps_pay_its_floor(load_model):
+    """The calibrated `[moe]` overhead is positive for an MoE model and 0 for a dense one; a
+    step pays its floor once per MoE layer of the stage (layers.moe_floor_s), nothing more. On
+    H200 (`moe.fixed_overhead_us` = 21.46, cost_model/data/efficiency/h200.toml): DeepSeek-V3's
+    58 MoE layers at PP 1 add 58 · 21.46 = 1,244.68 µs to `other_s`; at PP 2 the busiest stage
+    holds ⌈61/2⌉ = 31 layers, 58 · 31/61 of them MoE: 1,798/61 · 21.46 = 632.54 µs;
+    Llama-3.1-8B (dense) adds 0."""
+    models = [load_model("DeepSeek-V3"), load_model("Llama-3.1-8B")]
     a = ArchArrays.from_architectures(models)
-    d = DeployArrays.from_deployments([Deployment(), Deployment()])
     env = Env.create(H200, "fp8", "fp8")
+    assert env.eff.moe_fixed_overhead_s == pytest.approx(21.46e-6)
     tokens = np.array([[64.0]])
+    d = DeployArrays.from_deployments([Deployment(), Deployment()])
     overhead = moe_overhead_s(a, d, env, tokens)
     assert overhead[0, 0] > env.eff.moe_fixed_overhead_s > 0 and overhead[1, 0] == 0
-    step = stage_forward(a, d, env, tokens, 1024.0, 0.0, 512.0)
-    assert step.other_s[0, 0] < models[0].num_moe_layers * overhead[0, 0]
+    no_floor = replace(env, eff=env.eff.model_copy(update={"moe_fixed_overhead_s": 0.0}))
+    for pp, expected_us in ((1, 1244.68), (2, 632.54)):
+        d = DeployArrays.from_deployments([Deployment(pp=pp), Deployment(pp=pp)])
+        added = (stage_forward(a, d, env, tokens, 1024.0, 0.0, 512.0).other_s
+                 - stage_forward(a, d, no_floor, tokens, 1024.0, 0.0, 512.0).other_s)
+        assert added[0, 0] * 1e6 == pytest.approx(expected_us, rel=1e-4)
+        assert added[1, 0] == 0.0
 
 
 def test_chunk_step_share_over_dp_groups():
