@@ -1,7 +1,7 @@
 """The accuracy proxy's free coefficients, read from one data file,
 `objectives/data/accuracy_coefficients.toml`, which `objectives.accuracy_fit` writes from the
-declared calibration set (`tests/data/accuracy/calibration.csv`; refit with
-`python tests/benchmarks/fit_accuracy.py --write`).
+declared calibration set (`objectives/data/accuracy_calibration.csv`, package data; refit with
+`archscout calibrate --part accuracy` or `python tests/benchmarks/fit_accuracy.py --write`).
 
 Each coefficient names its family, whether the calibration set identifies it (`fitted`), the rows
 that fit or bound it, and its source. Coefficients no loss-unit row identifies are policy sizes

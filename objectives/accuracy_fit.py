@@ -1,14 +1,16 @@
 """Refit the accuracy proxy's free coefficients on the declared calibration set
-(`tests/data/accuracy/calibration.csv`, one row per published measurement or published fit point,
-each with its source) and write them to `objectives/data/accuracy_coefficients.toml`.
+(`objectives/data/accuracy_calibration.csv`, one row per published measurement or published fit
+point, each with its source) and write them to `objectives/data/accuracy_coefficients.toml`
+(`archscout calibrate --part accuracy`; `tests/benchmarks/fit_accuracy.py` adds validation).
 
 Model of a row: the proxy's central prediction of b against a, `pred = L(b)/L(a)` (metric `loss`),
 `N_eff(b)/N_eff(a)` (`params`) or the optimal vocabulary of a (`optimal_vocab`), against the
 published `value_b/value_a` (or `value_b`). Residual: `ln pred − ln published`.
 
 Each family's fitted coefficients minimize the sum of squared residuals of that family's rows, the
-other coefficients held at their current values (families barely interact: every row varies one
-term). The solver is a bounded Gauss–Newton/Levenberg–Marquardt step on numpy with a central-
+other coefficients held at their current values; families are fitted in name order, each on
+the coefficients the earlier ones left (every row varies mostly one term, but MoE rows also
+vary depth, so a refit of depth moves the MoE fit after it). The solver is a bounded Gauss–Newton/Levenberg–Marquardt step on numpy with a central-
 difference Jacobian (no scipy in layer 1). Coefficients the data file marks `fitted = false` are
 policy: kept, and reported with the error of their family's rows. Deterministic: the same CSV
 gives the same coefficients.
@@ -20,10 +22,12 @@ import csv
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
+from cost_model.errors import ConfigError
 from cost_model.params import count_params
 from objectives import accuracy_coefficients as coef
 from objectives import capacity_terms as cap
@@ -32,6 +36,9 @@ from objectives.accuracy_coefficients import AccuracyCoefficients, CoefficientRe
 from objectives.shapes import build
 
 METRICS = ("loss", "params", "optimal_vocab")
+ROW_COLUMNS = ("id", "family", "metric", "shape_a", "shape_b", "tokens_a", "tokens_b",
+               "precision_a", "precision_b", "value_a", "value_b", "source")
+_DATA_PACKAGE, CALIBRATION_SET_FILE = "objectives.data", "accuracy_calibration.csv"
 CALIBRATION_SET_VERSION = 1
 _STEP_FRAC = 1e-4  # central-difference step, relative to the coefficient (absolute floor below)
 _STEP_FLOOR = 1e-6
@@ -61,22 +68,45 @@ class CalibrationRow:
         return self.value_b if self.metric == "optimal_vocab" else self.value_b / self.value_a
 
 
+def shipped_calibration_set() -> Path:
+    """The declared calibration set, shipped as package data."""
+    return Path(str(resources.files(_DATA_PACKAGE).joinpath(CALIBRATION_SET_FILE)))
+
+
 def read_rows(path: Path | str) -> list[CalibrationRow]:
-    """The rows of a calibration CSV (extra columns, e.g. `confidence` and `note`, ignored)."""
-    with Path(path).open(newline="") as handle:
-        rows = [_row(fields) for fields in csv.DictReader(handle)]
+    """The rows of a calibration CSV (extra columns, e.g. `confidence` and `note`, ignored).
+    A file that cannot be read, a missing column or a bad number is one `ConfigError` line
+    naming the file, the line and the field."""
+    try:
+        with Path(path).open(newline="") as handle:
+            reader = csv.DictReader(handle)
+            missing = [c for c in ROW_COLUMNS if c not in (reader.fieldnames or ())]
+            if missing:
+                raise ConfigError(f"calibration set {path} needs columns {', '.join(missing)}")
+            rows = [_row(fields, path, reader.line_num) for fields in reader]
+    except OSError as exc:
+        raise ConfigError(f"calibration set {path} cannot be read: {exc.strerror or exc}") from None
     unknown = sorted({r.metric for r in rows} - set(METRICS))
     if unknown:
-        raise ValueError(f"`metric` must be one of {', '.join(METRICS)}; got {unknown}")
+        raise ConfigError(f"`metric` must be one of {', '.join(METRICS)}; got {unknown}")
+    if not rows:
+        raise ConfigError(f"calibration set {path} has no rows")
     return rows
 
 
-def _row(f: Mapping[str, str]) -> CalibrationRow:
+def _row(f: Mapping[str, str], path: Path | str, line: int) -> CalibrationRow:
+    def number(key: str) -> float:
+        try:
+            return float(f[key])
+        except (TypeError, ValueError):
+            raise ConfigError(f"calibration set {path} line {line}: `{key}` must be a number; "
+                              f"got {f[key]!r}") from None
+
     return CalibrationRow(
         id=f["id"], family=f["family"], metric=f["metric"], shape_a=f["shape_a"],
-        shape_b=f["shape_b"], tokens_a=float(f["tokens_a"]), tokens_b=float(f["tokens_b"]),
+        shape_b=f["shape_b"], tokens_a=number("tokens_a"), tokens_b=number("tokens_b"),
         precision_a=f["precision_a"] or "bf16", precision_b=f["precision_b"] or "bf16",
-        value_a=float(f["value_a"]), value_b=float(f["value_b"]), source=f["source"],
+        value_a=number("value_a"), value_b=number("value_b"), source=f["source"],
     )  # fmt: skip
 
 

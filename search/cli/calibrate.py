@@ -5,10 +5,15 @@ coefficients (with their source, version and fit error) as the package's efficie
     archscout calibrate --hardware gb300 --framework sglang
     archscout calibrate --hardware h200 --source my_gemms.parquet --output fitted/
     archscout calibrate --part attention         # only [attention] (also: comm, moe, gemm, all)
+    archscout calibrate --part accuracy          # the loss proxy, on its declared calibration set
 
 Attention, the all-reduce and the MoE layer's non-GEMM terms are fitted on aiconfigurator's
 attention, comm and moe tables (only with `--source aiconfigurator`); the MoE fit uses the GEMM
 coefficients already shipped, so `--part all` fits it after the GEMMs are written.
+`--part accuracy` refits the accuracy proxy's free coefficients (`objectives.accuracy_fit`) on
+its declared calibration set (`objectives/data/accuracy_calibration.csv`, or `--source ROWS.csv`
+with the same columns) and writes `accuracy_coefficients.toml` (to `--output`, default the
+package data), printing the fit error per family.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from search.cli.errors import CommandError
 from search.records.tables import format_table, print_json
 
 EFFICIENCY_PACKAGE = "cost_model.data.efficiency"
+ACCURACY_PACKAGE, ACCURACY_FILE = "objectives.data", "accuracy_coefficients.toml"  # loss proxy
 AIC_SOURCE = "aiconfigurator"
 POINT_M = (1, 16, 64, 256, 1024, 4096, 16384)  # the grid of measured times shipped for lookups
 POINT_NK = (512, 1024, 2048, 4096, 7168, 8192, 16384)
@@ -53,8 +59,8 @@ PINNED_SOURCE = ("pinned to gemm.bf16.fixed_overhead_us: a GEMM kernel's launch 
 NO_BF16_SOURCE = "set to 0: without BF16 rows the whole measured floor is the GEMM kernel's"
 
 
-def _package_dir() -> Path:
-    return Path(str(resources.files(EFFICIENCY_PACKAGE)))
+def _package_dir(package: str = EFFICIENCY_PACKAGE) -> Path:
+    return Path(str(resources.files(package)))
 
 
 def _round(value: float) -> float:
@@ -352,7 +358,38 @@ def _parts(args: argparse.Namespace) -> set[str]:
     return {"gemm", "attention", "comm", "moe"} if part == "all" else {part}
 
 
+def run_accuracy(args: argparse.Namespace) -> int:
+    """`--part accuracy`: refit the loss proxy on the declared (or a given) calibration set."""
+    from objectives import accuracy_coefficients as coef
+    from objectives import accuracy_fit
+
+    rows_path = (accuracy_fit.shipped_calibration_set() if args.source == AIC_SOURCE
+                 else Path(args.source))
+    fit = accuracy_fit.fit_coefficients(accuracy_fit.read_rows(rows_path))
+    folder = Path(args.output) if args.output else _package_dir(ACCURACY_PACKAGE)
+    target = folder / ACCURACY_FILE
+    set_name = (f"objectives/data/{accuracy_fit.CALIBRATION_SET_FILE}"
+                if args.source == AIC_SOURCE else str(rows_path))
+    write_package_data(target, accuracy_fit.coefficients_toml(
+        fit, coef.SHIPPED_RECORDS, set_name))
+    families = [{"family": f, "rows": len(ff.rows), "fitted": ", ".join(ff.coefficients) or "-",
+                 "rms_log_error": ff.rms_log_error, "max_abs_log_error": ff.max_abs_log_error}
+                for f, ff in fit.families.items()]
+    coefficients = {name: getattr(fit.coefficients, name) for name in coef.SHIPPED_RECORDS}
+    if args.json:
+        print_json({"output": str(target), "calibration_set": set_name, "rows": fit.rows,
+                    "families": families, "coefficients": coefficients})
+        return 0
+    print(format_table([{**f, "rms_log_error": f"{f['rms_log_error']:.2%}",
+                         "max_abs_log_error": f"{f['max_abs_log_error']:.2%}"}
+                        for f in families]))
+    print(f"\nwrote {target} (fitted on {fit.rows} rows of {set_name})")
+    return 0
+
+
 def run_calibrate(args: argparse.Namespace) -> int:
+    if args.part == "accuracy":
+        return run_accuracy(args)
     if args.sample < MIN_SAMPLE:
         raise CommandError(f"`--sample` must be at least {MIN_SAMPLE}; got {args.sample}")
     output = Path(args.output) if args.output else _package_dir()
@@ -412,8 +449,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     cal.add_argument("--output", help="folder for the TOML files (default: the package data)")
     cal.add_argument("--sample", type=int, default=FIT_SAMPLE_POINTS,
                      help=f"rows each fit uses (default {FIT_SAMPLE_POINTS:,}); errors use all")
-    cal.add_argument("--part", choices=("all", "gemm", "attention", "comm", "moe"),
+    cal.add_argument("--part", choices=("all", "gemm", "attention", "comm", "moe", "accuracy"),
                      help="what to fit (default: all = gemm, attention, comm and moe; gemm with "
-                          "a `--source` file)")
+                          "a `--source` file); accuracy: the loss proxy on its calibration set "
+                          "(`--source ROWS.csv` for another)")
     cal.add_argument("--json", action="store_true", help="one JSON document on stdout")
     cal.set_defaults(func=run_calibrate)

@@ -1,7 +1,7 @@
 """Refit the accuracy proxy's free coefficients on the declared calibration set and report the
 fit error and the validation figures by family (issue 11 item 2).
 
-1. Reads `tests/data/accuracy/calibration.csv` and fits (`objectives.accuracy_fit`): prints each
+1. Reads `objectives/data/accuracy_calibration.csv` and fits (`objectives.accuracy_fit`): prints each
    coefficient (fitted or policy, shipped value, refit value) and, per family, the rms and max
    |ln(proxy/published)| over its calibration rows.
 2. With the refit coefficients in force, checks `tests/data/accuracy/validation.csv` (rows not
@@ -26,8 +26,8 @@ from objectives import accuracy_coefficients as coef
 from objectives.accuracy_fit import fit_coefficients, read_rows, write_coefficients
 from tests.benchmarks.validate_accuracy import validate
 
-CALIBRATION = ROOT / "tests" / "data" / "accuracy" / "calibration.csv"
-SET_NAME = "tests/data/accuracy/calibration.csv"
+CALIBRATION = ROOT / "objectives" / "data" / "accuracy_calibration.csv"
+SET_NAME = "objectives/data/accuracy_calibration.csv"
 COEFFICIENTS = ROOT / "objectives" / "data" / "accuracy_coefficients.toml"
 
 

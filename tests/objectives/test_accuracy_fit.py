@@ -9,10 +9,12 @@ import numpy as np
 import pytest
 
 from objectives import accuracy_coefficients as coef
-from objectives.accuracy_fit import fit_coefficients, least_squares, read_rows, residuals
+from objectives.accuracy_fit import (
+    fit_coefficients, least_squares, read_rows, residuals, shipped_calibration_set,
+)  # fmt: skip
 from tests.data_paths import TEST_DATA
 
-CALIBRATION = TEST_DATA / "accuracy" / "calibration.csv"
+CALIBRATION = shipped_calibration_set()
 VALIDATION = TEST_DATA / "accuracy" / "validation.csv"
 ROWS = read_rows(CALIBRATION)
 FIT = fit_coefficients(ROWS)
