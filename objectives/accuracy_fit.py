@@ -3,17 +3,17 @@
 point, each with its source) and write them to `objectives/data/accuracy_coefficients.toml`
 (`archscout calibrate --part accuracy`; `tests/benchmarks/fit_accuracy.py` adds validation).
 
-Model of a row: the proxy's central prediction of b against a, `pred = L(b)/L(a)` (metric `loss`),
-`N_eff(b)/N_eff(a)` (`params`) or the optimal vocabulary of a (`optimal_vocab`), against the
-published `value_b/value_a` (or `value_b`). Residual: `ln pred − ln published`.
+Model of a row: the proxy's central prediction of b against a, `pred = L(b)/L(a)` (metric
+`loss`), `N_eff(b)/N_eff(a)` (`params`) or the optimal vocabulary of a (`optimal_vocab`),
+against the published `value_b/value_a` (or `value_b`). Residual: `ln pred − ln published`.
 
-Each family's fitted coefficients minimize the sum of squared residuals of that family's rows, the
-other coefficients held at their current values; families are fitted in name order, each on
-the coefficients the earlier ones left (every row varies mostly one term, but MoE rows also
-vary depth, so a refit of depth moves the MoE fit after it). The solver is a bounded Gauss–Newton/Levenberg–Marquardt step on numpy with a central-
-difference Jacobian (no scipy in layer 1). Coefficients the data file marks `fitted = false` are
-policy: kept, and reported with the error of their family's rows. Deterministic: the same CSV
-gives the same coefficients.
+Each family's fitted coefficients minimize the sum of squared residuals of that family's rows,
+the other coefficients held at their current values; families are fitted in name order, each on
+the coefficients the earlier ones left (every row varies mostly one term, but MoE rows also vary
+depth, so a refit of depth moves the MoE fit after it). The solver is a bounded
+Gauss–Newton/Levenberg–Marquardt step on numpy with a central- difference Jacobian (no scipy in
+layer 1). Coefficients the data file marks `fitted = false` are policy: kept, and reported with
+the error of their family's rows. Deterministic: the same CSV gives the same coefficients.
 """
 
 from __future__ import annotations
