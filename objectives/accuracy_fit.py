@@ -11,7 +11,7 @@ Each family's fitted coefficients minimize the sum of squared residuals of that 
 the other coefficients held at their current values; families are fitted in name order, each on
 the coefficients the earlier ones left (every row varies mostly one term, but MoE rows also vary
 depth, so a refit of depth moves the MoE fit after it). The solver is a bounded
-Gauss–Newton/Levenberg–Marquardt step on numpy with a central- difference Jacobian (no scipy in
+Gauss–Newton/Levenberg–Marquardt step on numpy with a central-difference Jacobian (no scipy in
 layer 1). Coefficients the data file marks `fitted = false` are policy: kept, and reported with
 the error of their family's rows. Deterministic: the same CSV gives the same coefficients.
 """
