@@ -7,7 +7,6 @@ concurrency 1, tokens/s/GPU at the throughput end, frontier area) from `evaluate
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Callable, Literal, Sequence
@@ -25,6 +24,7 @@ from cost_model.gemm import gemm_cost
 from cost_model.hardware import HardwareSpec
 from cost_model.layers import GemmList, attention_gemms, ffn_gemms
 from cost_model.params import count_params
+from cost_model.sharded_gemms import rows_of
 from cost_model.precision import Precision, get_precision
 from cost_model.step_load import StepLoad
 from cost_model.units import MS_PER_S
@@ -35,24 +35,6 @@ NVFP4, FP8 = "nvfp4", "fp8"
 # GEMM-M of NVIDIA, AI Model Co-Design (2026), Figure 4 (throughput sweeps on GB300)
 GEMM_PROBE_TOKENS = 8192
 PARAMS_PER_BILLION = 1e9
-_HEADS = ("num_attention_heads", "num_kv_heads", "head_dim")
-# GEMM (cost_model.layers name) -> (fields that set its N, fields that set its K)
-GEMM_FIELDS = {
-    "attention/qkv": (_HEADS, ("hidden_size",)),
-    "attention/q_a": (("q_lora_rank",), ("hidden_size",)),
-    "attention/q_b": (("num_attention_heads", "qk_nope_head_dim", "qk_rope_head_dim"),
-                      ("q_lora_rank",)),
-    "attention/kv_a": (("kv_lora_rank", "qk_rope_head_dim"), ("hidden_size",)),
-    "attention/kv_b": (("num_attention_heads", "qk_nope_head_dim", "v_head_dim"),
-                       ("kv_lora_rank",)),
-    "attention/o": (("hidden_size",), ("num_attention_heads", "head_dim", "v_head_dim")),
-    "mlp/up": (("intermediate_size",), ("hidden_size",)),
-    "mlp/down": (("hidden_size",), ("intermediate_size",)),
-    "moe/experts_up": (("moe_intermediate_size",), ("hidden_size",)),
-    "moe/experts_down": (("hidden_size",), ("moe_intermediate_size",)),
-    "moe/shared_up": (("shared_expert_intermediate_size",), ("hidden_size",)),
-    "moe/shared_down": (("hidden_size",), ("shared_expert_intermediate_size",)),
-}
 # fields a fix may change, most preferred first (widths before head counts)
 FIX_FIELDS = (
     "intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size",
@@ -137,12 +119,16 @@ class LintContext:
 
 @dataclass(frozen=True)
 class Gemm:
-    """One weight GEMM of a layer on one GPU (dims after sharding)."""
+    """One weight GEMM of a layer on one GPU (dims after sharding), with the `Architecture`
+    fields that set its N and K (empty for GEMMs not in the table: MLA's absorbed decode
+    GEMMs)."""
 
     name: str
     n: float
     k: float
     high: bool  # runs in BF16 whatever the deployment's format
+    n_fields: tuple[str, ...] = ()
+    k_fields: tuple[str, ...] = ()
 
 
 def model_gemms(arch: Architecture, dep: Deployment) -> list[Gemm]:
@@ -152,23 +138,29 @@ def model_gemms(arch: Architecture, dep: Deployment) -> list[Gemm]:
     attention_gemms(g, a, d, StepLoad.single_group(2.0, decode_seqs=1.0), 1.0)
     ffn_gemms(g, a, d, StepLoad.single_group(1.0), a.dense_layers, a.moe_layers)
     scalar = lambda x: float(np.asarray(x).reshape(-1)[0])  # noqa: E731
-    return [Gemm(name, scalar(n), scalar(k), high) for name, (_, n, k, _, count), high
-            in zip(g.names, g.dims, g.high) if min(scalar(n), scalar(k), scalar(count)) > 0]
+    return [Gemm(name, scalar(n), scalar(k), high, *gemm_fields(arch, name))
+            for name, (_, n, k, _, count), high in zip(g.names, g.dims, g.high)
+            if min(scalar(n), scalar(k), scalar(count)) > 0]
+
+
+def gemm_fields(arch: Architecture, name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(fields that set N, fields that set K) of the step GEMM `name`: those of its rows in the
+    table of sharded weight GEMMs that `arch` has (MLA's q_b reads H without a query LoRA)."""
+    rows = [row for row in rows_of(arch) if row.kernel == name]
+    unique = lambda dims: tuple(dict.fromkeys(f for d in dims for f in d.fields))  # noqa: E731
+    return (unique(row.n.chosen(arch) for row in rows),
+            unique(row.k.chosen(arch) for row in rows))
 
 
 def weight_gemms(arch: Architecture, dep: Deployment, *fields: str) -> list[Gemm]:
-    """The quantized weight GEMMs (of Table 1 and MLA), those naming any of `fields` if given."""
-    gemms = [g for g in model_gemms(arch, dep) if g.name in GEMM_FIELDS and not g.high]
-    named = lambda g: set(fields) & {*GEMM_FIELDS[g.name][0], *GEMM_FIELDS[g.name][1]}  # noqa
-    return [g for g in gemms if not fields or named(g)]
+    """The quantized weight GEMMs of the table, those naming any of `fields` if given."""
+    gemms = [g for g in model_gemms(arch, dep) if g.n_fields and not g.high]
+    return [g for g in gemms if not fields or set(fields) & {*g.n_fields, *g.k_fields}]
 
 
 def small_dim_field(arch: Architecture, gemm: Gemm) -> str:
-    """The field a fix of the smaller of N and K changes (q_b's K is H without a q LoRA)."""
-    n_fields, k_fields = GEMM_FIELDS[gemm.name]
-    if gemm.name == "attention/q_b" and arch.q_lora_rank == 0:
-        k_fields = ("hidden_size",)
-    names = n_fields if gemm.n <= gemm.k else k_fields
+    """The field a fix of the smaller of N and K changes."""
+    names = gemm.n_fields if gemm.n <= gemm.k else gemm.k_fields
     return next((f for f in FIX_FIELDS if f in names), names[0])
 
 
@@ -182,8 +174,8 @@ def gemm_rate_flop_per_s(gemms: list[Gemm], ctx: LintContext) -> float:
 
 
 def label_fields(dim: GemmDim) -> list[str]:
-    """The fields a `gemm_dims` label names, e.g. ["num_attention_heads", "head_dim"]."""
-    return re.findall(r"`(\w+)`", dim.label)
+    """The fields a `gemm_dims` dim comes from, e.g. ["num_attention_heads", "head_dim"]."""
+    return list(dim.fields)
 
 
 def fix_field(dim: GemmDim) -> str | None:
