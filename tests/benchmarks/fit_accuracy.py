@@ -1,8 +1,8 @@
 """Refit the accuracy proxy's free coefficients on the declared calibration set and report the
 fit error and the validation figures by family (issue 11 item 2).
 
-1. Reads `objectives/data/accuracy_calibration.csv` and fits (`objectives.accuracy_fit`): prints each
-   coefficient (fitted or policy, shipped value, refit value) and, per family, the rms and max
+1. Reads `objectives/data/accuracy_calibration.csv` and fits (`objectives.accuracy_fit`): prints
+   each coefficient (fitted or policy, shipped value, refit value) and, per family, the rms and max
    |ln(proxy/published)| over its calibration rows.
 2. With the refit coefficients in force, checks `tests/data/accuracy/validation.csv` (rows not
    fitted on; `validate_accuracy.py`): sign agreement and within-2x rates by family.

@@ -1,7 +1,8 @@
 """Check the accuracy proxy against published two-architecture comparisons.
 
 Reads the validation set `tests/data/accuracy/validation.csv` (published comparisons the proxy's
-coefficients were NOT fitted on; the fitted rows are `objectives/data/accuracy_calibration.csv`, see fit_accuracy.py): each
+coefficients were NOT fitted on; the fitted rows are `objectives/data/accuracy_calibration.csv`,
+see fit_accuracy.py): each
 row two shapes (`objectives/shapes.py` strings), their training tokens and formats, the published
 values of both and the source.
 For each row the proxy's relative loss difference pred = L(b)/L(a) − 1 (central loss) is set
