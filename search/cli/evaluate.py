@@ -31,6 +31,8 @@ from search.records.documents import (
     no_fit_message,
     params_document,
     point_document,
+    uncalibrated_document,
+    uncalibrated_line,
 )  # fmt: skip
 from search.records.tables import format_table, print_json
 
@@ -76,6 +78,7 @@ def evaluate_document(args: argparse.Namespace) -> dict:
         "workload": {"isl": workload.isl_tokens, "osl": workload.osl_tokens,
                      "prefix_cached_frac": workload.prefix_cached_frac},
         "params": params_document(arch),
+        "uncalibrated": uncalibrated_document(arch),
         "memory": {**memory, "max_concurrency": limit},
         "fits_memory": fits,
         "points": [point_document(points, j) for j in range(points.concurrency.shape[1])
@@ -177,6 +180,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
         pre = doc["prefill_deployment"]
         print(f"disaggregated: prefill instances of {pre['gpus']} GPU(s) (tp{pre['tp']} "
               f"ep{pre['ep']} dp{pre['dp']}); each point names its prefill:decode instance ratio")
+    if (line := uncalibrated_line(doc["uncalibrated"])) is not None:
+        print(line)
     rows = [{k: v for k, v in r.items() if k != "breakdown_ms"} for r in doc["points"]]
     print(format_table(rows))
     if "frontier_area" in doc:

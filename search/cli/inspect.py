@@ -30,6 +30,7 @@ from search.records.export import (
     vllm_document,
     write_export,
 )
+from search.records.documents import uncalibrated_document, uncalibrated_line
 from search.records.tables import format_table, print_json
 from search.study.errors import NoFeasibleError
 from search.study.evaluation import (
@@ -135,6 +136,8 @@ def print_record(rec: dict) -> None:
     print(f"shape: {_shape_line(rec['architecture'])}")
     print(f"params: {p['total']:,} total, {p['active']:,} active")
     print(format_table(_params_rows(p)))
+    if (line := uncalibrated_line(rec["uncalibrated"])) is not None:
+        print(line)
     print(f"deployment: tp {d['tp']}  ep {d['ep']}  pp {d['pp']}  dp {d['dp']}  "
           f"precision {d['precision']}  kv {d['kv_precision']}  max concurrency "
           f"{rec['max_concurrency']}")
@@ -164,7 +167,8 @@ def print_record(rec: dict) -> None:
 def run_show(args: argparse.Namespace) -> int:
     with opened_study(args) as (spec, study):
         trial, cand = find_trial(spec, study, args.trial)
-        record = trial_record(spec, trial, cand)
+        record = {**trial_record(spec, trial, cand),
+                  "uncalibrated": uncalibrated_document(cand.arch)}
     if args.json:
         print_json(record)
     else:

@@ -1,7 +1,8 @@
 """The other plot kinds of `archscout plot`:
 
-- breakdown: one candidate's time per output token split into GEMM / attention / communication /
-  other (NVIDIA, AI Model Co-Design (2026), Figure 2) at latency-first (c = 1) and throughput-first
+- breakdown: one candidate's time per output token split into GEMM / attention / linear
+  attention (state updates and scans of linear layers; 0 without them) / communication / other
+  (NVIDIA, AI Model Co-Design (2026), Figure 2) at latency-first (c = 1) and throughput-first
   (the largest fitting c) serving, for the study's workload and a long-context variant of it;
 - roofline: the candidate's GEMMs (per-GPU shapes after sharding, decode and prefill) on the
   GPU's roofline (NVIDIA, AI Model Co-Design (2026), Figure 3): arithmetic intensity against
@@ -44,10 +45,10 @@ from search.study.spec import StudySpec
 # The long-context column of NVIDIA, AI Model Co-Design (2026), Figure 2: a 32K-token prompt (the
 # study's OSL kept); the column is left out when the study's own ISL is already at least this long.
 LONG_CONTEXT_ISL_TOKENS = 32_768
-PART_COLORS = {"gemm": "tab:blue", "attention": "tab:orange", "communication": "tab:green",
-               "other": "tab:gray"}
-PART_LABELS = {"gemm": "GEMM", "attention": "attention", "communication": "communication",
-               "other": "other"}
+PART_COLORS = {"gemm": "tab:blue", "attention": "tab:orange", "linear_attention": "tab:purple",
+               "communication": "tab:green", "other": "tab:gray"}
+PART_LABELS = {"gemm": "GEMM", "attention": "attention", "linear_attention": "linear attention",
+               "communication": "communication", "other": "other"}
 SHARE_LABEL_MIN_FRAC = 0.04  # segments narrower than this carry no text inside
 BREAKDOWN_SIZE_IN = (10.0, 5.0)
 BAR_HEIGHT = 0.62

@@ -12,6 +12,7 @@ from cost_model.deployment import Deployment, Workload
 from cost_model.disaggregated import DisaggregatedPoints
 from cost_model.evaluate import OperatingPoints
 from cost_model.hardware import HardwareSpec
+from cost_model.linear_attention import uncalibrated_components
 from cost_model.memory import (
     kv_bytes_per_gpu_per_sequence,
     usable_bytes_per_gpu,
@@ -26,7 +27,36 @@ from cost_model.units import GIB_BYTES, MS_PER_S
 BATCH_COLUMNS = ("model", "hardware", "tp", "ep", "pp", "dp", "precision", "kv_precision",
                  "moe_precision", "isl", "osl", "concurrency")
 DEFAULT_WINDOW = (10.0, 1000.0)  # tokens/s/user: from batch-style serving to very fast chat
-BREAKDOWN_PARTS = ("gemm", "attention", "communication", "other")
+# TPOT by part (NVIDIA, AI Model Co-Design (2026), Figure 2, with the linear-attention layers'
+# state updates and scans as their own part): `attention` is full and sliding attention only
+# (`attention_s` less `linear_attention_s`, `breakdown_ms`); the parts sum to TPOT
+BREAKDOWN_PARTS = ("gemm", "attention", "linear_attention", "communication", "other")
+
+
+def breakdown_ms(points: OperatingPoints, j: int, row: int = 0) -> dict[str, float]:
+    """TPOT of candidate `row` at column `j` by part (`BREAKDOWN_PARTS`), in ms. The cost model's
+    `attention_s` holds the linear-attention layers' time too; here it is split out as
+    `linear_attention` (0 for a model without linear layers, or where the points do not split
+    it out) and `attention` keeps the rest, so the parts still sum to TPOT."""
+    at = lambda field: float(getattr(points, field)[row, j])  # noqa: E731
+    linear = 0.0 if points.linear_attention_s is None else at("linear_attention_s")
+    seconds = {"gemm": at("gemm_s"), "attention": at("attention_s") - linear,
+               "linear_attention": linear, "communication": at("communication_s"),
+               "other": at("other_s")}
+    return {part: seconds[part] * MS_PER_S for part in BREAKDOWN_PARTS}
+
+
+def uncalibrated_document(arch: Architecture) -> list[str]:
+    """The parts of `arch`'s step time costed by a roofline, not calibrated kernel tables."""
+    return list(uncalibrated_components(arch))
+
+
+def uncalibrated_line(parts: list[str]) -> str | None:
+    """The one line `evaluate` and `show` print when some part is a roofline (None: none)."""
+    if not parts:
+        return None
+    return (f"uncalibrated: {', '.join(parts)} costed by a roofline with cited kernel "
+            "efficiencies (no measured kernel table for it); read those parts as estimates")
 
 
 def params_document(arch: Architecture) -> dict:
@@ -52,7 +82,7 @@ def point_document(points: OperatingPoints | DisaggregatedPoints, j: int) -> dic
                    kv_transfer_ms=at("kv_transfer_s") * MS_PER_S,
                    prefill_queue_ms=at("queue_s") * MS_PER_S)
     else:
-        row["breakdown_ms"] = {p: at(f"{p}_s") * MS_PER_S for p in BREAKDOWN_PARTS}
+        row["breakdown_ms"] = breakdown_ms(points, j)
     return row
 
 

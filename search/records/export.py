@@ -17,6 +17,7 @@ import numpy as np
 from optuna.trial import FrozenTrial
 
 from constraints import CONSTRAINT_NAMES
+from constraints.engines import ENGINE_LABELS, engine_violations
 from cost_model.architecture import Architecture
 from cost_model.deployment import DEFAULT_MAX_BATCH_SEQUENCES, Deployment
 from cost_model.evaluate import OperatingPoints
@@ -28,7 +29,7 @@ from cost_model.hf_config import (
 from cost_model.units import MS_PER_S
 from objectives.serving import ServingScores
 from search.atomic import write_text_atomic
-from search.records.documents import BREAKDOWN_PARTS, params_document
+from search.records.documents import breakdown_ms, params_document
 from search.records.errors import ExportError
 from search.records.tables import plain
 from search.study.evaluation import hard_constraints, score_valid, sweep_outcome, trial_details
@@ -39,6 +40,7 @@ RECORD_KEY = ARCHSCOUT_RECORD_KEY  # marker (and format version) of a trial reco
 RECORD_VERSION = 1
 FORMATS = ("hf", "json", "vllm")
 HF_CONFIG_NAME = "config.json"
+HF_ENGINE_KEY = "archscout_engine"  # the study's serving engine in an HF export (null: any)
 
 # vLLM `--quantization` of each serving precision (None: unquantized checkpoint, no flag). Names
 # from vLLM's QuantizationMethods: "fp8" (also reads block-scaled FP8 checkpoints),
@@ -107,7 +109,7 @@ def frontier_points(points: OperatingPoints) -> list[dict]:
 
 
 def _breakdown_at(points: OperatingPoints, j: int) -> dict:
-    time_ms = {p: float(getattr(points, f"{p}_s")[0, j]) * MS_PER_S for p in BREAKDOWN_PARTS}
+    time_ms = breakdown_ms(points, j)
     total_ms = sum(time_ms.values())
     return {"concurrency": int(points.concurrency[0, j]), "tpot_ms": total_ms, "time_ms": time_ms,
             "share_frac": {p: t / total_ms for p, t in time_ms.items()}}
@@ -156,7 +158,7 @@ def trial_record(spec: StudySpec, trial: FrozenTrial, cand: Candidate) -> dict:
     feasible = all(c["satisfied"] for c in constraints.values() if c["hard"])
     return {
         RECORD_KEY: RECORD_VERSION, "study": spec.name, "trial": trial.number,
-        "hardware": spec.hardware.gpu, "workload": workload_document(spec),
+        "engine": spec.engine, "hardware": spec.hardware.gpu, "workload": workload_document(spec),
         "architecture": architecture_to_json_dict(cand.arch), "params": params_document(cand.arch),
         "deployment": deployment_document(cand.deployment),
         "objectives": dict(zip(spec.objectives.names, trial.values)), "feasible": feasible,
@@ -213,9 +215,8 @@ def _vllm_notes(arch: Architecture, dep: Deployment) -> list[str]:
         notes.append(f"Helix (kvp = {dep.kvp}) as vLLM decode context parallelism: vLLM keeps "
                      f"attention TP over all {dep.tp * dep.kvp} GPUs, the cost model "
                      f"tp = {dep.tp} heads × kvp = {dep.kvp} sequence shards")
-    if arch.is_moe and 1 < dep.ep < dep.tp * dep.dp:
-        notes.append(f"vLLM's expert parallelism spans TP·DP = {dep.tp * dep.dp} GPUs; the cost "
-                     f"model evaluated EP = {dep.ep} (experts also sharded {dep.moe_tp}-way)")
+    # a study that names no engine may evaluate mappings vLLM does not run (constraints/engines.py)
+    notes += [f"not what vLLM runs: {m}" for m in engine_violations("vllm", arch, dep)]
     return notes
 
 
@@ -246,6 +247,10 @@ def vllm_document(spec: StudySpec, cand: Candidate, max_concurrency: int) -> dic
     KV parallelism maps onto vLLM's decode context parallelism: TP = tp·kvp GPUs whose
     `--decode-context-parallel-size` kvp ranks split each sequence's KV."""
     arch, dep = cand.arch, cand.deployment
+    if spec.engine not in (None, "vllm"):
+        raise ExportError(f"`--format vllm`: study `{spec.name}` names engine "
+                          f"{ENGINE_LABELS[spec.engine]} (`engine` = {spec.engine!r}); its "
+                          "deployments were chosen for that engine, not vLLM")
     per_engine = max(1, min(max_concurrency // dep.dp, VLLM_MAX_NUM_SEQS_CAP))
     args = {
         "model": VLLM_MODEL_PLACEHOLDER.format(name=arch.name),
@@ -259,7 +264,8 @@ def vllm_document(spec: StudySpec, cand: Candidate, max_concurrency: int) -> dic
         "speculative_config": _vllm_speculative_config(dep),
         "kv_transfer_config": VLLM_NIXL_CONFIG if dep.serving == "disaggregated" else None,
     }
-    return {**args, "command": vllm_command(args), "notes": _vllm_notes(arch, dep)}
+    return {"engine": "vllm", **args, "command": vllm_command(args),
+            "notes": _vllm_notes(arch, dep)}
 
 
 # ---- export -------------------------------------------------------------------------------------
@@ -318,9 +324,15 @@ def remove_folders(created: list[Path]) -> None:
             return
 
 
+def hf_document(spec: StudySpec, cand: Candidate) -> dict:
+    """The architecture's Hugging Face config.json, naming the study's engine (transformers
+    keeps an unknown key as a config attribute; archscout's importer ignores it)."""
+    return {**architecture_to_hf_config(cand.arch), HF_ENGINE_KEY: spec.engine}
+
+
 def export_document(spec: StudySpec, trial: FrozenTrial, cand: Candidate, fmt: str) -> dict:
     if fmt == "hf":
-        return architecture_to_hf_config(cand.arch)
+        return hf_document(spec, cand)
     if fmt == "vllm":
         limit = int(score_valid(spec, [cand]).max_concurrency[0])
         return vllm_document(spec, cand, limit)

@@ -3,14 +3,21 @@
 
 import json
 
+import numpy as np
 import pytest
 
+from cost_model.deployment import make_deployment, make_workload
+from cost_model.evaluate import evaluate_points
+from cost_model.hardware import get_hardware
+from cost_model.hf_config import load_architecture
 from search.cli.main import main
+from search.records.documents import BREAKDOWN_PARTS
 
 from tests.data_paths import HF_CONFIGS, MODEL_CONFIGS
 
 LLAMA = str(MODEL_CONFIGS / "Llama-3.1-8B.json")
 DEEPSEEK = str(MODEL_CONFIGS / "DeepSeek-V3.json")
+QWEN3_NEXT = str(HF_CONFIGS / "Qwen3-Next-80B-A3B-Instruct.json")  # 36 Gated DeltaNet + 12 full
 
 
 def _doc(capsys, *argv):
@@ -64,3 +71,45 @@ def test_bad_mode_values_are_one_line(capsys, argv, field):
     assert main(["evaluate", LLAMA, "--hardware", "h200", *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and field in err
+
+
+# ---- linear attention as its own part; roofline-costed parts named --------------------------
+
+
+def test_linear_attention_is_its_own_part_and_attention_keeps_the_rest(capsys):
+    """Qwen3-Next on 8× H200 at 32k: attention_ms = attention_s − linear_attention_s of the cost
+    model (which counts the linear layers' state updates inside attention_s), linear_attention_ms
+    = linear_attention_s, and the five parts still sum to TPOT."""
+    argv = (QWEN3_NEXT, "--hardware", "h200", "--tp", "8", "--isl", "32768", "--osl", "1024",
+            "--concurrency", "1", "64")
+    doc = _doc(capsys, *argv)
+    points = evaluate_points([load_architecture(QWEN3_NEXT)], [make_deployment(tp=8)],
+                             get_hardware("h200"), make_workload(isl_tokens=32768,
+                                                                 osl_tokens=1024),
+                             np.array([1.0, 64.0]))
+    for j, row in enumerate(doc["points"]):
+        parts = row["breakdown_ms"]
+        assert tuple(parts) == BREAKDOWN_PARTS
+        assert parts["linear_attention"] == pytest.approx(points.linear_attention_s[0, j] * 1e3)
+        assert parts["linear_attention"] > 0
+        assert parts["attention"] == pytest.approx(
+            (points.attention_s[0, j] - points.linear_attention_s[0, j]) * 1e3)
+        assert sum(parts.values()) == pytest.approx(row["tpot_ms"], rel=1e-12)
+
+
+def test_a_model_without_linear_layers_shows_zero_linear_attention(capsys):
+    doc = _doc(capsys, LLAMA, "--hardware", "h200")
+    assert doc["uncalibrated"] == []
+    assert all(r["breakdown_ms"]["linear_attention"] == 0.0 for r in doc["points"])
+    for shares in doc["breakdown"].values():
+        assert shares["linear_attention"] == 0.0 and sum(shares.values()) == pytest.approx(1.0)
+
+
+def test_uncalibrated_parts_are_named_in_the_json_and_one_printed_line(capsys):
+    assert _doc(capsys, QWEN3_NEXT, "--hardware", "h200", "--tp", "8",
+                "--concurrency", "1")["uncalibrated"] == ["linear_attention"]
+    assert main(["evaluate", QWEN3_NEXT, "--hardware", "h200", "--tp", "8"]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("uncalibrated")]
+    assert len(lines) == 1 and "linear_attention" in lines[0] and "roofline" in lines[0]
+    assert main(["evaluate", LLAMA, "--hardware", "h200"]) == 0
+    assert "uncalibrated" not in capsys.readouterr().out

@@ -10,6 +10,7 @@ import pytest
 from optuna.trial import TrialState, create_trial
 
 from constraints import CONSTRAINT_NAMES
+from search.records.documents import BREAKDOWN_PARTS
 from search.records.arrow_export import CSV_SCHEMA, FLAGS_SEPARATOR, PARETO_SCHEMA, read_csv
 from search.cli.main import main
 from search.study.evaluation import hard_constraints
@@ -114,7 +115,8 @@ def test_show_json_time_breakdown(study, best, capsys):
     assert latency["concurrency"] == 1
     assert throughput["concurrency"] == fitting[-1]["concurrency"] == rec["max_concurrency"]
     for part in (latency, throughput):
-        assert set(part["time_ms"]) == {"gemm", "attention", "communication", "other"}
+        assert tuple(part["time_ms"]) == BREAKDOWN_PARTS
+        assert part["time_ms"]["linear_attention"] == 0.0  # no linear layers in this space
         assert sum(part["share_frac"].values()) == pytest.approx(1.0, abs=1e-12)
         assert sum(part["time_ms"].values()) == pytest.approx(part["tpot_ms"], rel=1e-12)
     assert latency["tpot_ms"] == pytest.approx(rec["frontier"][0]["tpot_ms"], rel=1e-12)
@@ -129,6 +131,12 @@ def test_show_json_constraints_and_loss(study, best, capsys):
         assert c["satisfied"] == (c["value"] <= 0) and c["message"]
     assert rec["loss"]["loss_proxy"] == best["loss_proxy"]
     assert rec["loss"]["loss_flags"] == best["flags"]
+
+
+def test_show_names_no_uncalibrated_part_for_attention_only_models(study, best, capsys):
+    assert _show(study, best["trial"], capsys)["uncalibrated"] == []
+    assert main(["show", str(study), str(best["trial"])]) == 0
+    assert "uncalibrated" not in capsys.readouterr().out
 
 
 def test_show_table(study, best, capsys):
