@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import optuna
 
+from constraints.engines import ENGINE_LABELS, engine_violations
 from cost_model.architecture import Architecture, design_name, make_architecture
 from cost_model.deployment import Deployment, make_deployment
 from cost_model.errors import ConfigError
@@ -131,7 +132,8 @@ def build_deployment(p: dict, is_moe: bool) -> Deployment:
 
 def swept_candidates(spec: StudySpec, cand: Candidate) -> list[Candidate]:
     """`cand`'s architecture under every distinct deployment of the space that is a valid
-    deployment of it (sharding rules, at most `max_gpus`), in grid order."""
+    deployment of it (sharding rules, at most `max_gpus`, runs on the study's engine), in grid
+    order."""
     seen, out = set(), []
     for combo in deployment_grid(spec.space):
         params = {**cand.params, **combo}
@@ -139,8 +141,8 @@ def swept_candidates(spec: StudySpec, cand: Candidate) -> list[Candidate]:
             dep = build_deployment(params, cand.arch.is_moe)
         except ConfigError:
             continue
-        if dep in seen or dep.gpus > spec.hardware.max_gpus or deployment_violations(cand.arch,
-                                                                                      dep):
+        if dep in seen or dep.gpus > spec.hardware.max_gpus or deployment_violations(
+                cand.arch, dep) or engine_violations(spec.engine, cand.arch, dep):
             continue
         seen.add(dep)
         out.append(Candidate(params, cand.arch, dep))
@@ -148,13 +150,24 @@ def swept_candidates(spec: StudySpec, cand: Candidate) -> list[Candidate]:
 
 
 def build_candidate(spec: StudySpec, params: dict) -> Candidate:
-    """The candidate of a parameter set (all params, fixed ones included)."""
+    """The candidate of a parameter set (all params, fixed ones included). A deployment the
+    study's engine cannot run is no candidate (its reason says which rules it breaks); in a
+    sweeping study the placeholder deployment becomes the first the engine runs instead."""
     context = spec.workload.isl_tokens + spec.workload.osl_tokens
     try:
         arch = build_architecture(params, context, len(spec.space.vocab_size.options) > 1)
-        return Candidate(params, arch, build_deployment(params, arch.is_moe))
+        cand = Candidate(params, arch, build_deployment(params, arch.is_moe))
     except ConfigError as exc:
         return Candidate(params, None, None, invalid_reason=str(exc))
+    broken = engine_violations(spec.engine, arch, cand.deployment)
+    if not broken:
+        return cand
+    runnable = swept_candidates(spec, cand) if sweeps_deployments(spec) else []
+    if runnable:
+        return runnable[0]
+    engine = ENGINE_LABELS[spec.engine]
+    lead = f"no deployment of the space runs on {engine}: " if sweeps_deployments(spec) else ""
+    return Candidate(params, None, None, invalid_reason=lead + "; ".join(broken))
 
 
 def complete_params(spec: StudySpec, sampled: dict) -> dict:

@@ -26,6 +26,7 @@ from pydantic import (
 )  # fmt: skip
 
 from constraints import CONSTRAINT_NAMES
+from constraints.engines import ENGINE_NAMES, format_refusal
 from cost_model.deployment import SERVING_MODES, Deployment
 from cost_model.hardware import get_hardware
 from cost_model.precision import get_precision
@@ -329,6 +330,18 @@ class StudySpec(BaseModel):
     # shapes only); "sampled" makes the deployment dimensions Optuna dimensions like the rest;
     # "auto" sweeps when the space holds at most `search.study.space.SWEEP_MAX_DEPLOYMENTS`.
     deployments: Literal["auto", "sweep", "sampled"] = "auto"
+    # The serving engine the deployments must run on (constraints/engines.py): deployments it
+    # cannot run are neither sampled nor swept. None: any mapping the cost model evaluates.
+    engine: Literal[ENGINE_NAMES] | None = None
+
+    @model_validator(mode="after")
+    def _formats_run_on_the_engine(self) -> StudySpec:
+        """Every format option of the space is one the study's engine runs."""
+        for name in () if self.engine is None else FORMAT_DIMENSIONS:
+            for option in getattr(self.space, name).options:
+                if option != SAME_FORMAT and (why := format_refusal(self.engine, name, option)):
+                    raise ValueError(why)
+        return self
 
     @model_validator(mode="after")
     def _formats_run_on_the_gpu(self) -> StudySpec:

@@ -25,7 +25,7 @@ from tests.search.cli.test_inspect import bad_input, make_study, pareto_items
 VLLM_KEYS = {"model", "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
              "enable_expert_parallel", "quantization", "kv_cache_dtype", "max_model_len",
              "max_num_seqs", "command", "notes", "decode_context_parallel_size",
-             "speculative_config", "kv_transfer_config"}
+             "speculative_config", "kv_transfer_config", "engine"}
 
 
 @pytest.fixture(scope="module")
