@@ -2,9 +2,12 @@
 parameter counts, alignment dims (constraints)."""
 
 import re
+from functools import cache
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from constraints.shapes import gemm_dims
 from cost_model.architecture import Architecture
@@ -226,3 +229,25 @@ def test_every_row_names_fields_of_the_architecture():
     for row in ROWS:
         assert set(row.fields) <= set(Architecture.model_fields), row.name
         assert row.when is None or row.when in Architecture.model_fields, row.name
+
+
+@cache
+def _config(index: int) -> Architecture:
+    return load_architecture(CONFIGS[index])
+
+
+@settings(max_examples=40, deadline=None)
+@given(index=st.integers(0, len(CONFIGS) - 1), tp=st.sampled_from([1, 2, 4, 8]))
+def test_sharding_never_loses_weights(index, tp):
+    """Over TP GPUs every weight is held at least once: TP × the per-GPU weights ≥ the
+    weights on one GPU (equal without replicated rows: MLA's down-projections, the router, the
+    indexer, KV heads beyond n_kv), and at most TP times them."""
+    arch = _config(index)
+    env = Env.create(get_hardware("h200"), "bf16", "bf16")
+
+    def weights(t: int) -> float:  # experts over EP = TP (moe_tp 1)
+        dep = Deployment(tp=t, ep=t if arch.is_moe else 1)
+        return float(weight_bytes_per_gpu(*_arrays(arch, dep), env)[0, 0])
+
+    one, many = weights(1), weights(tp)
+    assert one * (1 - 1e-12) <= tp * many <= tp * one * (1 + 1e-12)
