@@ -14,6 +14,7 @@ from search.errors import SearchError
 from search.records.arrow_export import write_pareto_files
 from search.records.tables import format_table, print_json
 from search.study.errors import NoFeasibleError, StorageError
+from search.study.record import recorded_spec
 from search.study.report import pareto_document
 from search.study.runner import RunSummary, describe_rejections, run_study
 from search.study.spec import StudySpec, load_spec
@@ -163,7 +164,10 @@ def _finish(args, spec: StudySpec, summary: RunSummary | None) -> int:
         why = describe_rejections(summary) if summary else "see `archscout pareto`"
         raise NoFeasibleError(f"no feasible candidate in {doc['trials']} trials of "
                               f"`{spec.name}` ({why})")
-    print_pareto(doc)
+    if args.json:  # the document `pareto --json` prints
+        print_json(doc)
+    else:
+        print_pareto(doc)
     return 0
 
 
@@ -178,8 +182,10 @@ def load_study(spec: StudySpec, handle: StorageHandle) -> optuna.Study:
 def run_pareto(args: argparse.Namespace) -> int:
     spec = load_spec(args.study)
     handle = open_for_reading(Path(args.study), spec, args.storage)
-    doc = pareto_document(spec, load_study(spec, handle))
-    write_pareto_files(doc, args.parquet, args.csv)
+    study = load_study(spec, handle)
+    spec = recorded_spec(study, spec)  # the spec it ran with (one note on stderr if they differ)
+    doc = pareto_document(spec, study)
+    write_pareto_files(doc, args.parquet, args.csv, spec, study)
     if args.json:
         print_json(doc)
     else:
@@ -209,6 +215,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    "(default 1)")
     s.add_argument("--seed", type=int, default=None, help="sampler seed (default: the study's)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.add_argument("--json", action="store_true", help="end with the `pareto --json` document "
+                   "on stdout instead of the table")
     s.set_defaults(func=run_search)
 
     p = sub.add_parser("pareto", help="the Pareto-optimal architectures, ranked by frontier area")
