@@ -1,5 +1,9 @@
 """Exact parameter counts (a named breakdown) and forward FLOPs per token of an `Architecture`.
 
+Weight matrices (and their biases) are the rows of the table of sharded weight GEMMs
+(`cost_model.sharded_gemms`); this module adds what is not a GEMM: embedding, norms, attention
+sinks, the linear mixers' convolutions and per-head state parameters.
+
 Counts equal the unique parameters transformers instantiates for the same config (a tied lm_head
 is counted once, as the embedding); buffers (RoPE tables, DeepSeek's router correction bias) and
 DeepSeek's multi-token-prediction layers, which transformers does not build, are not parameters.
@@ -125,9 +129,9 @@ def _linear_mixer_params(arch: Architecture) -> dict[str, int]:
 
 
 def _kimi_delta_params(arch: Architecture) -> dict[str, int]:
-    """One KDA layer (transformers' KimiLinearDeltaAttention): q, k, v (H → n·d each), b_proj
-    (H → n), the forget and output gates' bottlenecks H → d → n·d (f_a/f_b, g_a/g_b; counted
-    with in_proj), a bias-free conv over q, k, v, dt_bias (n·d), A_log (n), o_norm (d), o_proj."""
+    """One KDA layer's non-GEMM parameters (transformers' KimiLinearDeltaAttention; its
+    projections are table rows): a bias-free conv over q, k, v, dt_bias (n·d), A_log (n),
+    o_norm (d)."""
     heads, dim = arch.linear_num_value_heads, arch.linear_value_head_dim
     qkv = heads * dim
     return {
@@ -137,9 +141,9 @@ def _kimi_delta_params(arch: Architecture) -> dict[str, int]:
 
 
 def _mamba2_params(arch: Architecture) -> dict[str, int]:
-    """One Mamba-2 mixer (transformers' NemotronHMamba2Mixer, no projection biases): in_proj
-    H → z, x (n_h·d_h each), B, C (groups·state each), dt (n_h); a conv over x, B, C (bias iff
-    `linear_conv_bias`); dt_bias, A_log, D per head; a gated RMSNorm over n_h·d_h; out_proj."""
+    """One Mamba-2 mixer's non-GEMM parameters (transformers' NemotronHMamba2Mixer; in_proj and
+    out_proj are table rows): a conv over x, B, C (bias iff `linear_conv_bias`); dt_bias, A_log,
+    D per head; a gated RMSNorm over n_h·d_h."""
     inner = arch.linear_num_value_heads * arch.linear_value_head_dim
     conv_width = inner + 2 * arch.linear_num_key_heads * arch.linear_key_head_dim
     return {
@@ -150,9 +154,9 @@ def _mamba2_params(arch: Architecture) -> dict[str, int]:
 
 
 def _gated_deltanet_params(arch: Architecture) -> dict[str, int]:
-    """One Gated DeltaNet layer (transformers' Qwen3NextGatedDeltaNet): in_proj_qkvz + in_proj_ba
-    (H → 2·n_k·d_k + 2·n_v·d_v + 2·n_v), a bias-free depthwise conv over q, k, v, dt_bias and
-    A_log per v head, a gated RMSNorm of one v head, out_proj n_v·d_v → H."""
+    """One Gated DeltaNet layer's non-GEMM parameters (transformers' Qwen3NextGatedDeltaNet;
+    in_proj_qkvz, in_proj_ba and out_proj are table rows): a bias-free depthwise conv over q, k,
+    v, dt_bias and A_log per v head, a gated RMSNorm of one v head."""
     value_width = arch.linear_num_value_heads * arch.linear_value_head_dim
     conv_width = 2 * arch.linear_num_key_heads * arch.linear_key_head_dim + value_width
     return {
