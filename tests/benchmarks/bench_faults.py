@@ -1,0 +1,445 @@
+"""Faults, measured (issue 17, item 7): kill `archscout search` at random moments, kill a
+PostgreSQL worker and restart the server under a run, fill the disk; check the study each time.
+
+(a) journal: `archscout search STUDY --trials N` (the default journal) is SIGKILLed at `--tries`
+    random moments (uniform in [0, `--kill-window-s`] after the start: imports, opening and
+    repairing the journal, sampling, scoring, appending, fsync, the size record). After each
+    kill the journal is read as `pareto` reads it (read-only) and checked: it loads, no trial
+    number appears twice, no trial is stored twice (same start time, params and values), every
+    COMPLETE trial has its objective values and attributes, no RUNNING trial, and every trial
+    finished before the kill is still there. The same command then resumes; a last run without
+    a kill must end with exactly N finished trials.
+(b) PostgreSQL: a fresh database; 4 workers (`archscout search --storage URL`, separate
+    processes, as on 4 machines) plus a fifth that is SIGKILLed at a random moment, and one
+    server restart (`pg_ctlcluster 15 main restart`) at another. The parent reads the study
+    every few seconds; at the end: finished vs requested, RUNNING trials left, trials lost
+    (finished once, gone later), duplicates. The database is dropped afterwards.
+(c) a full disk: the study's out/ folder on a small tmpfs (`mount -t tmpfs -o size=4m`) half
+    taken by a filler file; the search must stop with exit code 2 and one line on stderr,
+    leave no temporary file and a journal that loads; after the filler is deleted the same
+    command resumes to exactly N trials.
+
+Prints per part: tries, recoveries, trials lost, duplicates, RUNNING trials left, finished vs
+requested (and the details behind them). Needs root for (b)'s restart and (c)'s mount.
+Run: python tests/benchmarks/bench_faults.py [--tries 30] [--trials 2000] [--skip-postgres]
+     [--skip-disk] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from optuna.trial import TrialState
+
+from search.cli.study import load_study, open_for_reading
+from search.study.evaluation import COLUMN_ATTRS, DETAILS_ATTR
+from search.study.spec import load_spec
+
+QUICKSTART = ROOT / "studies" / "quickstart.toml"
+PG_ADMIN_URL = "postgresql://archscout:archscout@127.0.0.1:5432/archscout"
+PG_CLUSTER = ("15", "main")  # pg_ctlcluster VERSION NAME (this machine's server)
+FILLER_BYTES = 5 * 2**19  # 2.5 MiB of the 4 MiB tmpfs: ~1.5 MiB (~500 trials) left for the journal
+TMPFS_SIZE = "4m"
+RUN_TIMEOUT_S = 900  # any one search process (the final runs finish the study)
+SNAPSHOT_EVERY_S = 3.0  # (b): how often the parent reads the study
+
+
+# ---- the study and what a check of it finds ---------------------------------------------------
+
+
+def write_study(folder: Path, trials: int, batch_size: int, name: str = "faults") -> Path:
+    """The quick-start study with `trials` and `batch_size`, as folder/NAME.toml (its journal
+    goes to folder/out/)."""
+    text = QUICKSTART.read_text(encoding="utf-8")
+    for key, value in (("trials", trials), ("batch_size", batch_size), ("name", f'"{name}"')):
+        text = re.sub(rf"(?m)^{key} = .*$", f"{key} = {value}", text)
+    path = folder / f"{name}.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def search_command(study: Path, trials: int, storage: str | None = None) -> list[str]:
+    cmd = [sys.executable, "-m", "search.cli.main", "search", str(study), "--trials", str(trials),
+           "--no-progress"]
+    return cmd + (["--storage", storage] if storage else [])
+
+
+def trial_key(t) -> tuple:
+    """What makes a stored trial itself: written twice, a trial has the same key twice."""
+    return (t.datetime_start, tuple(sorted(t.params.items())), tuple(t.values or ()),
+            t.state.name)
+
+
+@dataclass
+class Check:
+    loads: bool = True
+    error: str = ""
+    trials: int = 0
+    finished: int = 0  # COMPLETE + FAIL (what --trials counts)
+    complete: int = 0
+    running: int = 0
+    numbers_repeated: int = 0
+    duplicates: int = 0
+    incomplete_records: int = 0  # COMPLETE without its values or attributes
+    keys: set = field(default_factory=set, repr=False)  # of finished trials
+
+
+def read_trials(study: Path, storage: str | None) -> list:
+    spec = load_spec(study)
+    handle = open_for_reading(study, spec, storage)
+    try:
+        return load_study(spec, handle).get_trials(deepcopy=False)
+    finally:
+        handle.close()
+
+
+def check_study(study: Path, storage: str | None = None) -> Check:
+    try:
+        trials = read_trials(study, storage)
+    except Exception as exc:  # noqa: BLE001 - a journal that does not load is what we count
+        return Check(loads=False, error=f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
+    objectives = len(load_spec(study).objectives.names)
+    needed = {*COLUMN_ATTRS, DETAILS_ATTR}
+    done = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.FAIL)]
+    complete = [t for t in done if t.state == TrialState.COMPLETE]
+    keys = [trial_key(t) for t in trials]
+    numbers = [t.number for t in trials]
+    return Check(
+        trials=len(trials), finished=len(done), complete=len(complete),
+        running=sum(t.state == TrialState.RUNNING for t in trials),
+        numbers_repeated=len(numbers) - len(set(numbers)), duplicates=len(keys) - len(set(keys)),
+        incomplete_records=sum(len(t.values or ()) != objectives
+                               or not needed <= t.user_attrs.keys() for t in complete),
+        keys={trial_key(t) for t in done})
+
+
+def healthy(check: Check) -> bool:
+    return check.loads and not (check.running or check.numbers_repeated or check.duplicates
+                                or check.incomplete_records)
+
+
+# ---- (a) SIGKILL at random moments on the default journal -------------------------------------
+
+
+@dataclass
+class KillReport:
+    tries: int = 0
+    killed: int = 0  # the process was still running at the kill moment
+    ended_before_kill: int = 0
+    during_batches: int = 0  # kills after the journal had grown in that try
+    loads_after_kill: int = 0
+    healthy_after_kill: int = 0
+    recoveries: int = 0  # kills after which the next run (the next try's, or the last) ran
+    pending_kill: bool = False  # the last try ended in a kill
+    trials_lost: int = 0
+    duplicates: int = 0
+    running_left: int = 0
+    tmp_files_left: int = 0
+    lock_files_seen: int = 0
+    slowest_start_s: float = 0.0  # longest time from a run's start to its first new trial
+    requested: int = 0
+    finished: int = 0
+    errors: list = field(default_factory=list)
+
+
+def _journal(study: Path) -> Path:
+    return study.parent / "out" / load_spec(study).name / "study.journal"
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size if path.exists() else 0
+
+
+def _first_growth_s(proc: subprocess.Popen, journal: Path, start: float, limit_s: float) -> float:
+    """Seconds until `journal` grows (the run's first batch is durable), or until it ends."""
+    before = _size(journal)
+    while time.monotonic() - start < limit_s and proc.poll() is None:
+        if _size(journal) > before:
+            break
+        time.sleep(0.02)
+    return time.monotonic() - start
+
+
+def _settle(report: KillReport, ran: bool, err: str) -> None:
+    """Count a recovery when the run after a kill ran (was not refused or crashed)."""
+    if not ran:
+        report.errors.append(f"{err.strip().splitlines()[-1:]}")
+    elif report.pending_kill:
+        report.recoveries += 1
+
+
+def kill_once(study: Path, trials: int, moment_s: float, report: KillReport) -> None:
+    journal = _journal(study)
+    before = _size(journal)
+    start = time.monotonic()
+    proc = subprocess.Popen(search_command(study, trials), cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    report.slowest_start_s = max(report.slowest_start_s,
+                                 _first_growth_s(proc, journal, start, moment_s))
+    time.sleep(max(0.0, moment_s - (time.monotonic() - start)))
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGKILL)
+        report.killed += 1
+        report.during_batches += _size(journal) > before
+    else:
+        report.ended_before_kill += 1
+    _, err = proc.communicate()
+    _settle(report, proc.returncode in (0, -signal.SIGKILL), err)
+    report.pending_kill = proc.returncode == -signal.SIGKILL
+    report.lock_files_seen += journal.with_name(journal.name + ".lock").exists()
+
+
+def run_kills(folder: Path, tries: int, trials: int, window_s: float, seed: int) -> KillReport:
+    rng = random.Random(seed)
+    study = write_study(folder, trials, batch_size=32)
+    report, seen = KillReport(tries=tries, requested=trials), set()
+    for i in range(tries):
+        kill_once(study, trials, rng.uniform(0.0, window_s), report)
+        check = check_study(study)
+        report.tmp_files_left += len(list((folder / "out").rglob("*.tmp")))
+        if not check.loads:
+            report.errors.append(f"try {i}: {check.error}")
+            continue
+        report.loads_after_kill += 1
+        report.healthy_after_kill += healthy(check)
+        report.trials_lost += len(seen - check.keys)
+        report.duplicates = max(report.duplicates, check.duplicates)
+        report.running_left = max(report.running_left, check.running)
+        seen |= check.keys
+        print(f"  try {i + 1:2d}/{tries}: {check.finished} finished, healthy {healthy(check)}",
+              file=sys.stderr)
+    final = subprocess.run(search_command(study, trials), cwd=ROOT, capture_output=True,
+                           text=True, timeout=RUN_TIMEOUT_S, check=False)
+    _settle(report, final.returncode == 0, final.stderr)
+    check = check_study(study)
+    report.trials_lost += len(seen - check.keys)
+    report.duplicates = max(report.duplicates, check.duplicates)
+    report.running_left, report.finished = check.running, check.finished
+    return report
+
+
+# ---- (b) PostgreSQL: 4 workers, one killed worker, one server restart -------------------------
+
+
+@dataclass
+class PostgresReport:
+    workers: int = 4
+    killed_worker_at_s: float = 0.0
+    restart_at_s: float = 0.0
+    restart_s: float = 0.0  # how long `pg_ctlcluster restart` took
+    workers_ok: int = 0
+    worker_errors: list = field(default_factory=list)
+    stderr_lines_max: int = 0  # the longest stderr of a surviving worker, in lines
+    snapshots: int = 0
+    snapshot_errors: int = 0  # reads that failed (the server was down)
+    trials_lost: int = 0
+    duplicates: int = 0
+    numbers_repeated: int = 0
+    running_left: int = 0
+    running_left_after_resume: int | None = None
+    failed_unevaluated: int = 0  # FAIL trials without an outcome (orphans settled as failed)
+    requested: int = 0
+    finished: int = 0
+    finished_after_resume: int | None = None
+    wall_s: float = 0.0
+
+
+def _psql(sql: str) -> None:
+    subprocess.run(["su", "postgres", "-c", f'psql -qc "{sql}"'], check=True,
+                   capture_output=True, timeout=120)
+
+
+def _restart_server(report: PostgresReport) -> None:
+    start = time.monotonic()
+    subprocess.run(["pg_ctlcluster", *PG_CLUSTER, "restart"], check=True, timeout=120)
+    report.restart_s = time.monotonic() - start
+
+
+def _failed_unevaluated(study: Path, url: str) -> int:
+    return sum(t.state == TrialState.FAIL and not t.user_attrs for t in read_trials(study, url))
+
+
+def _watch(procs, victim, study, url, report, rng, seen: set) -> None:
+    """Until the 4 workers end: kill the victim and restart the server at their moments, and
+    read the study every SNAPSHOT_EVERY_S (what was finished must stay)."""
+    start, kill_at, restart_at = time.monotonic(), rng.uniform(5, 20), rng.uniform(15, 40)
+    report.killed_worker_at_s, report.restart_at_s = round(kill_at, 1), round(restart_at, 1)
+    last = 0.0
+    while any(p.poll() is None for p in procs) and time.monotonic() - start < RUN_TIMEOUT_S:
+        now = time.monotonic() - start
+        if kill_at and now >= kill_at:
+            victim.send_signal(signal.SIGKILL)
+            kill_at = 0.0
+        if restart_at and now >= restart_at:
+            _restart_server(report)
+            restart_at = 0.0
+        if now - last >= SNAPSHOT_EVERY_S:
+            last = now
+            check = check_study(study, url)
+            report.snapshots += 1
+            report.snapshot_errors += not check.loads
+            report.trials_lost += len(seen - check.keys) if check.loads else 0
+            seen |= check.keys
+        time.sleep(0.2)
+
+
+def run_postgres(folder: Path, trials: int, seed: int) -> PostgresReport:
+    rng = random.Random(seed)
+    db = f"archscout_faults_{os.getpid()}"
+    url = PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{db}"
+    _psql(f"CREATE DATABASE {db} OWNER archscout")
+    report = PostgresReport(requested=trials)
+    study = write_study(folder, trials, batch_size=32, name="faults_pg")
+    start = time.monotonic()
+    try:
+        procs = [subprocess.Popen(search_command(study, trials, url), cwd=ROOT,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                 for _ in range(report.workers + 1)]
+        victim, survivors = procs[-1], procs[:-1]
+        seen: set = set()
+        _watch(survivors, victim, study, url, report, rng, seen)
+        for p in procs:
+            _, err = p.communicate(timeout=RUN_TIMEOUT_S)
+            if p is victim:
+                continue
+            report.stderr_lines_max = max(report.stderr_lines_max, len(err.strip().splitlines()))
+            if p.returncode == 0:
+                report.workers_ok += 1
+            else:
+                report.worker_errors.append(f"exit {p.returncode}: {err.strip()[-300:]}")
+        report.wall_s = time.monotonic() - start
+        check = check_study(study, url)
+        report.trials_lost += len(seen - check.keys)
+        report.duplicates, report.numbers_repeated = check.duplicates, check.numbers_repeated
+        report.running_left, report.finished = check.running, check.finished
+        report.failed_unevaluated = _failed_unevaluated(study, url)
+        if check.running or check.finished != trials:  # what one more run of the command does
+            subprocess.run(search_command(study, trials, url), cwd=ROOT, capture_output=True,
+                           timeout=RUN_TIMEOUT_S, check=False)
+            again = check_study(study, url)
+            report.running_left_after_resume = again.running
+            report.finished_after_resume = again.finished
+    finally:
+        _psql(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+    return report
+
+
+# ---- (c) a full disk on a small tmpfs ---------------------------------------------------------
+
+
+@dataclass
+class DiskReport:
+    mounted: bool = False
+    why_not: str = ""
+    exit_code: int | None = None
+    stderr_lines: int = 0
+    stderr: str = ""
+    tmp_files_left: int = 0
+    loads_when_full: bool = False
+    finished_when_full: int = 0
+    resume_exit_code: int | None = None
+    trials_lost: int = 0
+    duplicates: int = 0
+    running_left: int = 0
+    requested: int = 0
+    finished: int = 0
+
+
+def _run_disk(folder: Path, trials: int, report: DiskReport) -> None:
+    study = write_study(folder, trials, batch_size=32)
+    (folder / "out").mkdir()
+    filler = folder / "out" / "filler"
+    filler.write_bytes(b"\0" * FILLER_BYTES)
+    full = subprocess.run(search_command(study, trials), cwd=ROOT, capture_output=True,
+                          text=True, timeout=RUN_TIMEOUT_S, check=False)
+    report.exit_code, report.stderr = full.returncode, full.stderr.strip()
+    report.stderr_lines = len(report.stderr.splitlines())
+    report.tmp_files_left = len(list((folder / "out").rglob("*.tmp")))
+    check = check_study(study)
+    report.loads_when_full, report.finished_when_full = check.loads, check.finished
+    filler.unlink()  # space is freed
+    resumed = subprocess.run(search_command(study, trials), cwd=ROOT, capture_output=True,
+                             text=True, timeout=RUN_TIMEOUT_S, check=False)
+    report.resume_exit_code = resumed.returncode
+    after = check_study(study)
+    report.trials_lost = len(check.keys - after.keys)
+    report.duplicates, report.running_left = after.duplicates, after.running
+    report.finished = after.finished
+
+
+def run_disk(folder: Path, trials: int) -> DiskReport:
+    report = DiskReport(requested=trials)
+    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={TMPFS_SIZE}", "tmpfs",
+                            str(folder)], capture_output=True, text=True, check=False)
+    if mount.returncode != 0:
+        report.why_not = mount.stderr.strip() or f"mount exit {mount.returncode}"
+        return report
+    report.mounted = True
+    try:
+        _run_disk(folder, trials, report)
+    finally:
+        subprocess.run(["umount", str(folder)], check=False)
+    return report
+
+
+# ---- main -------------------------------------------------------------------------------------
+
+
+def _print(title: str, report) -> None:
+    print(f"\n{title}")
+    for key, value in asdict(report).items():
+        if key != "pending_kill":
+            print(f"  {key}: {value}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tries", type=int, default=30)
+    parser.add_argument("--trials", type=int, default=2000, help="(a) trials requested")
+    parser.add_argument("--kill-window-s", type=float, default=10.0)
+    parser.add_argument("--pg-trials", type=int, default=512)
+    parser.add_argument("--disk-trials", type=int, default=800)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--skip-kills", action="store_true")
+    parser.add_argument("--skip-postgres", action="store_true")
+    parser.add_argument("--skip-disk", action="store_true")
+    parser.add_argument("--json", metavar="PATH", default=None)
+    args = parser.parse_args()
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="bench_faults_") as tmp:
+        base = Path(tmp)
+        if not args.skip_kills:
+            (base / "kills").mkdir()
+            results["kills"] = run_kills(base / "kills", args.tries, args.trials,
+                                         args.kill_window_s, args.seed)
+            _print("(a) SIGKILL at random moments, default journal", results["kills"])
+        if not args.skip_postgres:
+            (base / "pg").mkdir()
+            results["postgres"] = run_postgres(base / "pg", args.pg_trials, args.seed)
+            _print("(b) PostgreSQL: 4 workers + 1 killed, 1 server restart", results["postgres"])
+        if not args.skip_disk:
+            (base / "disk").mkdir()
+            results["disk"] = run_disk(base / "disk", args.disk_trials)
+            _print(f"(c) full disk (tmpfs {TMPFS_SIZE}, {FILLER_BYTES} bytes of filler)",
+                   results["disk"])
+    if args.json:
+        Path(args.json).write_text(json.dumps({k: asdict(v) for k, v in results.items()},
+                                              indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()
