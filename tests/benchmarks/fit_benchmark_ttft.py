@@ -8,18 +8,19 @@ tables, never aiconfigurator's silicon_sample.csv). The objective is the median 
 over a grid (t_request 0…300 ms by 1 ms, q 0…1 by 0.01): robust to the outliers of a mixed set,
 and exactly reproducible.
 
-Validation: the rows are split in two by a hash of (model, GPU, deployment, ISL, OSL, concurrency);
-terms fitted on one half are scored on the other, both ways.
+Declared split (to avoid fitting to the test): `validate_serving.split_half` divides the rows by a
+hash of their configuration (model, GPU, deployment, ISL, OSL, concurrency; one configuration
+measured on several dates stays on one side). The terms are fitted on the `fit` half only and
+scored on the `holdout` half; a fit on all rows is printed beside them for comparison.
 
 Usage: python tests/benchmarks/fit_benchmark_ttft.py [--write]
-  --write  store the terms fitted on all rows in cost_model/data/serving/benchmark.toml
+  --write  store the terms fitted on the `fit` half in cost_model/data/serving/benchmark.toml
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import io
 import json
 import sys
@@ -68,20 +69,17 @@ def fit(rows: list[dict]) -> tuple[float, float, float]:
     return float(OVERHEAD_GRID_S[i]), float(SHARE_GRID[j]), float(cost[i, j])
 
 
-def _half(row: dict) -> int:
-    key = f"{row['model']}|{row['gpu']}|{row['deployment']}|{row['isl_tokens']}|" \
-          f"{row['osl_tokens']}|{row['concurrency']}"
-    return hashlib.sha256(key.encode()).digest()[0] % 2
-
-
 def _summary(errors: np.ndarray) -> str:
     rel = np.exp(errors) - 1.0
     return f"median |error| {np.median(np.abs(rel)):.0%}, bias {np.median(rel):+.0%}"
 
 
-def write_terms(overhead_s: float, share: float, rows: int, error: float) -> None:
-    fitted = (f"fitted by tests/benchmarks/fit_benchmark_ttft.py on {rows} published TTFT rows "
-              f"of tests/data (median |log error| {error:.3f})")
+def write_terms(overhead_s: float, share: float, fit_rows: list[dict],
+                holdout_rows: list[dict]) -> None:
+    fitted = (f"fitted by tests/benchmarks/fit_benchmark_ttft.py on the {len(fit_rows)} published "
+              f"TTFT rows of the declared fit half of tests/data (validate_serving.split_half): "
+              f"{_summary(log_errors(fit_rows, overhead_s, share))}; holdout "
+              f"{len(holdout_rows)} rows: {_summary(log_errors(holdout_rows, overhead_s, share))}")
     TOML.write_text(
         "# What a benchmark client adds to the engine's own TTFT (cost_model/benchmark_ttft.py).\n"
         "# Fitted by `python tests/benchmarks/fit_benchmark_ttft.py --write` on published "
@@ -93,26 +91,25 @@ def write_terms(overhead_s: float, share: float, rows: int, error: float) -> Non
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help="write the all-row fit to the TOML")
+    parser.add_argument("--write", action="store_true", help="write the fit-half terms to the TOML")
     args = parser.parse_args(argv)
     rows = ttft_rows()
-    overhead, share, error = fit(rows)
-    print(f"{len(rows)} rows with a measured TTFT")
-    print(f"fit on all rows: t_request {overhead * 1e3:.0f} ms, q {share:.2f}: "
-          f"{_summary(log_errors(rows, overhead, share))}")
-    for half in (0, 1):
-        train = [r for r in rows if _half(r) == half]
-        test = [r for r in rows if _half(r) != half]
-        if train and test:
-            o, q, _ = fit(train)
-            print(f"fit on half {half} ({len(train)} rows: t_request {o * 1e3:.0f} ms, q {q:.2f})"
-                  f" -> the other {len(test)} rows: {_summary(log_errors(test, o, q))}")
-    for kind in ("dense", "moe"):
-        part = [r for r in rows if r["is_moe"] == (kind == "moe")]
-        if part:
-            print(f"  {kind}: {len(part)} rows, {_summary(log_errors(part, overhead, share))}")
+    fit_rows = [r for r in rows if r["half"] == validate_serving.HALVES[0]]
+    holdout = [r for r in rows if r["half"] != validate_serving.HALVES[0]]
+    overhead, share, _ = fit(fit_rows)
+    print(f"{len(rows)} rows with a measured TTFT: {len(fit_rows)} fit, {len(holdout)} holdout")
+    print(f"fit on the fit half: t_request {overhead * 1e3:.0f} ms, q {share:.2f}")
+    for name, part in (("fit half", fit_rows), ("holdout", holdout), ("all rows", rows)):
+        print(f"  {name} ({len(part)} rows): {_summary(log_errors(part, overhead, share))}")
+        for kind in ("dense", "moe"):
+            sub = [r for r in part if r["is_moe"] == (kind == "moe")]
+            if sub:
+                print(f"    {kind}: {len(sub)} rows, {_summary(log_errors(sub, overhead, share))}")
+    o_all, q_all, _ = fit(rows)
+    print(f"for comparison, fitted on all rows: t_request {o_all * 1e3:.0f} ms, q {q_all:.2f}: "
+          f"{_summary(log_errors(rows, o_all, q_all))}")
     if args.write:
-        write_terms(overhead, share, len(rows), error)
+        write_terms(overhead, share, fit_rows, holdout)
         print(f"wrote {TOML.relative_to(REPO)}")
     return 0
 

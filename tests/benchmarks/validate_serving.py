@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import json
 import re
 import sys
@@ -93,6 +94,7 @@ REQUIRED_COLUMNS = (
     "output_tokens_per_s_per_gpu", "tpot_ms", "ttft_ms", "mode", "attention_dp", "spec_decode",
 )
 WEIGHTS_DO_NOT_FIT = "weights and workspace do not fit memory (no concurrency fits)"
+HALVES = ("fit", "holdout")
 
 
 class Skip(Exception):
@@ -119,6 +121,21 @@ class Result:
     measured: dict[str, float | None]
     predicted: dict[str, float]
     error_frac: dict[str, float | None] = field(default_factory=dict)
+
+    @property
+    def half(self) -> str:
+        return split_half(self.model, self.gpu, self.deployment, self.isl_tokens,
+                          self.osl_tokens, self.concurrency)
+
+
+def split_half(model: str, gpu: str, deployment: str, isl_tokens, osl_tokens,
+               concurrency) -> str:
+    """`fit` or `holdout`: the declared split of the scored rows by configuration (SHA-256 of
+    model, GPU, deployment, ISL, OSL and concurrency; even first byte: fit), so a configuration
+    measured on several dates stays on one side. The benchmark-TTFT terms are fitted on the fit
+    half only (tests/benchmarks/fit_benchmark_ttft.py)."""
+    key = f"{model}|{gpu}|{deployment}|{isl_tokens}|{osl_tokens}|{concurrency}"
+    return HALVES[hashlib.sha256(key.encode()).digest()[0] % 2]
 
 
 # ---- parsing ---------------------------------------------------------------------------------
@@ -380,18 +397,20 @@ def summarize(results: list[Result], skipped: Counter) -> dict:
         groups[(r.model, r.gpu, r.regime)].append(r)
     by_group = [{"model": m, "gpu": g, "regime": reg, "rows": len(rs), "metrics": _stats(rs)}
                 for (m, g, reg), rs in sorted(groups.items())]
-    overall = {
-        kind: _stats([r for r in results if r.is_moe == (kind == "moe")])
-        for kind in ("dense", "moe")
-    }
     return {
         "rows_evaluated": len(results),
         "rows_skipped": sum(skipped.values()),
         "groups": by_group,
-        "overall": overall,
+        "overall": _by_kind(results),
+        "halves": {half: _by_kind([r for r in results if r.half == half]) for half in HALVES},
         "skipped": dict(skipped.most_common()),
-        "rows": [r.__dict__ for r in results],
+        "rows": [{**r.__dict__, "half": r.half} for r in results],
     }
+
+
+def _by_kind(results: list[Result]) -> dict:
+    return {kind: _stats([r for r in results if r.is_moe == (kind == "moe")])
+            for kind in ("dense", "moe")}
 
 
 # ---- printing --------------------------------------------------------------------------------
@@ -450,6 +469,13 @@ def _print_combined(summary: dict, paths: list[Path]) -> None:
     print(f"serving validation, combined: {' + '.join(str(p) for p in paths)}")
     print(f"rows evaluated {summary['rows_evaluated']}, skipped {summary['rows_skipped']}\n")
     _print_overall(summary)
+    print("\ndeclared split by configuration (split_half): the benchmark-TTFT terms are fitted "
+          "on `fit` only")
+    print(_header(f"{'half / models':<26} {'n':>21}"))
+    for half, kinds in summary["halves"].items():
+        for kind, stats in kinds.items():
+            counts = "/".join(str(stats[m]["n"]) for m in METRICS)
+            print(f"{half + ' ' + kind:<26} {counts:>21}{_cells(stats)}")
 
 
 def _print_overall(summary: dict) -> None:
