@@ -11,14 +11,19 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import Counter
 from dataclasses import dataclass
 
 import optuna
 
 from constraints.engines import ENGINE_LABELS, engine_violations
-from cost_model.architecture import Architecture, design_name, make_architecture
+from cost_model.architecture import (
+    ATTENTION_MIXER, GATED_DELTANET_MIXER, Architecture, design_name, make_architecture,
+    periodic_layer_types,
+)  # fmt: skip
 from cost_model.deployment import Deployment, make_deployment
 from cost_model.errors import ConfigError
+from constraints.sharding import linear_attention_violations
 from cost_model.evaluate import deployment_violations
 from search.study.spec import SAME_FORMAT, Dimension, Space, StudySpec
 
@@ -98,6 +103,73 @@ def _moe_fields(p: dict) -> dict:
     )
 
 
+NO_LINEAR_MIXER = "none"
+_LINEAR_SHAPE = ("linear_num_value_heads", "linear_value_head_dim", "linear_num_key_heads",
+                 "linear_key_head_dim", "linear_conv_kernel")
+
+
+def _attention_fields(p: dict) -> dict:
+    """GQA: kv heads × q_per_kv query heads of `head_dim`. MLA (DeepSeek-V3's form): as many
+    heads, each with a `head_dim`-wide non-RoPE query/key part and value plus the shared
+    `qk_rope_head_dim` RoPE key (Architecture's head_dim is their sum), keys and values through
+    the `kv_lora_rank` latent, queries through `q_lora_rank` (0: uncompressed)."""
+    heads = p["num_kv_heads"] * p["q_per_kv"]
+    if p.get("attention_kind", "gqa") == "gqa":
+        return dict(num_attention_heads=heads, num_kv_heads=p["num_kv_heads"],
+                    head_dim=p["head_dim"])
+    rope = p["qk_rope_head_dim"]
+    return dict(attention_kind="mla", num_attention_heads=heads, num_kv_heads=heads,
+                head_dim=p["head_dim"] + rope, qk_nope_head_dim=p["head_dim"],
+                qk_rope_head_dim=rope, v_head_dim=p["head_dim"],
+                kv_lora_rank=p["kv_lora_rank"], q_lora_rank=p["q_lora_rank"])
+
+
+def _pattern_fields(p: dict) -> dict:
+    """Every `full_attention_period`-th layer keeps full attention (Qwen3-Next: 4; Gemma 3: 6),
+    the others take the `linear_mixer` (Gated DeltaNet, with Qwen3-Next's gated attention: QK
+    norms and the output gate; or Mamba-2) or, without one, sliding-window attention of
+    `sliding_window` tokens; period 1 (or no linear mixer and no window): full everywhere. A
+    repeating unit, so a PP split into whole units keeps its stages alike (guideline 6)."""
+    period, mixer = p.get("full_attention_period", 1), p.get("linear_mixer", NO_LINEAR_MIXER)
+    if period == 1 or (mixer == NO_LINEAR_MIXER and not p.get("sliding_window", 0)):
+        return {}
+    layers = p["num_layers"]
+    if period > layers:
+        raise ConfigError(f"`full_attention_period` ({period}) must be <= `num_layers` "
+                          f"({layers}): at least one layer keeps full attention")
+    gqa = p.get("attention_kind", "gqa") == "gqa"
+    if mixer == NO_LINEAR_MIXER:  # GQA: QK norms as Gemma 3 and Qwen3 (exports as qwen3 exactly)
+        return dict(sliding_window=p["sliding_window"], qk_norm=gqa,
+                    layer_types=periodic_layer_types(layers, period))
+    full = periodic_layer_types(layers, period)
+    gated = mixer == GATED_DELTANET_MIXER and gqa
+    return dict(layer_mixers=tuple(ATTENTION_MIXER if t == "full_attention" else mixer
+                                   for t in full),
+                **{name: p[name] for name in _LINEAR_SHAPE},
+                **(dict(qk_norm=True, attention_output_gate=True) if gated else {}))
+
+
+def _searched_name(arch: Architecture) -> str:
+    """What `design_name` leaves out of a searched design: MLA's ranks (`-R{kv latent}q{q
+    latent}r{rope}`) and a sliding pattern (`-W{window}p{full-attention period}`)."""
+    name = ""
+    if arch.attention_kind == "mla" and arch.num_attention_layers:
+        name += f"-R{arch.kv_lora_rank}q{arch.q_lora_rank}r{arch.qk_rope_head_dim}"
+    if arch.num_sliding_layers:
+        name += f"-W{arch.sliding_window}p{full_attention_period(arch)}"
+    return name
+
+
+def full_attention_period(arch: Architecture) -> int | None:
+    """The period of a pattern `_pattern_fields` built: the first full-attention layer is the
+    period-th (None without a sliding or linear pattern)."""
+    if arch.layer_mixers is not None and arch.num_linear_attention_layers:
+        return arch.layer_mixers.index(ATTENTION_MIXER) + 1
+    if arch.num_sliding_layers and arch.layer_types is not None:
+        return arch.layer_types.index("full_attention") + 1
+    return None
+
+
 def build_architecture(p: dict, max_context_tokens: int, show_vocab: bool = False) -> Architecture:
     """The architecture of a parameter set, named by `design_name` (twins that differ only in a
     field no layer uses, e.g. the dense width of an MoE without dense layers, get one name and
@@ -108,14 +180,12 @@ def build_architecture(p: dict, max_context_tokens: int, show_vocab: bool = Fals
     dense_width = p["intermediate_size"] if (not p["num_experts"] or p["first_dense_layers"]) else 0
     arch = make_architecture(
         name="sampled shape", family="custom", vocab_size=p["vocab_size"],
-        hidden_size=p["hidden_size"], num_layers=p["num_layers"],
-        num_attention_heads=p["num_kv_heads"] * p["q_per_kv"], num_kv_heads=p["num_kv_heads"],
-        head_dim=p["head_dim"], intermediate_size=dense_width,
+        hidden_size=p["hidden_size"], num_layers=p["num_layers"], intermediate_size=dense_width,
         max_position_embeddings=max(MIN_MAX_POSITION,
                                     2 ** math.ceil(math.log2(max_context_tokens))),
-        **_moe_fields(p),
+        **_moe_fields(p), **_attention_fields(p), **_pattern_fields(p),
     )
-    return arch.model_copy(update={"name": design_name(arch, show_vocab)})
+    return arch.model_copy(update={"name": design_name(arch, show_vocab) + _searched_name(arch)})
 
 
 def build_deployment(p: dict, is_moe: bool) -> Deployment:
@@ -128,6 +198,37 @@ def build_deployment(p: dict, is_moe: bool) -> Deployment:
                            kv_precision=p["kv_precision"], kvp=kvp,
                            spec_tokens=p.get("spec_tokens", 0),
                            serving=p.get("serving", "aggregated"))
+
+
+def layer_kinds(arch: Architecture) -> tuple[str, ...]:
+    """Each layer's token mixer, sliding-window attention named apart ("attention/sliding")."""
+    mixers = arch.layer_mixers or (ATTENTION_MIXER,) * arch.num_layers
+    return tuple(f"{m}/sliding" if sliding else m
+                 for m, sliding in zip(mixers, arch.layer_is_sliding, strict=True))
+
+
+def stage_kind_counts(arch: Architecture, stages: int) -> list[Counter]:
+    """The layer kinds each of `stages` contiguous, equally long PP stages holds."""
+    kinds, size = layer_kinds(arch), arch.num_layers // stages
+    return [Counter(kinds[s * size:(s + 1) * size]) for s in range(stages)]
+
+
+def pattern_stage_violations(arch: Architecture, dep: Deployment) -> list[str]:
+    """NVIDIA, AI Model Co-Design (2026), Guideline 6 ("regular, repeatable layer patterns that are
+    easy to split into balanced pipeline stages"): PP stages of whole, equal layer counts must
+    also hold the same mixers (full, sliding, linear, none), i.e. a repeating unit of the layer
+    pattern divides the layers per stage. (Unequal layer counts and MoE layers are
+    `constraints.sharding.pipeline_violations`' rules.)"""
+    pp, layers = dep.pp, arch.num_layers
+    if pp == 1 or pp > layers or layers % pp or len(set(layer_kinds(arch))) == 1:
+        return []
+    counts = stage_kind_counts(arch, pp)
+    if all(c == counts[0] for c in counts):
+        return []
+    shown = "; ".join(f"stage {s}: " + " + ".join(f"{n} {kind}" for kind, n in sorted(c.items()))
+                      for s, c in enumerate(counts) if c != counts[0] or s == 0)
+    return [f"`pp` ({pp}) splits the layer pattern into stages of different mixers ({shown}): "
+            f"a repeating unit of the pattern must divide the {layers // pp} layers per stage"]
 
 
 def swept_candidates(spec: StudySpec, cand: Candidate) -> list[Candidate]:
@@ -145,7 +246,9 @@ def swept_candidates(spec: StudySpec, cand: Candidate) -> list[Candidate]:
                 cand.arch, dep) or engine_violations(spec.engine, cand.arch, dep):
             continue
         seen.add(dep)
-        out.append(Candidate(params, cand.arch, dep))
+        if not (linear_attention_violations(cand.arch, dep)
+                or pattern_stage_violations(cand.arch, dep)):  # its mixers shard and split
+            out.append(Candidate(params, cand.arch, dep))
     return out
 
 
@@ -183,8 +286,11 @@ def used_values(cand: Candidate) -> dict:
     field: expert fields of a dense model, the dense width of an MoE without dense layers)."""
     a, d = cand.arch, cand.deployment
     moe = (lambda value: value) if a.is_moe else (lambda value: None)
+    mla = a.attention_kind == "mla"
     return {
-        "hidden_size": a.hidden_size, "num_layers": a.num_layers, "head_dim": a.head_dim,
+        "hidden_size": a.hidden_size, "num_layers": a.num_layers,
+        "head_dim": a.qk_nope_head_dim if mla else a.head_dim,
+        **_pattern_values(a),
         "num_kv_heads": a.num_kv_heads, "q_per_kv": a.num_attention_heads // a.num_kv_heads,
         "intermediate_size": a.intermediate_size if a.num_dense_layers else None,
         "vocab_size": a.vocab_size, "num_experts": a.num_experts,
@@ -195,6 +301,20 @@ def used_values(cand: Candidate) -> dict:
         "tp": d.tp, "ep": moe(d.ep), "pp": d.pp, "dp": d.dp, "precision": d.precision,
         "kv_precision": d.kv_cache_precision, "kvp": d.kvp, "spec_tokens": d.spec_tokens,
         "serving": d.serving, "moe_precision": moe(d.expert_precision),
+    }
+
+
+def _pattern_values(a: Architecture) -> dict:
+    """`used_values` of the attention and pattern dimensions (None where the model has none)."""
+    mla = (lambda value: value) if a.attention_kind == "mla" else (lambda value: None)
+    linear = (lambda value: value) if a.num_linear_attention_layers else (lambda value: None)
+    return {
+        "attention_kind": a.attention_kind, "kv_lora_rank": mla(a.kv_lora_rank),
+        "q_lora_rank": mla(a.q_lora_rank), "qk_rope_head_dim": mla(a.qk_rope_head_dim),
+        "full_attention_period": full_attention_period(a),
+        "linear_mixer": a.linear_mixer_kind or NO_LINEAR_MIXER,
+        "sliding_window": a.sliding_window if a.num_sliding_layers else None,
+        **{name: linear(getattr(a, name)) for name in _LINEAR_SHAPE},
     }
 
 

@@ -106,10 +106,20 @@ DIMENSION_BOUNDS = {
     "vocab_size": (1, 2**24), "num_experts": (0, 2**16), "experts_per_token": (1, 2**16),
     "moe_intermediate_size": (0, 2**22), "num_shared_experts": (0, 1024),
     "first_dense_layers": (0, 100_000),
+    # attention kind and layer pattern (issue 15): MLA ranks, the full-attention period, the
+    # sliding window (0: none) and the linear mixers' heads, widths and conv taps
+    "kv_lora_rank": (1, 2**16), "q_lora_rank": (0, 2**16), "qk_rope_head_dim": (1, 4096),
+    "full_attention_period": (1, 100_000), "sliding_window": (0, 10_000_000),
+    "linear_num_value_heads": (1, 4096), "linear_value_head_dim": (1, 4096),
+    "linear_num_key_heads": (1, 4096), "linear_key_head_dim": (1, 4096),
+    "linear_conv_kernel": (1, 64),
     **{field: _deployment_bounds(field) for field in ("tp", "ep", "pp", "dp", "kvp",
                                                       "spec_tokens")},
 }
 FORMAT_DIMENSIONS = ("precision", "kv_precision", "moe_precision")
+# options of the dimensions of names (other than formats and serving modes)
+NAMED_OPTIONS = {"attention_kind": ("gqa", "mla"),
+                 "linear_mixer": ("none", "gated_deltanet", "mamba2")}
 SAME_FORMAT = "same"  # `moe_precision`: the routed experts in the linear layers' `precision`
 
 
@@ -172,6 +182,22 @@ class Space(BaseModel):
     moe_intermediate_size: Dimension = _fixed(0)
     num_shared_experts: Dimension = _fixed(0)
     first_dense_layers: Dimension = _fixed(0)
+    # attention and layer pattern (search/study/space.py `_attention_fields`, `_pattern_fields`):
+    # GQA or MLA (DeepSeek-V3's ranks 512 / 1536 / 64); every `full_attention_period`-th layer
+    # full attention, the others the `linear_mixer` or, with "none", sliding-window attention of
+    # `sliding_window` tokens (0: every layer full); linear heads and widths of Qwen3-Next-80B
+    attention_kind: Dimension = _fixed("gqa")
+    kv_lora_rank: Dimension = _fixed(512)
+    q_lora_rank: Dimension = _fixed(0)  # 0: uncompressed queries
+    qk_rope_head_dim: Dimension = _fixed(64)
+    full_attention_period: Dimension = _fixed(1)  # 1: every layer full attention
+    linear_mixer: Dimension = _fixed("none")
+    sliding_window: Dimension = _fixed(0)
+    linear_num_value_heads: Dimension = _fixed(32)
+    linear_value_head_dim: Dimension = _fixed(128)
+    linear_num_key_heads: Dimension = _fixed(16)
+    linear_key_head_dim: Dimension = _fixed(128)  # Mamba-2: the SSM state size
+    linear_conv_kernel: Dimension = _fixed(4)
     tp: Dimension = _fixed(1)
     ep: Dimension = _fixed(1)
     pp: Dimension = _fixed(1)
@@ -200,6 +226,16 @@ class Space(BaseModel):
         for option in dim.options:
             if option not in SERVING_MODES:
                 raise ValueError(f"options must be {' or '.join(SERVING_MODES)}; got "
+                                 f"{_toml(option)}")
+        return dim
+
+    @field_validator(*NAMED_OPTIONS)
+    @classmethod
+    def _known_names(cls, dim: Dimension, info: ValidationInfo) -> Dimension:
+        known = NAMED_OPTIONS[info.field_name]
+        for option in dim.options:
+            if option not in known:
+                raise ValueError(f"options must be {', '.join(map(_toml, known))}; got "
                                  f"{_toml(option)}")
         return dim
 

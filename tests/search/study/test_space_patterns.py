@@ -1,0 +1,214 @@
+"""The search space's attention kinds and layer patterns (search/study/space.py `_attention_fields`,
+`_pattern_fields`, `pattern_stage_violations`): what each option builds, that sampled hybrids export
+to Hugging Face configs transformers builds with exactly our parameter count, and that
+deployments keep linear heads whole per TP rank and pipeline stages alike."""
+
+import json
+import tomllib
+from pathlib import Path
+
+import optuna
+import pytest
+
+from cost_model.deployment import make_deployment
+from cost_model.errors import ConfigError
+from cost_model.hf_config import architecture_to_hf_config
+from cost_model.params import count_params
+from search.study.errors import SpecError
+from search.study.evaluation import score_batch
+from search.study.space import (
+    build_architecture,
+    build_candidate,
+    pattern_stage_violations,
+    suggest_params,
+    swept_candidates,
+    used_values,
+)
+from search.study.spec import Space, load_spec, spec_from_dict
+from tests.cost_model.transformers_meta import meta_model, transformers_config
+
+REPO = Path(__file__).resolve().parents[3]
+HYBRID_STUDY = REPO / "studies" / "long-context-hybrid-h200.toml"
+CONTEXT_TOKENS = 65536 + 2048
+# one parameter set of every space dimension (the Space defaults), shapes of a ~8B model
+BASE = {**{name: field.default.options[0] for name, field in Space.model_fields.items()
+           if field.is_required() is False},
+        "hidden_size": 4096, "num_layers": 32, "intermediate_size": 14336}
+
+
+def _arch(**changes):
+    return build_architecture({**BASE, **changes}, CONTEXT_TOKENS)
+
+
+# ---- what each option builds -------------------------------------------------------------------
+
+
+def test_defaults_build_the_homogeneous_gqa_model():
+    arch = _arch()
+    assert arch.attention_kind == "gqa" and arch.layer_mixers is None and arch.layer_types is None
+    assert (arch.num_attention_heads, arch.num_kv_heads, arch.head_dim) == (32, 8, 128)
+
+
+def test_mla_takes_deepseek_v3s_form():
+    """MLA heads: head_dim 128 becomes the non-RoPE part and the value width; with the 64-wide
+    RoPE key each query/key head is 192 wide (DeepSeek-V3: 128 + 64, v 128, latent 512)."""
+    arch = _arch(attention_kind="mla")
+    assert (arch.head_dim, arch.qk_nope_head_dim, arch.qk_rope_head_dim, arch.v_head_dim) == \
+        (192, 128, 64, 128)
+    assert arch.num_kv_heads == arch.num_attention_heads == 32 and arch.kv_lora_rank == 512
+    assert arch.name.endswith("-R512q0r64")
+
+
+@pytest.mark.parametrize("mixer", ["gated_deltanet", "mamba2"])
+def test_linear_hybrid_keeps_every_period_th_layer_full(mixer):
+    """Period 4 on 32 layers: layers 3, 7, …, 31 attend (Qwen3-Next's full_attention_interval 4),
+    the other 24 are the linear mixer with the space's heads and widths."""
+    arch = _arch(full_attention_period=4, linear_mixer=mixer)
+    assert [i for i, m in enumerate(arch.layer_mixers) if m == "attention"] == \
+        list(range(3, 32, 4))
+    assert arch.num_linear_attention_layers == 24 and arch.linear_mixer_kind == mixer
+    assert (arch.linear_num_value_heads, arch.linear_num_key_heads) == (32, 16)
+    assert (arch.qk_norm and arch.attention_output_gate) == (mixer == "gated_deltanet")
+    assert f"-{'G' if mixer == 'gated_deltanet' else 'M'}3A1-" in arch.name
+
+
+def test_sliding_pattern_and_window():
+    """No linear mixer, a window: Gemma 3's 5 sliding (1,024) per global layer at period 6."""
+    arch = _arch(num_layers=36, full_attention_period=6, sliding_window=1024)
+    assert arch.num_sliding_layers == 30 and arch.sliding_window == 1024
+    assert arch.layer_types[5] == "full_attention" and arch.layer_types[4] == "sliding_attention"
+    assert arch.name.endswith("-W1024p6") and arch.qk_norm
+    # 28 layers at period 8: full at 7, 15, 23, named by the period, not by 28 / 3
+    assert _arch(num_layers=28, full_attention_period=8, sliding_window=1024).name.endswith("p8")
+
+
+def test_every_option_combination_is_a_model():
+    """Each attention kind × linear mixer × window at a period that fits builds."""
+    for kind in ("gqa", "mla"):
+        for mixer in ("none", "gated_deltanet", "mamba2"):
+            for window in (0, 1024):
+                arch = _arch(attention_kind=kind, linear_mixer=mixer, sliding_window=window,
+                             full_attention_period=4)
+                assert arch.attention_kind == kind
+                assert arch.num_sliding_layers == (24 if mixer == "none" and window else 0)
+
+
+def test_unused_pattern_dimensions_give_one_design():
+    """Period 1, or no linear mixer and no window: every layer full, whatever the rest says."""
+    plain = _arch()
+    for twin in (_arch(full_attention_period=4), _arch(linear_mixer="mamba2"),
+                 _arch(sliding_window=4096), _arch(linear_num_value_heads=16)):
+        assert twin.design_key == plain.design_key and twin.name == plain.name
+
+
+def test_a_period_beyond_the_layers_is_not_a_model():
+    with pytest.raises(ConfigError, match="`full_attention_period` \\(8\\) must be <= "
+                                          "`num_layers` \\(4\\)"):
+        _arch(num_layers=4, full_attention_period=8, linear_mixer="gated_deltanet")
+
+
+def test_used_values_name_every_dimension_and_none_where_unused():
+    spec = load_spec(HYBRID_STUDY)
+    hybrid = build_candidate(spec, {**BASE, "full_attention_period": 4,
+                                    "linear_mixer": "gated_deltanet"})
+    values = used_values(hybrid)
+    assert set(values) == set(Space.model_fields)
+    assert values["full_attention_period"] == 4 and values["linear_mixer"] == "gated_deltanet"
+    assert values["kv_lora_rank"] is None and values["sliding_window"] is None
+    plain = used_values(build_candidate(spec, BASE))
+    assert plain["linear_num_value_heads"] is None and plain["full_attention_period"] is None
+
+
+def test_unknown_mixer_is_one_error_naming_the_field():
+    doc = tomllib.loads(HYBRID_STUDY.read_text(encoding="utf-8"))
+    doc["space"]["linear_mixer"] = {"choices": ["none", "rwkv"]}
+    with pytest.raises(SpecError, match="`space.linear_mixer`: options must be .*; got \"rwkv\""):
+        spec_from_dict(doc)
+
+
+# ---- sampled hybrids export exactly ------------------------------------------------------------
+
+
+def _sampled(kind: str, count: int = 400) -> list:
+    """Valid architectures the shipped study's space samples (random sampler), of one kind."""
+    spec = load_spec(HYBRID_STUDY)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1))
+    kinds = {"gated_deltanet": lambda a: a.linear_mixer_kind == "gated_deltanet"
+             and a.attention_kind == "gqa", "sliding": lambda a: a.num_sliding_layers > 0,
+             "mla": lambda a: a.attention_kind == "mla" and not a.is_heterogeneous,
+             "mamba2": lambda a: a.linear_mixer_kind == "mamba2"}
+    archs = (build_candidate(spec, suggest_params(study.ask(), spec.space, spec)).arch
+             for _ in range(count))
+    return [a for a in archs if a is not None and kinds[kind](a)]
+
+
+@pytest.mark.parametrize("kind, model_type", [("gated_deltanet", "qwen3_5_text"),
+                                              ("sliding", "qwen3"), ("mla", "deepseek_v3")])
+def test_sampled_designs_export_with_transformers_exact_count(kind, model_type, tmp_path):
+    """Each kind the shipped study samples, exported as config.json: transformers 5.x builds a
+    model (meta device) of exactly `count_params` parameters. Gated DeltaNet hybrids with GQA
+    export as Qwen3.5 (MLA ones have no family: Qwen3.5/Qwen3-Next attention is GQA); GQA
+    sliding patterns (with QK norms) as Qwen3 with `layer_types`; MLA as DeepSeek-V3 whose MoE
+    is off (first_k_dense_replace = every layer)."""
+    arch = next(a for a in _sampled(kind) if kind != "sliding" or a.attention_kind == "gqa")
+    exported = architecture_to_hf_config(arch)
+    assert exported["model_type"] == model_type
+    (tmp_path / "config.json").write_text(json.dumps(exported), encoding="utf-8")
+    model = meta_model(transformers_config(tmp_path))
+    # source: transformers 5.24 meta-device model of the exported config; tolerance 0
+    assert sum(p.numel() for p in model.parameters()) == count_params(arch).total_params
+
+
+def test_mamba2_hybrids_with_an_ffn_per_layer_have_no_hf_family():
+    """Nemotron-H (the Mamba-2 hybrid transformers builds) has one block per layer, a mixer or an
+    FFN: a sampled layer holding both is refused, naming the rule, not exported approximately."""
+    arch = _sampled("mamba2")[0]
+    with pytest.raises(ConfigError, match="no supported model_type represents it"):
+        architecture_to_hf_config(arch)
+
+
+# ---- deployments: linear heads per TP rank, alike pipeline stages ------------------------------
+
+
+@pytest.mark.parametrize("period, pp, splits", [(4, 8, True), (8, 8, False), (8, 4, True),
+                                                (4, 1, True)])
+def test_pattern_divides_the_layers_per_stage(period, pp, splits):
+    """32 layers: a period-4 unit splits into 8 stages of 4 (one unit each); a period-8 unit over
+    8 stages puts its attention layer in every other stage only."""
+    arch = _arch(full_attention_period=period, linear_mixer="gated_deltanet")
+    broken = pattern_stage_violations(arch, make_deployment(pp=pp))
+    assert (broken == []) == splits
+    if not splits:
+        assert "`pp` (8)" in broken[0] and "4 layers per stage" in broken[0]
+
+
+def test_sliding_patterns_split_by_the_same_rule():
+    arch = _arch(num_layers=36, full_attention_period=6, sliding_window=1024)
+    assert pattern_stage_violations(arch, make_deployment(pp=2)) == []  # 18 = 3 units of 6
+    assert pattern_stage_violations(arch, make_deployment(pp=4)) != []  # 9 layers per stage
+
+
+def test_the_sweep_skips_deployments_that_split_linear_heads_or_the_pattern():
+    """Key heads 4 cannot shard over TP 8 (vLLM's qwen3_next.py: num_k_heads // tp_size);
+    a period-8 unit over 32 layers cannot split into 8 stages (PP 8 is not in the space, so
+    period 16 over PP 4: 8 layers per stage, an attention layer every other stage)."""
+    spec = load_spec(HYBRID_STUDY)
+    params = {**BASE, "full_attention_period": 16, "linear_mixer": "gated_deltanet",
+              "linear_num_key_heads": 4}
+    deps = [c.deployment for c in swept_candidates(spec, build_candidate(spec, params))]
+    assert deps and all(d.tp <= 4 and d.pp <= 2 for d in deps)
+    assert any(d.tp == 4 for d in deps) and any(d.pp == 2 for d in deps)
+
+
+def test_a_sampled_deployment_that_splits_the_pattern_is_infeasible():
+    """With deployments sampled, the rule is a `divisibility` violation (a hard constraint)."""
+    doc = tomllib.loads(HYBRID_STUDY.read_text(encoding="utf-8"))
+    doc["deployments"] = "sampled"
+    spec = spec_from_dict(doc)
+    params = {**BASE, "full_attention_period": 16, "linear_mixer": "gated_deltanet",
+              "tp": 1, "pp": 4, "dp": 1}
+    (outcome,) = score_batch(spec, [build_candidate(spec, params)])
+    value, message = outcome.attrs["constraints"]["divisibility"]
+    assert value == 1 and "splits the layer pattern" in message
+    assert outcome.attrs["feasible"] is False
