@@ -41,6 +41,8 @@ COMMANDS = (
                                     "or vLLM serving arguments")),
     ("plot", "inspect", ("plot the study: Pareto frontiers, one trial's time breakdown "
                                   "or GEMM roofline, or hypervolume over trials")),
+    ("dashboard", "dashboard", ("a feasible-only view of a study for optuna-dashboard "
+                                "(and serve it)")),
 )
 COMMAND_MODULES = tuple(dict.fromkeys(module for _, module, _ in COMMANDS))
 # Errors of layers 0 and 1 a command may not have imported, by (module, class): an error whose

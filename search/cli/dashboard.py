@@ -1,0 +1,84 @@
+"""`archscout dashboard`: a feasible-only view of a study for optuna-dashboard
+(`search.records.dashboard` says why a view), written anew on each call, and served with
+`--serve` (optuna-dashboard is the `dashboard` extra)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from search.cli.errors import CommandError
+from search.cli.study import load_study, open_for_reading
+from search.records.dashboard import VIEW_NAME, DashboardView, default_view_path, write_view
+from search.study.record import recorded_spec
+from search.study.spec import load_spec
+
+DEFAULT_HOST = "127.0.0.1"  # this machine only; `--host 0.0.0.0` to share it
+DEFAULT_PORT = 8080  # optuna-dashboard's own default
+VIEW_STUDY_URL = "/dashboard/studies/0"  # the view holds one study, the first of its journal
+
+
+def write_dashboard_view(args: argparse.Namespace) -> DashboardView:
+    spec = load_spec(args.study)
+    handle = open_for_reading(Path(args.study), spec, args.storage)
+    try:
+        study = load_study(spec, handle)
+        spec = recorded_spec(study, spec, str(args.study))
+        path = Path(args.output) if args.output else default_view_path(Path(args.study),
+                                                                        spec.name)
+        return write_view(spec, study, path, handle.description)
+    finally:
+        handle.close()
+
+
+def serve(view: DashboardView, host: str, port: int) -> None:
+    """optuna-dashboard on the view until Ctrl-C."""
+    try:
+        import optuna_dashboard
+    except ImportError:
+        raise CommandError("`--serve` needs optuna-dashboard: pip install "
+                           "'archscout[dashboard]' (or open the view with any optuna-dashboard: "
+                           f"optuna-dashboard {view.path})") from None
+    print(f"serving http://{host}:{port}{VIEW_STUDY_URL} (Ctrl-C stops it)", flush=True)
+    try:
+        optuna_dashboard.run_server(str(view.path), host=host, port=port)
+    except KeyboardInterrupt:
+        pass
+
+
+def run_dashboard(args: argparse.Namespace) -> int:
+    view = write_dashboard_view(args)
+    print(f"dashboard view of `{view.study}`: {view.feasible} feasible of {view.complete} "
+          f"complete trials ({view.finished} finished) in {view.path}")
+    if args.serve:
+        serve(view, args.host, args.port)
+    else:
+        print(f"serve it: archscout dashboard {args.study} --serve  (or: optuna-dashboard "
+              f"{view.path}); run the command again to refresh it")
+    return 0
+
+
+def _port(text: str) -> int:
+    """argparse type of --port: a TCP port."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a port number; got {text!r}") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be in [1, 65535]; got {value}")
+    return value
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    d = sub.add_parser("dashboard", help="a feasible-only view of a study for optuna-dashboard "
+                       "(and serve it)")
+    d.add_argument("study", help="study file (TOML)")
+    d.add_argument("--storage", default=None, help="Optuna storage URL (default: the study's)")
+    d.add_argument("-o", "--output", default=None, help="the view's journal file (default: "
+                   f"out/<study>/{VIEW_NAME} beside the study)")
+    d.add_argument("--serve", action="store_true", help="then run optuna-dashboard on it")
+    d.add_argument("--host", default=DEFAULT_HOST, help=f"--serve: address (default "
+                   f"{DEFAULT_HOST})")
+    d.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"--serve: port (default "
+                   f"{DEFAULT_PORT})")
+    d.set_defaults(func=run_dashboard)
