@@ -1,4 +1,5 @@
-"""NSGA-II children that do not repeat a design the study already holds.
+"""NSGA-II as archscout runs it: children that do not repeat a design the study already holds,
+and generation bookkeeping whose cost per trial does not grow with the study.
 
 On our discrete spaces NSGA-II's uniform crossover of two similar parents, with polynomial
 mutation rounded to the grid, very often reproduces a design it has already evaluated: of 2,000
@@ -10,6 +11,14 @@ earlier in this batch. What counts as the same design is the `key` of a paramete
 default the params themselves; the runner passes `search.study.space.design_identity`, under which
 params that differ only in a field the model does not use (2,037 of 8,000 moe-400b trials were
 such twins of an earlier design) are one design.
+
+`FlatNSGAIISampler` is Optuna's NSGA-II with the same generations, parents and children, but
+its study reads are incremental. Optuna 5's `BaseGASampler` scans every COMPLETE trial for each
+new trial (`get_trial_generation`), filters all trials for each child (`get_parent_population`)
+and its `IntersectionSearchSpace` filters all trials per trial too: at 20,000 trials that took
+the quickstart from ~100 to ~20 trials/s (issue 17). Here one `GenerationIndex` reads each
+trial once it is finished (a list copy of the storage's trials per call, no scan), and keeps the
+COMPLETE trials by generation and the intersection of their distributions.
 """
 
 from __future__ import annotations
@@ -18,7 +27,7 @@ from typing import Any, Callable
 
 import optuna
 from optuna.distributions import BaseDistribution
-from optuna.trial import FrozenTrial
+from optuna.trial import FrozenTrial, TrialState
 
 ChildStrategy = Callable[[optuna.Study, dict[str, BaseDistribution], list[FrozenTrial]],
                          dict[str, Any]]
@@ -84,3 +93,115 @@ def with_distinct_children(sampler: optuna.samplers.NSGAIISampler,
     sampler._child_generation_strategy = DistinctChildren(  # noqa: SLF001
         sampler._child_generation_strategy, attempts, key)  # noqa: SLF001
     return sampler
+
+
+class GenerationIndex:
+    """The COMPLETE trials of a study by NSGA-II generation, and the intersection of their
+    distributions, updated from the trials not seen finished yet. Trials are read by position
+    in the storage's list (their number): `_read` positions were seen, `_waiting` are those of
+    them that were not finished then."""
+
+    def __init__(self, generation_key: str):
+        self._key = generation_key
+        self.by_generation: dict[int, list[FrozenTrial]] = {}
+        self.search_space: dict[str, BaseDistribution] | None = None
+        self._read = 0
+        self._waiting: list[int] = []
+
+    def update(self, study: optuna.Study) -> GenerationIndex:
+        trials = study._storage.get_all_trials(study._study_id, deepcopy=False)  # noqa: SLF001
+        waiting = []
+        for position in [*self._waiting, *range(self._read, len(trials))]:
+            trial = trials[position]
+            if not trial.state.is_finished():
+                waiting.append(position)
+            elif trial.state == TrialState.COMPLETE:
+                self._add(trial)
+        self._waiting, self._read = waiting, len(trials)
+        return self
+
+    def _add(self, trial: FrozenTrial) -> None:
+        generation = trial.system_attrs.get(self._key)
+        if generation is not None:  # Optuna counts only trials with a generation
+            self.by_generation.setdefault(generation, []).append(trial)
+        if self.search_space is None:
+            self.search_space = dict(trial.distributions)
+        else:
+            self.search_space = {name: d for name, d in self.search_space.items()
+                                 if trial.distributions.get(name) == d}
+
+    def next_generation(self, population_size: int) -> int:
+        """Optuna's rule: the latest generation until it holds `population_size` COMPLETE
+        trials, then the one after it."""
+        latest = max(self.by_generation, default=0)
+        full = len(self.by_generation.get(latest, ())) >= population_size
+        return latest + 1 if full else latest
+
+    def population(self, generation: int) -> list[FrozenTrial]:
+        return sorted(self.by_generation.get(generation, ()), key=lambda t: t.number)
+
+
+class FlatNSGAIISampler(optuna.samplers.NSGAIISampler):
+    """`NSGAIISampler` reading the study through a `GenerationIndex` (see the module's
+    docstring); parent populations are kept in memory as well as in the study's system
+    attributes (where Optuna keeps them, so other processes find the same parents)."""
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        self._index = GenerationIndex(self._get_generation_key())
+        self._parents: dict[int, list[FrozenTrial]] = {}
+
+    def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial
+                                    ) -> dict[str, BaseDistribution]:
+        space = self._index.update(study).search_space or {}
+        return {name: space[name] for name in sorted(space) if not space[name].single()}
+
+    def get_trial_generation(self, study: optuna.Study, trial: FrozenTrial) -> int:
+        generation = trial.system_attrs.get(self._get_generation_key())
+        if generation is not None:
+            return generation
+        generation = self._index.update(study).next_generation(self._population_size)
+        study._storage.set_trial_system_attr(  # noqa: SLF001
+            trial._trial_id, self._get_generation_key(), generation)  # noqa: SLF001
+        return generation
+
+    def get_population(self, study: optuna.Study, generation: int) -> list[FrozenTrial]:
+        return self._index.update(study).population(generation)
+
+    def get_parent_population(self, study: optuna.Study, generation: int) -> list[FrozenTrial]:
+        if generation == 0:
+            return []
+        if generation in self._parents:
+            return self._parents[generation]
+        parents = self._stored_parents(study, generation)
+        if parents:
+            self._parents[generation] = parents
+            return parents
+        parents = self._select_and_store(study, generation)
+        # as Optuna: the selection's own order this once, trial order from the cache after
+        self._parents[generation] = sorted(parents, key=lambda t: t.number)
+        return parents
+
+    def _stored_parents(self, study: optuna.Study, generation: int) -> list[FrozenTrial]:
+        """The parents another process (or an earlier run) stored for `generation`, if any."""
+        key = self._get_parent_cache_key_prefix() + str(generation)
+        ids = study._storage.get_study_system_attrs(study._study_id).get(key)  # noqa: SLF001
+        if ids is None:
+            return []
+        wanted = set(ids)
+        trials = study._storage.get_all_trials(study._study_id, deepcopy=False)  # noqa: SLF001
+        return [t for t in trials if t._trial_id in wanted]  # noqa: SLF001
+
+    def _select_and_store(self, study: optuna.Study, generation: int) -> list[FrozenTrial]:
+        parents = self.select_parent(study, generation)
+        study._storage.set_study_system_attr(  # noqa: SLF001
+            study._study_id, self._get_parent_cache_key_prefix() + str(generation),  # noqa: SLF001
+            [t._trial_id for t in parents])  # noqa: SLF001
+        return parents
+
+
+# Optuna names a GA subclass's keys after the class (`__init_subclass__`); these are the keys of
+# NSGA-II itself, so studies written by either sampler resume with the other.
+FlatNSGAIISampler._GENERATION_KEY = optuna.samplers.NSGAIISampler._GENERATION_KEY  # noqa: SLF001
+FlatNSGAIISampler._PARENT_CACHE_KEY_PREFIX = (  # noqa: SLF001
+    optuna.samplers.NSGAIISampler._PARENT_CACHE_KEY_PREFIX)  # noqa: SLF001

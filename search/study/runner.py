@@ -16,7 +16,7 @@ from optuna.samplers.nsgaii import PolynomialMutation
 from optuna.trial import TrialState
 from tqdm import tqdm
 
-from search.study.distinct_children import with_distinct_children
+from search.study.distinct_children import FlatNSGAIISampler, with_distinct_children
 from search.study.errors import SpecError
 from search.study.evaluation import Outcome, evaluate_batch, hard_constraints, stored_attrs
 from search.study.record import store_or_check_spec
@@ -60,8 +60,8 @@ def make_sampler(spec: StudySpec, seed: int) -> optuna.samplers.BaseSampler:
         with warnings.catch_warnings():  # PolynomialMutation is experimental in Optuna 5.0
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             mutation = PolynomialMutation(eta=NSGA2_MUTATION_ETA)
-            sampler = optuna.samplers.NSGAIISampler(population_size=NSGA2_POPULATION,
-                                                    mutation=mutation, seed=seed)
+            sampler = FlatNSGAIISampler(population_size=NSGA2_POPULATION,
+                                        mutation=mutation, seed=seed)
         return with_distinct_children(sampler, key=functools.partial(design_identity, spec))
     if spec.sampler == "tpe":
         return optuna.samplers.TPESampler(multivariate=True, constant_liar=True, seed=seed)

@@ -94,3 +94,62 @@ def test_twins_of_a_design_count_as_seen():
     strategy._generation = ()  # nothing to read from a study
     child = strategy(optuna.create_study(), dict.fromkeys(base), [])
     assert child["num_layers"] == 36 and inner.calls == 2
+
+
+# ---- FlatNSGAIISampler: Optuna's NSGA-II, read incrementally -----------------------------------
+
+TOY_SPACE = {"x": IntDistribution(0, 40), "y": IntDistribution(0, 40),
+             "z": optuna.distributions.CategoricalDistribution(["a", "b", "c"])}
+
+
+def _toy_run(sampler: optuna.samplers.BaseSampler, trials: int, batch: int = 12) -> list:
+    """Ask-and-tell in batches (as the runner) on a two-objective toy problem with a constraint
+    and failed trials; returns every trial's (params, state, values, generation)."""
+    study = optuna.create_study(directions=["minimize", "minimize"], sampler=sampler)
+    while len(study.trials) < trials:
+        asked = [study.ask(TOY_SPACE) for _ in range(batch)]
+        for t in asked:
+            x, y, z = t.params["x"], t.params["y"], t.params["z"]
+            if (x + y) % 11 == 0:
+                study.tell(t, state=optuna.trial.TrialState.FAIL)
+                continue
+            t.set_constraint("c", float(x - 35))
+            study.tell(t, [(x - 5) ** 2 + y + "abc".index(z), (y - 30) ** 2 + x])
+    key = "NSGAIISampler:generation"
+    return [(t.params, t.state, t.values, t.system_attrs.get(key)) for t in study.trials]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7])
+def test_flat_nsga2_samples_exactly_what_optunas_does(seed):
+    """Same seed, same batches: every trial's params, values and generation are those of
+    Optuna's own NSGAIISampler (12 or more generations of population 8, so parents are selected from
+    populations and parents many times, constraints and failed trials included)."""
+    from search.study.distinct_children import FlatNSGAIISampler
+
+    ours = _toy_run(FlatNSGAIISampler(population_size=8, seed=seed), 160)
+    optunas = _toy_run(optuna.samplers.NSGAIISampler(population_size=8, seed=seed), 160)
+    assert ours == optunas
+    assert max(g for *_, g in ours if g is not None) >= 12
+
+
+def test_flat_nsga2_index_reads_each_trial_once_finished():
+    """The index holds every COMPLETE trial once, by generation, and the intersection of their
+    distributions; a trial still running when read is added once it finishes."""
+    from search.study.distinct_children import GenerationIndex
+
+    study = optuna.create_study()
+    index = GenerationIndex("g")
+    running = study.ask(SPACE)
+    done = study.ask({**SPACE, "c": IntDistribution(0, 1)})
+    done.set_user_attr("u", 1)
+    study._storage.set_trial_system_attr(done._trial_id, "g", 0)
+    study.tell(done, 1.0)
+    index.update(study)
+    assert [t.number for t in index.population(0)] == [done.number]
+    assert set(index.search_space) == {"a", "b", "c"}
+    study._storage.set_trial_system_attr(running._trial_id, "g", 0)
+    study.tell(running, 2.0)
+    index.update(study).update(study)  # read twice: added once
+    assert [t.number for t in index.population(0)] == [running.number, done.number]
+    assert set(index.search_space) == {"a", "b"}  # "c" is not in every COMPLETE trial
+    assert index.next_generation(2) == 1 and index.next_generation(3) == 0
