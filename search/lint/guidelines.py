@@ -20,7 +20,8 @@ What fires each guideline (every GEMM dim taken *after* sharding):
    (prefill chunk or decode step, from per-layer-kind times of the cost model), at the deployed PP
    or, with PP = 1, as PP = 2, 4, 8 would split it; the bubble (S−1)/(S−1+m) with it (002 §5);
 7. attention vs FFN parallelism (`lint_parallel`): TP beyond the KV heads (any TP with MLA)
-   replicates the KV cache (002 §5).
+   replicates the KV cache (002 §5); and (`hybrid`) full-attention KV reads ≥ 50% of TPOT at the
+   throughput end of a long-context workload, where more linear-attention layers pay.
 
 Severity policy. `error` breaks a kernel's contract: a GEMM dim after sharding that is not a
 multiple of 128 (a fractional shard included), a K that is not a multiple of the block of the
@@ -54,6 +55,7 @@ from objectives.accuracy_terms import (
     ASPECT_RATIO_OPT_CENTRAL,
     aspect_ratio_penalty,
 )  # fmt: skip
+from search.lint.hybrid import check_kv_dominated
 from search.lint.parallel import (
     check_attention_parallelism,
     check_disaggregation,
@@ -330,7 +332,7 @@ def _bf16_lm_head(ctx: LintContext) -> list[Draft]:
 
 CHECKS = (check_near_square, check_alignment_ladder, check_width_vs_depth, check_quantization,
           check_moe_sizing, check_pipeline_balance, check_disaggregation,
-          check_attention_parallelism)
+          check_attention_parallelism, check_kv_dominated)
 
 
 def _finding(ctx: LintContext, draft: Draft, measured: list[Measured]) -> Finding:

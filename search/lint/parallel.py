@@ -10,7 +10,9 @@ import math
 import numpy as np
 
 from constraints import check_kv_replication
-from cost_model.architecture import Architecture
+from cost_model.architecture import (
+    ATTENTION_MIXER, LINEAR_MIXERS, NO_MIXER, PARALLEL_MAMBA2_MIXER, Architecture,
+)  # fmt: skip
 from cost_model.attention import kv_cache_bytes_per_sequence
 from cost_model.batch import ArchArrays, DeployArrays
 from cost_model.deployment import Deployment
@@ -28,6 +30,7 @@ from search.lint.support import (
     nearest_value,
     valid,
     with_deployment,
+    with_fields,
 )  # fmt: skip
 
 STAGE_IMBALANCE_LIMIT_FRAC = 0.02  # policy: slowest pipeline stage over the mean
@@ -120,7 +123,29 @@ def _wide_ep(ctx: LintContext) -> Fix | None:
 
 # ---- guideline 6: pipeline balance -------------------------------------------------------------
 
-Kind = tuple[bool, bool]  # (MoE layer?, sliding-window layer?)
+Kind = tuple[bool, bool, str, bool]  # (MoE layer?, sliding-window layer?, mixer, has an FFN?)
+
+
+def layer_kinds(arch: Architecture) -> list[Kind]:
+    """Each layer's kind: MoE, sliding window, token mixer (attention, a linear mixer, both or
+    none) and whether it has an FFN (Nemotron-H's mixer-only blocks have none)."""
+    mixers = arch.layer_mixers or (ATTENTION_MIXER,) * arch.num_layers
+    widths = arch.layer_ffn_widths or (arch.intermediate_size,) * arch.num_layers
+    return [(moe, sliding, mixer, moe or width > 0) for moe, sliding, mixer, width
+            in zip(arch.layer_is_moe, arch.layer_is_sliding, mixers, widths, strict=True)]
+
+
+def _one_kind(a: ArchArrays, layers: float, kind: Kind) -> ArchArrays:
+    """`a` as `layers` layers of `kind` plus one full-attention layer of the same FFN (the cost
+    model averages attention over attention layers: it needs one; differences cancel it)."""
+    moe, sliding, mixer, ffn = kind
+    one = lambda v: np.full((1, 1), float(v))  # noqa: E731
+    return dataclasses.replace(
+        a, layers=one(layers + 1), dense_layers=one((layers + 1) * (ffn and not moe)),
+        moe_layers=one((layers + 1) * moe), sliding_layers=one(layers * sliding),
+        mixerless_layers=one(layers * (mixer == NO_MIXER)),
+        linear_layers=one(layers * (mixer in LINEAR_MIXERS)),
+        parallel_layers=one(layers * (mixer == PARALLEL_MAMBA2_MIXER)))
 
 
 def layer_times_s(ctx: LintContext, decode_seqs: float) -> dict[Kind, np.ndarray]:
@@ -130,22 +155,16 @@ def layer_times_s(ctx: LintContext, decode_seqs: float) -> dict[Kind, np.ndarray
     a = ArchArrays.from_architectures([ctx.arch])
     d = DeployArrays.from_deployments([with_deployment(ctx.dep, pp=1)])
     args = (np.array([0.0, decode_seqs]), isl + osl / 2.0, np.array([chunk, 0.0]), isl / 2.0)
-
-    def forward(layers: float, moe: bool, sliding: bool) -> np.ndarray:
-        one = lambda v: np.full((1, 1), float(v))  # noqa: E731
-        kind = dataclasses.replace(
-            a, layers=one(layers), dense_layers=one(layers * (not moe)),
-            moe_layers=one(layers * moe), sliding_layers=one(layers * sliding))
-        return stage_forward(kind, d, ctx.env, *args).total_s.reshape(-1)
-    kinds = set(zip(ctx.arch.layer_is_moe, ctx.arch.layer_is_sliding))
-    return {kind: forward(2, *kind) - forward(1, *kind) for kind in kinds}
+    forward = lambda layers, kind: stage_forward(  # noqa: E731
+        _one_kind(a, layers, kind), d, ctx.env, *args).total_s.reshape(-1)
+    return {kind: forward(2, kind) - forward(1, kind) for kind in set(layer_kinds(ctx.arch))}
 
 
 def stage_split(arch: Architecture, times: dict[Kind, np.ndarray], stages: int):
     """Contiguous split (the first L mod S stages one layer longer): sizes and stage times."""
     layers = arch.num_layers
     sizes = [layers // stages + (s < layers % stages) for s in range(stages)]
-    kinds = list(zip(arch.layer_is_moe, arch.layer_is_sliding))
+    kinds = layer_kinds(arch)
     starts = np.cumsum([0, *sizes])
     return sizes, np.array([sum(times[kind] for kind in kinds[b:e])
                             for b, e in zip(starts[:-1], starts[1:])])
@@ -162,6 +181,9 @@ def _composition(arch: Architecture) -> str:
         if arch.is_moe and arch.num_dense_layers else []
     if arch.sliding_pattern == "mixed":
         parts.append(f"{arch.num_sliding_layers} sliding + {arch.num_full_attention_layers} full")
+    if arch.layer_mixers is not None:
+        counts = {m: arch.layer_mixers.count(m) for m in dict.fromkeys(arch.layer_mixers)}
+        parts.append(" + ".join(f"{n} {m}" for m, n in counts.items()))
     return f" ({', '.join(parts)})" if parts else ""
 
 
@@ -176,8 +198,12 @@ def check_pipeline_balance(ctx: LintContext) -> list[Draft]:
     if not bad:
         return []
     message, cost = _imbalance_report(ctx, times, max(bad, key=bad.get), bad, deployed)
-    fix = _balanced_depth(ctx, times, bad)
     severity = "warning" if deployed else "info"
+    placed = balanced_placement(ctx.arch, bad)
+    if placed is not None:  # the same layers in a repeating unit: same params, alike stages
+        return [Draft(6, "pipeline-imbalance", severity, message, cost,
+                      note=_placement_note(ctx, placed, times, bad))]
+    fix = _balanced_depth(ctx, times, bad) or recounted_pattern(ctx.arch, bad)
     if fix is None:
         message += "; no nearby layer count splits evenly: assign layers to stages by time"
         return [Draft(6, "pipeline-imbalance", severity, message, cost)]
@@ -188,6 +214,62 @@ def check_pipeline_balance(ctx: LintContext) -> list[Draft]:
     note["summary"] += ": " + ", ".join(f"PP={s} {bad[s]:+.1%} → {v:+.1%}"
                                         for s, v in after.items())
     return [Draft(6, "pipeline-imbalance", severity, message, cost, note=note)]
+
+
+def balanced_placement(arch: Architecture, bad: dict) -> Architecture | None:
+    """The same per-layer blocks (mixer, FFN width, MoE) re-placed as a repeating unit that
+    every stage of each PP degree in `bad` holds whole (guideline 6: "regular, repeatable layer
+    patterns"), minority kinds last in the unit (Qwen3-Next's 3 linear then 1 full); None for
+    a model without a per-layer pattern or whose block counts no unit splits so."""
+    if arch.layer_mixers is None or arch.layer_types is not None:
+        return None
+    blocks = list(zip(arch.layer_mixers, arch.layer_ffn_widths or (None,) * arch.num_layers,
+                      arch.layer_moe or (None,) * arch.num_layers))
+    counts = {b: blocks.count(b) for b in dict.fromkeys(blocks)}
+    units = math.gcd(*counts.values())
+    if any(units % s or arch.num_layers % s for s in bad):
+        return None
+    unit = [b for b, n in sorted(counts.items(), key=lambda item: -item[1])
+            for _ in range(n // units)]
+    mixers, widths, moe = zip(*(unit * units))
+    return with_fields(arch, layer_mixers=mixers,
+                       layer_ffn_widths=None if arch.layer_ffn_widths is None else widths,
+                       layer_moe=None if arch.layer_moe is None else moe)
+
+
+def recounted_pattern(arch: Architecture, bad: dict) -> Architecture | None:
+    """A two-mixer pattern (no per-layer FFN lists) whose minority mixer count is moved to the
+    nearest multiple of every bad PP degree, the layers re-placed as a repeating unit: the
+    nearest pattern that splits (it changes the parameters; the cost model measures it)."""
+    if arch.layer_mixers is None or arch.layer_ffn_widths is not None or \
+            arch.layer_moe is not None or len(set(arch.layer_mixers)) != 2:
+        return None
+    step = math.lcm(*bad)
+    minority, majority = sorted(set(arch.layer_mixers), key=arch.layer_mixers.count)
+    count, layers = arch.layer_mixers.count(minority), arch.num_layers
+    options = sorted(range(step, layers, step), key=lambda c: (abs(c - count), c < count))
+    for target in options:
+        units = math.gcd(target, layers - target)
+        if layers % step or units % step:
+            continue
+        unit = [majority] * ((layers - target) // units) + [minority] * (target // units)
+        alt = with_fields(arch, layer_mixers=tuple(unit * units))
+        if alt is not None:
+            return alt
+    return None
+
+
+def _placement_note(ctx: LintContext, placed: Architecture, times, bad: dict) -> dict:
+    after = {s: stage_imbalance(placed, times, s) for s in bad}
+    unit = placed.num_layers // math.gcd(*(placed.layer_mixers.count(m)
+                                           for m in set(placed.layer_mixers)))
+    return {"summary": f"place the same {placed.num_layers} layers as a repeating unit of "
+                       f"{unit} (same params): " + ", ".join(f"PP={s} {bad[s]:+.1%} → {v:+.1%}"
+                                                             for s, v in after.items()),
+            "architecture": {"layer_mixers": [list(ctx.arch.layer_mixers),
+                                              list(placed.layer_mixers)]},
+            "deployment": {}, "params_delta": 0, "active_params_delta": 0,
+            "imbalance_frac": after}
 
 
 DISAGGREGATION_GAIN_FRAC = 0.10  # policy: report disaggregation when it adds ≥ 10% of area

@@ -6,6 +6,7 @@ concurrency 1, tokens/s/GPU at the throughput end, frontier area) from `evaluate
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -346,11 +347,22 @@ def _changes(before, after) -> dict:
             and new[k] != v}
 
 
+def pattern_text(value):
+    """A per-layer list as its repeating unit, `(7 gated_deltanet + 1 attention) × 4 layers`
+    (other values as they are)."""
+    if not isinstance(value, tuple) or len(value) < 2:
+        return value
+    size = next(p for p in range(1, len(value) + 1)
+                if len(value) % p == 0 and value[:p] * (len(value) // p) == value)
+    runs = [(k, len(list(g))) for k, g in itertools.groupby(value[:size])]
+    return f"({' + '.join(f'{n} {k}' for k, n in runs)}) × {len(value) // size}"
+
+
 def describe_fix(ctx: LintContext, fix: Fix) -> dict:
     """What a fix changes: summary, changed fields [old, new], parameter deltas."""
     arch, dep = _changes(ctx.arch, fix.arch), _changes(ctx.dep, fix.dep)
     total, active = params_delta(ctx.arch, fix.arch)
-    words = [f"`{k}` {a} → {b}" for k, (a, b) in arch.items()]
+    words = [f"`{k}` {pattern_text(a)} → {pattern_text(b)}" for k, (a, b) in arch.items()]
     words += [f"{k} {a} → {b}" for k, (a, b) in dep.items()]
     size = f" ({total / PARAMS_PER_BILLION:+.3g}B params)" if total else " (same params)"
     return {"summary": ", ".join(words) + size, "architecture": arch, "deployment": dep,
