@@ -3,8 +3,10 @@
 Prints, per GPU and format, the median and 90th-percentile |predicted / measured − 1| over the
 balanced, gated rows of aiconfigurator-core's moe_perf tables in the formats the model has,
 before (the two grouped expert GEMMs alone, timed by the calibrated GEMM model) and after (plus
-the shipped [moe] terms: fixed floor, per routed token copy, per active local expert), and
-the rows left out by reason.
+the shipped [moe] terms: fixed floor, per routed token copy, per active local expert), the form
+serving step times charge (the GEMMs and the fixed floor alone, `cost_model.layers.moe_floor_s`:
+what leaving the size-dependent terms out of serving costs on the kernels), and the rows left
+out by reason.
 Run: pip install aiconfigurator-core; python tests/benchmarks/bench_moe_fit.py
 """
 
@@ -22,9 +24,12 @@ from search.calibration.moe import (
     aiconfigurator_moe_table,
     measured_moe,
     predicted_s,
+    prior_coefficients,
     with_coefficients,
 )
 from search.records.tables import format_table
+
+FLOOR = "fixed_overhead_us"  # the one [moe] term serving step times charge
 
 
 def _rows(hardware: str) -> tuple[list[dict], dict[str, int]]:
@@ -32,13 +37,18 @@ def _rows(hardware: str) -> tuple[list[dict], dict[str, int]]:
     tables, skipped = measured_moe(pq.read_table(path))
     hw, eff = get_hardware(hardware), get_efficiency(hardware)
     gemms_only = with_coefficients(eff, dict.fromkeys(COEFFICIENTS, 0.0))
+    floor_only = with_coefficients(eff, {**dict.fromkeys(COEFFICIENTS, 0.0),
+                                         FLOOR: prior_coefficients(eff)[FLOOR]})
     rows = []
     for fmt, data in tables.items():
         before = abs_error_quantiles(predicted_s(data, hw, gemms_only), data.time_s)
         after = abs_error_quantiles(predicted_s(data, hw, eff), data.time_s)
+        floor = abs_error_quantiles(predicted_s(data, hw, floor_only), data.time_s)
         rows.append({"hardware": hardware, "format": fmt, "rows": len(data),
                      "before_median": f"{before[0]:.1%}", "before_p90": f"{before[1]:.1%}",
-                     "after_median": f"{after[0]:.1%}", "after_p90": f"{after[1]:.1%}"})
+                     "after_median": f"{after[0]:.1%}", "after_p90": f"{after[1]:.1%}",
+                     "serving_form_median": f"{floor[0]:.1%}",
+                     "serving_form_p90": f"{floor[1]:.1%}"})
     return rows, skipped
 
 
