@@ -51,6 +51,7 @@ from cost_model.units import GIB_BYTES, MS_PER_S
 from search.cli.errors import CommandError
 from search.errors import SearchError
 from search.records.documents import BATCH_COLUMNS as INPUT_COLUMNS
+from search.records.documents import breakdown_ms
 
 INT_COLUMNS = ("tp", "ep", "pp", "dp", "isl", "osl")
 OUTPUT_COLUMNS = (
@@ -58,9 +59,9 @@ OUTPUT_COLUMNS = (
     "kv_precision", "isl", "osl", "concurrency", "params_total", "params_active",
     "weights_gib_per_gpu", "max_concurrency", "fits_memory", "tpot_ms", "ttft_ms",
     "benchmark_ttft_ms", "tokens_per_s_per_user", "tokens_per_s_per_gpu", "gemm_ms",
-    "attention_ms", "communication_ms", "other_ms",
+    "attention_ms", "linear_attention_ms", "communication_ms", "other_ms",
 )
-TIME_PARTS = ("tpot", "ttft", "benchmark_ttft", "gemm", "attention", "communication", "other")
+TIMES = ("tpot", "ttft", "benchmark_ttft")  # the breakdown's parts are documents.BREAKDOWN_PARTS
 
 
 @dataclass(frozen=True)
@@ -189,7 +190,8 @@ def evaluate_group(rows: list[BatchRow]) -> list[dict]:
         **_inputs(row, int(concurrency[i, 0])), "weights_gib_per_gpu": float(weights_gib[i]),
         "max_concurrency": int(limit[i]), "fits_memory": bool(points.fits_memory[i, 0]),
         **{f"{part}_ms": float(getattr(points, f"{part}_s")[i, 0]) * MS_PER_S
-           for part in TIME_PARTS},
+           for part in TIMES},
+        **{f"{part}_ms": ms for part, ms in breakdown_ms(points, 0, i).items()},
         "tokens_per_s_per_user": float(points.tokens_per_s_per_user[i, 0]),
         "tokens_per_s_per_gpu": float(points.tokens_per_s_per_gpu[i, 0]),
     } for i, row in enumerate(rows)]

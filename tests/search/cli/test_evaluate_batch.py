@@ -76,6 +76,24 @@ def test_batch_rows_equal_single_evaluations(tmp_path, capsys):
         assert row["moe_precision"] == doc["deployment"]["moe_precision"]
 
 
+def test_batch_breakdown_splits_linear_attention_like_evaluate(tmp_path, capsys):
+    """The breakdown columns are `evaluate`'s parts: a hybrid's linear layers in
+    `linear_attention_ms` (a transformer's is 0), and the parts sum to TPOT."""
+    hybrid = HF_CONFIGS / "Qwen3.5-27B.json"
+    path = _write(tmp_path, [f"{hybrid},h200,1,1,1,1,fp8,,,8192,1024,8",
+                             f"{LLAMA},h200,1,1,1,1,fp8,,,8192,1024,8"])
+    assert main(["evaluate", "--batch", str(path)]) == 0
+    rows = _csv(capsys.readouterr().out)
+    parts = ("gemm_ms", "attention_ms", "linear_attention_ms", "communication_ms", "other_ms")
+    for row in rows:
+        assert sum(float(row[p]) for p in parts) == pytest.approx(float(row["tpot_ms"]), rel=1e-4)
+    assert float(rows[0]["linear_attention_ms"]) > 0 and float(rows[1]["linear_attention_ms"]) == 0
+    single = _single(capsys, str(hybrid), "--hardware", "h200", "--isl", "8192", "--osl", "1024",
+                     "--concurrency", "8")["points"][0]["breakdown_ms"]
+    for part in ("attention", "linear_attention"):
+        assert float(rows[0][f"{part}_ms"]) == pytest.approx(single[part], rel=1e-5)
+
+
 def test_bad_rows_are_reported_with_their_line_and_skipped(tmp_path, capsys):
     path = _write(tmp_path, [
         f"{LLAMA},h200,1,1,1,1,fp8,,,1024,1024,1",
