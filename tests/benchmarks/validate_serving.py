@@ -16,8 +16,13 @@ Row conventions (the CSV's own notes and TensorRT-LLM's mapping):
 - an empty `ep` is 1: TensorRT-LLM's `Mapping` defaults to moe_ep_size = 1 (MoE TP) when neither
   moe size is given.
 - `attention_dp` True with tp = T maps to tp = 1, dp = T (cost_model/deployment.py).
-- "fp4" on NVIDIA GPUs is NVFP4; "fp8" on a DeepSeek-V3-family model is its native block-scaled
-  FP8 (`fp8_block`).
+- "fp4" on NVIDIA GPUs is NVFP4 (on a DeepSeek-V3-family model NVIDIA's checkpoint mix: MLA in
+  `fp8_block`, routed experts in NVFP4); "fp8" on a DeepSeek-V3-family model is its native
+  block-scaled FP8 (`fp8_block`).
+- InferenceX rows (`source_kind` inferencex) measure tokens/s over a finite run: the client sends
+  10 × C prompts at concurrency C with lengths drawn in [0.8, 1] × nominal, so the run lasts
+  until its slowest slot drains (`benchmark_drain_factor`); their predicted tokens/s/GPU is the
+  steady state over that factor.
 
 Also reads the development set `tests/data/serving/published_ttft_tpot.csv` (more published rows
 with TTFT and TPOT; tests/data/serving/SOURCES.md) and reports it apart, then both sets combined;
@@ -39,6 +44,7 @@ import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import NormalDist
 
 import numpy as np
 from pydantic import ValidationError
@@ -95,6 +101,9 @@ REQUIRED_COLUMNS = (
 )
 WEIGHTS_DO_NOT_FIT = "weights and workspace do not fit memory (no concurrency fits)"
 HALVES = ("fit", "holdout")
+INFERENCEX = "inferencex"  # source_kind of the InferenceX rows (tests/data/serving/SOURCES.md)
+INFERENCEX_PROMPTS_PER_SLOT = 10  # --num-prompts 10 x conc at --max-concurrency conc
+INFERENCEX_RANGE_RATIO = 0.8  # --random-range-ratio: lengths uniform in [0.8, 1] x nominal
 
 
 class Skip(Exception):
@@ -332,6 +341,27 @@ def _evaluate_disaggregated(row, arch: Architecture, hw: HardwareSpec, workload:
                   _errors(measured, predicted))
 
 
+def benchmark_drain_factor(concurrency: float) -> float:
+    """Run length of an InferenceX benchmark over its steady-state share, 1 + CV·√(1/n)·z_C: each
+    of the C slots serves n = 10 requests one after another (`--num-prompts 10 × conc`), each
+    as long as its OSL, uniform in [r, 1] × nominal (`--random-range-ratio` r = 0.8), so a slot's
+    busy time has a coefficient of variation CV/√n with CV = (1 − r)/√12 / ((1 + r)/2), and the run
+    ends with the slowest of C slots, z_C standard deviations late (Blom's approximation of the
+    largest of C normal draws, Φ⁻¹((C − 0.375)/(C + 0.25))): 1.021 at C = 4, 1.047 at C = 64.
+    Client settings: tests/data/serving/SOURCES.md §1 (InferenceX's benchmark_serving.py)."""
+    if concurrency <= 1:
+        return 1.0
+    spread = (1.0 - INFERENCEX_RANGE_RATIO) / np.sqrt(12.0) / ((1.0 + INFERENCEX_RANGE_RATIO) / 2)
+    slowest = NormalDist().inv_cdf((concurrency - 0.375) / (concurrency + 0.25))
+    return float(1.0 + spread / np.sqrt(INFERENCEX_PROMPTS_PER_SLOT) * slowest)
+
+
+def _as_measured(row: dict[str, str], regime: str, predicted: dict[str, float]) -> None:
+    """Predicted tokens/s/GPU over the run the row measured (InferenceX: a finite run)."""
+    if row.get("source_kind", "").strip() == INFERENCEX and regime == "fixed":
+        predicted["tokens_per_s_per_gpu"] /= benchmark_drain_factor(predicted["concurrency"])
+
+
 def evaluate_row(row: dict[str, str], data_dir: Path, archs: dict[Path, Architecture]) -> Result:
     """The comparison for one CSV row; raises `Skip` with the reason when it has none."""
     path = _config_path(row["model"], data_dir)
@@ -350,6 +380,7 @@ def evaluate_row(row: dict[str, str], data_dir: Path, archs: dict[Path, Architec
                      else _predict_fixed(arch, dep, hw, workload, concurrency))
     except ConfigError as exc:
         raise Skip(f"cost model refused the row: {exc}") from exc
+    _as_measured(row, regime, predicted)
     measured = _measured(row)
     return Result(
         row["model"],
