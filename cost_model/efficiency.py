@@ -39,7 +39,8 @@ non-GEMM time of a fused MoE layer: `fixed_overhead_us` (routing top-k, permute,
 unpermute kernels' floors), `per_token_us` (per routed token copy of 4096 hidden elements on one
 GPU), `per_routed_copy_us` (per routed copy of all the layer's tokens, C·k whatever the EP degree:
 the fused MoE sorts and scans every expert index to pick its local ones) and `per_expert_us` (per
-active local expert: grouped-GEMM tile scheduling, pipeline fill).
+active local expert: grouped-GEMM tile scheduling, pipeline fill). Serving step times charge the
+floor alone (`cost_model.layers.moe_floor_s`; its docstring gives the serving figures).
 """
 
 from __future__ import annotations
