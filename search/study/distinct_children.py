@@ -23,6 +23,7 @@ COMPLETE trials by generation and the intersection of their distributions.
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Callable
 
 import optuna
@@ -173,14 +174,28 @@ class FlatNSGAIISampler(optuna.samplers.NSGAIISampler):
             return []
         if generation in self._parents:
             return self._parents[generation]
-        parents = self._stored_parents(study, generation)
-        if parents:
-            self._parents[generation] = parents
-            return parents
-        parents = self._select_and_store(study, generation)
+        self._known_parents_below(study, generation)
+        parents = self._stored_parents(study, generation) or \
+            self._select_and_store(study, generation)
         # as Optuna: the selection's own order this once, trial order from the cache after
         self._parents[generation] = sorted(parents, key=lambda t: t.number)
         return parents
+
+    def _known_parents_below(self, study: optuna.Study, generation: int) -> None:
+        """Parents of every generation below `generation` in memory, selected from the lowest
+        unknown one upwards: a resumed run (whose copy of the study holds no parents) selects
+        them in a loop, where Optuna's recursion would go one call deeper per generation."""
+        missing = []
+        below = generation - 1
+        while below > 0 and below not in self._parents:
+            stored = self._stored_parents(study, below)
+            if stored:
+                self._parents[below] = stored
+                break
+            missing.append(below)
+            below -= 1
+        for g in reversed(missing):
+            self._parents[g] = sorted(self._select_and_store(study, g), key=lambda t: t.number)
 
     def _stored_parents(self, study: optuna.Study, generation: int) -> list[FrozenTrial]:
         """The parents another process (or an earlier run) stored for `generation`, if any."""
@@ -198,6 +213,23 @@ class FlatNSGAIISampler(optuna.samplers.NSGAIISampler):
             study._study_id, self._get_parent_cache_key_prefix() + str(generation),  # noqa: SLF001
             [t._trial_id for t in parents])  # noqa: SLF001
         return parents
+
+
+def adopt(sampler: optuna.samplers.BaseSampler, study: optuna.Study,
+          trials: list[FrozenTrial]) -> list[FrozenTrial]:
+    """`trials` finished by other workers, ready to be added to this worker's own copy of the
+    study: for NSGA-II, as members of the generation its sampler is filling now (their own
+    generation numbers count another worker's generations, not this one's)."""
+    if not isinstance(sampler, FlatNSGAIISampler) or not trials:
+        return trials
+    key = sampler._get_generation_key()  # noqa: SLF001
+    generation = sampler._index.update(study).next_generation(sampler.population_size)  # noqa: SLF001
+    adopted = []
+    for trial in trials:
+        twin = copy.copy(trial)
+        twin.system_attrs = {**trial.system_attrs, key: generation}
+        adopted.append(twin)
+    return adopted
 
 
 # Optuna names a GA subclass's keys after the class (`__init_subclass__`); these are the keys of

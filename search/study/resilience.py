@@ -107,7 +107,7 @@ def fail_orphans(study: optuna.Study, handle: StorageHandle) -> int:
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             optuna.storages.fail_stale_trials(study)
     host, me, settled = socket.gethostname(), worker_id(), 0
-    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+    for t in running_trials(study):
         if t.user_attrs.get(WORKER_ATTR) == me:
             state = TrialState.PRUNED  # ours, from a batch a storage error cut short
         elif _dead_worker(t, host) or (not beating and WORKER_ATTR not in t.user_attrs
@@ -121,6 +121,15 @@ def fail_orphans(study: optuna.Study, handle: StorageHandle) -> int:
         except optuna.exceptions.UpdateFinishedTrialError:
             pass  # another worker settled it first
     return settled
+
+
+def running_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    """The study's RUNNING trials; on RDB one query for those rows only (Optuna's cached
+    storage would first copy and sort every trial of the study)."""
+    backend = getattr(study._storage, "_backend", None)  # noqa: SLF001
+    if isinstance(backend, optuna.storages.RDBStorage):
+        return backend._get_trials(study._study_id, (TrialState.RUNNING,), set(), -1)  # noqa: SLF001
+    return study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
 
 
 def ask_batch(study: optuna.Study, size: int, shared: bool = False) -> list[optuna.Trial]:
@@ -174,9 +183,10 @@ class BatchHeartbeat:
     """Keeps every RUNNING trial of a batch beating while the batch is evaluated and told (a
     batch on a busy database can outlast the grace period); a context manager."""
 
-    def __init__(self, study: optuna.Study, trials: list[optuna.Trial]):
+    def __init__(self, study: optuna.Study, trials: list[optuna.Trial] | list[int]):
+        """`trials`: the batch's trials, or their ids in the study's storage."""
         self._storage = study._storage  # noqa: SLF001
-        self._ids = [t._trial_id for t in trials]  # noqa: SLF001
+        self._ids = [t if isinstance(t, int) else t._trial_id for t in trials]  # noqa: SLF001
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 

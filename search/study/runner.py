@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 
 import optuna
 from optuna.samplers.nsgaii import PolynomialMutation
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 from tqdm import tqdm
 
-from search.study.distinct_children import FlatNSGAIISampler, with_distinct_children
+from search.study.distinct_children import FlatNSGAIISampler, adopt, with_distinct_children
 from search.study.errors import SpecError
 from search.study.evaluation import Outcome, evaluate_batch, hard_constraints, stored_attrs
 from search.study.record import store_or_check_spec
@@ -29,7 +29,7 @@ from search.study.resilience import (
 )
 from search.study.space import build_candidate, design_identity, suggest_params
 from search.study.spec import StudySpec
-from search.study.storage import StorageHandle
+from search.study.storage import StorageHandle, WorkerRDBStorage
 
 FINISHED = (TrialState.COMPLETE, TrialState.FAIL)
 # A worker whose remaining trials all run in other workers polls the study this often.
@@ -151,21 +151,42 @@ def _count(summary: RunSummary, outcome: Outcome, hard: tuple[str, ...]) -> None
 class Workspace:
     """Where a run asks and tells its trials, and how they reach the storage.
 
-    Shared storages (several workers, RDB) are used directly. The default single-writer journal
-    is not: Optuna's JournalStorage costs ~55 µs per operation and a trial takes ~18 of them
-    (ask, each parameter, attributes, constraints, tell), more than the trial's own work. So the
-    run samples in an in-memory copy of the study (its finished trials, loaded once) and each
-    finished trial of a batch reaches the journal as one record (`add_trials`), appended with
-    one fsync per batch. The sampler sees the same trials either way."""
+    A shared journal (`--workers N` on the default storage) is used directly. The default
+    single-writer journal is not: Optuna's JournalStorage costs ~55 µs per operation and a
+    trial takes ~18 of them (ask, each parameter, attributes, constraints, tell), more than the
+    trial's own work. So the run samples in an in-memory copy of the study (its finished
+    trials, loaded once) and each finished trial of a batch reaches the journal as one record
+    (`add_trials`), appended with one fsync per batch. The sampler sees the same trials either
+    way. (RDB storages: `RemoteWorkspace`.)"""
 
     def __init__(self, study: optuna.Study, handle: StorageHandle):
         self.durable, self.handle = study, handle
         self.study = study
+        self.done_at_start = study.get_trials(deepcopy=False, states=FINISHED)
+        self.finished = len(self.done_at_start)
         if not handle.shared:
-            self.study = optuna.create_study(directions=study.directions, sampler=study.sampler)
-            self.study.add_trials(study.get_trials(deepcopy=False, states=FINISHED))
+            self.study = _local_copy(study)
+            self.study.add_trials(self.done_at_start)
         self._persisted = len(self.study.get_trials(deepcopy=False))
         self.in_flight = False  # a batch was started and has not finished (cut short)
+
+    def counts(self, target: int) -> tuple[int, int]:
+        """(finished trials, trials still to ask) of the study."""
+        if self.handle.shared:
+            self.finished, missing = _shared_counts(self.study, self.handle, target)
+            return self.finished, missing
+        return self.finished, max(target - self.finished, 0)
+
+    def run(self, spec: StudySpec, size: int, hard, summary: RunSummary, target: int) -> None:
+        # only shared stores need owners, heartbeats and the target check
+        run_batch(self.study, spec, size, hard, summary, self.handle.shared, target)
+        self.persist()
+        if not self.handle.shared:
+            self.finished += size
+
+    def recover(self) -> None:
+        """Before retrying a batch cut short: settle what it asked (ours: PRUNED)."""
+        fail_orphans(self.study, self.handle)
 
     def persist(self) -> None:
         """Make every trial finished since the last call durable (a trial left unfinished by
@@ -177,14 +198,100 @@ class Workspace:
         self.handle.flush()
 
 
-def _one_batch(space: Workspace, spec: StudySpec, size: int, hard, summary,
+def _local_copy(study: optuna.Study) -> optuna.Study:
+    """An empty in-memory study with the objectives and sampler of `study`."""
+    return optuna.create_study(directions=study.directions, sampler=study.sampler)
+
+
+class RemoteWorkspace:
+    """A run on an RDB storage (PostgreSQL; any number of workers on any number of machines).
+
+    Optuna's RDBStorage commits each operation: ~30 transactions per trial. Here a worker
+    samples, asks and tells in its own in-memory copy of the study, as the journal's runs do,
+    and talks to the database twice per batch: `reserve_trials` claims the batch's places as
+    RUNNING trials (heartbeat row and worker name included, never beyond the target counting
+    the others' running trials), and `finish_trials` writes the finished trials into them, one
+    transaction each. After each batch the trials the other workers finished since the last
+    read are copied in (`read_trials`: new and still-unfinished trial ids only), so the sampler
+    sees the whole study a batch late at most. A worker that dies leaves its reserved trials
+    RUNNING with heartbeat rows: the others fail them as stale (`fail_orphans`)."""
+
+    def __init__(self, study: optuna.Study, handle: StorageHandle):
+        self.durable, self.handle = study, handle
+        self.rdb = study._storage._backend  # noqa: SLF001 - Optuna's cache wraps the RDB storage
+        self.study = _local_copy(study)
+        self._after_id, self._pending, self._own = -1, set(), set()
+        self._batch: list[tuple[int, optuna.Trial]] = []  # reserved trial id, local trial
+        self.done_at_start = self._copy_in(self.rdb.read_trials(study._study_id, set(), -1),
+                                           joined=False)
+        self.finished = len(self.done_at_start)
+        self.in_flight = False
+
+    def _copy_in(self, trials: list[FrozenTrial], joined: bool = True) -> list[FrozenTrial]:
+        """Add the others' newly finished `trials` to the local copy (`joined`: as trials of
+        the sampler's current generation, `adopt`; else as stored, e.g. when resuming);
+        remember those still running."""
+        new = []
+        for t in trials:
+            self._after_id = max(self._after_id, t._trial_id)  # noqa: SLF001
+            self._pending.discard(t._trial_id)  # noqa: SLF001
+            if t._trial_id in self._own:  # noqa: SLF001 - ours: in the copy already
+                continue
+            if t.state in FINISHED:
+                new.append(t)
+            elif not t.state.is_finished():
+                self._pending.add(t._trial_id)  # noqa: SLF001
+        self.study.add_trials(adopt(self.study.sampler, self.study, new) if joined else new)
+        return new
+
+    def counts(self, target: int) -> tuple[int, int]:
+        fail_orphans(self.durable, self.handle)
+        self.finished, taken = self.rdb.trial_counts(self.durable._study_id)  # noqa: SLF001
+        return self.finished, max(target - taken, 0)
+
+    def run(self, spec: StudySpec, size: int, hard, summary: RunSummary, target: int) -> None:
+        self.finished, reserved = self.rdb.reserve_trials(
+            self.durable._study_id, size, target)  # noqa: SLF001
+        if not reserved:
+            return  # the others claimed the rest meanwhile
+        ids = [trial_id for trial_id, _ in reserved]
+        self._own.update(ids)
+        with BatchHeartbeat(self.durable, ids):
+            run_batch(self.study, spec, len(ids), hard, summary, handle_shared=False)
+            self._batch = list(zip(ids, self.study.get_trials(deepcopy=False)[-len(ids):]))
+            summary.lost += len(self._finish())
+        self._refresh()
+
+    def _finish(self) -> list[int]:
+        lost = self.rdb.finish_trials(self._batch)
+        self.finished += len(self._batch) - len(lost)
+        self._batch = []
+        return lost
+
+    def _refresh(self) -> None:
+        self._copy_in(self.rdb.read_trials(self.durable._study_id, set(self._pending),  # noqa: SLF001
+                                           self._after_id))
+
+    def recover(self) -> None:
+        """Before retrying a batch cut short: write its finished trials if their places are
+        still ours (a lost connection), then settle the rest (ours: PRUNED)."""
+        if self._batch:
+            self._finish()
+        fail_orphans(self.durable, self.handle)
+
+
+def _make_workspace(study: optuna.Study, handle: StorageHandle) -> Workspace | RemoteWorkspace:
+    if isinstance(getattr(study._storage, "_backend", None), WorkerRDBStorage):  # noqa: SLF001
+        return RemoteWorkspace(study, handle)
+    return Workspace(study, handle)
+
+
+def _one_batch(space: Workspace | RemoteWorkspace, spec: StudySpec, size: int, hard, summary,
                target: int) -> None:
-    if space.in_flight:  # a retry: settle what the failed attempt asked (ours: PRUNED) first
-        fail_orphans(space.study, space.handle)
+    if space.in_flight:  # a retry: settle what the failed attempt left first
+        space.recover()
     space.in_flight = True
-    # only shared stores need owners, heartbeats and the target check
-    run_batch(space.study, spec, size, hard, summary, space.handle.shared, target)
-    space.persist()
+    space.run(spec, size, hard, summary, target)
     space.in_flight = False
 
 
@@ -198,9 +305,8 @@ def _shared_counts(study: optuna.Study, handle: StorageHandle, target: int) -> t
     return finished, max(target - len(trials), 0)
 
 
-def _resume_summary(study: optuna.Study) -> RunSummary:
+def _resume_summary(done: list[FrozenTrial]) -> RunSummary:
     """Counters of what the study already holds, so the progress bar shows the whole study."""
-    done = study.get_trials(deepcopy=False, states=FINISHED)
     feasible = [t for t in done if t.user_attrs.get("feasible")]
     areas = [t.user_attrs.get("frontier_area", float("nan")) for t in feasible]
     return RunSummary(finished=len(done), feasible_before=len(feasible),
@@ -211,18 +317,15 @@ def run_study(spec: StudySpec, handle: StorageHandle, target_trials: int, seed: 
               show_progress: bool = True) -> RunSummary:
     """Run until the study holds `target_trials` finished trials (resuming what is there)."""
     study = with_retries(lambda: open_study(spec, handle, seed), "opening the study")
-    summary = _resume_summary(study)
-    study.sampler = make_sampler(spec, seed + summary.finished)  # resumed runs draw anew
-    space = Workspace(study, handle)
+    space = with_retries(lambda: _make_workspace(study, handle), "reading the study")
+    summary = _resume_summary(space.done_at_start)
+    space.study.sampler = make_sampler(spec, seed + summary.finished)  # resumed runs draw anew
     hard = hard_constraints(spec)
     bar = tqdm(total=target_trials, initial=summary.finished, unit="trial", file=sys.stderr,
                disable=not show_progress, dynamic_ncols=True)
     while True:
-        if handle.shared:
-            summary.finished, missing = with_retries(
-                lambda: _shared_counts(study, handle, target_trials), "counting trials")
-        else:
-            missing = target_trials - summary.finished
+        summary.finished, missing = with_retries(lambda: space.counts(target_trials),
+                                                 "counting trials")
         bar.update(summary.finished - bar.n)
         if summary.finished >= target_trials:
             break
@@ -232,8 +335,6 @@ def run_study(spec: StudySpec, handle: StorageHandle, target_trials: int, seed: 
         size = min(spec.batch_size, missing)
         with_retries(lambda size=size: _one_batch(space, spec, size, hard, summary, target_trials),
                      "a batch")
-        if not handle.shared:
-            summary.finished += size
         feasible = summary.feasible_before + summary.feasible
         bar.set_postfix_str(f"feasible {feasible}, best area {summary.best_area:.4g}")
     bar.close()

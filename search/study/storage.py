@@ -39,9 +39,11 @@ from typing import Any
 import optuna
 import sqlalchemy
 import sqlalchemy.orm
+from optuna.distributions import distribution_to_json
 from optuna.storages._rdb import models as rdb_models
+from optuna.storages._rdb.storage import _create_scoped_session
 from optuna.storages.journal._file import LOCK_FILE_SUFFIX
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 from search.study.errors import StorageError  # noqa: F401 - re-exported
 from search.study.journal_file import (  # noqa: F401 - the names are re-exported
@@ -292,6 +294,61 @@ class WorkerRDBStorage(optuna.storages.RDBStorage):
                 trial_id=trial.trial_id, key=WORKER_ATTR, value_json=json.dumps(worker_id())))
         return trial
 
+    def trial_counts(self, study_id: int) -> tuple[int, int]:
+        """(finished, finished or running) trials of the study: one counting query."""
+        with sqlalchemy.orm.Session(self.engine) as session:
+            counts = _state_counts(session, study_id)
+        finished = counts.get(TrialState.COMPLETE, 0) + counts.get(TrialState.FAIL, 0)
+        return finished, finished + counts.get(TrialState.RUNNING, 0)
+
+    def reserve_trials(self, study_id: int, count: int, target: int
+                       ) -> tuple[int, list[tuple[int, int]]]:
+        """Up to `count` new RUNNING trials of this worker (heartbeat row and worker name
+        included) such that finished and running trials never exceed `target`, in one
+        transaction under the study row's lock (the lock Optuna's trial creation takes, so
+        numbers stay dense and no two workers claim the same place). Returns the finished
+        trials the study held and the (trial_id, number) of each reserved trial."""
+        model = rdb_models.TrialModel
+        with _create_scoped_session(self.scoped_session) as session:
+            rdb_models.StudyModel.find_or_raise_by_id(study_id, session, for_update=True)
+            counts = _state_counts(session, study_id)
+            finished = counts.get(TrialState.COMPLETE, 0) + counts.get(TrialState.FAIL, 0)
+            room = max(target - finished - counts.get(TrialState.RUNNING, 0), 0)
+            first, now = sum(counts.values()), datetime.now()
+            rows = [model(study_id=study_id, number=first + i, state=TrialState.RUNNING,
+                          datetime_start=now) for i in range(min(count, room))]
+            session.add_all(rows)
+            session.flush()  # assigns the trial ids
+            me = json.dumps(worker_id())
+            for row in rows:
+                session.add(rdb_models.TrialHeartbeatModel(trial_id=row.trial_id))
+                session.add(rdb_models.TrialUserAttributeModel(
+                    trial_id=row.trial_id, key=WORKER_ATTR, value_json=me))
+            return finished, [(row.trial_id, row.number) for row in rows]
+
+    def finish_trials(self, done: list[tuple[int, FrozenTrial]]) -> list[int]:
+        """Write each finished trial (`done`: a reserved trial id and the trial as sampled and
+        told in the worker's own copy) into its reserved row, all in one transaction. Returns
+        the ids that are not RUNNING any more (failed as stale by another worker): not ours."""
+        model = rdb_models.TrialModel
+        with _create_scoped_session(self.scoped_session) as session:
+            rows = {row.trial_id: row for row in session.query(model).filter(
+                model.trial_id.in_([trial_id for trial_id, _ in done])).with_for_update()}
+            lost = []
+            for trial_id, trial in done:
+                row = rows.get(trial_id)
+                if row is None or row.state != TrialState.RUNNING:
+                    lost.append(trial_id)
+                    continue
+                session.add_all(_trial_rows(trial_id, trial))
+                row.state, row.datetime_complete = trial.state, trial.datetime_complete
+            return lost
+
+    def read_trials(self, study_id: int, pending: set[int], after_id: int) -> list[FrozenTrial]:
+        """Trials created after trial id `after_id`, and those of `pending` (ids not finished
+        when last read), in one query (what Optuna's cached storage reads)."""
+        return self._get_trials(study_id, None, pending, after_id)
+
     def _get_stale_trial_ids(self, study_id: int) -> list[int]:
         grace = timedelta(seconds=self.grace_period or 2 * (self.heartbeat_interval or 0))
         trial, beat = rdb_models.TrialModel, rdb_models.TrialHeartbeatModel
@@ -306,6 +363,31 @@ class WorkerRDBStorage(optuna.storages.RDBStorage):
         return [trial_id for trial_id, started_utc, last in rows
                 if (now - last if last is not None else utc_now - (started_utc or utc_now))
                 > grace]
+
+
+def _state_counts(session: sqlalchemy.orm.Session, study_id: int) -> dict[TrialState, int]:
+    model = rdb_models.TrialModel
+    return dict(session.execute(sqlalchemy.select(model.state, sqlalchemy.func.count())
+                                .where(model.study_id == study_id).group_by(model.state)).all())
+
+
+def _trial_rows(trial_id: int, trial: FrozenTrial) -> list:
+    """The rows of a finished trial's params, values and attributes (Optuna's tables)."""
+    m = rdb_models
+    rows: list = [m.TrialParamModel(trial_id=trial_id, param_name=name,
+                                    param_value=trial.distributions[name].to_internal_repr(v),
+                                    distribution_json=distribution_to_json(
+                                        trial.distributions[name]))
+                  for name, v in trial.params.items()]
+    for objective, value in enumerate(trial.values or ()):
+        stored, kind = m.TrialValueModel.value_to_stored_repr(value)
+        rows.append(m.TrialValueModel(trial_id=trial_id, objective=objective, value=stored,
+                                      value_type=kind))
+    rows += [m.TrialUserAttributeModel(trial_id=trial_id, key=k, value_json=json.dumps(v))
+             for k, v in trial.user_attrs.items()]
+    rows += [m.TrialSystemAttributeModel(trial_id=trial_id, key=k, value_json=json.dumps(v))
+             for k, v in trial.system_attrs.items()]
+    return rows
 
 
 def _new_rdb(url: str) -> optuna.storages.RDBStorage:

@@ -153,3 +153,23 @@ def test_flat_nsga2_index_reads_each_trial_once_finished():
     assert [t.number for t in index.population(0)] == [running.number, done.number]
     assert set(index.search_space) == {"a", "b"}  # "c" is not in every COMPLETE trial
     assert index.next_generation(2) == 1 and index.next_generation(3) == 0
+
+
+def test_trials_of_other_workers_join_the_generation_being_filled():
+    """`adopt`: trials another worker finished (numbered by its own generations) enter this
+    worker's copy as members of the generation its NSGA-II fills now; other samplers' trials
+    are left as they are."""
+    from search.study.distinct_children import FlatNSGAIISampler, adopt
+
+    sampler = FlatNSGAIISampler(population_size=2, seed=0)
+    study = optuna.create_study(sampler=sampler)
+    for _ in range(5):  # generations 0, 0, 1, 1, 2
+        trial = study.ask(SPACE)
+        study.tell(trial, float(trial.params["a"]))
+    key = "NSGAIISampler:generation"
+    assert [t.system_attrs[key] for t in study.trials] == [0, 0, 1, 1, 2]
+    theirs = optuna.trial.create_trial(params={"a": 1, "b": 1}, distributions=SPACE, value=0.0,
+                                       system_attrs={key: 7})
+    [joined] = adopt(sampler, study, [theirs])
+    assert joined.system_attrs[key] == 2 and theirs.system_attrs[key] == 7
+    assert adopt(optuna.samplers.RandomSampler(), study, [theirs]) == [theirs]

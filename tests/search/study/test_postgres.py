@@ -50,12 +50,12 @@ def _trials(study_path: Path) -> list:
 
 
 def test_workers_share_one_study(tmp_path, capsys):
-    """Three workers, batches of 64, 160 trials requested: the study ends with exactly 160
-    finished trials (each worker asks only what is still missing, counting the others' running
-    trials; trials two workers asked at the same moment beyond the target are PRUNED
-    unevaluated). Before, every worker asked whole batches: 192 finished of 160 (and up to
+    """Three workers, batches of 16, 160 trials requested: the study ends with exactly 160
+    finished trials, numbered 0 … 159, none RUNNING (each worker reserves its batch's places
+    under the study row's lock, counting the others' running trials, so none is asked beyond
+    the target). Before, every worker asked whole batches: 192 finished of 160 (and up to
     (workers - 1) x batch over in general)."""
-    study = _study_file(tmp_path)
+    study = _study_file(tmp_path, batch_size=16)
     argv = ["search", str(study), "--storage", URL, "--trials", "160", "--workers", "3",
             "--no-progress"]
     assert main(argv) == 0
@@ -65,7 +65,7 @@ def test_workers_share_one_study(tmp_path, capsys):
     assert all(t.state in (*FINISHED, TrialState.PRUNED) for t in trials)  # none RUNNING
     assert sorted(t.number for t in trials) == list(range(len(trials)))
     finished = sorted(t.number for t in trials if t.state in FINISHED)
-    assert finished == list(range(160))  # surplus trials are the last ones asked
+    assert finished == list(range(160))
     workers = {t.user_attrs.get("worker") for t in trials} - {None}
     assert len(workers) == 3  # every process contributed
     spec = load_spec(study)
@@ -243,24 +243,25 @@ sys.exit(main(sys.argv[1:]))
 
 
 def test_a_worker_killed_while_asking_leaves_no_running_trial(tmp_path, capsys):
-    """A worker killed during the ask phase: its asked trials carry a heartbeat row and its
-    name from the transaction that created them (before, they had neither and stayed RUNNING
-    for good), so the next worker settles them and the study ends with exactly the requested
-    finished trials, none RUNNING."""
+    """A worker killed during the ask phase (its fifth ask, in its own copy of the study): the
+    batch's 8 places it reserved carry a heartbeat row and its name from the transaction that
+    created them (before, asked trials had neither and stayed RUNNING for good), so the next
+    worker settles them and the study ends with exactly the requested finished trials, none
+    RUNNING."""
     study = _study_file(tmp_path, batch_size=8)
     proc = subprocess.run([sys.executable, "-c", KILL_AT_FIFTH_ASK, "search", str(study),
                            "--storage", URL, "--trials", "16", "--no-progress"],
                           check=False, cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     orphans = _trials(study)
-    assert [t.state for t in orphans] == [TrialState.RUNNING] * 4
+    assert [t.state for t in orphans] == [TrialState.RUNNING] * 8
     assert all(t.user_attrs.get("worker", "").endswith(f":{proc_pid(t)}") for t in orphans)
     storage = optuna.storages.RDBStorage(URL)
     with storage.engine.connect() as conn:
         beats = conn.execute(sqlalchemy.text(
             "SELECT count(*) FROM trial_heartbeats WHERE trial_id = ANY(:ids)"),
             {"ids": [t._trial_id for t in orphans]}).scalar()
-    assert beats == 4
+    assert beats == 8
     assert main(["search", str(study), "--storage", URL, "--trials", "16",
                  "--no-progress"]) == 0
     capsys.readouterr()
@@ -294,3 +295,55 @@ def test_trials_without_heartbeat_rows_go_stale(tmp_path):
     fail_orphans(study, StorageHandle(storage, "test"))
     states = {t.number: t.state for t in study.get_trials()}
     assert states == {old.number: TrialState.FAIL, young.number: TrialState.RUNNING}
+
+
+def _stored(trial) -> tuple:
+    """What a trial records, less the worker's name (only shared storages carry it)."""
+    attrs = {k: v for k, v in trial.user_attrs.items() if k != "worker"}
+    return trial.number, trial.state, trial.params, trial.values, attrs, trial.system_attrs
+
+
+def test_one_worker_records_what_the_journal_records(tmp_path):
+    """The same study, seed and trials run once on PostgreSQL (a worker sampling in its own
+    copy, two transactions per batch) and once on the default journal: every trial's number,
+    state, params, values, attributes and constraints are equal."""
+    from search.study.runner import run_study
+    from search.study.storage import open_default, open_url
+
+    spec = load_spec(_study_file(tmp_path, batch_size=16))
+    journal = open_default(tmp_path / "j" / "study.journal", shared=False)
+    run_study(spec, journal, 48, 3, show_progress=False)
+    journal.close()
+    run_study(spec, open_url(URL), 48, 3, show_progress=False)
+    on_journal = optuna.load_study(study_name=spec.name, storage=journal.storage).get_trials()
+    on_pg = optuna.load_study(study_name=spec.name, storage=URL).get_trials()
+    assert [_stored(t) for t in on_pg] == [_stored(t) for t in on_journal]
+    assert len(on_pg) == 48 and all(t.user_attrs["worker"] for t in on_pg)
+
+
+def test_a_worker_reads_the_others_trials_after_each_batch(tmp_path):
+    """Two workers on one study: after its next batch, each one's own copy holds the other's
+    finished trials too, and each worker's trials reached the database once."""
+    from search.study.runner import RemoteWorkspace, RunSummary, make_sampler, open_study
+    from search.study.evaluation import hard_constraints
+    from search.study.storage import open_url
+
+    spec = load_spec(_study_file(tmp_path, batch_size=8))
+    a, b = (RemoteWorkspace(open_study(spec, open_url(URL), 0), None) for _ in range(2))
+    for ws, seed in ((a, 1), (b, 2)):
+        ws.study.sampler = make_sampler(spec, seed)
+    hard = hard_constraints(spec)
+    a.run(spec, 8, hard, RunSummary(), 100)
+    b.run(spec, 8, hard, RunSummary(), 100)  # reads a's first batch after its own
+    a.run(spec, 8, hard, RunSummary(), 100)  # reads b's
+    assert len(b.study.trials) == 16 and len(a.study.trials) == 24
+    # a's copy: its batch, its second batch, then b's batch; b's: its batch, then a's first
+    assert [t.params for t in a.study.trials[16:]] == [t.params for t in b.study.trials[:8]]
+    assert [t.values for t in b.study.trials[8:]] == [t.values for t in a.study.trials[:8]]
+    stored = _trials_of(spec)
+    assert len(stored) == 24 and sorted(t.number for t in stored) == list(range(24))
+    assert len({t.user_attrs["worker"] for t in stored}) == 1  # one process, two workspaces
+
+
+def _trials_of(spec):
+    return optuna.load_study(study_name=spec.name, storage=URL).get_trials()
