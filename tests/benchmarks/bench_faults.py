@@ -43,6 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+import optuna
 from optuna.trial import TrialState
 
 from search.cli.study import load_study, open_for_reading
@@ -252,6 +253,7 @@ class PostgresReport:
     running_left: int = 0
     running_left_after_resume: int | None = None
     failed_unevaluated: int = 0  # FAIL trials without an outcome (orphans settled as failed)
+    pruned: int = 0  # asked and abandoned (a batch cut by the restart, asked anew; surplus)
     requested: int = 0
     finished: int = 0
     finished_after_resume: int | None = None
@@ -320,13 +322,14 @@ def run_postgres(folder: Path, trials: int, seed: int) -> PostgresReport:
             if p.returncode == 0:
                 report.workers_ok += 1
             else:
-                report.worker_errors.append(f"exit {p.returncode}: {err.strip()[-300:]}")
+                report.worker_errors.append(f"exit {p.returncode}: {err.strip()[-3000:]}")
         report.wall_s = time.monotonic() - start
         check = check_study(study, url)
         report.trials_lost += len(seen - check.keys)
         report.duplicates, report.numbers_repeated = check.duplicates, check.numbers_repeated
         report.running_left, report.finished = check.running, check.finished
         report.failed_unevaluated = _failed_unevaluated(study, url)
+        report.pruned = sum(t.state == TrialState.PRUNED for t in read_trials(study, url))
         if check.running or check.finished != trials:  # what one more run of the command does
             subprocess.run(search_command(study, trials, url), cwd=ROOT, capture_output=True,
                            timeout=RUN_TIMEOUT_S, check=False)
@@ -419,6 +422,8 @@ def main() -> None:
     parser.add_argument("--skip-disk", action="store_true")
     parser.add_argument("--json", metavar="PATH", default=None)
     args = parser.parse_args()
+    # this process's own reads during a server restart: one line each, not Optuna's SQL dumps
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
     results = {}
     with tempfile.TemporaryDirectory(prefix="bench_faults_") as tmp:
         base = Path(tmp)
