@@ -15,7 +15,7 @@ from search.records.arrow_export import write_pareto_files
 from search.records.tables import format_table, print_json
 from search.study.errors import NoFeasibleError, StorageError
 from search.study.record import recorded_spec
-from search.study.report import pareto_document
+from search.study.report import pareto_document, read_cached_document, write_cached_document
 from search.study.runner import RunSummary, describe_rejections, run_study
 from search.study.spec import StudySpec, load_spec
 from search.study.storage import (
@@ -160,6 +160,8 @@ def run_search(args: argparse.Namespace) -> int:
 def _finish(args, spec: StudySpec, summary: RunSummary | None) -> int:
     handle = open_for_reading(Path(args.study), spec, args.storage)
     doc = pareto_document(spec, load_study(spec, handle))
+    if not args.storage:  # this run wrote the journal: keep its document for `pareto`
+        write_cached_document(default_journal_path(Path(args.study), spec.name), spec, doc)
     if not doc["pareto"]:
         why = describe_rejections(summary) if summary else "see `archscout pareto`"
         raise NoFeasibleError(f"no feasible candidate in {doc['trials']} trials of "
@@ -181,11 +183,14 @@ def load_study(spec: StudySpec, handle: StorageHandle) -> optuna.Study:
 
 def run_pareto(args: argparse.Namespace) -> int:
     spec = load_spec(args.study)
-    handle = open_for_reading(Path(args.study), spec, args.storage)
-    study = load_study(spec, handle)
-    spec = recorded_spec(study, spec)  # the spec it ran with (one note on stderr if they differ)
-    doc = pareto_document(spec, study)
-    write_pareto_files(doc, args.parquet, args.csv, spec, study)
+    doc = None
+    if not (args.storage or args.parquet or args.csv):  # the document the last search kept
+        doc = read_cached_document(default_journal_path(Path(args.study), spec.name), spec)
+    if doc is None:
+        study = load_study(spec, open_for_reading(Path(args.study), spec, args.storage))
+        spec = recorded_spec(study, spec)  # the spec it ran with (one note on stderr if not)
+        doc = pareto_document(spec, study)
+        write_pareto_files(doc, args.parquet, args.csv, spec, study)
     if args.json:
         print_json(doc)
     else:
