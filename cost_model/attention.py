@@ -107,15 +107,6 @@ def _indexer_s(a: ArchArrays, env: Env, queries, keys, key_reads):
     return np.maximum(flop / peak, read / env.hw.hbm_bytes_per_s)
 
 
-def indexer_gemms(g, a: ArchArrays, load, layers):
-    """The DSA indexer's projections on the busiest group's tokens (replicated over TP):
-    wq_b from the query latent, wk and weights_proj from the hidden state."""
-    tok, dsa = load.group_tokens, (a.index_heads > 0)
-    g.add("attention/indexer_q", tok, a.index_heads * a.index_head_dim, a.q_lora, layers * dsa)
-    g.add("attention/indexer_k", tok, a.index_head_dim, a.hidden, layers * dsa)
-    g.add("attention/indexer_w", tok, a.index_heads, a.hidden, layers * dsa, high=True)
-
-
 def attention_overhead_s(env: Env) -> float:
     """Fixed time of one decode attention call: the calibrated overhead, else the kernel launch."""
     fixed = env.eff.attention_fixed_overhead_s

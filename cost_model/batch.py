@@ -12,7 +12,9 @@ from typing import Sequence
 
 import numpy as np
 
-from cost_model.architecture import Architecture
+from cost_model.architecture import (
+    GATED_DELTANET_MIXER, KIMI_DELTA_MIXER, MAMBA2_MIXER, Architecture,
+)
 from cost_model.deployment import Deployment
 from cost_model.efficiency import Efficiency, get_efficiency
 from cost_model.errors import ConfigError
@@ -22,6 +24,9 @@ from cost_model.precision import Precision, get_precision
 
 
 WEIGHT_ONLY_ACTIVATIONS = "bf16"  # what w4a16 / w8a16 compute in (their "a16")
+# `ArchArrays.linear_kind`: each linear mixer's code (0 where a model has none, as in a view
+# built from zeros)
+LINEAR_KIND_CODES = {GATED_DELTANET_MIXER: 1.0, MAMBA2_MIXER: 2.0, KIMI_DELTA_MIXER: 3.0}
 
 
 def _column(values) -> np.ndarray:
@@ -64,10 +69,11 @@ class ArchArrays:
     linear_heads: np.ndarray  # v heads (each holds a key_dim x value_dim state)
     linear_key_dim: np.ndarray
     linear_value_dim: np.ndarray
-    linear_in_width: np.ndarray  # in_proj output features: q, k, v, z, β, decay
+    linear_kind: np.ndarray  # the linear mixer's code in LINEAR_KIND_CODES (0: none)
     linear_conv_width: np.ndarray  # channels of the short conv (q, k, v)
     linear_conv_kernel: np.ndarray
     output_gate: np.ndarray  # 1: q_proj also yields the attention output gate (Qwen3-Next)
+    shared_expert_gate: np.ndarray  # 1: an H → 1 sigmoid gate on the shared expert (Qwen3-Next)
 
     @classmethod
     def from_architectures(cls, archs: Sequence[Architecture]) -> ArchArrays:
@@ -107,27 +113,22 @@ def _arch_row(a: Architecture) -> dict[str, float]:
         mixerless_layers=a.num_layers - a.num_mixer_layers, index_heads=a.index_heads,
         index_head_dim=a.index_head_dim, index_topk=a.index_topk, **_linear_columns(a),
         output_gate=float(a.attention_output_gate),
+        shared_expert_gate=float(a.shared_expert_gate and a.is_moe),
     )
 
 
 def _linear_columns(a: Architecture) -> dict[str, float]:
-    """Gated DeltaNet: in_proj to q, k, v, z, β, decay; Mamba-2: to z, x, B, C, dt (one per
-    head); KDA: q, k, v, β and its gates' bottlenecks (their d_h → n·d_h up-projections, ~2·d_h/H
-    of the in_proj FLOPs, are left out). All convolve q/k/v (x/B/C) and keep a key x value state
-    per head."""
+    """The linear mixer's kind, heads and state shape: Gated DeltaNet, Mamba-2 and KDA all
+    convolve q/k/v (x/B/C) and keep a key x value state per head. Their projections' widths
+    are the table's rows (`cost_model.sharded_gemms`), read there by kind."""
     value_width = a.linear_num_value_heads * a.linear_value_head_dim
-    conv_width = 2 * a.linear_num_key_heads * a.linear_key_head_dim + value_width
-    heads = a.linear_num_value_heads
-    in_width = {  # KDA: q, k, v, β and the two gates' rank-d_h bottleneck inputs
-        "mamba2": conv_width + value_width + heads,
-        "kimi_delta": conv_width + heads + 2 * a.linear_value_head_dim,
-    }.get(a.linear_mixer_kind, conv_width + value_width + 2 * heads)
     return dict(
         linear_layers=a.num_linear_attention_layers, parallel_layers=a.num_parallel_hybrid_layers,
-        linear_heads=heads,
+        linear_kind=LINEAR_KIND_CODES.get(a.linear_mixer_kind, 0.0),
+        linear_heads=a.linear_num_value_heads,
         linear_key_dim=a.linear_key_head_dim, linear_value_dim=a.linear_value_head_dim,
-        linear_in_width=in_width,
-        linear_conv_width=conv_width, linear_conv_kernel=a.linear_conv_kernel,
+        linear_conv_width=2 * a.linear_num_key_heads * a.linear_key_head_dim + value_width,
+        linear_conv_kernel=a.linear_conv_kernel,
     )
 
 

@@ -23,7 +23,7 @@ import numpy as np
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.gemm import HOT_DTYPE, GemmRates, gemm_time_s
 from cost_model.sharded_gemms import (
-    COLUMN_KERNELS, ArchColumns, active, per_gpu_k, per_gpu_n,
+    KERNELS, ArchColumns, active, per_gpu_k, per_gpu_n,
 )
 from cost_model.step_load import StepLoad
 
@@ -90,15 +90,6 @@ class GemmList:
         return times
 
 
-# Kernels cost_model/step.py still adds through its own functions (`step._output_gate_gemm`,
-# `attention.indexer_gemms`, `linear_attention.linear_gemms`): `attention_gemms` leaves them out
-# until step.py calls `layer_gemms`, which adds every kernel of the table.
-ADDED_BY_STEP = frozenset({
-    "attention/output_gate", "attention/indexer_q", "attention/indexer_k", "attention/indexer_w",
-    "linear_attention/in_proj", "linear_attention/out_proj",
-})
-
-
 def layer_gemms(g: GemmList, a: ArchArrays, d: DeployArrays, load: StepLoad, attention_layers,
                 linear_layers, dense_layers, moe_layers):
     """Every weight GEMM of the table (`cost_model.sharded_gemms`) for the given layer counts
@@ -107,13 +98,12 @@ def layer_gemms(g: GemmList, a: ArchArrays, d: DeployArrays, load: StepLoad, att
                                         dense=dense_layers, moe=moe_layers, model=1.0))
 
 
-def add_table_gemms(g: GemmList, a: ArchArrays, d: DeployArrays, load: StepLoad, layers: dict,
-                    skip=frozenset()):
+def add_table_gemms(g: GemmList, a: ArchArrays, d: DeployArrays, load: StepLoad, layers: dict):
     """The table's kernels on `layers[row.layers]` layers each (sets not in `layers` left out):
     fused rows add their N; of exclusive rows (GQA or MLA) the candidate's own is taken."""
     src = ArchColumns(a)
-    for name, rows in COLUMN_KERNELS.items():
-        if name not in skip and rows[0].layers in layers:
+    for name, rows in KERNELS.items():
+        if rows[0].layers in layers:
             _add_kernel(g, src, d, load, name, rows, layers[rows[0].layers])
 
 
@@ -147,8 +137,9 @@ def _add_absorbed(g: GemmList, src: ArchColumns, d: DeployArrays, load: StepLoad
 
 
 def attention_gemms(g: GemmList, a: ArchArrays, d: DeployArrays, load: StepLoad, layers):
-    """QKV / MLA projections and the output projection of `layers` layers (busiest group)."""
-    add_table_gemms(g, a, d, load, dict(attention=layers), ADDED_BY_STEP)
+    """Every attention kernel of the table (QKV or MLA projections, the output gate, the DSA
+    indexer, the output projection) on `layers` layers, busiest group's tokens."""
+    add_table_gemms(g, a, d, load, dict(attention=layers))
 
 
 def moe_imbalance_frac(d: DeployArrays):

@@ -58,14 +58,6 @@ def linear_state_bytes_per_sequence(a: ArchArrays, d: DeployArrays | None = None
     return a.linear_layers * share * (states + conv) / tp
 
 
-def linear_gemms(g, a: ArchArrays, d: DeployArrays, load, layers):
-    """in_proj (H → q, k, v, z, β, decay) and out_proj (n_v·d_v → H) of `layers` linear layers."""
-    tok, linear = load.group_tokens, (a.linear_layers > 0)
-    g.add("linear_attention/in_proj", tok, a.linear_in_width / d.tp, a.hidden, layers * linear)
-    g.add("linear_attention/out_proj", tok, a.hidden, a.linear_heads * a.linear_value_dim / d.tp,
-          layers * linear)
-
-
 def linear_decode_s(a: ArchArrays, d: DeployArrays, env: Env, seqs, tokens_per_seq=1.0):
     """One linear layer's state read + update for `seqs` sequences on one GPU."""
     elems = seqs * _heads_per_gpu(a, d) * a.linear_key_dim * a.linear_value_dim

@@ -6,8 +6,7 @@ deployment's expert format (`moe_precision`), the other linear layers (attention
 mixers, dense FFN, shared experts) in its `precision`, embeddings / LM head / router / the DSA
 indexer's weights_proj in BF16; block scales are part of each format's bytes per weight. Left
 out, as too small to matter (< 0.04% of every real model in tests/data/hf_configs): norms,
-biases, the linear mixers' convolutions and per-head state parameters, attention sinks and the
-shared-expert gate (ArchArrays has no column for it).
+biases, the linear mixers' convolutions and per-head state parameters and attention sinks.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ import numpy as np
 from cost_model.attention import kv_cache_bytes_per_sequence
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.sharded_gemms import (
-    COLUMN_ROWS, LM_HEAD, ArchColumns, active, per_gpu_count, per_gpu_k, per_gpu_n,
+    LM_HEAD, ROWS, ArchColumns, active, per_gpu_count, per_gpu_k, per_gpu_n,
 )
 
 # Fraction of HBM the serving engine leaves unused (fragmentation, CUDA context, NCCL buffers):
@@ -34,7 +33,7 @@ def layer_weight_elems_per_gpu(a: ArchArrays, d: DeployArrays) -> dict[str, np.n
     layers = dict(attention=a.attention_layers, linear=a.linear_layers, dense=a.dense_layers,
                   moe=a.moe_layers)
     elems = dict.fromkeys(("linear", "experts", "high"), 0.0)
-    for row in COLUMN_ROWS:
+    for row in ROWS:
         if row.layers in layers:
             elems[row.precision] = elems[row.precision] + layers[row.layers] * active(row, src) \
                 * per_gpu_count(row, src, d) * per_gpu_n(row, src, d) * per_gpu_k(row, src, d)

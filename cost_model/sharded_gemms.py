@@ -28,7 +28,7 @@ from typing import Literal
 
 import numpy as np
 
-from cost_model.batch import ArchArrays
+from cost_model.batch import LINEAR_KIND_CODES, ArchArrays
 
 Factor = str | tuple[str, ...]  # a field, or a sum of fields (shown in parentheses)
 LayerSet = Literal["attention", "linear", "dense", "moe", "model"]
@@ -299,10 +299,8 @@ def kernels(rows: tuple[WeightGemm, ...] = ROWS) -> dict[str, tuple[WeightGemm, 
 class ArchColumns:
     """`ArchArrays` under `Architecture`'s field names, so that the table's dims evaluate on
     (n, 1) columns. `gated_mlp` is gate_factor ≠ 1 (a view built from zeros, as the calibration
-    fitters build one, reads as gated: what they fit). Fields without a column are listed in
-    `MISSING`; rows needing them are left out of the vectorized consumers (`column_rows`)."""
+    fitters build one, reads as gated: what they fit). Every field a row reads has a column."""
 
-    MISSING = frozenset({"shared_expert_gate"})
     _NAMES = dict(
         hidden_size="hidden", num_attention_heads="heads_q", num_kv_heads="heads_kv",
         head_dim="head_dim", vocab_size="vocab", intermediate_size="ffn",
@@ -310,7 +308,8 @@ class ArchColumns:
         shared_expert_intermediate_size="shared_ffn", q_lora_rank="q_lora",
         kv_lora_rank="kv_lora", qk_rope_head_dim="rope_dim", qk_nope_head_dim="nope_dim",
         v_head_dim="v_dim", index_heads="index_heads", index_head_dim="index_head_dim",
-        attention_output_gate="output_gate", linear_num_value_heads="linear_heads",
+        attention_output_gate="output_gate", shared_expert_gate="shared_expert_gate",
+        linear_num_value_heads="linear_heads",
         linear_key_head_dim="linear_key_dim", linear_value_head_dim="linear_value_dim",
     )  # fmt: skip
 
@@ -335,35 +334,19 @@ class ArchColumns:
             np.maximum(2.0 * a.linear_key_dim, 1.0)
 
     def is_kind(self, kind: str):
-        """Whether each candidate has layers of `kind` (computed once per kind)."""
+        """Whether each candidate has layers of `kind`: MLA vs GQA from `mla`, the linear
+        mixer from `linear_kind` (computed once per kind)."""
         if kind not in self._kinds:
-            self._kinds[kind] = self._is_kind(kind)
+            a = self.a
+            if kind in ("gqa", "mla"):
+                self._kinds[kind] = (a.mla > 0) == (kind == "mla")
+            else:
+                self._kinds[kind] = (a.linear_kind == LINEAR_KIND_CODES[kind]) & \
+                    (a.linear_layers > 0)
         return self._kinds[kind]
 
-    def _is_kind(self, kind: str):
-        """MLA vs GQA from `mla`; the linear mixer from the fused in-projection width
-        `linear_in_width` = conv width + Gated DeltaNet's z, β, a (n_v·d_v + 2·n_v), Mamba-2's z,
-        dt (n_v·d_v + n_v) or KDA's β and gate bottlenecks (n_v + 2·d_v), tested in that order
-        (ArchArrays has no kind column; the forms coincide only for a KDA of 2 heads, read as
-        Mamba-2, and 1-wide heads)."""
-        a = self.a
-        if kind in ("gqa", "mla"):
-            return (a.mla > 0) == (kind == "mla")
-        extra, heads = a.linear_in_width - a.linear_conv_width, a.linear_heads
-        z = heads * a.linear_value_dim
-        gdn, mamba = extra == z + 2.0 * heads, extra == z + heads
-        forms = {"gated_deltanet": gdn, "mamba2": mamba & ~gdn,
-                 "kimi_delta": (extra == heads + 2.0 * a.linear_value_dim) & ~gdn & ~mamba}
-        return forms[kind] & (a.linear_layers > 0)
 
-
-def column_rows(rows: tuple[WeightGemm, ...] = ROWS) -> tuple[WeightGemm, ...]:
-    """The rows whose fields all have a column (`ArchColumns.MISSING`)."""
-    return tuple(r for r in rows if not ({r.when, *r.fields} & ArchColumns.MISSING))
-
-
-COLUMN_ROWS = column_rows()
-COLUMN_KERNELS = kernels(COLUMN_ROWS)  # what the vectorized consumers run and store
+KERNELS = kernels()  # what the vectorized consumers run
 
 
 def is_kind(src, kind: str | None):

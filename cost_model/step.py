@@ -17,13 +17,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from cost_model.attention import decode_attention_s, indexer_gemms, prefill_attention_s
-from cost_model.linear_attention import linear_decode_s, linear_gemms, linear_prefill_s
+from cost_model.attention import decode_attention_s, prefill_attention_s
+from cost_model.linear_attention import linear_decode_s, linear_prefill_s
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.benchmark_ttft import benchmark_ttft_s, prompt_queue_s
 from cost_model.deployment import expected_tokens_per_step
 from cost_model.communication import all_reduce_s, all_to_all_s, point_to_point_s
-from cost_model.layers import GemmList, attention_gemms, ffn_gemms, lm_head_gemm, moe_floor_s
+from cost_model.layers import GemmList, layer_gemms, moe_floor_s
 from cost_model.step_load import StepLoad, busiest_group_seqs
 
 ACTIVATION_BYTES = 2.0  # BF16 residual stream between layers and in collectives
@@ -98,12 +98,6 @@ def _mixer_reduce_layers(a: ArchArrays, attention_layers, linear_layers, layers)
     return attention_layers + linear_layers - layers * a.parallel_layers / a.layers
 
 
-def _output_gate_gemm(g: GemmList, a: ArchArrays, d: DeployArrays, load: StepLoad, layers):
-    """Qwen3-Next's attention output gate: q_proj's second half (n_q·d_h per token)."""
-    g.add("attention/output_gate", load.group_tokens, a.heads_q / d.tp * a.head_dim, a.hidden,
-          layers * a.output_gate)
-
-
 def _communication_s(a, d, env: Env, load: StepLoad, dense_layers, moe_layers, layers):
     """TP all-reduces after attention and FFN (busiest group's tokens); EP all-to-all (dispatch +
     combine) with DP attention; PP send of the activations to the next stage."""
@@ -167,12 +161,7 @@ def stage_forward_load(a: ArchArrays, d: DeployArrays, env: Env, load: StepLoad,
                                 np.shape(prefill_context), a.hidden.shape)
     gemms = GemmList(shape)
     attention_layers, linear_layers = stage_attention_layers(a, layers)
-    attention_gemms(gemms, a, d, load, attention_layers)
-    ffn_gemms(gemms, a, d, load, dense_layers, moe_layers)
-    lm_head_gemm(gemms, a, d, load)
-    indexer_gemms(gemms, a, load, attention_layers)
-    _output_gate_gemm(gemms, a, d, load, attention_layers)
-    linear_gemms(gemms, a, d, load, linear_layers)
+    layer_gemms(gemms, a, d, load, attention_layers, linear_layers, dense_layers, moe_layers)
     gemm_s = sum(gemms.times_s(env).values())
     attention_s = attention_layers * (
         decode_attention_s(a, d, env, load.group_decode_seqs, context,

@@ -23,7 +23,7 @@ from cost_model.errors import ConfigError
 from cost_model.evaluate import deployment_violations, evaluate_points
 from cost_model.gemm import gemm_cost
 from cost_model.hardware import HardwareSpec
-from cost_model.layers import GemmList, attention_gemms, ffn_gemms
+from cost_model.layers import GemmList, layer_gemms
 from cost_model.params import count_params
 from cost_model.sharded_gemms import rows_of
 from cost_model.precision import Precision, get_precision
@@ -133,11 +133,13 @@ class Gemm:
 
 
 def model_gemms(arch: Architecture, dep: Deployment) -> list[Gemm]:
-    """The per-layer GEMMs `cost_model.layers` runs for `arch` deployed as `dep`."""
+    """The GEMMs `cost_model.layers.layer_gemms` runs for `arch` deployed as `dep` (every
+    kernel of the table on the layers that have it, the BF16 LM head too), in a step of one
+    decode and one prompt token (so MLA's kv_b appears both absorbed and not)."""
     a, d = ArchArrays.from_architectures([arch]), DeployArrays.from_deployments([dep])
     g = GemmList((1, 1))
-    attention_gemms(g, a, d, StepLoad.single_group(2.0, decode_seqs=1.0), 1.0)
-    ffn_gemms(g, a, d, StepLoad.single_group(1.0), a.dense_layers, a.moe_layers)
+    layer_gemms(g, a, d, StepLoad.single_group(2.0, decode_seqs=1.0), a.attention_layers,
+                a.linear_layers, a.dense_layers, a.moe_layers)
     scalar = lambda x: float(np.asarray(x).reshape(-1)[0])  # noqa: E731
     return [Gemm(name, scalar(n), scalar(k), high, *gemm_fields(arch, name))
             for name, (_, n, k, _, count), high in zip(g.names, g.dims, g.high)

@@ -27,7 +27,7 @@ from cost_model.deployment import make_workload
 from cost_model.evaluate import evaluate_points
 from cost_model.gemm import gemm_cost
 from cost_model.hardware import HardwareSpec, get_hardware
-from cost_model.layers import GemmList, attention_gemms, ffn_gemms, lm_head_gemm
+from cost_model.layers import GemmList, layer_gemms
 from cost_model.precision import get_precision
 from cost_model.step_load import StepLoad
 from cost_model.units import TERA
@@ -163,9 +163,8 @@ def forward_gemms(cand: Candidate, load: StepLoad) -> GemmList:
     a = ArchArrays.from_architectures([cand.arch])
     d = DeployArrays.from_deployments([cand.deployment])
     gemms = GemmList((1, 1))
-    attention_gemms(gemms, a, d, load, a.layers)
-    ffn_gemms(gemms, a, d, load, a.dense_layers, a.moe_layers)
-    lm_head_gemm(gemms, a, d, load)
+    layer_gemms(gemms, a, d, load, a.attention_layers, a.linear_layers, a.dense_layers,
+                a.moe_layers)
     return gemms
 
 

@@ -1,23 +1,20 @@
 """cost_model/layers.py: the step model's GEMMs, built from the table of sharded weight GEMMs."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from cost_model import step
-from cost_model.attention import indexer_gemms
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.deployment import Deployment
 from cost_model.hardware import get_hardware
 from cost_model.hf_config import load_architecture
-from cost_model.layers import (
-    ADDED_BY_STEP, GemmList, attention_gemms, ffn_gemms, layer_gemms, lm_head_gemm,
-)
-from cost_model.linear_attention import linear_gemms
+from cost_model.layers import GemmList, attention_gemms, layer_gemms
 from cost_model.step_load import StepLoad
 from tests.data_paths import HF_CONFIGS, MODEL_CONFIGS
 
 CONFIGS = sorted(HF_CONFIGS.glob("*.json")) + sorted(MODEL_CONFIGS.glob("*.json"))
-KDA_ONLY = {"linear_attention/gate_up"}  # KDA's f_b / g_b: the step model does not run them yet
 
 
 def _setup(path):
@@ -29,34 +26,33 @@ def _setup(path):
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[path.stem for path in CONFIGS])
-def test_layer_gemms_time_what_the_step_model_adds_piecewise(path):
-    """`step.stage_forward_load` adds attention_gemms, ffn_gemms, lm_head_gemm and, through
-    their own modules, the output gate, DSA indexer and linear-mixer GEMMs (`ADDED_BY_STEP`);
-    `layer_gemms` adds the same GEMMs in one call, each with the same time (tolerance 1e-12),
-    plus KDA's gate up-projections."""
+def test_step_gemm_time_is_the_table_kernels(path):
+    """`step.stage_forward_load` runs exactly `layer_gemms` (every kernel of the table) on the
+    stage's layers of each kind: its GEMM time is their sum (tolerance 1e-12), for a decode
+    step and a step carrying a 2,048-token prefill chunk, on a PP-2 stage."""
     a, d, load, env = _setup(path)
-    attention, linear = step.stage_attention_layers(a, a.layers)
-    piecewise = GemmList((1, 2))
-    attention_gemms(piecewise, a, d, load, attention)
-    ffn_gemms(piecewise, a, d, load, a.dense_layers, a.moe_layers)
-    lm_head_gemm(piecewise, a, d, load)
-    indexer_gemms(piecewise, a, load, attention)
-    step._output_gate_gemm(piecewise, a, d, load, attention)
-    linear_gemms(piecewise, a, d, load, linear)
+    d = replace(d, pp=np.full_like(d.pp, 2.0))
+    layers = np.ceil(a.layers / 2.0)
+    attention, linear = step.stage_attention_layers(a, layers)
+    share = layers / a.layers
     whole = GemmList((1, 2))
-    layer_gemms(whole, a, d, load, attention, linear, a.dense_layers, a.moe_layers)
-    old, new = piecewise.times_s(env), whole.times_s(env)
-    assert set(new) - set(old) <= KDA_ONLY and set(old) <= set(new)
-    assert ADDED_BY_STEP <= set(new)
-    for name in old:
-        np.testing.assert_allclose(new[name], old[name], rtol=1e-12, err_msg=name)
+    layer_gemms(whole, a, d, load, attention, linear, a.dense_layers * share,
+                a.moe_layers * share)
+    expected = sum(whole.times_s(env).values())
+    got = step.stage_forward_load(a, d, env, load, 4096.0, 1024.0).gemm_s
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
 
 
-def test_attention_gemms_leave_out_what_step_adds_itself():
-    a, d, load, _ = _setup(HF_CONFIGS / "Qwen3.5-35B-A3B.json")
+def test_kda_runs_its_gate_up_projections():
+    """Kimi Linear's KDA layers run f_b / g_b (d_v → n_v·d_v each, `linear_attention/gate_up`):
+    the synthetic config's 6 KDA layers of 4 heads of 32 at TP 4 (the MoE deployment of
+    `_setup`) give the fused pair N = 2·4·32/4 = 64, K = 32, on 6 layers."""
+    a, d, load, _ = _setup(HF_CONFIGS / "synthetic-kimi-linear-checkpoint-form.json")
     g = GemmList((1, 2))
-    attention_gemms(g, a, d, load, a.layers)
-    assert not set(g.names) & ADDED_BY_STEP
+    attention, linear = step.stage_attention_layers(a, a.layers)
+    layer_gemms(g, a, d, load, attention, linear, a.dense_layers, a.moe_layers)
+    _, n, k, _, count = g.dims[g.names.index("linear_attention/gate_up")]
+    assert (float(np.max(n)), float(np.max(k)), float(np.max(count))) == (64.0, 32.0, 6.0)
 
 
 def test_mla_kv_b_runs_absorbed_in_decode_by_hand():

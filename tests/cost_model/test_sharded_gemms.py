@@ -19,7 +19,7 @@ from cost_model.layers import GemmList, layer_gemms
 from cost_model.memory import weight_bytes_per_gpu
 from cost_model.params import count_params
 from cost_model.sharded_gemms import (
-    ROWS, ArchColumns, column_rows, is_kind, kernels, layer_count, per_gpu_count, per_gpu_k,
+    ROWS, ArchColumns, is_kind, kernels, layer_count, per_gpu_count, per_gpu_k,
     per_gpu_n, rows_of,
 )
 from cost_model.step_load import StepLoad
@@ -63,11 +63,10 @@ def _bias_params(arch: Architecture) -> int:
 
 
 def _left_out_params(arch: Architecture) -> int:
-    """Parameters weight memory does not store: norms, sinks, convs, per-head state parameters,
-    biases and the shared-expert gate (no ArchArrays column: `ArchColumns.MISSING`)."""
+    """Parameters weight memory does not store: norms, sinks, convs, per-head state parameters
+    and biases."""
     counts = count_params(arch)
-    shared_gate = arch.num_moe_layers * arch.hidden_size if arch.shared_expert_gate else 0
-    return sum(counts[key] for key in NON_GEMM_KEYS) + _bias_params(arch) + shared_gate
+    return sum(counts[key] for key in NON_GEMM_KEYS) + _bias_params(arch)
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=IDS)
@@ -119,10 +118,8 @@ def test_table_rows_are_the_exact_parameter_count(path):
         else:
             layers = layer_count(arch, row.layers)
             weights += row.n.value(arch) * row.k.value(arch) * copies * layers
-    shared_gate = arch.num_moe_layers * arch.hidden_size if arch.shared_expert_gate else 0
     embedding = arch.vocab_size * arch.hidden_size
-    assert weights + embedding + _left_out_params(arch) - shared_gate == \
-        count_params(arch).total_params
+    assert weights + embedding + _left_out_params(arch) == count_params(arch).total_params
 
 
 class _Width:
@@ -150,7 +147,7 @@ def test_step_gemms_are_the_table_kernels(path):
     decode); N = Σ per-GPU N of its rows, K their K, both from the `Architecture` itself (so
     the vectorized `ArchColumns` view reads the same fields, kinds included)."""
     arch = load_architecture(path)
-    rows = [row for row in rows_of(arch) if row in column_rows()]
+    rows = rows_of(arch)
     # per-layer FFN widths run at their mean (ArchArrays.ffn: exact weights and FLOPs)
     src = _Width(arch, arch.mean_dense_ffn_width)
     for dep in _deployments(arch):
@@ -251,3 +248,39 @@ def test_sharding_never_loses_weights(index, tp):
 
     one, many = weights(1), weights(tp)
     assert one * (1 - 1e-12) <= tp * many <= tp * one * (1 + 1e-12)
+
+
+def _kda(heads: int) -> Architecture:
+    arch = load_architecture(HF_CONFIGS / "synthetic-kimi-linear-checkpoint-form.json")
+    return Architecture(**arch.model_copy(update=dict(
+        linear_num_key_heads=heads, linear_num_value_heads=heads)).model_dump())
+
+
+@pytest.mark.parametrize("heads", [1, 2, 4])
+def test_kda_of_any_head_count_reads_as_kda(heads):
+    """The column view's linear mixer is the `linear_kind` column. The former guess from the
+    in_proj width read KDA's extra width beyond the conv, n_v + 2·d_v, as Mamba-2's z + dt,
+    n_v·d_v + n_v, whenever they coincide: at n_v = 2. Every head count is KDA here, and runs
+    KDA's kernels."""
+    arch = _kda(heads)
+    view = ArchColumns(ArchArrays.from_architectures([arch]))
+    assert [bool(view.is_kind(k)[0, 0]) for k in KINDS] == [False, True, False, False, True]
+    step = _step_kernels(arch, Deployment())
+    # q, k, v (n·32 each), β (n), f_a and g_a (32 each): N = 97·n + 64 at K = H = 256
+    assert step["linear_attention/in_proj"][:2] == (97.0 * heads + 64.0, 256.0)
+    assert step["linear_attention/gate_up"][:2] == (2.0 * heads * 32.0, 32.0)
+
+
+def test_shared_expert_gate_is_stored_and_run_on_every_moe_layer():
+    """Qwen3-Next-80B-A3B: 48 MoE layers each with an H → 1 gate on the shared expert (H 2048):
+    weight memory holds 48·2048 more BF16 weights than the same model without the gate (at
+    TP 1: the gate is replicated), and the step runs `moe/shared_gate` (N 1, K 2048) on the 48
+    layers."""
+    arch = load_architecture(HF_CONFIGS / "Qwen3-Next-80B-A3B-Instruct.json")
+    assert (arch.shared_expert_gate, arch.num_moe_layers, arch.hidden_size) == (True, 48, 2048)
+    plain = Architecture(**arch.model_copy(update=dict(shared_expert_gate=False)).model_dump())
+    env = Env.create(get_hardware("h200"), "bf16", "bf16")
+    bytes_of = lambda x: float(weight_bytes_per_gpu(*_arrays(x, Deployment()), env)[0, 0])  # noqa
+    assert bytes_of(arch) - bytes_of(plain) == 48 * 2048 * 2.0
+    assert _step_kernels(arch, Deployment(tp=4))["moe/shared_gate"] == (1.0, 2048.0, 48.0)
+    assert "moe/shared_gate" not in _step_kernels(plain, Deployment(tp=4))
