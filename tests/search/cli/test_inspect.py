@@ -200,7 +200,7 @@ def test_pareto_parquet_has_the_versioned_schema(study, tmp_path, capsys):
     table = pq.read_table(out)
     assert table.schema.equals(PARETO_SCHEMA, check_metadata=True)
     assert table.schema.metadata == {b"archscout_schema": b"pareto",
-                                     b"archscout_schema_version": b"1"}
+                                     b"archscout_schema_version": b"2"}
     assert table.num_rows == len(doc["pareto"])
     assert table.column("rank").to_pylist() == list(range(1, table.num_rows + 1))
     assert table.column("trial").to_pylist() == [i["trial"] for i in doc["pareto"]]
