@@ -20,6 +20,7 @@ from search.study.runner import RunSummary, describe_rejections, run_study
 from search.study.spec import StudySpec, load_spec
 from search.study.storage import (
     StorageHandle,
+    check_readable,
     default_journal_path,
     finish_workers,
     open_default,
@@ -183,9 +184,10 @@ def load_study(spec: StudySpec, handle: StorageHandle) -> optuna.Study:
 
 def run_pareto(args: argparse.Namespace) -> int:
     spec = load_spec(args.study)
-    doc = None
-    if not (args.storage or args.parquet or args.csv):  # the document the last search kept
-        doc = read_cached_document(default_journal_path(Path(args.study), spec.name), spec)
+    doc, path = None, default_journal_path(Path(args.study), spec.name)
+    if not (args.storage or args.parquet or args.csv) and path.exists():
+        check_readable(path)
+        doc = read_cached_document(path, spec)  # the document the last search kept
     if doc is None:
         study = load_study(spec, open_for_reading(Path(args.study), spec, args.storage))
         spec = recorded_spec(study, spec)  # the spec it ran with (one note on stderr if not)

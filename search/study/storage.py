@@ -213,8 +213,7 @@ def open_default(path: Path, shared: bool, *, read_only: bool = False,
     shared between processes (`worker=True`: a worker of `--workers`, holding the owner lock
     shared), or only read (`read_only=True`: nothing is written, locked or repaired)."""
     if read_only:
-        _check_not_truncated(path)
-        _check_tail(path)
+        check_readable(path)
         backend = SafeJournalFileBackend(path, create=False, limit=acknowledged_end(path))
         return StorageHandle(_journal(backend, path), f"journal {path}", url=f"journal:{path}")
     if shared:
@@ -245,6 +244,14 @@ def open_default(path: Path, shared: bool, *, read_only: bool = False,
         raise
     return StorageHandle(storage, f"journal {path}", backend=backend, lock_fd=fd, shared=False,
                          url=f"journal:{path}", journal_path=path)
+
+
+def check_readable(path: Path) -> None:
+    """A reader's checks of the journal at `path` before it uses anything derived from it: the
+    size record is a byte count the file reaches, and its tail is the start of a journal line
+    (what `open_default(read_only=True)` checks before decoding)."""
+    _check_not_truncated(path)
+    _check_tail(path)
 
 
 def open_url(url: str, read_only: bool = False) -> StorageHandle:
