@@ -18,7 +18,15 @@ to 1 process on the same kind of storage.
 architecture (`deployments = "sweep"`: a trial is one architecture under every deployment)
 next to the same study with deployments as sampled dimensions: architectures/s, deployments
 scored per second and the cost model's share of a trial.
+`--scale` (issue 17: cost flat in study size) runs only this instead: one study on the default
+journal to `--trials` (e.g. 20000) in three runs, to 1,000, to 5,000 and to `--trials` (each a
+resume of the one before, as a user's repeated `archscout search`), timing every batch; reports
+the rate of the first and of the last 2,000 trials, and at 1,000 / 5,000 / `--trials` trials:
+the resume time (open the journal, load the study into the run's copy, no new trial), and
+`pareto --json` and `show TRIAL` run in this process (`search.cli.main.main`, imports already
+warm: the command's own work, not Python's start-up).
 Run: python tests/benchmarks/bench_search_speed.py [--trials 2000] [--workers 2] [--deployments]
+     python tests/benchmarks/bench_search_speed.py --scale --trials 20000
 """
 
 from __future__ import annotations
@@ -254,6 +262,101 @@ def print_deployment_modes(spec: StudySpec, runs: list[tuple[str, Result]]) -> N
               f"{r.wall_s / r.trials * 1e3:>8.2f}")
 
 
+# ---- cost flat in study size (`--scale`) ---------------------------------------------------------
+
+SCALE_CHECKPOINTS = (1000, 5000)  # trials at which resume, pareto and show are timed
+RATE_WINDOW_TRIALS = 2000
+
+
+@dataclass
+class Checkpoint:
+    trials: int
+    resume_s: float
+    pareto_s: float
+    show_s: float
+
+
+def _batch_timer(times: list[tuple[int, float]]) -> Callable:
+    """A wrapper of `runner._one_batch` recording (trials in the batch, seconds)."""
+    inner = search.study.runner._one_batch
+
+    def timed(space, spec, size, *args, **kwargs):
+        start = time.perf_counter()
+        inner(space, spec, size, *args, **kwargs)
+        times.append((size, time.perf_counter() - start))
+    timed.inner = inner
+    return timed
+
+
+def _cli_s(argv: list[str]) -> float:
+    """Wall time of one in-process CLI command, its output discarded."""
+    import contextlib
+    import io
+
+    from search.cli.main import main
+
+    start = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):
+        code = main(argv)
+    if code != 0:
+        raise RuntimeError(f"{argv} exited {code}")
+    return time.perf_counter() - start
+
+
+def _checkpoint(spec: StudySpec, study_file: Path, journal: Path, trials: int,
+                seed: int) -> Checkpoint:
+    start = time.perf_counter()
+    handle = open_default(journal, shared=False)
+    run_study(spec, handle, trials, seed, show_progress=False)
+    handle.close()
+    resume_s = time.perf_counter() - start
+    pareto_s = _cli_s(["pareto", str(study_file), "--json"])
+    show_s = _cli_s(["show", str(study_file), str(trials // 2)])
+    return Checkpoint(trials, resume_s, pareto_s, show_s)
+
+
+def _window_rate(times: list[tuple[int, float]], first: bool) -> float:
+    """Trials/s over the first (or last) RATE_WINDOW_TRIALS trials' batches."""
+    picked, count = [], 0
+    for size, seconds in (times if first else reversed(times)):
+        if count >= RATE_WINDOW_TRIALS:
+            break
+        picked.append(seconds)
+        count += size
+    return count / sum(picked)
+
+
+def scale_run(source: Path, trials: int, seed: int, folder: Path) -> None:
+    """The `--scale` run of the study file `source` (renamed `scale`) in `folder`."""
+    import re
+
+    study_file = folder / "scale.toml"
+    study_file.write_text(re.sub(r'^name = ".*"$', 'name = "scale"', source.read_text(),
+                                 count=1, flags=re.MULTILINE))
+    spec = load_spec(study_file)
+    journal = folder / "out" / spec.name / "study.journal"
+    times: list[tuple[int, float]] = []
+    search.study.runner._one_batch = _batch_timer(times)
+    checkpoints = []
+    try:
+        for target in (*[c for c in SCALE_CHECKPOINTS if c < trials], trials):
+            handle = open_default(journal, shared=False)
+            run_study(spec, handle, target, seed, show_progress=False)
+            handle.close()
+            checkpoints.append(_checkpoint(spec, study_file, journal, target, seed))
+            print(f"  {target:,} trials: {os.path.getsize(journal) / 1e6:.1f} MB journal",
+                  flush=True)
+    finally:
+        search.study.runner._one_batch = search.study.runner._one_batch.inner
+    first, last = _window_rate(times, True), _window_rate(times, False)
+    print(f"\nrate: first {RATE_WINDOW_TRIALS:,} trials {first:.1f} trials/s, last "
+          f"{RATE_WINDOW_TRIALS:,} of {trials:,} {last:.1f} trials/s: {last / first:.0%} "
+          f"(goal >= 90%)")
+    print(f"{'trials':>7} {'resume s':>9} {'pareto s':>9} {'show s':>7}")
+    for c in checkpoints:
+        print(f"{c.trials:>7,} {c.resume_s:>9.2f} {c.pareto_s:>9.2f} {c.show_s:>7.2f}")
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--study", type=Path, default=QUICKSTART, help="study file (TOML)")
@@ -271,6 +374,9 @@ def parse_args() -> argparse.Namespace:
                         help="trials for the --workers comparison (plain journal: slow)")
     parser.add_argument("--deployments", action="store_true",
                         help="also compare swept with sampled deployments (in memory)")
+    parser.add_argument("--scale", action="store_true",
+                        help="only the study-size run: rate of the first vs last 2,000 trials, "
+                             "resume/pareto/show at 1,000, 5,000 and --trials trials")
     parser.add_argument("--dir", type=Path, default=None,
                         help="where the journal files go (default: a temporary folder)")
     return parser.parse_args()
@@ -284,6 +390,12 @@ def main() -> None:
         spec = spec.model_copy(update={"batch_size": args.batch_size})
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="bench-search-speed-") as tmp:
         folder = Path(tmp)
+        if args.scale:
+            print(f"study {spec.name}, {args.trials:,} trials on the default journal in "
+                  f"{folder}; load average {os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs)")
+            scale_run(args.study, args.trials, args.seed, folder)
+            print(f"load average at end: {os.getloadavg()[0]:.1f}")
+            return
         plain = args.plain_trials or args.trials
         print(f"study {spec.name} ({args.study.name}), sampler {spec.sampler}, batch "
               f"{spec.batch_size}, {args.trials} trials per run ({plain} for (c)), fastest of "
