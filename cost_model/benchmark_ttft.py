@@ -5,7 +5,7 @@ trtllm-bench's serving mode) sends a new request as soon as one finishes. Reques
 ISL/OSL that start together also finish together, so they keep arriving in waves: a request
 finds the other prompts of its attention group (⌈C/dp⌉ − 1 of them) queued for the engine's
 token budget. Its TTFT is
-    t_request + T_steady + q · (C_g − 1) · S_prompt
+    t_request + T_steady + q · (C_g − 1) · S_prompt + w · W_round + W_poll
 - t_request: what the serving stack adds per request (HTTP, tokenization, scheduling, the first
   token's detokenization and streaming);
 - T_steady: the engine's steady-state TTFT of one request (its chunks through the pipeline and
@@ -13,8 +13,21 @@ token budget. Its TTFT is
 - S_prompt: the time one prompt takes when prompts fill the token budget (a budget-full step's
   time × ISL / budget);
 - q: the share of the other prompts a request waits for (½ for perfectly synchronized waves,
-  0 for arrivals that never meet).
-t_request and q are fitted on published end-to-end measurements, never on kernel tables
+  0 for arrivals that never meet);
+- W_round (`adp_round_wait_s`): TensorRT-LLM with attention DP and its balancer on holds new
+  context requests until every DP rank has one or `timeout_iters` iterations have passed
+  (tensorrt_llm/_torch/pyexecutor/py_executor.py, `_balance_adp_requests`; the design in
+  docs/source/blogs/tech_blog/blog10_ADP_Balance_Strategy.md of github.com/NVIDIA/TensorRT-LLM),
+  so a request waits for a full DP round of arrivals, dp − 1 more of them at the rate C/lifetime
+  the closed-loop client sends, or the timeout, whichever comes first; w the share of that wait
+  the median request sees. 0 without attention DP, and for engines without such a balancer.
+- W_poll (`recv_poll_wait_s`): an engine that polls its request queue only every N forward steps
+  (SGLang `--scheduler-recv-interval N`: python/sglang/srt/managers/scheduler_recv_skipper.py
+  counts forward steps and receives when the count reaches N; InferenceX runs DeepSeek-R1 on
+  B200 with N = 10, 30 from concurrency 16) leaves a request that arrives at a random moment
+  (N − 1)/2 decode steps unseen on average. Nothing fitted: N is the run's setting.
+The terms are per serving engine (`Workload.engine`: vllm, sglang, trtllm), with a generic set
+for an unnamed one, fitted on published end-to-end measurements, never on kernel tables
 (`cost_model/data/serving/benchmark.toml`, `tests/benchmarks/fit_benchmark_ttft.py`).
 """
 
@@ -32,20 +45,31 @@ from cost_model.units import MS_PER_S
 
 _PACKAGE = "cost_model.data.serving"
 _FILE = "benchmark.toml"
+GENERIC = "generic"  # the table used when no engine is named, or one without its own terms
 
 
 @dataclass(frozen=True)
 class BenchmarkTerms:
     request_overhead_s: float  # t_request
     queue_share_frac: float  # q
+    round_wait_share_frac: float = 0.0  # w: share of the attention-DP round wait
 
 
 @cache
-def shipped_terms() -> BenchmarkTerms:
-    """The fitted terms shipped with the package."""
-    doc = tomllib.loads(resources.files(_PACKAGE).joinpath(_FILE).read_text())
-    value = lambda key: float(sourced_value(doc, key, {}, "benchmark"))  # noqa: E731
-    return BenchmarkTerms(value("request.overhead_ms") / MS_PER_S, value("queue.share_frac"))
+def _document() -> dict:
+    return tomllib.loads(resources.files(_PACKAGE).joinpath(_FILE).read_text())
+
+
+@cache
+def shipped_terms(engine: str | None = None) -> BenchmarkTerms:
+    """The fitted terms shipped with the package for `engine` (None or one without a table of
+    its own: the generic terms)."""
+    doc = _document()
+    table = engine if engine in doc else GENERIC
+    value = lambda key, default=0.0: float(  # noqa: E731
+        sourced_value(doc, f"{table}.{key}", {}, "benchmark", default))
+    return BenchmarkTerms(value("request_overhead_ms") / MS_PER_S, value("queue_share_frac"),
+                          value("round_wait_share_frac"))
 
 
 def prompt_queue_s(prompt_s, group_requests):
@@ -54,7 +78,31 @@ def prompt_queue_s(prompt_s, group_requests):
     return ahead * prompt_s
 
 
-def benchmark_ttft_s(steady_ttft_s, queue_s, terms: BenchmarkTerms | None = None):
-    """t_request + T_steady + q · (C_g − 1) · S_prompt (arrays broadcast)."""
+def adp_round_wait_s(step_s, dp, concurrency, lifetime_s, timeout_steps):
+    """W_round = min(timeout · step, (dp − 1) · lifetime / C): the time until dp − 1 more
+    requests arrive at the closed-loop client's rate C / lifetime (one per DP rank), capped by
+    the balancer's timeout. The balancer holds requests only while every rank is generating
+    (the other c − 1 requests cover the dp ranks); 0 otherwise, for one attention group, and
+    without a timeout (no balancer)."""
+    c = np.maximum(np.asarray(concurrency, dtype=np.float64), 1.0)
+    groups = np.asarray(dp, dtype=np.float64)
+    arrivals_s = (groups - 1.0) * lifetime_s / c
+    wait = np.minimum(timeout_steps * np.asarray(step_s, dtype=np.float64), arrivals_s)
+    return np.where(c - 1.0 >= groups, wait, 0.0)
+
+
+def recv_poll_wait_s(step_s, interval_steps, concurrency):
+    """W_poll = (N − 1)/2 · step: the mean wait of a request arriving uniformly within one polling
+    cycle of N decode steps, when other requests keep the engine stepping (c > 1); an idle engine
+    loops without forward steps and sees the request at once (0 at c = 1, and for N = 1)."""
+    busy = np.asarray(concurrency, dtype=np.float64) > 1.0
+    return np.where(busy, (np.asarray(interval_steps, dtype=np.float64) - 1.0) / 2.0
+                    * np.asarray(step_s, dtype=np.float64), 0.0)
+
+
+def benchmark_ttft_s(steady_ttft_s, queue_s, terms: BenchmarkTerms | None = None,
+                     round_wait_s=0.0):
+    """t_request + T_steady + q · (C_g − 1) · S_prompt + w · W_round (arrays broadcast)."""
     terms = terms or shipped_terms()
-    return terms.request_overhead_s + steady_ttft_s + terms.queue_share_frac * queue_s
+    return (terms.request_overhead_s + steady_ttft_s + terms.queue_share_frac * queue_s
+            + terms.round_wait_share_frac * round_wait_s)

@@ -47,6 +47,12 @@ DEFAULT_SPEC_ACCEPTANCE_FRAC = 0.85
 SPEC_METHODS = ("mtp", "eagle")  # both draft with one transformer block and the model's LM head
 SERVING_MODES = ("aggregated", "disaggregated")  # in-flight batching, or prefill/decode pools
 FP8_BITS = 8  # activations this narrow (FP8, FP4) get an FP8 KV cache by default
+# Serving engines whose scheduling the benchmark-TTFT terms know (cost_model/benchmark_ttft.py);
+# None: a generic engine. The engines' mapping rules are in constraints/engines.py.
+ENGINES = ("vllm", "sglang", "trtllm")
+# SGLang polls its request queue every `--scheduler-recv-interval` forward steps; the default is 1
+# (github.com/sgl-project/sglang, python/sglang/srt/server_args.py: `scheduler_recv_interval`).
+DEFAULT_SCHEDULER_RECV_INTERVAL_STEPS = 1
 
 
 class Deployment(BaseModel):
@@ -145,6 +151,23 @@ class Workload(BaseModel):
     # share of each prompt served from the prefix cache (a system prompt or an agent's history
     # that every request repeats): neither prefilled again nor stored per sequence
     prefix_cached_frac: float = Field(default=0.0, ge=0.0, lt=1.0)
+    # the serving engine (one of ENGINES; None: generic): keys the benchmark-TTFT terms
+    engine: str | None = None
+    # forward steps between two polls of the engine's request queue (SGLang
+    # `--scheduler-recv-interval`): a new request waits (N − 1)/2 steps on average before it is seen
+    scheduler_recv_interval_steps: int = Field(default=DEFAULT_SCHEDULER_RECV_INTERVAL_STEPS, ge=1,
+                                               le=10_000)
+    # TensorRT-LLM's attention-DP balancer (`attention_dp_config.enable_balance` with
+    # `timeout_iters`): new context requests wait for one per DP rank, at most this many
+    # iterations; 0 = balancer off (TensorRT-LLM's default, AttentionDpConfig.enable_balance False)
+    adp_balance_timeout_steps: int = Field(default=0, ge=0, le=100_000)
+
+    @model_validator(mode="after")
+    def _check_engine(self) -> Workload:
+        if self.engine is not None and self.engine not in ENGINES:
+            raise ConfigError(f"`engine` must be one of {', '.join(ENGINES)} (or unset); got "
+                              f"{self.engine!r}")
+        return self
 
     @property
     def cached_prefix_tokens(self) -> int:

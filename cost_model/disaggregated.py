@@ -210,7 +210,7 @@ def evaluate_disaggregated(archs: Sequence[Architecture], prefill: Sequence[Depl
     fits = (c <= limit) & ~missing & (limit >= 1) & prefill_fits & np.isfinite(per_gpu)
     return DisaggregatedPoints(
         concurrency=grid, tpot_s=nan(tpot), ttft_s=nan(ttft),
-        benchmark_ttft_s=nan(ttft + shipped_terms().request_overhead_s),
+        benchmark_ttft_s=nan(ttft + shipped_terms(workload.engine).request_overhead_s),
         tokens_per_s_per_user=nan(1.0 / tpot), tokens_per_s_per_gpu=nan(per_gpu * osl),
         fits_memory=fits, prefill_instances=nan(x), decode_instances=nan(y),
         prefill_s=nan(np.broadcast_to(through, grid.shape)), queue_s=nan(queue),

@@ -14,7 +14,10 @@ import numpy as np
 
 from cost_model.architecture import Architecture
 from cost_model.batch import ArchArrays, DeployArrays, Env
-from cost_model.deployment import Deployment, Workload
+from cost_model.benchmark_ttft import (
+    adp_round_wait_s, benchmark_ttft_s, recv_poll_wait_s, shipped_terms,
+)
+from cost_model.deployment import Deployment, Workload, expected_tokens_per_step
 from cost_model.errors import ConfigError
 from cost_model.frontier import concurrency_grid, frontier_area, pareto_mask
 from cost_model.hardware import HardwareSpec
@@ -45,6 +48,10 @@ class OperatingPoints:
     # of `attention_s`, the linear-attention layers' state updates and scans (a roofline:
     # `cost_model.linear_attention.uncalibrated_components`); None where not split out
     linear_attention_s: np.ndarray | None = None
+    # parts of `benchmark_ttft_s` (cost_model.benchmark_ttft): the attention-DP balancer's round
+    # wait W_round before its fitted share, and the request-queue polling wait W_poll
+    round_wait_s: np.ndarray | None = None
+    poll_wait_s: np.ndarray | None = None
 
     def frontier_area(self, x_lo: float, x_hi: float, log_x: bool = True) -> np.ndarray:
         y = np.where(self.fits_memory, self.tokens_per_s_per_gpu, np.nan)
@@ -114,16 +121,23 @@ def _points(a: ArchArrays, d: DeployArrays, env: Env, workload: Workload, concur
     step, ttft = times.tpot, times.ttft_s
     tpot = step.total_s
     missing = ~np.isfinite(concurrency)
-    throughput = c * osl / (d.gpus * request_lifetime_s(ttft, tpot, osl))
+    lifetime = request_lifetime_s(ttft, tpot, osl)
+    throughput = c * osl / (d.gpus * lifetime)
+    step_s = tpot * expected_tokens_per_step(d.spec_tokens, d.spec_acceptance)
+    rounds = adp_round_wait_s(step_s, d.dp, c, lifetime, workload.adp_balance_timeout_steps)
+    poll = recv_poll_wait_s(step_s, workload.scheduler_recv_interval_steps, c)
+    client = benchmark_ttft_s(ttft, times.prompt_queue_s, shipped_terms(workload.engine),
+                              rounds) + poll
     nan = lambda v: np.where(missing, np.nan, v)  # noqa: E731
     return OperatingPoints(
         concurrency=np.asarray(concurrency, float), tpot_s=nan(tpot), ttft_s=nan(ttft),
-        benchmark_ttft_s=nan(times.benchmark_ttft_s), prompt_queue_s=nan(times.prompt_queue_s),
+        benchmark_ttft_s=nan(client), prompt_queue_s=nan(times.prompt_queue_s),
         tokens_per_s_per_user=nan(1.0 / tpot), tokens_per_s_per_gpu=nan(throughput),
         fits_memory=(c <= memory_limit) & ~missing & (memory_limit >= 1), max_concurrency=limit,
         gemm_s=nan(step.gemm_s), attention_s=nan(step.attention_s),
         communication_s=nan(step.communication_s), other_s=nan(step.other_s),
-        linear_attention_s=nan(step.linear_attention_s),
+        linear_attention_s=nan(step.linear_attention_s), round_wait_s=nan(rounds),
+        poll_wait_s=nan(poll),
     )
 
 

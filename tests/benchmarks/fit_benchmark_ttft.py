@@ -1,12 +1,17 @@
-"""Fit the benchmark-TTFT terms (cost_model/benchmark_ttft.py) on published end-to-end rows.
+"""Fit the benchmark-TTFT terms (cost_model/benchmark_ttft.py) on published end-to-end rows, per
+serving engine.
 
-benchmark TTFT = t_request + T_steady + q · Q, with T_steady (the engine's steady-state TTFT) and
-Q (draining the other prompts of the request's group) from the cost model, and the two free
-terms t_request (s) and q (share of those prompts waited for) fitted here on the measured TTFTs
-of every published row that `validate_serving.py` scores (its `--json` rows; never kernel
-tables, never aiconfigurator's silicon_sample.csv). The objective is the median |log(pred/meas)|
-over a grid (t_request 0…300 ms by 1 ms, q 0…1 by 0.01): robust to the outliers of a mixed set,
-and exactly reproducible.
+benchmark TTFT = t_request + T_steady + q · Q + w · W_round + W_poll, with T_steady (the engine's
+steady-state TTFT), Q (draining the other prompts of the request's group), W_round (TensorRT-LLM's
+attention-DP balancer waiting for a full DP round, where the run turned it on) and W_poll (the
+request-queue polling interval of the run, SGLang `--scheduler-recv-interval`) from the cost
+model, and the free terms t_request (s), q and w (shares) fitted here on the measured TTFTs of
+every published row that `validate_serving.py` scores (its `--json` rows; never kernel tables,
+never aiconfigurator's silicon_sample.csv). Each engine (`Result.engine`: sglang, trtllm, vllm)
+with rows gets its own terms; [generic] is fitted on every row, for a workload that names no
+engine. The objective is the median |log(pred/meas)| over a grid (t_request 0…300 ms by 2 ms,
+q 0…1 by 0.02, w 0…1 by 0.05; w only where rows have a round wait): robust to the outliers of a
+mixed set, and exactly reproducible.
 
 Declared split (to avoid fitting to the test): `validate_serving.split_half` divides the rows by a
 hash of their configuration (model, GPU, deployment, ISL, OSL, concurrency; one configuration
@@ -33,9 +38,13 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import validate_serving  # noqa: E402
 
+from cost_model.benchmark_ttft import GENERIC  # noqa: E402
+
 TOML = REPO / "cost_model" / "data" / "serving" / "benchmark.toml"
-OVERHEAD_GRID_S = np.arange(0.0, 0.3005, 0.001)
-SHARE_GRID = np.round(np.arange(0.0, 1.0001, 0.01), 2)
+OVERHEAD_GRID_S = np.arange(0.0, 0.3005, 0.002)
+SHARE_GRID = np.round(np.arange(0.0, 1.0001, 0.02), 2)
+ROUND_GRID = np.round(np.arange(0.0, 1.0001, 0.05), 2)
+NO_ROUND_GRID = np.zeros(1)
 
 
 def ttft_rows() -> list[dict]:
@@ -51,22 +60,30 @@ def ttft_rows() -> list[dict]:
 def _arrays(rows: list[dict]):
     get = lambda key: np.array([r["predicted"][key] for r in rows])  # noqa: E731
     measured = np.array([r["measured"]["ttft_s"] for r in rows])
-    return get("steady_ttft"), get("prompt_queue"), measured
+    fixed = get("steady_ttft") + get("poll_wait")  # nothing fitted in these two
+    return fixed, get("prompt_queue"), get("round_wait"), measured
 
 
-def log_errors(rows: list[dict], overhead_s: float, share: float) -> np.ndarray:
-    steady, queue, measured = _arrays(rows)
-    return np.log((overhead_s + steady + share * queue) / measured)
+def log_errors(rows: list[dict], terms: tuple[float, float, float]) -> np.ndarray:
+    overhead_s, share, round_share = terms
+    fixed, queue, rounds, measured = _arrays(rows)
+    return np.log((overhead_s + fixed + share * queue + round_share * rounds) / measured)
 
 
 def fit(rows: list[dict]) -> tuple[float, float, float]:
-    """(t_request s, q, median |log error|) minimizing the median |log error| on the grid."""
-    steady, queue, measured = _arrays(rows)
-    pred = (OVERHEAD_GRID_S[:, None, None] + steady[None, None, :]
-            + SHARE_GRID[None, :, None] * queue[None, None, :])
-    cost = np.median(np.abs(np.log(pred / measured)), axis=2)
-    i, j = np.unravel_index(np.argmin(cost), cost.shape)
-    return float(OVERHEAD_GRID_S[i]), float(SHARE_GRID[j]), float(cost[i, j])
+    """(t_request s, q, w) minimizing the median |log error| on the grid."""
+    fixed, queue, rounds, measured = _arrays(rows)
+    w_grid = ROUND_GRID if np.any(rounds > 0) else NO_ROUND_GRID
+    best = (np.inf, 0.0, 0.0, 0.0)
+    for w in w_grid:
+        base = fixed + w * rounds
+        pred = (OVERHEAD_GRID_S[:, None, None] + base[None, None, :]
+                + SHARE_GRID[None, :, None] * queue[None, None, :])
+        cost = np.median(np.abs(np.log(pred / measured)), axis=2)
+        i, j = np.unravel_index(np.argmin(cost), cost.shape)
+        if cost[i, j] < best[0]:
+            best = (float(cost[i, j]), float(OVERHEAD_GRID_S[i]), float(SHARE_GRID[j]), float(w))
+    return best[1:]
 
 
 def _summary(errors: np.ndarray) -> str:
@@ -74,19 +91,45 @@ def _summary(errors: np.ndarray) -> str:
     return f"median |error| {np.median(np.abs(rel)):.0%}, bias {np.median(rel):+.0%}"
 
 
-def write_terms(overhead_s: float, share: float, fit_rows: list[dict],
-                holdout_rows: list[dict]) -> None:
+def engines_of(rows: list[dict]) -> list[str]:
+    """The engines with rows, then the generic table (every row)."""
+    return sorted({r["engine"] for r in rows if r.get("engine")}) + [GENERIC]
+
+
+def rows_of(rows: list[dict], engine: str) -> list[dict]:
+    return rows if engine == GENERIC else [r for r in rows if r.get("engine") == engine]
+
+
+def _table(engine: str, terms, fit_rows: list[dict], holdout: list[dict]) -> str:
     fitted = (f"fitted by tests/benchmarks/fit_benchmark_ttft.py on the {len(fit_rows)} published "
-              f"TTFT rows of the declared fit half of tests/data (validate_serving.split_half): "
-              f"{_summary(log_errors(fit_rows, overhead_s, share))}; holdout "
-              f"{len(holdout_rows)} rows: {_summary(log_errors(holdout_rows, overhead_s, share))}")
+              f"{'' if engine == GENERIC else engine + ' '}TTFT rows of the declared fit half of "
+              f"tests/data (validate_serving.split_half): "
+              f"{_summary(log_errors(fit_rows, terms))}; holdout {len(holdout)} rows: "
+              f"{_summary(log_errors(holdout, terms))}")
+    overhead_s, share, round_share = terms
+    entry = lambda v: f'{{ value = {v}, source = "{fitted}" }}'  # noqa: E731
+    return (f"[{engine}]\nrequest_overhead_ms = {entry(f'{overhead_s * 1e3:.1f}')}\n"
+            f"queue_share_frac = {entry(f'{share:.2f}')}\n"
+            f"round_wait_share_frac = {entry(f'{round_share:.2f}')}\n")
+
+
+def write_terms(tables: list[str]) -> None:
     TOML.write_text(
-        "# What a benchmark client adds to the engine's own TTFT (cost_model/benchmark_ttft.py).\n"
-        "# Fitted by `python tests/benchmarks/fit_benchmark_ttft.py --write` on published "
-        "end-to-end rows\n# in tests/data (never on kernel tables); a rerun reproduces these "
-        "values.\n"
-        f"[request]\noverhead_ms = {{ value = {overhead_s * 1e3:.1f}, source = \"{fitted}\" }}\n\n"
-        f"[queue]\nshare_frac = {{ value = {share:.2f}, source = \"{fitted}\" }}\n")
+        "# What a benchmark client adds to the engine's own TTFT (cost_model/benchmark_ttft.py),\n"
+        "# per serving engine; [generic] for a workload that names none. Fitted by\n"
+        "# `python tests/benchmarks/fit_benchmark_ttft.py --write` on published end-to-end rows\n"
+        "# in tests/data (never on kernel tables); a rerun reproduces these values.\n"
+        + "\n".join(tables))
+
+
+def _report(name: str, part: list[dict], terms) -> None:
+    if not part:
+        return
+    print(f"    {name} ({len(part)} rows): {_summary(log_errors(part, terms))}")
+    for kind in ("dense", "moe"):
+        sub = [r for r in part if r["is_moe"] == (kind == "moe")]
+        if sub:
+            print(f"      {kind}: {len(sub)} rows, {_summary(log_errors(sub, terms))}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,22 +137,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help="write the fit-half terms to the TOML")
     args = parser.parse_args(argv)
     rows = ttft_rows()
-    fit_rows = [r for r in rows if r["half"] == validate_serving.HALVES[0]]
-    holdout = [r for r in rows if r["half"] != validate_serving.HALVES[0]]
-    overhead, share, _ = fit(fit_rows)
-    print(f"{len(rows)} rows with a measured TTFT: {len(fit_rows)} fit, {len(holdout)} holdout")
-    print(f"fit on the fit half: t_request {overhead * 1e3:.0f} ms, q {share:.2f}")
-    for name, part in (("fit half", fit_rows), ("holdout", holdout), ("all rows", rows)):
-        print(f"  {name} ({len(part)} rows): {_summary(log_errors(part, overhead, share))}")
-        for kind in ("dense", "moe"):
-            sub = [r for r in part if r["is_moe"] == (kind == "moe")]
-            if sub:
-                print(f"    {kind}: {len(sub)} rows, {_summary(log_errors(sub, overhead, share))}")
-    o_all, q_all, _ = fit(rows)
-    print(f"for comparison, fitted on all rows: t_request {o_all * 1e3:.0f} ms, q {q_all:.2f}: "
-          f"{_summary(log_errors(rows, o_all, q_all))}")
+    fit_half = [r for r in rows if r["half"] == validate_serving.HALVES[0]]
+    holdout_half = [r for r in rows if r["half"] != validate_serving.HALVES[0]]
+    print(f"{len(rows)} rows with a measured TTFT: {len(fit_half)} fit, "
+          f"{len(holdout_half)} holdout")
+    tables, pooled = [], []
+    for engine in engines_of(rows):
+        fit_rows, holdout = rows_of(fit_half, engine), rows_of(holdout_half, engine)
+        terms = fit(fit_rows)
+        print(f"[{engine}] fit on the fit half: t_request {terms[0] * 1e3:.0f} ms, "
+              f"q {terms[1]:.2f}, w {terms[2]:.2f}")
+        for name, part in (("fit half", fit_rows), ("holdout", holdout),
+                           ("all rows", rows_of(rows, engine))):
+            _report(name, part, terms)
+        tables.append(_table(engine, terms, fit_rows, holdout))
+        if engine != GENERIC:
+            pooled += [(r, terms) for r in rows_of(rows, engine)]
+    generic = fit(fit_half)
+    pooled += [(r, generic) for r in rows if not r.get("engine")]
+    for half in validate_serving.HALVES + ("all",):
+        errs = np.array([log_errors([r], t)[0] for r, t in pooled if half in ("all", r["half"])])
+        print(f"each row under its engine's terms, {half}: {len(errs)} rows, {_summary(errs)}")
     if args.write:
-        write_terms(overhead, share, fit_rows, holdout)
+        write_terms(tables)
         print(f"wrote {TOML.relative_to(REPO)}")
     return 0
 

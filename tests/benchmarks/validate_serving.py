@@ -104,6 +104,17 @@ HALVES = ("fit", "holdout")
 INFERENCEX = "inferencex"  # source_kind of the InferenceX rows (tests/data/serving/SOURCES.md)
 INFERENCEX_PROMPTS_PER_SLOT = 10  # --num-prompts 10 x conc at --max-concurrency conc
 INFERENCEX_RANGE_RATIO = 0.8  # --random-range-ratio: lengths uniform in [0.8, 1] x nominal
+# CSV `framework` -> cost_model.deployment.ENGINES (None: generic, e.g. NIM or AMD's ATOM)
+ENGINE_WORDS = (("sglang", "sglang"), ("vllm", "vllm"), ("tensorrt", "trtllm"), ("trt", "trtllm"))
+# InferenceX's DeepSeek-R1 launch scripts (github.com/SemiAnalysisAI/InferenceX, benchmarks/):
+# SGLang on B200/B300 (dsr1_fp8_b200.sh, dsr1_fp4_b200.sh) passes `--scheduler-recv-interval` 10,
+# or 30 from concurrency 16; on H200 (dsr1_fp8_h200.sh) none (SGLang's default, 1). TensorRT-LLM
+# with attention DP (dsr1_fp4_b200_trt.sh, dsr1_fp8_b200_trt.sh) sets `attention_dp_config:
+# enable_balance: true, batching_wait_iters: 0, timeout_iters: 60`.
+INFERENCEX_SGLANG_POLL_GPUS = ("b200", "b300")
+INFERENCEX_SGLANG_POLL_STEPS = (10, 30)  # below / from the concurrency below
+INFERENCEX_SGLANG_POLL_FROM_CONCURRENCY = 16
+INFERENCEX_TRTLLM_ADP_TIMEOUT_STEPS = 60
 
 
 class Skip(Exception):
@@ -119,6 +130,7 @@ class Measured:
 
 @dataclass
 class Result:
+    engine: str | None
     model: str
     gpu: str
     regime: str
@@ -198,11 +210,33 @@ def _deployment(row: dict[str, str], arch: Architecture) -> Deployment:
         raise Skip(str(config_error_from(exc, "invalid deployment"))) from exc
 
 
+def engine_of(row: dict[str, str]) -> str | None:
+    """The serving engine the row ran on, from its `framework` (None: not one we model apart)."""
+    text = row.get("framework", "").strip().lower()
+    return next((engine for word, engine in ENGINE_WORDS if word in text), None)
+
+
+def _run_settings(row: dict[str, str], engine: str | None) -> dict[str, int]:
+    """The scheduler settings of the row's launch script (InferenceX only; engine defaults else)."""
+    if row.get("source_kind", "").strip() != INFERENCEX:
+        return {}
+    if engine == "sglang" and row["gpu"].strip().lower() in INFERENCEX_SGLANG_POLL_GPUS:
+        c = _number(row["concurrency"]) or 1.0
+        low, high = INFERENCEX_SGLANG_POLL_STEPS
+        return {"scheduler_recv_interval_steps":
+                high if c >= INFERENCEX_SGLANG_POLL_FROM_CONCURRENCY else low}
+    if engine == "trtllm" and row["attention_dp"].strip().lower() == "true":
+        return {"adp_balance_timeout_steps": INFERENCEX_TRTLLM_ADP_TIMEOUT_STEPS}
+    return {}
+
+
 def _workload(row: dict[str, str]) -> Workload:
     isl, osl = _number(row["isl"]), _number(row["osl"])
     if isl is None or osl is None:
         raise Skip("no ISL/OSL in the row")
-    return Workload(isl_tokens=int(isl), osl_tokens=int(osl))
+    engine = engine_of(row)
+    return Workload(isl_tokens=int(isl), osl_tokens=int(osl), engine=engine,
+                    **_run_settings(row, engine))
 
 
 def _regime(row: dict[str, str]) -> tuple[str, float | None]:
@@ -265,9 +299,15 @@ def _predict_fixed(arch: Architecture, dep: Deployment, hw: HardwareSpec, worklo
         raise Skip(WEIGHTS_DO_NOT_FIT)
     if not p.fits_memory[0, 0]:
         raise Skip("the row's concurrency exceeds the model's memory limit")
-    return {"tpot": float(p.tpot_s[0, 0]), "ttft": float(p.benchmark_ttft_s[0, 0]),
-            "steady_ttft": float(p.ttft_s[0, 0]), "prompt_queue": float(p.prompt_queue_s[0, 0]),
+    return {**_ttft_parts(p, 0), "tpot": float(p.tpot_s[0, 0]),
             "tokens_per_s_per_gpu": float(p.tokens_per_s_per_gpu[0, 0]), "concurrency": concurrency}
+
+
+def _ttft_parts(p, j: int) -> dict[str, float]:
+    """The benchmark TTFT at column j and the parts the fit of its terms needs."""
+    return {"ttft": float(p.benchmark_ttft_s[0, j]), "steady_ttft": float(p.ttft_s[0, j]),
+            "prompt_queue": float(p.prompt_queue_s[0, j]),
+            "round_wait": float(p.round_wait_s[0, j]), "poll_wait": float(p.poll_wait_s[0, j])}
 
 
 def _predict_max(arch: Architecture, dep: Deployment, hw: HardwareSpec,
@@ -279,10 +319,8 @@ def _predict_max(arch: Architecture, dep: Deployment, hw: HardwareSpec,
         raise Skip(WEIGHTS_DO_NOT_FIT)
     best = int(np.nanargmax(throughput))
     return {
+        **_ttft_parts(p, best),
         "tpot": float(p.tpot_s[0, best]),
-        "ttft": float(p.benchmark_ttft_s[0, best]),
-        "steady_ttft": float(p.ttft_s[0, best]),
-        "prompt_queue": float(p.prompt_queue_s[0, best]),
         "tokens_per_s_per_gpu": float(throughput[best]),
         "concurrency": float(p.concurrency[0, best]),
     }
@@ -333,9 +371,10 @@ def _evaluate_disaggregated(row, arch: Architecture, hw: HardwareSpec, workload:
         raise Skip("disaggregated: a pool does not fit memory at the row's concurrency")
     predicted = {"tpot": float(p.tpot_s[0, 0]), "ttft": float(p.benchmark_ttft_s[0, 0]),
                  "steady_ttft": float(p.ttft_s[0, 0]), "prompt_queue": float(p.queue_s[0, 0]),
+                 "round_wait": 0.0, "poll_wait": 0.0,
                  "tokens_per_s_per_gpu": float(p.tokens_per_s_per_gpu[0, 0])}
     measured = _measured(row)
-    return Result(row["model"], row["gpu"], "disagg", arch.is_moe,
+    return Result(workload.engine, row["model"], row["gpu"], "disagg", arch.is_moe,
                   f"{x}P {_describe(prefill)} + {y}D {_describe(decode)}", workload.isl_tokens,
                   workload.osl_tokens, concurrency, measured.__dict__, predicted,
                   _errors(measured, predicted))
@@ -383,6 +422,7 @@ def evaluate_row(row: dict[str, str], data_dir: Path, archs: dict[Path, Architec
     _as_measured(row, regime, predicted)
     measured = _measured(row)
     return Result(
+        workload.engine,
         row["model"],
         row["gpu"],
         regime,

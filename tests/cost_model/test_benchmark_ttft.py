@@ -1,28 +1,67 @@
-"""Benchmark TTFT: t_request + T_steady + q·(C_g − 1)·S_prompt (cost_model/benchmark_ttft.py)."""
+"""Benchmark TTFT: t_request + T_steady + q·(C_g − 1)·S_prompt + w·W_round + W_poll
+(cost_model/benchmark_ttft.py), with the terms of the workload's engine."""
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cost_model.benchmark_ttft import (
-    BenchmarkTerms, benchmark_ttft_s, prompt_queue_s, shipped_terms,
+    BenchmarkTerms, adp_round_wait_s, benchmark_ttft_s, prompt_queue_s, recv_poll_wait_s,
+    shipped_terms,
 )
-from cost_model.deployment import Deployment, Workload
+from cost_model.deployment import ENGINES, Deployment, Workload, make_workload
+from cost_model.errors import ConfigError
 from cost_model.evaluate import evaluate_points
 from cost_model.hardware import get_hardware
 
 
 def test_formula_by_hand():
     """t_request 50 ms, q = 0.5, T_steady 40 ms, S_prompt 10 ms: at C_g = 1 → 50 + 40 = 90 ms; at
-    C_g = 9 → 90 + 0.5·8·10 = 130 ms."""
-    terms = BenchmarkTerms(request_overhead_s=0.05, queue_share_frac=0.5)
+    C_g = 9 → 90 + 0.5·8·10 = 130 ms; with w = 0.5 and W_round = 100 ms, 50 ms more."""
+    terms = BenchmarkTerms(request_overhead_s=0.05, queue_share_frac=0.5,
+                           round_wait_share_frac=0.5)
     queue = prompt_queue_s(0.010, np.array([1.0, 9.0]))
     assert queue == pytest.approx([0.0, 0.08])
     assert benchmark_ttft_s(0.040, queue, terms) == pytest.approx([0.090, 0.130])
+    assert benchmark_ttft_s(0.040, queue, terms, 0.1) == pytest.approx([0.140, 0.180])
 
 
-def test_shipped_terms_are_sourced_and_in_range():
-    terms = shipped_terms()
-    assert 0.0 <= terms.request_overhead_s < 1.0 and 0.0 <= terms.queue_share_frac <= 1.0
+def test_round_wait_by_hand():
+    """DP 8, C = 64, lifetime 24 s, step 24 ms, timeout 60 steps: dp − 1 = 7 more arrivals at
+    64/24 s⁻¹ take 7·24/64 = 2.625 s, the timeout 60·0.024 = 1.44 s comes first → 1.44 s. At
+    C = 256 (7·24/256 = 0.656 s) the round fills first. One group, C ≤ dp (not every rank
+    generating), or no timeout (balancer off): 0."""
+    wait = adp_round_wait_s(0.024, 8, np.array([64.0, 256.0]), 24.0, 60)
+    assert wait == pytest.approx([1.44, 0.65625])
+    assert adp_round_wait_s(0.024, 1, 64.0, 24.0, 60) == 0.0
+    assert adp_round_wait_s(0.024, 8, 8.0, 24.0, 60) == 0.0
+    assert adp_round_wait_s(0.024, 8, 64.0, 24.0, 0) == 0.0
+
+
+def test_poll_wait_by_hand():
+    """SGLang `--scheduler-recv-interval 30`, decode step 22 ms: (30 − 1)/2 · 22 = 319 ms; N = 1
+    (the default) or an idle engine (c = 1): 0."""
+    assert recv_poll_wait_s(0.022, 30, 64.0) == pytest.approx(0.319)
+    assert recv_poll_wait_s(0.022, 1, 64.0) == 0.0
+    assert recv_poll_wait_s(0.022, 30, 1.0) == 0.0
+
+
+@pytest.mark.parametrize("engine", [None, *ENGINES])
+def test_shipped_terms_are_sourced_and_in_range(engine):
+    terms = shipped_terms(engine)
+    assert 0.0 <= terms.request_overhead_s < 1.0
+    assert 0.0 <= terms.queue_share_frac <= 1.0 and 0.0 <= terms.round_wait_share_frac <= 1.0
+
+
+def test_an_engine_without_terms_uses_the_generic_ones():
+    """vLLM has no published TTFT rows here yet: its workload gets the generic table."""
+    assert shipped_terms("vllm") == shipped_terms(None)
+
+
+def test_workload_refuses_an_unknown_engine():
+    with pytest.raises(ConfigError, match="`engine`"):
+        make_workload(engine="tgi")
 
 
 def test_benchmark_ttft_adds_to_the_engine_ttft(load_model):
@@ -38,3 +77,22 @@ def test_benchmark_ttft_adds_to_the_engine_ttft(load_model):
     assert one.prompt_queue_s[0, 0] == 0.0 and one.prompt_queue_s[0, 1] > 0.0
     four = evaluate_points([llama], [Deployment(tp=1, dp=4)], hw, workload, c)
     assert four.prompt_queue_s[0, 1] < one.prompt_queue_s[0, 1]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from([None, *ENGINES]), st.integers(1, 64), st.sampled_from([1, 2, 4]),
+       st.integers(0, 100), st.integers(1, 40))
+def test_benchmark_ttft_never_below_the_steady_state(load_model, engine, c, dp, timeout, poll):
+    """Every client term is a wait, never a saving: benchmark TTFT ≥ steady-state TTFT, for any
+    engine, polling interval and balancer timeout; and each setting only adds time."""
+    llama = load_model("Llama-3.1-8B")
+    hw = get_hardware("h200")
+    base = dict(isl_tokens=1024, osl_tokens=256, engine=engine)
+    plain = evaluate_points([llama], [Deployment(tp=1, dp=dp)], hw, Workload(**base),
+                            np.array([float(c)]))
+    slow = evaluate_points([llama], [Deployment(tp=1, dp=dp)], hw,
+                           Workload(**base, adp_balance_timeout_steps=timeout,
+                                    scheduler_recv_interval_steps=poll), np.array([float(c)]))
+    assert plain.benchmark_ttft_s[0, 0] >= plain.ttft_s[0, 0]
+    assert slow.benchmark_ttft_s[0, 0] >= plain.benchmark_ttft_s[0, 0] - 1e-12
+    assert slow.ttft_s[0, 0] == plain.ttft_s[0, 0]
