@@ -10,6 +10,7 @@ import numpy as np
 
 from cost_model.deployment import (
     DEFAULT_SPEC_ACCEPTANCE_FRAC,
+    ENGINES,
     SPEC_METHODS,
     Deployment,
     make_deployment,
@@ -65,7 +66,7 @@ def evaluate_document(args: argparse.Namespace) -> dict:
     dep = _deployment(args)
     validate_deployment(arch, dep)
     workload = make_workload(isl_tokens=args.isl, osl_tokens=args.osl,
-                             prefix_cached_frac=args.prefix_cache)
+                             prefix_cached_frac=args.prefix_cache, engine=args.engine)
     memory = memory_document(arch, dep, hw, workload)
     disaggregated = args.serving == "disaggregated"
     points = (_disaggregated_points(arch, args, dep, hw, workload) if disaggregated
@@ -76,7 +77,8 @@ def evaluate_document(args: argparse.Namespace) -> dict:
         "model": arch.name, "hardware": hw.name, "serving_mode": args.serving,
         "deployment": deployment_document(dep),
         "workload": {"isl": workload.isl_tokens, "osl": workload.osl_tokens,
-                     "prefix_cached_frac": workload.prefix_cached_frac},
+                     "prefix_cached_frac": workload.prefix_cached_frac,
+                     "engine": workload.engine},
         "params": params_document(arch),
         "uncalibrated": uncalibrated_document(arch),
         "memory": {**memory, "max_concurrency": limit},
@@ -245,6 +247,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "prompt): not prefilled, stored once (default 0)")
     p.add_argument("--concurrency", type=int, nargs="+", default=None,
                    help="operating points at these concurrencies (default: sweep to memory limit)")
+    p.add_argument("--engine", default=None, choices=ENGINES, help="serving engine whose "
+                   "benchmark-TTFT terms apply (default: the generic ones)")
     p.add_argument("--window", type=float, nargs=2, default=DEFAULT_WINDOW, metavar=("LO", "HI"),
                    help="interactivity window of the frontier area, tokens/s/user "
                         "(default 10 1000)")
