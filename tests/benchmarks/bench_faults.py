@@ -10,10 +10,11 @@ PostgreSQL worker and restart the server under a run, fill the disk; check the s
     finished before the kill is still there. The same command then resumes; a last run without
     a kill must end with exactly N finished trials.
 (b) PostgreSQL: a fresh database; 4 workers (`archscout search --storage URL`, separate
-    processes, as on 4 machines) plus a fifth that is SIGKILLed at a random moment, and one
-    server restart (`pg_ctlcluster 15 main restart`) at another. The parent reads the study
-    every few seconds; at the end: finished vs requested, RUNNING trials left, trials lost
-    (finished once, gone later), duplicates. The database is dropped afterwards.
+    processes, as on 4 machines) plus a fifth that is SIGKILLed when the study reaches a random
+    10-30% of the requested trials, and one server restart (`pg_ctlcluster 15 main restart`) at
+    a random 35-60%. The parent reads the study every second; at the end: finished vs
+    requested, RUNNING trials left, trials lost (finished once, gone later), duplicates, and
+    each surviving worker's exit code and stderr. The database is dropped afterwards.
 (c) a full disk: the study's out/ folder on a small tmpfs (`mount -t tmpfs -o size=4m`) half
     taken by a filler file; the search must stop with exit code 2 and one line on stderr,
     leave no temporary file and a journal that loads; after the filler is deleted the same
@@ -56,7 +57,8 @@ PG_CLUSTER = ("15", "main")  # pg_ctlcluster VERSION NAME (this machine's server
 FILLER_BYTES = 5 * 2**19  # 2.5 MiB of the 4 MiB tmpfs: ~1.5 MiB (~500 trials) left for the journal
 TMPFS_SIZE = "4m"
 RUN_TIMEOUT_S = 900  # any one search process (the final runs finish the study)
-SNAPSHOT_EVERY_S = 3.0  # (b): how often the parent reads the study
+DUPLICATES_SHOWN = 5
+SNAPSHOT_EVERY_S = 1.0  # (b): how often the parent reads the study
 
 
 # ---- the study and what a check of it finds ---------------------------------------------------
@@ -95,6 +97,7 @@ class Check:
     running: int = 0
     numbers_repeated: int = 0
     duplicates: int = 0
+    duplicate_numbers: list = field(default_factory=list)  # each copy: number, state, start
     incomplete_records: int = 0  # COMPLETE without its values or attributes
     keys: set = field(default_factory=set, repr=False)  # of finished trials
 
@@ -119,10 +122,15 @@ def check_study(study: Path, storage: str | None = None) -> Check:
     complete = [t for t in done if t.state == TrialState.COMPLETE]
     keys = [trial_key(t) for t in trials]
     numbers = [t.number for t in trials]
+    copies: dict = {}
+    for key, t in zip(keys, trials):
+        copies.setdefault(key, []).append(f"#{t.number} {t.state.name} {t.datetime_start} "
+                                          f"{t.user_attrs.get('worker', '')}".strip())
     return Check(
         trials=len(trials), finished=len(done), complete=len(complete),
         running=sum(t.state == TrialState.RUNNING for t in trials),
         numbers_repeated=len(numbers) - len(set(numbers)), duplicates=len(keys) - len(set(keys)),
+        duplicate_numbers=[n for n in copies.values() if len(n) > 1][:DUPLICATES_SHOWN],
         incomplete_records=sum(len(t.values or ()) != objectives
                                or not needed <= t.user_attrs.keys() for t in complete),
         keys={trial_key(t) for t in done})
@@ -239,16 +247,17 @@ def run_kills(folder: Path, tries: int, trials: int, window_s: float, seed: int)
 @dataclass
 class PostgresReport:
     workers: int = 4
-    killed_worker_at_s: float = 0.0
-    restart_at_s: float = 0.0
+    killed_worker_at: tuple = ()  # (finished trials, seconds into the run)
+    restart_at: tuple = ()
     restart_s: float = 0.0  # how long `pg_ctlcluster restart` took
     workers_ok: int = 0
     worker_errors: list = field(default_factory=list)
     stderr_lines_max: int = 0  # the longest stderr of a surviving worker, in lines
     snapshots: int = 0
-    snapshot_errors: int = 0  # reads that failed (the server was down)
+    snapshot_errors: list = field(default_factory=list)  # reads that failed (server down)
     trials_lost: int = 0
     duplicates: int = 0
+    duplicate_numbers: list = field(default_factory=list)
     numbers_repeated: int = 0
     running_left: int = 0
     running_left_after_resume: int | None = None
@@ -276,27 +285,28 @@ def _failed_unevaluated(study: Path, url: str) -> int:
 
 
 def _watch(procs, victim, study, url, report, rng, seen: set) -> None:
-    """Until the 4 workers end: kill the victim and restart the server at their moments, and
-    read the study every SNAPSHOT_EVERY_S (what was finished must stay)."""
-    start, kill_at, restart_at = time.monotonic(), rng.uniform(5, 20), rng.uniform(15, 40)
-    report.killed_worker_at_s, report.restart_at_s = round(kill_at, 1), round(restart_at, 1)
-    last = 0.0
+    """Until the 4 workers end, read the study every SNAPSHOT_EVERY_S (what was finished must
+    stay); kill the victim and restart the server when the study reaches random shares of the
+    requested trials (so both land inside the run, however fast it goes)."""
+    start, kill_at, restart_at = time.monotonic(), rng.uniform(0.1, 0.3), rng.uniform(0.35, 0.6)
+    killed = restarted = False
     while any(p.poll() is None for p in procs) and time.monotonic() - start < RUN_TIMEOUT_S:
-        now = time.monotonic() - start
-        if kill_at and now >= kill_at:
+        check = check_study(study, url)
+        report.snapshots += 1
+        if not check.loads:
+            if seen or "no study" not in check.error:  # not the moments before it exists
+                report.snapshot_errors.append(check.error)
+            continue
+        report.trials_lost += len(seen - check.keys)
+        seen |= check.keys
+        progress = check.finished / report.requested
+        if not killed and progress >= kill_at:
             victim.send_signal(signal.SIGKILL)
-            kill_at = 0.0
-        if restart_at and now >= restart_at:
+            killed, report.killed_worker_at = True, (check.finished, time.monotonic() - start)
+        if not restarted and progress >= restart_at:
             _restart_server(report)
-            restart_at = 0.0
-        if now - last >= SNAPSHOT_EVERY_S:
-            last = now
-            check = check_study(study, url)
-            report.snapshots += 1
-            report.snapshot_errors += not check.loads
-            report.trials_lost += len(seen - check.keys) if check.loads else 0
-            seen |= check.keys
-        time.sleep(0.2)
+            restarted, report.restart_at = True, (check.finished, time.monotonic() - start)
+        time.sleep(SNAPSHOT_EVERY_S)
 
 
 def run_postgres(folder: Path, trials: int, seed: int) -> PostgresReport:
@@ -327,6 +337,7 @@ def run_postgres(folder: Path, trials: int, seed: int) -> PostgresReport:
         check = check_study(study, url)
         report.trials_lost += len(seen - check.keys)
         report.duplicates, report.numbers_repeated = check.duplicates, check.numbers_repeated
+        report.duplicate_numbers = check.duplicate_numbers
         report.running_left, report.finished = check.running, check.finished
         report.failed_unevaluated = _failed_unevaluated(study, url)
         report.pruned = sum(t.state == TrialState.PRUNED for t in read_trials(study, url))
