@@ -13,24 +13,27 @@ from collections.abc import Callable
 from typing import Any
 
 from cost_model.architecture import (
-    ATTENTION_MIXER, FULL_ATTENTION, GATED_DELTANET_MIXER, MAMBA2_MIXER, SLIDING_ATTENTION,
-    Architecture,
+    ATTENTION_MIXER, FULL_ATTENTION, GATED_DELTANET_MIXER, MAMBA2_MIXER, NO_MIXER,
+    SLIDING_ATTENTION, Architecture,
 )  # fmt: skip
 from cost_model.errors import ConfigError
 
 EXPORT_ORDER = (
-    "llama", "mistral", "qwen2", "qwen3", "gemma2", "mixtral", "qwen3_moe", "gpt_oss",
+    "llama", "mistral", "qwen2", "qwen3", "gemma2", "mixtral", "qwen3_moe", "glm4_moe", "qwen2_moe",
+    "gpt_oss",
     "deepseek_v3", "gemma3_text", "minimax_m2", "deepseek_v32", "glm_moe_dsa", "qwen3_5_text",
-    "qwen3_5_moe_text", "qwen3_next", "nemotron_h", "falcon_h1",
+    "qwen3_5_moe_text", "qwen3_next", "nemotron_h", "bamba", "falcon_h1",
 )  # fmt: skip
 _CLASS_NAMES = {
     "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
     "qwen3": "Qwen3ForCausalLM", "gemma2": "Gemma2ForCausalLM", "mixtral": "MixtralForCausalLM",
-    "qwen3_moe": "Qwen3MoeForCausalLM", "gpt_oss": "GptOssForCausalLM",
+    "qwen3_moe": "Qwen3MoeForCausalLM", "glm4_moe": "Glm4MoeForCausalLM",
+    "qwen2_moe": "Qwen2MoeForCausalLM", "gpt_oss": "GptOssForCausalLM",
     "deepseek_v3": "DeepseekV3ForCausalLM", "minimax_m2": "MiniMaxM2ForCausalLM",
     "deepseek_v32": "DeepseekV32ForCausalLM", "glm_moe_dsa": "GlmMoeDsaForCausalLM",
     "qwen3_next": "Qwen3NextForCausalLM", "gemma3_text": "Gemma3ForCausalLM",
     "nemotron_h": "NemotronHForCausalLM", "falcon_h1": "FalconH1ForCausalLM",
+    "bamba": "BambaForCausalLM",
     "qwen3_5_text": "Qwen3_5ForCausalLM",
     "qwen3_5_moe_text": "Qwen3_5MoeForCausalLM",
 }  # fmt: skip
@@ -68,11 +71,38 @@ def _export_family(arch: Architecture) -> str:
     fitting = [family for family in candidates if not broken[family]]
     if fitting:
         return fitting[0]
+    gap = export_gap(arch)
+    if gap is not None:
+        raise ConfigError(f"cannot export `{arch.name}` as a Hugging Face config: no supported "
+                          f"model_type represents it: {gap}")
     closest = min(EXPORT_ORDER, key=lambda family: len(broken[family]))
     raise ConfigError(
         f"cannot export `{arch.name}` as a Hugging Face config: no supported model_type represents "
         f"it; the closest, `{closest}`, needs " + ", ".join(broken[closest])
     )
+
+
+def export_gap(arch: Architecture) -> str | None:
+    """Why no transformers 5.24 model_type expresses `arch` exactly, for the designs a search
+    space can produce that none does (None: not one of them). Checked in transformers' modeling
+    code: MLA sits beside linear layers only in kimi_linear, bailing_hybrid and glm5_next, all
+    Kimi Delta Attention; no MLA family has a sliding window; every Mamba-2 family with a gated
+    FFN ties the Mamba-2 width to `mamba_expand` (an integer) x hidden_size."""
+    mla = arch.attention_kind == "mla" and arch.num_attention_layers > 0
+    kind = arch.linear_mixer_kind
+    if mla and kind in (GATED_DELTANET_MIXER, MAMBA2_MIXER):
+        return (f"`attention_kind` 'mla' with {kind} layers (`layer_mixers`): transformers pairs "
+                "MLA only with Kimi Delta Attention (kimi_linear, bailing_hybrid, glm5_next)")
+    if mla and arch.num_sliding_layers:
+        return ("`attention_kind` 'mla' with sliding-window layers (`sliding_window`): no MLA "
+                "model_type (deepseek_v3, deepseek_v32, glm_moe_dsa) has a sliding window")
+    width = arch.linear_num_value_heads * arch.linear_value_head_dim
+    serial = kind == MAMBA2_MIXER and not arch.num_parallel_hybrid_layers
+    if serial and arch.gated_mlp and width % arch.hidden_size:
+        return (f"`gated_mlp` (True) with Mamba-2 layers: nemotron_h's FFNs are ungated, and "
+                f"bamba needs the Mamba-2 width `linear_num_value_heads` x `linear_value_head_dim` "
+                f"({width}) to be a whole multiple of `hidden_size` ({arch.hidden_size})")
+    return None
 
 
 def _broken_rules(arch: Architecture, family: str) -> list[str]:
@@ -126,6 +156,25 @@ def _dsa_rules(arch: Architecture) -> Rules:
     return {**_deepseek_rules(arch), "is_sparse_attention": (arch.is_sparse_attention, (True,))}
 
 
+def _glm4_moe_rules(arch: Architecture) -> Rules:
+    """GLM-4.5 (transformers' Glm4Moe): GQA with q/k/v biases only (o_proj has none), optional
+    head QK norms, `first_k_dense_replace` leading dense layers, then every layer MoE with an
+    ungated shared MLP of n_shared * moe_intermediate (0: a zero-width MLP, no weights, adds 0)."""
+    rules = _rules(arch, qkv_bias=_BOTH, qk_norm=_BOTH, is_moe=(True,), num_shared_experts=None,
+                   first_dense_layers=None)
+    width = (arch.num_shared_experts * arch.moe_intermediate_size,)
+    return {**rules, "shared_expert_intermediate_size": (arch.shared_expert_intermediate_size,
+                                                         width)}
+
+
+def _qwen2_moe_rules(arch: Architecture) -> Rules:
+    """Qwen1.5/2-MoE: GQA with q/k/v biases only, one sigmoid-gated shared MLP of any width (n
+    shared SwiGLU experts under one gate are one MLP n times as wide), leading dense layers and
+    `decoder_sparse_step` placement."""
+    return _rules(arch, qkv_bias=_BOTH, is_moe=(True,), num_shared_experts=None,
+                  shared_expert_gate=(True,), first_dense_layers=None, moe_layer_period=None)
+
+
 def _qwen_hybrid_rules(arch: Architecture, moe: bool, any_placement: bool) -> Rules:
     """Qwen3-Next / Qwen3.5: gated attention with head QK norms and Gated DeltaNet layers (no
     layer without a mixer, no per-layer FFN widths); MoE with one gated shared expert."""
@@ -138,19 +187,24 @@ def _qwen_hybrid_rules(arch: Architecture, moe: bool, any_placement: bool) -> Ru
     return {**rules, **pattern}
 
 
+_NEMOTRON_H_MIXER_BLOCKS = {MAMBA2_MIXER: "linear_attention", ATTENTION_MIXER: FULL_ATTENTION}
+
+
 def _nemotron_h_blocks(arch: Architecture) -> list[str] | None:
-    """Each layer as one Nemotron-H block, or None when some layer has both a mixer and an FFN
-    (or neither), a linear mixer other than Mamba-2, or a second FFN width."""
+    """Each layer as Nemotron-H blocks (one mixer or one FFN each, with its own pre-norm), or
+    None when some layer has neither, a mixer other than Mamba-2 / attention, or a second FFN
+    width. In a Mamba-2 hybrid a layer with a mixer and an FFN is two blocks, mixer then FFN:
+    the same two pre-norm residual sub-blocks, so the same weights, norms and computation."""
     mixers = arch.layer_mixers or (ATTENTION_MIXER,) * arch.num_layers
-    widths, blocks = arch.dense_ffn_widths, []
-    for mixer, width, moe in zip(mixers, widths, arch.layer_is_moe, strict=True):
-        has_ffn = bool(width) or moe
-        if (mixer != "none") == has_ffn or mixer == GATED_DELTANET_MIXER:
+    split, blocks = arch.linear_mixer_kind == MAMBA2_MIXER, []
+    for mixer, width, moe in zip(mixers, arch.dense_ffn_widths, arch.layer_is_moe, strict=True):
+        has_mixer, has_ffn = mixer != NO_MIXER, bool(width) or moe
+        if (has_mixer and mixer not in _NEMOTRON_H_MIXER_BLOCKS) or not (has_mixer or has_ffn):
             return None
-        if width and width != arch.intermediate_size:
+        if (has_mixer and has_ffn and not split) or (width and width != arch.intermediate_size):
             return None
-        blocks.append({MAMBA2_MIXER: "linear_attention", ATTENTION_MIXER: FULL_ATTENTION}.get(
-            mixer, "moe" if moe else "mlp"))
+        blocks += [_NEMOTRON_H_MIXER_BLOCKS[mixer]] if has_mixer else []
+        blocks += ["moe" if moe else "mlp"] if has_ffn else []
     return blocks
 
 
@@ -162,10 +216,25 @@ def _nemotron_h_rules(arch: Architecture) -> Rules:
                    num_shared_experts=(1,) if arch.is_moe else (0,))
     placement = ((arch.first_dense_layers, arch.moe_layer_period) if arch.layer_moe is None
                  else (0, 1))
-    blocks = _nemotron_h_blocks(arch)
-    return {**rules, "one block (mixer or FFN) per layer": (blocks is not None, (True,)),
+    as_blocks = _nemotron_h_blocks(arch) is not None
+    return {**rules, "layers as Nemotron-H blocks (a mixer or an FFN each)": (as_blocks, (True,)),
             "MoE placement (layer_moe, or MoE-free)": (placement if arch.is_moe else (0, 1),
                                                        ((0, 1),))}
+
+
+def _bamba_rules(arch: Architecture) -> Rules:
+    """Bamba: every layer one mixer (Mamba-2 or GQA attention, one bias for q/k/v/o) then a
+    gated MLP; the Mamba-2 width is `mamba_expand` (an integer) x hidden_size. Its attention
+    applies RoPE to half of each head (BambaConfig hard-codes `partial_rotary_factor` 0.5):
+    the same weights and FLOPs, another position encoding."""
+    rules = _rules(arch, **_same_bias(arch), mlp_bias=_BOTH, is_heterogeneous=_BOTH)
+    mixers = set(arch.layer_mixers or ()) - {MAMBA2_MIXER, ATTENTION_MIXER}
+    width = arch.linear_num_value_heads * arch.linear_value_head_dim
+    return {**rules, "layer mixers other than mamba2/attention": (sorted(mixers), ([],)),
+            "layer_ffn_widths": (arch.layer_ffn_widths, (None,)),
+            "linear_norm": (arch.linear_norm, (True,)),
+            "Mamba-2 width % hidden_size": (width % arch.hidden_size, (0,)),
+            "some layer Mamba-2": (arch.linear_mixer_kind, (MAMBA2_MIXER,))}
 
 
 _FAMILY_RULES: dict[str, Callable[[Architecture], Rules]] = {
@@ -187,6 +256,8 @@ _FAMILY_RULES: dict[str, Callable[[Architecture], Rules]] = {
         a, **_same_bias(a), is_moe=(True,), qk_norm=(True,), first_dense_layers=None,
         moe_layer_period=None, sliding_pattern=_UNIFORM_SLIDING,
     ),
+    "glm4_moe": _glm4_moe_rules,
+    "qwen2_moe": _qwen2_moe_rules,
     "gpt_oss": lambda a: _rules(
         a, **_same_bias(a), is_moe=(True,), router_bias=(True,), expert_bias=(True,),
         attention_sinks=(True,), sliding_pattern=_ANY_SLIDING,
@@ -203,6 +274,7 @@ _FAMILY_RULES: dict[str, Callable[[Architecture], Rules]] = {
     "qwen3_5_moe_text": lambda a: _qwen_hybrid_rules(a, moe=True, any_placement=False),
     "qwen3_next": lambda a: _qwen_hybrid_rules(a, moe=True, any_placement=True),
     "nemotron_h": _nemotron_h_rules,
+    "bamba": _bamba_rules,
     # Falcon-H1: every layer attention + Mamba-2 in parallel, then a SwiGLU
     "falcon_h1": lambda a: {
         **_rules(a, **_same_bias(a), mlp_bias=_BOTH, is_heterogeneous=_BOTH),
@@ -259,6 +331,30 @@ def _export_qwen3_moe(arch: Architecture) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _export_glm4_moe(arch: Architecture) -> dict[str, Any]:
+    """RoPE on the whole head (Glm4MoeConfig defaults `partial_rotary_factor` to 0.5); one routing
+    group; no multi-token-prediction layer."""
+    experts = {"n_routed_experts": arch.num_experts, "num_experts_per_tok": arch.experts_per_token,
+               "moe_intermediate_size": arch.moe_intermediate_size,
+               "n_shared_experts": arch.num_shared_experts}
+    placement = {"first_k_dense_replace": arch.first_dense_layers, "n_group": 1, "topk_group": 1,
+                 "num_nextn_predict_layers": 0}
+    return {**experts, **placement, "attention_bias": arch.qkv_bias, "use_qk_norm": arch.qk_norm,
+            "partial_rotary_factor": 1.0}
+
+
+def _export_qwen2_moe(arch: Architecture) -> dict[str, Any]:
+    """`qkv_bias` (o_proj has none); the shared MLP's total width; no sliding window."""
+    return {
+        "qkv_bias": arch.qkv_bias, "num_experts": arch.num_experts,
+        "num_experts_per_tok": arch.experts_per_token,
+        "moe_intermediate_size": arch.moe_intermediate_size,
+        "shared_expert_intermediate_size": arch.shared_expert_intermediate_size,
+        "decoder_sparse_step": arch.moe_layer_period,
+        "mlp_only_layers": list(range(arch.first_dense_layers)), "use_sliding_window": False,
+    }  # fmt: skip
+
+
 def _export_gpt_oss(arch: Architecture) -> dict[str, Any]:
     return {**_bias(arch), **_export_mixtral(arch), **_export_layer_types(arch)}
 
@@ -312,8 +408,10 @@ def _export_qwen_moe(arch: Architecture) -> dict[str, Any]:
 
 
 def _export_nemotron_h(arch: Architecture) -> dict[str, Any]:
+    blocks = _nemotron_h_blocks(arch) or []
     fields: dict[str, Any] = {
-        **_bias(arch), "layers_block_type": _nemotron_h_blocks(arch), "hidden_act": _OMIT,
+        **_bias(arch), "layers_block_type": blocks, "num_hidden_layers": len(blocks),
+        "hidden_act": _OMIT,
         "mlp_hidden_act": arch.hidden_act, "mlp_bias": arch.mlp_bias,
     }
     if arch.num_linear_attention_layers:
@@ -329,6 +427,20 @@ def _export_nemotron_h(arch: Architecture) -> dict[str, Any]:
     return fields
 
 
+def _export_bamba(arch: Architecture) -> dict[str, Any]:
+    """The attention layers' indices and the Mamba-2 shapes (no projection biases)."""
+    width = arch.linear_num_value_heads * arch.linear_value_head_dim
+    mixers = arch.layer_mixers or ()
+    return {
+        **_bias(arch), "mlp_bias": arch.mlp_bias,
+        "attn_layer_indices": [i for i, m in enumerate(mixers) if m == ATTENTION_MIXER],
+        "mamba_n_heads": arch.linear_num_value_heads, "mamba_d_head": arch.linear_value_head_dim,
+        "mamba_expand": width // arch.hidden_size, "mamba_n_groups": arch.linear_num_key_heads,
+        "mamba_d_state": arch.linear_key_head_dim, "mamba_d_conv": arch.linear_conv_kernel,
+        "mamba_conv_bias": arch.linear_conv_bias, "mamba_proj_bias": False,
+    }  # fmt: skip
+
+
 _EXPORTERS: dict[str, Callable[[Architecture], dict[str, Any]]] = {
     "llama": lambda arch: {**_bias(arch), "mlp_bias": arch.mlp_bias},
     "mistral": lambda arch: {"sliding_window": _window(arch)},
@@ -338,6 +450,8 @@ _EXPORTERS: dict[str, Callable[[Architecture], dict[str, Any]]] = {
     "gemma3_text": _export_gemma2,
     "mixtral": _export_mixtral,
     "qwen3_moe": _export_qwen3_moe,
+    "glm4_moe": _export_glm4_moe,
+    "qwen2_moe": _export_qwen2_moe,
     "gpt_oss": _export_gpt_oss,
     "deepseek_v3": _export_deepseek_v3,
     "minimax_m2": _export_minimax_m2,
@@ -345,6 +459,7 @@ _EXPORTERS: dict[str, Callable[[Architecture], dict[str, Any]]] = {
     "glm_moe_dsa": lambda arch: {**_export_dsa(arch), "indexer_types": ["full"] * arch.num_layers},
     "qwen3_5_text": _export_qwen_hybrid,
     "nemotron_h": _export_nemotron_h,
+    "bamba": _export_bamba,
     "falcon_h1": lambda arch: {
         **_bias(arch), "mlp_bias": arch.mlp_bias,
         "mamba_d_ssm": arch.linear_num_value_heads * arch.linear_value_head_dim,
