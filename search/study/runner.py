@@ -5,6 +5,7 @@ requested number of finished trials. Never reads `study.trials` inside the loop.
 from __future__ import annotations
 
 import functools
+import gc
 import sys
 import time
 import warnings
@@ -166,7 +167,7 @@ class Workspace:
         self.finished = len(self.done_at_start)
         if not handle.shared:
             self.study = _local_copy(study)
-            self.study.add_trials(self.done_at_start)
+            add_finished(self.study, self.done_at_start)
         self._persisted = len(self.study.get_trials(deepcopy=False))
         self.in_flight = False  # a batch was started and has not finished (cut short)
 
@@ -200,7 +201,46 @@ class Workspace:
 
 def _local_copy(study: optuna.Study) -> optuna.Study:
     """An empty in-memory study with the objectives and sampler of `study`."""
-    return optuna.create_study(directions=study.directions, sampler=study.sampler)
+    return optuna.create_study(directions=study.directions, sampler=study.sampler,
+                               storage=LocalStorage())
+
+
+def add_finished(study: optuna.Study, trials: list[FrozenTrial]) -> None:
+    """`study.add_trials` of trials read from a storage (validated when they were stored). The
+    garbage collector waits meanwhile: these allocations hold no cycles to collect, and each of
+    its full passes would walk the whole decoded study (1.7 of 2.2 s at 20,000 trials)."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        for trial in trials:
+            study._storage.create_new_trial(study._study_id, template_trial=trial)  # noqa: SLF001
+    finally:
+        if paused:
+            gc.enable()
+
+
+class LocalStorage(optuna.storages.InMemoryStorage):
+    """Optuna's in-memory storage, taking finished trials in without a deep copy.
+
+    `add_trials` deep-copies every trial (InMemoryStorage.create_new_trial): loading 20,000
+    finished trials into a run's copy took ~8 s, nearly all of a resume. A finished trial
+    cannot change any more (every update of one is refused), so the copy shares its params,
+    distributions and attributes with the trial it was read as; only its number and id are its
+    own. Trials asked here are created as Optuna creates them."""
+
+    def create_new_trial(self, study_id: int, template_trial: FrozenTrial | None = None) -> int:
+        if template_trial is None or not template_trial.state.is_finished():
+            return super().create_new_trial(study_id, template_trial)
+        with self._lock:  # InMemoryStorage.create_new_trial (Optuna 5.0), less the deep copy
+            self._check_study_id(study_id)
+            trial = object.__new__(FrozenTrial)  # copy.copy, less its generic reduce (~60 µs)
+            trial.__dict__.update(template_trial.__dict__)
+            self._max_trial_id += 1
+            trial._trial_id, trial.number = self._max_trial_id, len(self._studies[study_id].trials)
+            self._trial_id_to_study_id_and_number[trial._trial_id] = (study_id, trial.number)
+            self._studies[study_id].trials.append(trial)
+            self._update_cache(trial._trial_id, study_id)
+            return trial._trial_id
 
 
 class RemoteWorkspace:
@@ -241,7 +281,7 @@ class RemoteWorkspace:
                 new.append(t)
             elif not t.state.is_finished():
                 self._pending.add(t._trial_id)  # noqa: SLF001
-        self.study.add_trials(adopt(self.study.sampler, self.study, new) if joined else new)
+        add_finished(self.study, adopt(self.study.sampler, self.study, new) if joined else new)
         return new
 
     def counts(self, target: int) -> tuple[int, int]:
