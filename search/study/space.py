@@ -18,13 +18,14 @@ import optuna
 
 from constraints.engines import ENGINE_LABELS, engine_violations
 from cost_model.architecture import (
-    ATTENTION_MIXER, GATED_DELTANET_MIXER, Architecture, design_name, make_architecture,
-    periodic_layer_types,
+    ATTENTION_MIXER, GATED_DELTANET_MIXER, MAMBA2_MIXER, Architecture, design_name,
+    make_architecture, periodic_layer_types,
 )  # fmt: skip
 from cost_model.deployment import Deployment, make_deployment
 from cost_model.errors import ConfigError
 from constraints.sharding import linear_attention_violations
 from cost_model.evaluate import deployment_violations
+from cost_model.hf.export import export_gap
 from search.study.spec import SAME_FORMAT, Dimension, Space, StudySpec
 
 DEPLOYMENT_PARAMS = ("tp", "ep", "pp", "dp", "precision", "kv_precision", "moe_precision", "kvp",
@@ -124,12 +125,18 @@ def _attention_fields(p: dict) -> dict:
                 kv_lora_rank=p["kv_lora_rank"], q_lora_rank=p["q_lora_rank"])
 
 
+# Mamba-2 hybrids take Nemotron-H's FFN: ungated, squared ReLU (NVIDIA Nemotron-H, arXiv
+# 2504.03624, and its config.json `mlp_hidden_act: relu2`), the form nemotron_h exports exactly
+NEMOTRON_H_FFN = {"gated_mlp": False, "hidden_act": "relu2"}
+
+
 def _pattern_fields(p: dict) -> dict:
     """Every `full_attention_period`-th layer keeps full attention (Qwen3-Next: 4; Gemma 3: 6),
     the others take the `linear_mixer` (Gated DeltaNet, with Qwen3-Next's gated attention: QK
     norms and the output gate; or Mamba-2) or, without one, sliding-window attention of
     `sliding_window` tokens; period 1 (or no linear mixer and no window): full everywhere. A
-    repeating unit, so a PP split into whole units keeps its stages alike (guideline 6)."""
+    repeating unit, so a PP split into whole units keeps its stages alike (guideline 6). Mamba-2
+    hybrids take Nemotron-H's ungated FFN (`NEMOTRON_H_FFN`)."""
     period, mixer = p.get("full_attention_period", 1), p.get("linear_mixer", NO_LINEAR_MIXER)
     if period == 1 or (mixer == NO_LINEAR_MIXER and not p.get("sliding_window", 0)):
         return {}
@@ -146,7 +153,8 @@ def _pattern_fields(p: dict) -> dict:
     return dict(layer_mixers=tuple(ATTENTION_MIXER if t == "full_attention" else mixer
                                    for t in full),
                 **{name: p[name] for name in _LINEAR_SHAPE},
-                **(dict(qk_norm=True, attention_output_gate=True) if gated else {}))
+                **(dict(qk_norm=True, attention_output_gate=True) if gated else {}),
+                **(NEMOTRON_H_FFN if mixer == MAMBA2_MIXER else {}))
 
 
 def _searched_name(arch: Architecture) -> str:
@@ -262,6 +270,9 @@ def build_candidate(spec: StudySpec, params: dict) -> Candidate:
         cand = Candidate(params, arch, build_deployment(params, arch.is_moe))
     except ConfigError as exc:
         return Candidate(params, None, None, invalid_reason=str(exc))
+    gap = export_gap(arch)  # every design the space produces exports to Hugging Face exactly
+    if gap:
+        return Candidate(params, None, None, invalid_reason=f"no Hugging Face model_type: {gap}")
     broken = engine_violations(spec.engine, arch, cand.deployment)
     if not broken:
         return cand

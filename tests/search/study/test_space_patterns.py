@@ -19,6 +19,7 @@ from search.study.evaluation import score_batch
 from search.study.space import (
     build_architecture,
     build_candidate,
+    complete_params,
     pattern_stage_violations,
     suggest_params,
     swept_candidates,
@@ -144,7 +145,8 @@ def _sampled(kind: str, count: int = 400) -> list:
 
 
 @pytest.mark.parametrize("kind, model_type", [("gated_deltanet", "qwen3_5_text"),
-                                              ("sliding", "qwen3"), ("mla", "deepseek_v3")])
+                                              ("sliding", "qwen3"), ("mla", "deepseek_v3"),
+                                              ("mamba2", "nemotron_h")])
 def test_sampled_designs_export_with_transformers_exact_count(kind, model_type, tmp_path):
     """Each kind the shipped study samples, exported as config.json: transformers 5.x builds a
     model (meta device) of exactly `count_params` parameters. Gated DeltaNet hybrids with GQA
@@ -160,12 +162,24 @@ def test_sampled_designs_export_with_transformers_exact_count(kind, model_type, 
     assert sum(p.numel() for p in model.parameters()) == count_params(arch).total_params
 
 
-def test_mamba2_hybrids_with_an_ffn_per_layer_have_no_hf_family():
-    """Nemotron-H (the Mamba-2 hybrid transformers builds) has one block per layer, a mixer or an
-    FFN: a sampled layer holding both is refused, naming the rule, not exported approximately."""
+def test_mamba2_hybrids_take_nemotron_h_s_ffn():
+    """Mamba-2 hybrids are built with Nemotron-H's ungated squared-ReLU FFN, the form nemotron_h
+    expresses (a layer's mixer and FFN become two of its blocks)."""
     arch = _sampled("mamba2")[0]
-    with pytest.raises(ConfigError, match="no supported model_type represents it"):
-        architecture_to_hf_config(arch)
+    assert (arch.gated_mlp, arch.hidden_act) == (False, "relu2")
+
+
+@pytest.mark.parametrize("mixer", ["gated_deltanet", "mamba2"])
+def test_designs_no_hf_family_expresses_are_not_candidates(mixer):
+    """MLA beside Gated DeltaNet or Mamba-2 layers has no transformers model_type (MLA sits beside
+    linear layers only in Kimi Delta Attention families): the space refuses it with the reason,
+    so every design a search returns exports."""
+    spec = load_spec(HYBRID_STUDY)
+    params = {**complete_params(spec, {}), **BASE, "attention_kind": "mla",
+              "full_attention_period": 4, "linear_mixer": mixer}
+    cand = build_candidate(spec, params)
+    assert cand.arch is None and cand.invalid_reason.startswith("no Hugging Face model_type: ")
+    assert "`attention_kind` 'mla'" in cand.invalid_reason
 
 
 # ---- deployments: linear heads per TP rank, alike pipeline stages ------------------------------
