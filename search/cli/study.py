@@ -155,11 +155,14 @@ def run_search(args: argparse.Namespace) -> int:
         summary = run_study(spec, handle, trials, seed, show_progress=not args.no_progress)
     finally:
         handle.close()
-    return _finish(args, spec, summary)
+    return _finish(args, spec, summary, handle)
 
 
-def _finish(args, spec: StudySpec, summary: RunSummary | None) -> int:
-    handle = open_for_reading(Path(args.study), spec, args.storage)
+def _finish(args, spec: StudySpec, summary: RunSummary | None,
+            written: StorageHandle | None = None) -> int:
+    """The Pareto table (or document) at the end of a search; `written`: the run's own storage,
+    whose trials are in memory already (a journal is not decoded a second time)."""
+    handle = written or open_for_reading(Path(args.study), spec, args.storage)
     doc = pareto_document(spec, load_study(spec, handle))
     if not args.storage:  # this run wrote the journal: keep its document for `pareto`
         write_cached_document(default_journal_path(Path(args.study), spec.name), spec, doc)
