@@ -50,6 +50,12 @@ Conventions (the same as transformers' modeling code, which `params.py` counts e
 - `attention_output_gate`: the query projection also yields a sigmoid gate per output element
   (q_proj 2·n_q·d_h wide: Qwen3-Next); `shared_expert_gate`: one H → 1 sigmoid gate on the shared
   expert per MoE layer (Qwen2-MoE/Qwen3-Next).
+- Full-attention layers with their own shape (Gemma 4): `global_head_dim` > 0 gives every
+  full-attention layer heads of that width and `num_global_kv_heads` KV heads (both or neither;
+  sliding layers keep `head_dim` / `num_kv_heads`); `attention_k_eq_v`: those layers have no
+  v_proj (the values come from k_proj, normed apart by a weightless RMSNorm).
+- `router_scales`: the router also scales its input per channel and each expert's weight
+  (Gemma 4: `scale` of H, `per_expert_scale` of E per MoE layer).
 - Biases: `qkv_bias` on the q/k/v projections (MLA: on `q_a_proj` and `kv_a_proj`), `o_bias` on
   the output projection, `mlp_bias` on dense and shared-expert MLPs, `router_bias` on the router,
   `expert_bias` on routed experts; `attention_sinks` is one learned logit per query head (gpt-oss).
@@ -88,7 +94,8 @@ _ATTENTION_FIELDS = (
     "num_attention_heads", "num_kv_heads", "head_dim", "attention_kind", "q_lora_rank",
     "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "qk_norm",
     "qk_norm_scope", "attention_sinks", "attention_output_gate", "qkv_bias", "o_bias",
-    "index_heads", "index_head_dim", "index_topk",
+    "index_heads", "index_head_dim", "index_topk", "global_head_dim", "num_global_kv_heads",
+    "attention_k_eq_v",
 )  # fmt: skip
 _LINEAR_MIXER_FIELDS = (*_LINEAR_FIELDS, "linear_conv_bias", "linear_norm")
 FULL_ATTENTION: LayerType = "full_attention"
@@ -131,6 +138,9 @@ class Architecture(BaseModel):
     attention_output_gate: StrictBool = False  # q_proj also yields an output gate (Qwen3-Next)
     sliding_window: Positive | None = None
     layer_types: tuple[LayerType, ...] | None = None
+    global_head_dim: NonNegative = 0  # full-attention layers' head width (0: `head_dim`)
+    num_global_kv_heads: NonNegative = 0  # full-attention layers' KV heads (0: `num_kv_heads`)
+    attention_k_eq_v: StrictBool = False  # full-attention layers have no v_proj (Gemma 4)
     # DeepSeek Sparse Attention (MLA + lightning indexer); all 0 = dense attention
     index_heads: NonNegative = 0
     index_head_dim: NonNegative = 0
@@ -158,6 +168,7 @@ class Architecture(BaseModel):
     num_shared_experts: NonNegative = 0
     shared_expert_intermediate_size: NonNegative = 0  # total width of the shared expert(s)
     shared_expert_gate: StrictBool = False  # H -> 1 sigmoid gate on the shared expert
+    router_scales: StrictBool = False  # router input scale[H] and per-expert scale[E] (Gemma 4)
     first_dense_layers: NonNegative = 0
     moe_layer_period: Positive = 1
     # biases, norms, embeddings
@@ -166,8 +177,10 @@ class Architecture(BaseModel):
     mlp_bias: StrictBool = False
     router_bias: StrictBool = False
     expert_bias: StrictBool = False
-    # on the residual path (Gemma-2: 4)
-    norms_per_layer: Annotated[StrictInt, Field(ge=1, le=4)] = 2
+    # per layer (Gemma-2: 4 around attention and MLP; Gemma 4's MoE block 3 more:
+    # transformers' Gemma4TextDecoderLayer post_feedforward_layernorm_1/_2,
+    # pre_feedforward_layernorm_2)
+    norms_per_layer: Annotated[StrictInt, Field(ge=1, le=7)] = 2
     tie_word_embeddings: StrictBool = False
 
     @model_validator(mode="before")
@@ -184,7 +197,8 @@ class Architecture(BaseModel):
     @model_validator(mode="after")
     def _cross_field_rules(self) -> Self:
         for rule in (_check_heads, _check_mla, _check_moe, _check_moe_layers, _check_sliding,
-                     _check_qk_norm, _check_dsa, _check_layer_pattern, _check_linear):
+                     _check_global_shape, _check_qk_norm, _check_dsa, _check_layer_pattern,
+                     _check_linear):
             rule(self)
         return self
 
@@ -305,6 +319,12 @@ class Architecture(BaseModel):
     def num_full_attention_layers(self) -> int:
         """Attention layers that are not sliding (layers without a mixer are neither)."""
         return self.num_attention_layers - self.num_sliding_layers
+
+    @property
+    def num_global_attention_layers(self) -> int:
+        """Full-attention layers shaped by `global_head_dim` / `num_global_kv_heads` (Gemma 4);
+        0 when every attention layer has `head_dim` / `num_kv_heads`."""
+        return self.num_full_attention_layers if self.global_head_dim else 0
 
     @property
     def sliding_pattern(self) -> Literal["none", "all", "mixed"]:
@@ -583,6 +603,26 @@ def _check_sliding(arch: Architecture) -> None:
             f"`layer_types` ({len(arch.layer_types)} entries) must have one entry per layer "
             f"(`num_layers` = {arch.num_layers})"
         )
+
+
+def _check_global_shape(arch: Architecture) -> None:
+    """Gemma 4's full-attention shape: both fields or neither, GQA, and k = v only there."""
+    dim, heads = arch.global_head_dim, arch.num_global_kv_heads
+    if (dim > 0) != (heads > 0):
+        raise ValueError(f"`global_head_dim` ({dim}) and `num_global_kv_heads` ({heads}) must "
+                         "both be >= 1 or both 0")
+    if dim and arch.attention_kind != "gqa":
+        raise ValueError("`global_head_dim` is supported with `attention_kind` 'gqa' only")
+    if heads and arch.num_attention_heads % heads:
+        raise ValueError(f"`num_attention_heads` ({arch.num_attention_heads}) must be divisible "
+                         f"by `num_global_kv_heads` ({heads})")
+    if dim and arch.qk_norm and arch.qk_norm_scope != "head":
+        raise ValueError("`global_head_dim` is supported with `qk_norm_scope` 'head' only")
+    if arch.attention_k_eq_v and not dim:
+        raise ValueError("`attention_k_eq_v` (True) needs `global_head_dim` >= 1 (the "
+                         "full-attention layers it applies to)")
+    if arch.router_scales and not arch.is_moe:
+        raise ValueError("`router_scales` (True) needs `num_experts` >= 1")
 
 
 def _check_qk_norm(arch: Architecture) -> None:

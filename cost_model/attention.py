@@ -48,6 +48,15 @@ def kv_elems_per_token_layer(a: ArchArrays, d: DeployArrays | None = None):
     return np.where(a.mla > 0, a.kv_lora + a.rope_dim, 2.0 * heads * a.head_dim)
 
 
+def full_kv_elems_per_token_layer(a: ArchArrays, d: DeployArrays | None = None):
+    """`kv_elems_per_token_layer` of a full-attention layer: Gemma 4's have their own KV heads
+    and head width (`global_kv_heads` of `global_head_dim`; k and v both cached: under
+    `attention_k_eq_v` the values are the keys before their norm and RoPE)."""
+    heads = a.global_kv_heads if d is None else np.ceil(a.global_kv_heads / d.tp)
+    return np.where(a.global_layers > 0, 2.0 * heads * a.global_head_dim,
+                    kv_elems_per_token_layer(a, d))
+
+
 def cache_elems_per_token_layer(a: ArchArrays, d: DeployArrays | None = None):
     """Cache elements per token per attention layer: the KV (or MLA latent) plus the DSA
     indexer key (none without DSA)."""
@@ -62,27 +71,32 @@ def kv_cache_bytes_per_sequence(a: ArchArrays, context_tokens, kv_bytes_per_valu
     `linear_attention.linear_state_bytes_per_sequence`, added here so that every user of the
     per-sequence cache (max concurrency, KV transfer) sees it."""
     per_token = cache_elems_per_token_layer(a, d) * kv_bytes_per_value
+    full_per_token = (full_kv_elems_per_token_layer(a, d) + a.index_head_dim) * kv_bytes_per_value
     full_layers = a.attention_layers - a.sliding_layers
     sliding_tokens = np.minimum(context_tokens, a.window)
-    tokens = full_layers * context_tokens + a.sliding_layers * sliding_tokens
+    tokens_bytes = full_layers * context_tokens * full_per_token \
+        + a.sliding_layers * sliding_tokens * per_token
     stages, kvp = (1.0, 1.0) if d is None else (d.pp, d.kvp)
-    kv = per_token * np.ceil(a.layers / stages) / a.layers * tokens / kvp
+    kv = np.ceil(a.layers / stages) / a.layers * tokens_bytes / kvp
     return kv + linear_state_bytes_per_sequence(a, d)
 
 
-def _head_flop_per_key(a: ArchArrays, absorbed: bool):
-    """FLOPs per (query, key) pair per head: scores + weighted values."""
-    gqa = 4.0 * a.head_dim
+def _head_flop_per_key(a: ArchArrays, absorbed: bool, full: bool = False):
+    """FLOPs per (query, key) pair per head: scores + weighted values (`full`: in a
+    full-attention layer, Gemma 4's of `global_head_dim`)."""
+    width = np.where(a.global_layers > 0, a.global_head_dim, a.head_dim) if full else a.head_dim
+    gqa = 4.0 * width
     mla_absorbed = 2.0 * (2.0 * a.kv_lora + a.rope_dim)
     mla_plain = 2.0 * (a.nope_dim + a.rope_dim + a.v_dim)
     return np.where(a.mla > 0, mla_absorbed if absorbed else mla_plain, gqa)
 
 
 def _layer_mean(a: ArchArrays, context, time_fn):
-    """Average over attention layers of time_fn(context seen by that layer type)."""
+    """Average over attention layers of time_fn(context seen by that layer type, whether it is
+    a full-attention layer)."""
     full = a.attention_layers - a.sliding_layers
-    return (full * time_fn(context) + a.sliding_layers * time_fn(np.minimum(context, a.window))) \
-        / a.attention_layers
+    sliding = time_fn(np.minimum(context, a.window), False)
+    return (full * time_fn(context, True) + a.sliding_layers * sliding) / a.attention_layers
 
 
 def attended_keys(a: ArchArrays, context):
@@ -141,15 +155,15 @@ def decode_attention_s(a: ArchArrays, d: DeployArrays, env: Env, seqs, context,
     heads = a.heads_q / d.tp
     peak = env.hw.peak_for(env.high) * env.eff.prefill_attention_compute_frac
     bandwidth = env.hw.hbm_bytes_per_s * env.eff.decode_attention_bandwidth_frac
-    kv_elems = kv_elems_per_token_layer(a, d)
-    kv_bytes = kv_elems * env.kv.activation_bytes_per_value
     quantized = env.kv.activation_bytes_per_value < env.high.activation_bytes_per_value
     dequant_s_per_elem = np.where(quantized, 1.0 / env.eff.decode_kv_dequant_elements_per_s, 0.0)
 
-    def one(ctx):
+    def one(ctx, full):
+        kv_elems = (full_kv_elems_per_token_layer if full else kv_elems_per_token_layer)(a, d)
+        kv_bytes = kv_elems * env.kv.activation_bytes_per_value
         local = ctx / d.kvp  # Helix: this GPU's slice of the sequence
         keys = attended_keys(a, local)
-        flop = seqs * queries_per_seq * keys * heads * _head_flop_per_key(a, absorbed=True)
+        flop = seqs * queries_per_seq * keys * heads * _head_flop_per_key(a, True, full)
         stream_s = seqs * keys * np.maximum(kv_bytes / bandwidth, kv_elems * dequant_s_per_elem)
         return np.maximum(flop / peak, stream_s) + _indexer_s(
             a, env, seqs * queries_per_seq, local, seqs * local)
@@ -168,12 +182,13 @@ def prefill_attention_s(a: ArchArrays, d: DeployArrays, env: Env, toks, mean_con
     seqs = np.minimum(toks, 1.0) if seqs is None else seqs
     heads = a.heads_q / d.tp
     peak = env.hw.peak_for(env.high) * env.eff.prefill_attention_compute_frac
-    kv_bytes = kv_elems_per_token_layer(a, d) * env.kv.activation_bytes_per_value
 
-    def one(ctx):
+    def one(ctx, full):
+        kv_elems = (full_kv_elems_per_token_layer if full else kv_elems_per_token_layer)(a, d)
+        kv_bytes = kv_elems * env.kv.activation_bytes_per_value
         local = ctx / d.kvp  # Helix: this GPU's slice of the keys
         keys = attended_keys(a, local)
-        flop = toks * keys * heads * _head_flop_per_key(a, absorbed=False)
+        flop = toks * keys * heads * _head_flop_per_key(a, False, full)
         reread = np.ceil(toks / FLASH_QUERY_TILE_TOKENS) * keys * kv_bytes
         indexer_reads = np.ceil(toks / FLASH_QUERY_TILE_TOKENS) * local
         return np.maximum(flop / peak, reread / env.hw.hbm_bytes_per_s) + _indexer_s(

@@ -74,6 +74,12 @@ class ArchArrays:
     linear_conv_kernel: np.ndarray
     output_gate: np.ndarray  # 1: q_proj also yields the attention output gate (Qwen3-Next)
     shared_expert_gate: np.ndarray  # 1: an H → 1 sigmoid gate on the shared expert (Qwen3-Next)
+    # Gemma 4's full-attention layers of their own shape (all 0: every layer has head_dim and
+    # heads_kv)
+    global_layers: np.ndarray
+    global_head_dim: np.ndarray
+    global_kv_heads: np.ndarray
+    k_eq_v: np.ndarray  # 1: those layers have no v_proj
 
     @classmethod
     def from_architectures(cls, archs: Sequence[Architecture]) -> ArchArrays:
@@ -114,6 +120,8 @@ def _arch_row(a: Architecture) -> dict[str, float]:
         index_head_dim=a.index_head_dim, index_topk=a.index_topk, **_linear_columns(a),
         output_gate=float(a.attention_output_gate),
         shared_expert_gate=float(a.shared_expert_gate and a.is_moe),
+        global_layers=a.num_global_attention_layers, global_head_dim=a.global_head_dim,
+        global_kv_heads=a.num_global_kv_heads, k_eq_v=float(a.attention_k_eq_v),
     )
 
 

@@ -23,7 +23,7 @@ import numpy as np
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.gemm import HOT_DTYPE, GemmRates, gemm_time_s
 from cost_model.sharded_gemms import (
-    KERNELS, ArchColumns, active, per_gpu_k, per_gpu_n,
+    KERNELS, ArchColumns, active, column_layer_counts, per_gpu_k, per_gpu_n,
 )
 from cost_model.step_load import StepLoad
 
@@ -94,8 +94,8 @@ def layer_gemms(g: GemmList, a: ArchArrays, d: DeployArrays, load: StepLoad, att
                 linear_layers, dense_layers, moe_layers):
     """Every weight GEMM of the table (`cost_model.sharded_gemms`) for the given layer counts
     of each kind, plus the LM head."""
-    add_table_gemms(g, a, d, load, dict(attention=attention_layers, linear=linear_layers,
-                                        dense=dense_layers, moe=moe_layers, model=1.0))
+    add_table_gemms(g, a, d, load, column_layer_counts(a, attention_layers, linear_layers,
+                                                       dense_layers, moe_layers))
 
 
 def add_table_gemms(g: GemmList, a: ArchArrays, d: DeployArrays, load: StepLoad, layers: dict):
@@ -139,7 +139,8 @@ def _add_absorbed(g: GemmList, src: ArchColumns, d: DeployArrays, load: StepLoad
 def attention_gemms(g: GemmList, a: ArchArrays, d: DeployArrays, load: StepLoad, layers):
     """Every attention kernel of the table (QKV or MLA projections, the output gate, the DSA
     indexer, the output projection) on `layers` layers, busiest group's tokens."""
-    add_table_gemms(g, a, d, load, dict(attention=layers))
+    counts = column_layer_counts(a, layers, 0.0, 0.0, 0.0)
+    add_table_gemms(g, a, d, load, {s: counts[s] for s in ("attention", "global")})
 
 
 def moe_imbalance_frac(d: DeployArrays):

@@ -6,7 +6,8 @@ deployment's expert format (`moe_precision`), the other linear layers (attention
 mixers, dense FFN, shared experts) in its `precision`, embeddings / LM head / router / the DSA
 indexer's weights_proj in BF16; block scales are part of each format's bytes per weight. Left
 out, as too small to matter (< 0.04% of every real model in tests/data/hf_configs): norms,
-biases, the linear mixers' convolutions and per-head state parameters and attention sinks.
+biases, the linear mixers' convolutions and per-head state parameters, attention sinks and
+Gemma 4's router scales.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import numpy as np
 from cost_model.attention import kv_cache_bytes_per_sequence
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.sharded_gemms import (
-    LM_HEAD, ROWS, ArchColumns, active, per_gpu_count, per_gpu_k, per_gpu_n,
+    LM_HEAD, ROWS, ArchColumns, active, column_layer_counts, per_gpu_count, per_gpu_k, per_gpu_n,
 )
 
 # Fraction of HBM the serving engine leaves unused (fragmentation, CUDA context, NCCL buffers):
@@ -30,8 +31,9 @@ def layer_weight_elems_per_gpu(a: ArchArrays, d: DeployArrays) -> dict[str, np.n
     """Weights of every layer (before the stage's share) on one GPU by precision class
     (`linear`, `experts`, `high`): each row of the table on the layers of its kind."""
     src = ArchColumns(a)
-    layers = dict(attention=a.attention_layers, linear=a.linear_layers, dense=a.dense_layers,
-                  moe=a.moe_layers)
+    layers = column_layer_counts(a, a.attention_layers, a.linear_layers, a.dense_layers,
+                                 a.moe_layers)
+    layers.pop("model")  # the vocabulary: `vocab_elems_per_gpu`
     elems = dict.fromkeys(("linear", "experts", "high"), 0.0)
     for row in ROWS:
         if row.layers in layers:

@@ -81,6 +81,8 @@ def count_params(arch: Architecture) -> ParamBreakdown:
     for key, count in gemm_params(arch).items():
         parts[key] += count
     _add(parts, _attention_params(arch), arch.num_attention_layers)
+    _add(parts, _global_attention_params(arch), arch.num_global_attention_layers)
+    parts["moe/router"] += arch.num_moe_layers * _router_scale_params(arch)
     _add(parts, _linear_mixer_params(arch), arch.num_linear_attention_layers)
     unused_experts = arch.num_experts - arch.experts_per_token
     inactive = arch.num_moe_layers * unused_experts * _expert_params(arch)
@@ -178,6 +180,19 @@ def _attention_params(arch: Architecture) -> dict[str, int]:
         "attention/norm": norm + 2 * arch.index_head_dim,  # + the DSA key's LayerNorm (w + b)
         "attention/sinks": arch.num_attention_heads if arch.attention_sinks else 0,
     }
+
+
+def _global_attention_params(arch: Architecture) -> dict[str, int]:
+    """What one full-attention layer of its own shape (Gemma 4) adds to `_attention_params`:
+    its q and k head norms are `global_head_dim` wide (the v norm has no weight)."""
+    if not arch.qk_norm or arch.qk_norm_scope != "head":
+        return {}
+    return {"attention/norm": 2 * (arch.global_head_dim - arch.head_dim)}
+
+
+def _router_scale_params(arch: Architecture) -> int:
+    """Gemma 4's router (Gemma4TextRouter): `scale` over H and `per_expert_scale` over E."""
+    return arch.hidden_size + arch.num_experts if arch.router_scales else 0
 
 
 def _qk_norm_params(arch: Architecture) -> int:

@@ -31,10 +31,10 @@ import numpy as np
 from cost_model.batch import LINEAR_KIND_CODES, ArchArrays
 
 Factor = str | tuple[str, ...]  # a field, or a sum of fields (shown in parentheses)
-LayerSet = Literal["attention", "linear", "dense", "moe", "model"]
+LayerSet = Literal["attention", "global", "linear", "dense", "moe", "model"]
 Shard = Literal["tp", "ffn_tp", "moe_tp", "none"]
 PrecisionClass = Literal["linear", "experts", "high"]  # the deployment's format, the experts', BF16
-LAYER_SETS: tuple[LayerSet, ...] = ("attention", "linear", "dense", "moe", "model")
+LAYER_SETS: tuple[LayerSet, ...] = ("attention", "global", "linear", "dense", "moe", "model")
 SHARD_LABELS = {"tp": "TP", "ffn_tp": "TP", "moe_tp": "(TP·DP/EP)"}
 
 
@@ -123,7 +123,9 @@ class WeightGemm:
     """One weight matrix of a layer kind (`name`, as a breakdown key plus transformers' module).
 
     `kind`: the attention or linear-mixer kind that has it (None: every layer of `layers`);
-    `when`: a field that must be non-zero (a flag or an optional rank); `experts`: one per routed
+    `when`: a field that must be non-zero (a flag or an optional rank), `unless` one that must
+    be zero; `layers` "attention" are the attention layers of `head_dim` / `num_kv_heads`,
+    "global" the full-attention layers of their own shape (Gemma 4); `experts`: one per routed
     expert (E per layer, E/EP per GPU, k per token); `kv_heads`: N's first factor is KV heads,
     ⌈n_kv/TP⌉ of them per GPU; `bias`: the flag of a bias of N elements (counted by params);
     `decode_kernel`: MLA's kv_b runs absorbed into per-head GEMMs in decode (DeepSeek-V2 §2.1.2),
@@ -142,6 +144,7 @@ class WeightGemm:
     sharded: Literal["n", "k"] | None = None
     kind: str | None = None
     when: str | None = None
+    unless: str | None = None
     experts: bool = False
     kv_heads: bool = False
     precision: PrecisionClass = "linear"
@@ -197,6 +200,28 @@ def _attention_rows() -> tuple[WeightGemm, ...]:
                    sharded="n", **mla),
         WeightGemm("attention/o_proj", "attention/o", H, dim(N_Q, "v_head_dim"),
                    param_key="attention/o", shard="ffn_tp", sharded="k", bias="o_bias", **mla),
+    )
+
+
+def _global_attention_rows() -> tuple[WeightGemm, ...]:
+    """Gemma 4's full-attention layers (transformers' Gemma4TextAttention with the layer's
+    `per_layer_config`): q, k and (unless `attention_k_eq_v`) v of `global_head_dim`, with
+    `num_global_kv_heads` KV heads, and o_proj; sharded as the other layers' (run apart: they
+    are other layers)."""
+    common = dict(layers="global", kind="gqa", shard="tp", when="global_head_dim")
+    q, kv = dim(N_Q, "global_head_dim"), dim("num_global_kv_heads", "global_head_dim")
+    return (
+        WeightGemm("attention/q_proj.global", "attention/qkv_global", q, H,
+                   param_key="attention/q", sharded="n", bias="qkv_bias", **common),
+        WeightGemm("attention/k_proj.global", "attention/qkv_global", kv, H,
+                   param_key="attention/kv", sharded="n", kv_heads=True, bias="qkv_bias",
+                   **common),
+        WeightGemm("attention/v_proj.global", "attention/qkv_global", kv, H,
+                   param_key="attention/kv", sharded="n", kv_heads=True, bias="qkv_bias",
+                   unless="attention_k_eq_v", **common),
+        WeightGemm("attention/o_proj.global", "attention/o_global", H, q,
+                   param_key="attention/o", sharded="k", bias="o_bias",
+                   **{**common, "shard": "ffn_tp"}),
     )
 
 
@@ -281,7 +306,8 @@ LM_HEAD = WeightGemm("lm_head", "lm_head", dim("vocab_size"), H, layers="model",
                      param_key="lm_head", shard="ffn_tp", sharded="n", precision="high",
                      tied="tie_word_embeddings", checked=())
 ROWS: tuple[WeightGemm, ...] = (
-    *_attention_rows(), *_indexer_rows(), *_linear_mixer_rows(), *_ffn_rows(), LM_HEAD,
+    *_attention_rows(), *_global_attention_rows(), *_indexer_rows(), *_linear_mixer_rows(),
+    *_ffn_rows(), LM_HEAD,
 )
 
 
@@ -309,6 +335,8 @@ class ArchColumns:
         kv_lora_rank="kv_lora", qk_rope_head_dim="rope_dim", qk_nope_head_dim="nope_dim",
         v_head_dim="v_dim", index_heads="index_heads", index_head_dim="index_head_dim",
         attention_output_gate="output_gate", shared_expert_gate="shared_expert_gate",
+        global_head_dim="global_head_dim", num_global_kv_heads="global_kv_heads",
+        attention_k_eq_v="k_eq_v",
         linear_num_value_heads="linear_heads",
         linear_key_head_dim="linear_key_dim", linear_value_head_dim="linear_value_dim",
     )  # fmt: skip
@@ -349,6 +377,16 @@ class ArchColumns:
 KERNELS = kernels()  # what the vectorized consumers run
 
 
+def column_layer_counts(a: ArchArrays, attention_layers, linear_layers, dense_layers,
+                        moe_layers) -> dict[str, np.ndarray]:
+    """Layers of each of `LAYER_SETS` among the given ones (a stage's or the model's): of the
+    `attention_layers`, the full-attention layers of their own shape ("global") take their
+    share of the model's attention layers; the LM head runs once."""
+    glob = attention_layers * a.global_layers / np.maximum(a.attention_layers, 1.0)
+    return {"attention": attention_layers - glob, "global": glob, "linear": linear_layers,
+            "dense": dense_layers, "moe": moe_layers, "model": 1.0}
+
+
 def is_kind(src, kind: str | None):
     """Whether `src` (an `Architecture` or `ArchColumns`) has layers of `kind`."""
     if kind is None:
@@ -361,7 +399,8 @@ def is_kind(src, kind: str | None):
 def active(row: WeightGemm, src):
     """True (1) where `src` has `row`: its kind, its `when` field non-zero."""
     on = is_kind(src, row.kind)
-    return on if row.when is None else on & (getattr(src, row.when) > 0)
+    on = on if row.when is None else on & (getattr(src, row.when) > 0)
+    return on if row.unless is None else on & (getattr(src, row.unless) == 0)
 
 
 def per_gpu_n(row: WeightGemm, src, dep):
@@ -395,8 +434,10 @@ def _ceil(x):
 
 def layer_count(arch, layers: LayerSet) -> int:
     """How many of `arch`'s layers have the rows of `layers`."""
-    return {"attention": arch.num_attention_layers, "linear": arch.num_linear_attention_layers,
-            "dense": arch.num_dense_layers, "moe": arch.num_moe_layers, "model": 1}[layers]
+    glob = arch.num_global_attention_layers
+    return {"attention": arch.num_attention_layers - glob, "global": glob,
+            "linear": arch.num_linear_attention_layers, "dense": arch.num_dense_layers,
+            "moe": arch.num_moe_layers, "model": 1}[layers]
 
 
 def rows_of(arch) -> tuple[WeightGemm, ...]:

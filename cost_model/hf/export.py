@@ -22,7 +22,7 @@ EXPORT_ORDER = (
     "llama", "mistral", "qwen2", "qwen3", "gemma2", "mixtral", "qwen3_moe", "glm4_moe", "qwen2_moe",
     "gpt_oss",
     "deepseek_v3", "gemma3_text", "minimax_m2", "deepseek_v32", "glm_moe_dsa", "qwen3_5_text",
-    "qwen3_5_moe_text", "qwen3_next", "nemotron_h", "bamba", "falcon_h1",
+    "qwen3_5_moe_text", "qwen3_next", "nemotron_h", "bamba", "falcon_h1", "gemma4_text",
 )  # fmt: skip
 _CLASS_NAMES = {
     "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
@@ -32,6 +32,7 @@ _CLASS_NAMES = {
     "deepseek_v3": "DeepseekV3ForCausalLM", "minimax_m2": "MiniMaxM2ForCausalLM",
     "deepseek_v32": "DeepseekV32ForCausalLM", "glm_moe_dsa": "GlmMoeDsaForCausalLM",
     "qwen3_next": "Qwen3NextForCausalLM", "gemma3_text": "Gemma3ForCausalLM",
+    "gemma4_text": "Gemma4ForCausalLM",
     "nemotron_h": "NemotronHForCausalLM", "falcon_h1": "FalconH1ForCausalLM",
     "bamba": "BambaForCausalLM",
     "qwen3_5_text": "Qwen3_5ForCausalLM",
@@ -124,6 +125,7 @@ def _rules(arch: Architecture, **allowed: tuple[Any, ...] | None) -> Rules:
         "moe_layer_period": (1,), "sliding_pattern": ("none",), "qk_norm_scope": ("head",),
         "is_sparse_attention": (False,), "is_heterogeneous": (False,),
         "attention_output_gate": (False,), "shared_expert_gate": (False,),
+        "global_head_dim": (0,), "attention_k_eq_v": (False,), "router_scales": (False,),
     }  # fmt: skip
     merged = {**plain, **allowed}
     return {key: (getattr(arch, key), values) for key, values in merged.items()
@@ -222,6 +224,23 @@ def _nemotron_h_rules(arch: Architecture) -> Rules:
                                                        ((0, 1),))}
 
 
+def _gemma4_rules(arch: Architecture) -> Rules:
+    """Gemma 4 (transformers' Gemma4TextConfig): Gemma 3's layers whose full-attention layers
+    always have their own head width (`global_head_dim`, default 512) and, only under
+    `attention_k_eq_v`, their own KV heads; the last layer full; dense, or MoE on every layer
+    with the MLP beside the experts (one ungated shared expert, the router's scales, 7 norms)."""
+    moe = arch.is_moe
+    rules = _rules(arch, **_same_bias(arch), norms_per_layer=(7,) if moe else (4,),
+                   qk_norm=(True,), sliding_pattern=_ANY_SLIDING, is_moe=_BOTH,
+                   num_shared_experts=(1,) if moe else (0,), router_scales=(moe,),
+                   global_head_dim=None, attention_k_eq_v=_BOTH)
+    kv = arch.num_global_kv_heads if arch.attention_k_eq_v else arch.num_kv_heads
+    return {**rules, "global_head_dim >= 1": (arch.global_head_dim > 0, (True,)),
+            "num_global_kv_heads without attention_k_eq_v": (arch.num_global_kv_heads, (kv,)),
+            "last layer full attention": (arch.layer_is_sliding[-1], (False,)),
+            "dense layers beside MoE": (arch.num_dense_layers if moe else 0, (0,))}
+
+
 def _bamba_rules(arch: Architecture) -> Rules:
     """Bamba: every layer one mixer (Mamba-2 or GQA attention, one bias for q/k/v/o) then a
     gated MLP; the Mamba-2 width is `mamba_expand` (an integer) x hidden_size. Its attention
@@ -251,6 +270,7 @@ _FAMILY_RULES: dict[str, Callable[[Architecture], Rules]] = {
                  sliding_pattern=_ANY_SLIDING),
         **_heads_divide_hidden(a),
     },
+    "gemma4_text": _gemma4_rules,
     "mixtral": lambda a: _rules(a, is_moe=(True,), sliding_pattern=_UNIFORM_SLIDING),
     "qwen3_moe": lambda a: _rules(
         a, **_same_bias(a), is_moe=(True,), qk_norm=(True,), first_dense_layers=None,
@@ -311,6 +331,25 @@ def _export_gemma2(arch: Architecture) -> dict[str, Any]:
     activation = {"hidden_act": _OMIT, "hidden_activation": arch.hidden_act}
     scaling = {"query_pre_attn_scalar": arch.head_dim}  # 1/sqrt(head_dim), as Gemma-2 2B and 9B
     return {**activation, **_bias(arch), **scaling, **_export_layer_types(arch)}
+
+
+GEMMA4_DEFAULT_WINDOW = 512  # Gemma4TextConfig.sliding_window (transformers 5.24): unused here
+
+
+def _export_gemma4(arch: Architecture) -> dict[str, Any]:
+    """Gemma 4 without per-layer input embeddings or KV sharing; an MoE's shared expert is the
+    MLP of `enable_moe_block`."""
+    layers = _export_layer_types(arch)
+    shape = {"global_head_dim": arch.global_head_dim, "attention_k_eq_v": arch.attention_k_eq_v,
+             "num_global_key_value_heads": arch.num_global_kv_heads,
+             "sliding_window": layers["sliding_window"] or GEMMA4_DEFAULT_WINDOW,
+             "hidden_size_per_layer_input": 0, "num_kv_shared_layers": 0,
+             "enable_moe_block": arch.is_moe}
+    moe = {"num_experts": arch.num_experts, "top_k_experts": arch.experts_per_token,
+           "moe_intermediate_size": arch.moe_intermediate_size,
+           "intermediate_size": arch.shared_expert_intermediate_size} if arch.is_moe else {}
+    return {"hidden_act": _OMIT, "hidden_activation": arch.hidden_act, **_bias(arch),
+            **layers, **shape, **moe}
 
 
 def _export_mixtral(arch: Architecture) -> dict[str, Any]:
@@ -448,6 +487,7 @@ _EXPORTERS: dict[str, Callable[[Architecture], dict[str, Any]]] = {
     "qwen3": lambda arch: {**_bias(arch), **_export_qwen2(arch)},
     "gemma2": _export_gemma2,
     "gemma3_text": _export_gemma2,
+    "gemma4_text": _export_gemma4,
     "mixtral": _export_mixtral,
     "qwen3_moe": _export_qwen3_moe,
     "glm4_moe": _export_glm4_moe,

@@ -1,5 +1,6 @@
 """Hugging Face families of GQA transformers (full, sliding-window and chunked attention; dense
-and MoE): Llama, Mistral, Mixtral, Phi-3, Qwen2/3(-MoE), gpt-oss, Gemma 2/3, MiniMax-M2, Llama 4."""
+and MoE): Llama, Mistral, Mixtral, Phi-3, Qwen2/3(-MoE), gpt-oss, Gemma 2/3/4, MiniMax-M2,
+Llama 4."""
 
 from __future__ import annotations
 
@@ -93,6 +94,68 @@ def _read_gemma3(c: Mapping[str, Any]) -> dict[str, Any]:
             **biases(c), **layers}
 
 
+# Gemma 4 features archscout does not model: per-layer input embeddings (PLE, the small models)
+# and layers reusing an earlier layer's KV cache
+_GEMMA4_UNSUPPORTED = {"hidden_size_per_layer_input": "per-layer input embeddings (PLE)",
+                       "num_kv_shared_layers": "KV-cache sharing across layers"}
+
+
+GEMMA4_GLOBAL_HEAD_DIM = 512  # Gemma4TextConfig.__post_init__'s default (transformers 5.24)
+
+
+def _gemma4_full_layer_shape(c: Mapping[str, Any], types: list[str]) -> tuple[int, int | None]:
+    """(head width, KV heads or None: `num_key_value_heads`) of the full-attention layers: from
+    `per_layer_config` when given (what transformers' own `to_dict` writes), else from
+    `global_head_dim` (absent: transformers' default, not a declared field) and, under
+    `attention_k_eq_v`, `num_global_key_value_heads`."""
+    per_layer = c.get("per_layer_config")
+    if not per_layer:
+        dim = c["global_head_dim"]
+        dim = GEMMA4_GLOBAL_HEAD_DIM if dim is None else read_int(c, "global_head_dim")
+        return dim, c["num_global_key_value_heads"] if c["attention_k_eq_v"] else None
+    full = {i for i, kind in enumerate(types) if kind == FULL_ATTENTION}
+    shapes = {tuple(sorted(v.items())) for v in per_layer.values() if isinstance(v, Mapping)}
+    keys = {k for shape in shapes for k, _ in shape}
+    if ({int(i) for i in per_layer} != full or len(shapes) != 1
+            or not keys <= {"head_dim", "num_key_value_heads"} or "head_dim" not in keys):
+        raise ConfigError(f"`per_layer_config` ({per_layer!r}) is not supported for model_type "
+                          "`gemma4_text`: only one `head_dim` (and `num_key_value_heads`) "
+                          "shared by exactly the full-attention layers")
+    shape = dict(next(iter(shapes)))
+    return shape["head_dim"], shape.get("num_key_value_heads")
+
+
+def _read_gemma4(c: Mapping[str, Any]) -> dict[str, Any]:
+    """Gemma 4 (transformers' Gemma4TextConfig / Gemma4TextDecoderLayer): Gemma 3's norms and
+    head QK norms (the v norm has no weight), full-attention layers of `global_head_dim` with
+    `num_global_key_value_heads` KV heads under `attention_k_eq_v` (no v_proj there; without it
+    they keep `num_key_value_heads`), default pattern five sliding per full layer, the last one
+    full. `enable_moe_block`: every layer runs its dense MLP and routed experts side by side on
+    the same input, i.e. an MoE layer whose shared expert is the MLP (`intermediate_size`);
+    its router scales the input (H) and each expert (E); three more norms per layer."""
+    for key, what in _GEMMA4_UNSUPPORTED.items():
+        if c[key]:
+            raise ConfigError(f"`{key}` ({c[key]!r}) is not supported for model_type "
+                              f"`gemma4_text`: {what} not modelled (must be 0)")
+    types = list(c["layer_types"] or periodic_layer_types(c["num_hidden_layers"], 6))
+    types[-1] = FULL_ATTENTION  # transformers forces the last layer to full attention
+    head_dim, global_kv = _gemma4_full_layer_shape(c, types)
+    fields = {"norms_per_layer": 4, "hidden_act": c["hidden_activation"], "qk_norm": True,
+              **biases(c), **layer_types_fields({**c, "layer_types": types}, c["sliding_window"],
+                                                tuple(types)),
+              "global_head_dim": head_dim,
+              "num_global_kv_heads": global_kv or c["num_key_value_heads"],
+              "attention_k_eq_v": c["attention_k_eq_v"]}
+    if not c["enable_moe_block"]:
+        return fields
+    experts = {"num_experts": read_int(c, "num_experts"),
+               "experts_per_token": read_int(c, "top_k_experts"),
+               "moe_intermediate_size": read_int(c, "moe_intermediate_size")}
+    return {**fields, **experts, "num_shared_experts": 1, "intermediate_size": 0,
+            "shared_expert_intermediate_size": read_int(c, "intermediate_size"),
+            "router_scales": True, "norms_per_layer": 7}
+
+
 LLAMA4_CHUNKED_ATTENTION = "chunked_attention"
 
 
@@ -183,6 +246,21 @@ FAMILIES: dict[str, Family] = {
         ignored=frozenset({"hidden_act", "sliding_window_pattern", "_sliding_window_pattern",
                            "final_logit_softcapping"}),
         fixed={"use_bidirectional_attention": (None, False)},
+    ),
+    "gemma4_text": Family(
+        _read_gemma4, defaults(
+            (262144, 2304, 9216, 30, 8, 4, 256, None, 131072, True), attention_bias=False,
+            hidden_activation="gelu_pytorch_tanh", sliding_window=512, layer_types=None,
+            global_head_dim=None, num_global_key_value_heads=None, attention_k_eq_v=False,
+            hidden_size_per_layer_input=256, num_kv_shared_layers=0, enable_moe_block=False,
+            num_experts=None, top_k_experts=None, moe_intermediate_size=None,
+            per_layer_config=None),
+        # `vocab_size_per_layer_input` sizes the PLE table and `use_double_wide_mlp` widens only
+        # KV-shared layers' MLPs: both refused above; softcapping changes no shape
+        ignored=frozenset({"vocab_size_per_layer_input", "use_double_wide_mlp",
+                           "final_logit_softcapping", "hidden_act"}),
+        fixed={"use_bidirectional_attention": (None, "vision"),
+               "expert_intermediate_size": (None,)},
     ),
     # fused qkv / gate_up: same count as unfused
     "phi3": Family(_read_mistral, defaults(

@@ -34,7 +34,8 @@ TRANSFORMERS_MODEL_TYPES = {"kimi_k2": "deepseek_v3"}
 # Multimodal wrappers whose language model is read from `text_config` (the vision tower and its
 # projector are not modelled): wrapper model_type -> the text model_type.
 TEXT_CONFIG_WRAPPERS = {"llama4": "llama4_text", "kimi_k25": "kimi_k2",
-                        "qwen3_5_moe": "qwen3_5_moe_text", "qwen3_5": "qwen3_5_text"}
+                        "qwen3_5_moe": "qwen3_5_moe_text", "qwen3_5": "qwen3_5_text",
+                        "gemma4": "gemma4_text"}
 SUPPORTED_MODEL_TYPES = (*TRANSFORMERS_DEFAULTS, *REMOTE_CODE_DEFAULTS)
 _ALL_FAMILIES = {**_FAMILIES, **_REMOTE_CODE_FAMILIES}
 

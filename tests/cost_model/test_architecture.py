@@ -124,7 +124,7 @@ BAD = [
     ("layers-int", DENSE, dict(num_layers=2.5), "`num_layers` (2.5)"),
     ("bool-not-int", DENSE, dict(vocab_size=True), "`vocab_size` (True)"),
     ("window-positive", DENSE, dict(sliding_window=0), "`sliding_window` (0)"),
-    ("norms-bound", DENSE, dict(norms_per_layer=5), "`norms_per_layer` (5)"),
+    ("norms-bound", DENSE, dict(norms_per_layer=8), "`norms_per_layer` (8)"),
     ("mla-field-on-gqa", DENSE, dict(kv_lora_rank=512),
      "`kv_lora_rank` (512) must be 0 when `attention_kind` is 'gqa'"),
     ("mla-head-dim", MLA, dict(head_dim=32),

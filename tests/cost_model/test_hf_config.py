@@ -98,6 +98,8 @@ MINIMAL_MOE = {
     "nemotron_h": {"n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
                    "moe_shared_expert_intermediate_size": 32},
 }
+# Gemma 4's config class defaults to per-layer input embeddings, which archscout refuses
+MINIMAL_MOE["gemma4_text"] = {"hidden_size_per_layer_input": 0}
 MINIMAL_MOE["kimi_k2"] = MINIMAL_MOE["deepseek_v32"] = MINIMAL_MOE["glm_moe_dsa"] = (
     MINIMAL_MOE["deepseek_v3"]
 )
@@ -124,16 +126,21 @@ def test_documented_family_defaults(model_type, tied, head_dim):
     assert (arch.tie_word_embeddings, arch.head_dim) == (tied, head_dim)
 
 
+# what a family's default config needs to be importable at all (Gemma 4: no PLE)
+IMPORTABLE_DEFAULTS = {"gemma4_text": {"hidden_size_per_layer_input": 0}}
+
+
 @pytest.mark.parametrize("model_type", IN_TRANSFORMERS)
 def test_full_dump_of_default_config_is_accepted(model_type):
     """`PretrainedConfig.to_dict()` holds every attribute, derived ones included (qk_head_dim…)."""
     transformers = pytest.importorskip("transformers")
+    importable = IMPORTABLE_DEFAULTS.get(model_type, {})
     full = transformers.CONFIG_MAPPING[
         TRANSFORMERS_MODEL_TYPES.get(model_type, model_type)
-    ]().to_dict()
+    ](**importable).to_dict()
     full["model_type"] = model_type
     assert architecture_from_hf_config(full) == architecture_from_hf_config(
-        {"model_type": model_type}
+        {"model_type": model_type, **importable}
     )
 
 
@@ -360,7 +367,8 @@ def test_custom_architectures_export_exactly(fields, model_type):
 
 NOT_EXPORTABLE = [
     ("ungated-mlp", dict(BASE, gated_mlp=False), "`gated_mlp` in (True,) (got False)"),
-    ("gqa-shared-experts", dict(MOE, num_shared_experts=1), "`num_shared_experts` in (0,) (got 1)"),
+    ("gqa-shared-experts-o-bias", dict(MOE, num_shared_experts=1, o_bias=True),
+     "the closest, `glm4_moe`, needs `o_bias` in (False,) (got True)"),
     ("mixed-sliding-plain", dict(BASE, sliding_window=64, layer_types=periodic_layer_types(4, 2)),
      "the closest, `llama`, needs `sliding_pattern` in ('none',) (got 'mixed')"),
     ("nas-no-attention-layer", dict(BASE, layer_mixers=("attention", "none") * 2),
@@ -564,3 +572,43 @@ def test_kimi_linear_reads_the_checkpoint_form():
             arch.linear_value_head_dim) == ("mla", 4, 32)
     assert (arch.first_dense_layers, arch.num_moe_layers, arch.num_shared_experts) == (2, 6, 1)
     assert arch.linear_state_elems_per_layer == 4 * 32 * 32 + 3 * (3 * 4 * 32)
+
+
+def test_gemma4_31b_full_layers_have_their_own_shape_by_hand():
+    """Gemma-4-31B (H 5376, 32 q heads, V 262144, tied): 50 sliding layers of 16 KV heads of
+    256 and 10 full layers of 4 KV heads of 512 without v_proj (`attention_k_eq_v`); an MLP of
+    21504 on every layer. Sliding attention q + k + v + o = 4·5376·8192 (+ q/k norms 2·256),
+    full q + k + o = 2·5376·16384 + 5376·2048 (+ 2·512); MLP 3·5376·21504; 4 norms per layer +
+    the final one; the embedding 262144·5376:
+    50·176,160,768 + 50·512 + 10·187,170,816 + 10·1024 + 60·346,816,512 + 241·5376
+    + 1,409,286,144 = 30,697,345,280 (transformers 5.24 on the meta device builds as many:
+    tests/cost_model/test_params.py)."""
+    arch = architecture_from_hf_config(_config("Gemma-4-31B-IT-NVFP4"))
+    assert (arch.num_sliding_layers, arch.num_global_attention_layers) == (50, 10)
+    assert (arch.global_head_dim, arch.num_global_kv_heads, arch.attention_k_eq_v) == \
+        (512, 4, True)
+    assert count_params(arch).total_params == 30_697_345_280
+
+
+def test_gemma4_moe_block_is_an_moe_whose_shared_expert_is_the_mlp():
+    """Gemma-4-26B-A4B: every layer runs its MLP (2112) beside 128 experts of 704 (top 8): an
+    MoE on all 30 layers with one ungated shared expert of 2112, router scales and 7 norms per
+    layer; read the same through the multimodal wrapper (model_type gemma4)."""
+    text = _config("gemma-4-26B-A4B")
+    arch = architecture_from_hf_config(text)
+    assert (arch.num_moe_layers, arch.num_dense_layers, arch.num_experts,
+            arch.experts_per_token) == (30, 0, 128, 8)
+    assert (arch.shared_expert_intermediate_size, arch.shared_expert_gate, arch.router_scales,
+            arch.norms_per_layer) == (2112, False, True, 7)
+    wrapped = architecture_from_hf_config({"model_type": "gemma4", "text_config": text})
+    assert wrapped.model_copy(update={"name": arch.name}) == arch
+
+
+@pytest.mark.parametrize(("key", "value"), [("hidden_size_per_layer_input", 256),
+                                            ("num_kv_shared_layers", 10)])
+def test_gemma4_small_models_features_are_refused_naming_the_field(key, value):
+    """Gemma 4's small models: per-layer input embeddings and KV sharing are not modelled."""
+    config = {**_config("Gemma-4-31B-IT-NVFP4"), key: value}
+    rule = r"model_type `gemma4_text`: .* not modelled \(must be 0\)$"
+    with pytest.raises(ConfigError, match=rf"^`{key}` \({value}\) is not supported for " + rule):
+        architecture_from_hf_config(config)

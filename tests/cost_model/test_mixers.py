@@ -163,3 +163,32 @@ def test_parallel_hybrid_keeps_kv_and_state_on_every_layer():
     state = 4 * (12 * 32 * 32 * 4.0 + 3 * (384 + 2 * 2 * 32) * 2.0)
     assert kv_cache_bytes_per_sequence(a, 100, 2.0)[0, 0] == 4 * 2 * 2 * 64 * 2.0 * 100 + state
     assert float(a.attention_layers[0, 0]) == 4.0
+
+
+GEMMA4_26B = load_architecture(HF_CONFIGS / "gemma-4-26B-A4B.json")
+
+
+def test_gemma4_full_layers_cache_their_own_kv_heads_by_hand():
+    """Gemma-4-26B-A4B at 8,192 tokens, BF16 KV, one GPU: 25 sliding layers keep the window's
+    1,024 tokens of 2·8·256 elements, the 5 full layers all 8,192 tokens of 2·2·512 (their own
+    KV heads and width; k and v both cached):
+    25·1024·4096·2 + 5·8192·2048·2 = 209,715,200 + 167,772,160 = 377,487,360 bytes. At TP 4
+    the sliding layers hold ⌈8/4⌉ = 2 heads, the full ones ⌈2/4⌉ = 1 (replicated):
+    25·1024·1024·2 + 5·8192·1024·2 = 52,428,800 + 83,886,080 = 136,314,880."""
+    a = ArchArrays.from_architectures([GEMMA4_26B])
+    assert kv_cache_bytes_per_sequence(a, 8192, 2.0)[0, 0] == 377_487_360
+    d = DeployArrays.from_deployments([Deployment(tp=4, ep=4)])
+    assert kv_cache_bytes_per_sequence(a, 8192, 2.0, d)[0, 0] == 136_314_880
+
+
+def test_gemma4_full_layers_read_their_own_kv_in_decode():
+    """Decode attention of the 26B at 131k tokens: its full layers read 2·2·512 = 2,048
+    elements per key, half of the 2·8·256 = 4,096 a twin whose full layers had the sliding
+    shape reads: faster than the twin, by less than 2x (the window-capped sliding layers and
+    the fixed costs are the same)."""
+    twin = GEMMA4_26B.model_copy(update={"global_head_dim": 0, "num_global_kv_heads": 0,
+                                         "attention_k_eq_v": False})
+    a, d = ArchArrays.from_architectures([GEMMA4_26B, twin]), DeployArrays.from_deployments(
+        [Deployment()] * 2)
+    times = decode_attention_s(a, d, _env(), 64.0, 131072.0)[:, 0]
+    assert 0.5 * times[1] < times[0] < times[1]

@@ -66,6 +66,8 @@ def _transformers_group(name: str) -> str:
         # Llama 4 names its MLP block feed_forward
         (".feed_forward.experts.", "moe/experts"), (".feed_forward.shared_expert.", "moe/shared"),
         (".feed_forward.router.", "moe/router"), (".feed_forward.", "mlp"),
+        # Gemma 4's MoE block hangs off the decoder layer itself
+        (".experts.", "moe/experts"), (".router.", "moe/router"),
     ]  # fmt: skip
     return next((group for marker, group in rules if marker in name), "norm")
 
@@ -88,9 +90,12 @@ def _transformers_counts(path: Path) -> tuple[dict[str, int], int, int]:
         kind = types[int(layer.group(1))] if layer and int(layer.group(1)) < len(types) else None
         if group == "attention" and kind == "linear_attention":
             group = "linear_attention"  # Kimi Linear names its KDA module self_attn too
+        if group == "mlp" and getattr(text, "enable_moe_block", False):
+            group = "moe/shared"  # Gemma 4: the MLP beside the experts is our shared expert
         groups[group] = groups.get(group, 0) + parameter.numel()
     experts = getattr(text, "num_local_experts", 0) or getattr(text, "num_experts", 0) or 0
-    return groups, experts, getattr(text, "num_experts_per_tok", 0) or 0
+    top_k = getattr(text, "num_experts_per_tok", 0) or getattr(text, "top_k_experts", 0) or 0
+    return groups, experts, top_k  # Gemma 4 names its top-k `top_k_experts`
 
 
 @pytest.mark.parametrize("path", CONFIG_FILES, ids=[path.stem for path in CONFIG_FILES])
@@ -186,6 +191,8 @@ def test_matmul_flop_is_two_per_active_weight(path):
                 + counts["attention/sinks"])
     # Gated DeltaNet: the depthwise conv, dt_bias, A_log and its norm are not GEMM weights
     not_gemm += counts["linear_attention/conv"] + counts["linear_attention/other"]
+    # Gemma 4's router scales (H + E per MoE layer, in moe/router) multiply, they are no GEMM
+    not_gemm += arch.router_scales * arch.num_moe_layers * (arch.hidden_size + arch.num_experts)
     tied_head = arch.vocab_size * arch.hidden_size if arch.tie_word_embeddings else 0
     # Kaplan et al. 2020 (arXiv:2001.08361) Table 1: C_forward = 2N (N: active non-embedding
     # weights, plus the output projection); tolerance 0

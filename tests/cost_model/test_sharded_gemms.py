@@ -63,10 +63,11 @@ def _bias_params(arch: Architecture) -> int:
 
 
 def _left_out_params(arch: Architecture) -> int:
-    """Parameters weight memory does not store: norms, sinks, convs, per-head state parameters
-    and biases."""
+    """Parameters weight memory does not store: norms, sinks, convs, per-head state parameters,
+    biases and Gemma 4's router scales (H + E per MoE layer)."""
     counts = count_params(arch)
-    return sum(counts[key] for key in NON_GEMM_KEYS) + _bias_params(arch)
+    scales = arch.router_scales * arch.num_moe_layers * (arch.hidden_size + arch.num_experts)
+    return sum(counts[key] for key in NON_GEMM_KEYS) + _bias_params(arch) + scales
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=IDS)
