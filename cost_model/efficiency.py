@@ -117,6 +117,17 @@ class Efficiency(BaseModel):
     all_reduce_latency_s: float | None = Field(default=None, ge=0)  # None: catalog scale-up α
     sources: dict[str, str]
 
+    @property
+    def grouped_bandwidth_ceiling_frac(self) -> float:
+        """The HBM ceiling of grouped (MoE expert) GEMMs at least: BF16's. A grouped launch of
+        many experts keeps every SM streaming weights, as the full-grid BF16 kernels of the
+        dense tables do; a quantized format's own ceiling is fitted on its dense tables, where
+        small-M NVFP4 kernels stream far below it (aiconfigurator-core 0.12.0: TensorRT-LLM's
+        NVFP4 fused MoE on DeepSeek-V3 shapes with every expert active streams ~5.9 TB/s of
+        weights on B300, above its dense NVFP4 ceiling of 0.52 × 7.7 TB/s = 4.0 TB/s and at its
+        BF16 ceiling, 0.75 × 7.7 = 5.8 TB/s; tests/benchmarks/bench_moe_fit.py)."""
+        return self.gemm["bf16"].bandwidth_ceiling_frac
+
     def for_rate(self, rate: str) -> GemmEfficiency:
         """The entry of a tensor-core rate class (bf16, fp8, fp4); bf16's when it has none."""
         return self.gemm.get(RATE_FORMATS.get(rate, rate), self.gemm["bf16"])

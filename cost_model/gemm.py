@@ -14,7 +14,7 @@ For a candidate, on the dims as given (callers pass dims *after* sharding), with
     η_tile = MN / (B_M⌈M/B_M⌉ · B_N⌈N/B_N⌉)        (tile quantization: the post's Figure 5)
     waves  = ⌈s · clusters / slots⌉;  η_wave = s · tiles / (waves · slot tiles)
     t_math = waves · slot tiles · B_M·B_N · 2(K_s + k_half) / (peak · ceil_c · rel · s_N)
-    t_mem  = max(bytes / min(HBM · ceil_bw, SMs · B_SM),
+    t_mem  = max(bytes / min(HBM · ceil_bw, SMs · B_SM),     (grouped: ceil_bw ≥ BF16's)
                  K_s · max(m_t·b_A, n_t·b_B) / (SMs per tile · B_SM))
     t = max(t_math, t_mem) + (1 − overlap)·min(t_math, t_mem) + [s > 1] t_split + t_fixed
 t_math is the time of the waves of full tiles (padded work), with the K loop lengthened by k_half
@@ -174,6 +174,7 @@ class GemmRates:
     peak_flop_per_s: float | np.ndarray
     compute_ceiling_frac: float | np.ndarray
     bandwidth_ceiling_frac: float | np.ndarray
+    grouped_bandwidth_ceiling_frac: float | np.ndarray  # HBM ceiling of grouped GEMMs
     n_half_dim: float | np.ndarray
     k_half_dim: float | np.ndarray
     fixed_overhead_s: float | np.ndarray
@@ -192,12 +193,16 @@ class GemmRates:
            c_prec: Precision | None = None, eff: GemmEfficiency | None = None) -> GemmRates:
         """The rates of `hw` for A in `a_prec`, with the shipped efficiency coefficients of that
         GPU and format unless `eff` is given (calibration passes trial coefficients)."""
-        eff = eff or get_efficiency(hw.name).for_precision(a_prec)
+        shipped = get_efficiency(hw.name)
+        eff = eff or shipped.for_precision(a_prec)
         source = get_precision(QUANTIZE_FROM_PRECISION).activation_bytes_per_value
         quantized = a_prec.activation_bytes_per_value < source
         return cls(
             peak_flop_per_s=hw.peak_for(a_prec), compute_ceiling_frac=eff.compute_ceiling_frac,
-            bandwidth_ceiling_frac=eff.bandwidth_ceiling_frac, n_half_dim=eff.n_half_dim,
+            bandwidth_ceiling_frac=eff.bandwidth_ceiling_frac,
+            grouped_bandwidth_ceiling_frac=max(shipped.grouped_bandwidth_ceiling_frac,
+                                               eff.bandwidth_ceiling_frac),
+            n_half_dim=eff.n_half_dim,
             k_half_dim=eff.k_half_dim, fixed_overhead_s=eff.fixed_overhead_s,
             overlap_frac=eff.overlap_frac, split_k_overhead_s=eff.split_k_overhead_s,
             sm_bandwidth_bytes_per_s=eff.sm_bandwidth_bytes_per_s,
@@ -259,7 +264,7 @@ def _candidates(m, n, k, groups, hw: HardwareSpec, r: GemmRates, detail: bool = 
     stream = _tile_stream_s_per_k(m, n, t, r)
     reuse = not detail and waves.shape == np.broadcast_shapes(np.shape(k_split), stream.shape)
     stream = np.multiply(k_split, stream, out=waves if reuse else None)  # hot path: no allocation
-    memory = _into(np.maximum, stream, unique / _hbm_bytes_per_s(hw, r))
+    memory = _into(np.maximum, stream, unique / _hbm_bytes_per_s(hw, r, groups))
     split_s = t["splits"] * r.split_k_overhead_s
     if not detail:  # the same as below, in place: the hot path's largest arrays
         shorter = _into(np.multiply, np.minimum(math, memory), 1.0 - r.overlap_frac)
@@ -286,10 +291,13 @@ def _wave_s_per_k(t: dict, r: GemmRates):
     return 2.0 * t["slot_tiles"] * t["tile_area"] / rate
 
 
-def _hbm_bytes_per_s(hw: HardwareSpec, r: GemmRates):
-    """What a full grid streams: HBM at its ceiling, or every SM at B_SM if that is less."""
-    return np.minimum(hw.hbm_bytes_per_s * r.bandwidth_ceiling_frac,
-                      hw.sm_count * r.sm_bandwidth_bytes_per_s)
+def _hbm_bytes_per_s(hw: HardwareSpec, r: GemmRates, groups=1.0):
+    """What a full grid streams: HBM at its ceiling, or every SM at B_SM if that is less. A
+    grouped launch (groups > 1: MoE experts) streams at least at the GPU's BF16 ceiling
+    (`Efficiency.grouped_bandwidth_ceiling_frac`): its many groups keep every SM busy."""
+    ceiling = np.where(np.asarray(groups) > 1.0, r.grouped_bandwidth_ceiling_frac,
+                       r.bandwidth_ceiling_frac)
+    return np.minimum(hw.hbm_bytes_per_s * ceiling, hw.sm_count * r.sm_bandwidth_bytes_per_s)
 
 
 def _tile_stream_s_per_k(m, n, t: dict, r: GemmRates):

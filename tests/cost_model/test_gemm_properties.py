@@ -163,3 +163,28 @@ def test_ordering_data_covers_every_calibrated_gpu_and_the_three_formats():
         assert {"bf16", "fp8"} <= entry["measured_us"].keys()
         assert ("nvfp4" in entry["measured_us"]) == (name in blackwell)
         assert "silicon_sample" not in entry["source"]  # the held-out test set is never read
+
+
+@pytest.mark.parametrize("name, fmt", CASES, ids=[f"{n}-{f}" for n, f in CASES])
+def test_grouped_launch_streams_at_least_at_its_formats_ceiling(name, fmt):
+    """A grouped launch's HBM ceiling is its format's own or BF16's, whichever is higher, and
+    below twice the format's own: so doubling the groups (twice the bytes) is never faster."""
+    rates = GemmRates.of(get_hardware(name), PRECISIONS[fmt])
+    assert rates.bandwidth_ceiling_frac <= rates.grouped_bandwidth_ceiling_frac
+    assert rates.grouped_bandwidth_ceiling_frac < 2.0 * rates.bandwidth_ceiling_frac
+
+
+def test_grouped_nvfp4_experts_stream_past_the_dense_nvfp4_ceiling():
+    """DeepSeek-V3's gated-up experts on one B300 with every expert active (256 groups of M = 1,
+    N = 4,096, K = 7,168, NVFP4): the weights are 256·4096·7168·0.5625 B = 4.228 GB. At the dense
+    NVFP4 ceiling (0.521 × 7.7 TB/s) they would take ≥ 1,054 µs; a grouped launch streams at the
+    BF16 ceiling (0.748 × 7.7 TB/s): ≥ 734 µs, and measured TensorRT-LLM fused MoE of both
+    expert GEMMs takes 1.06-1.12 ms (aiconfigurator-core 0.12.0 b300_sxm moe_perf, 128-512
+    tokens; the gated-up GEMM is 2/3 of its weights), so the up GEMM must come in under the dense
+    bound."""
+    hw = get_hardware("b300")
+    rates = GemmRates.of(hw, PRECISIONS["nvfp4"])
+    weights_bytes = 256 * 4096 * 7168 * 0.5625
+    time_s = float(gemm_cost(1, 4096, 7168, hw, "nvfp4", groups=256).time_s)
+    assert weights_bytes / (hw.hbm_bytes_per_s * rates.grouped_bandwidth_ceiling_frac) <= time_s
+    assert time_s < weights_bytes / (hw.hbm_bytes_per_s * rates.bandwidth_ceiling_frac)
