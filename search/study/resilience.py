@@ -203,12 +203,16 @@ class BatchHeartbeat:
 
     def _beat(self) -> None:
         interval = self._storage.get_heartbeat_interval()
+        together = getattr(getattr(self._storage, "_backend", None), "record_heartbeats", None)
         while not self._stop.wait(timeout=interval):
-            for trial_id in self._ids:
-                try:
+            try:
+                if together is not None:  # WorkerRDBStorage: the whole batch in one statement
+                    together(self._ids)
+                    continue
+                for trial_id in self._ids:
                     self._storage.record_heartbeat(trial_id)
-                except Exception:  # noqa: BLE001 - a missed beat is retried next interval
-                    break
+            except Exception:  # noqa: BLE001 - a missed beat is retried next interval
+                continue
 
 
 def with_retries(action: Callable[[], T], what: str) -> T:

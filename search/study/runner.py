@@ -262,27 +262,23 @@ class RemoteWorkspace:
         self.study = _local_copy(study)
         self._after_id, self._pending, self._own = -1, set(), set()
         self._batch: list[tuple[int, optuna.Trial]] = []  # reserved trial id, local trial
-        self.done_at_start = self._copy_in(self.rdb.read_trials(study._study_id, set(), -1),
-                                           joined=False)
+        self.done_at_start = self._copy_in(self._read(), joined=False)
         self.finished = len(self.done_at_start)
         self.in_flight = False
 
+    def _read(self) -> list[FrozenTrial]:
+        """The others' trials finished since the last read (all finished ones, the first time);
+        remembers which are still running, to read them again."""
+        self._after_id, finished, self._pending = self.rdb.read_trials(
+            self.durable._study_id, self._pending, self._after_id, self._own)  # noqa: SLF001
+        return finished
+
     def _copy_in(self, trials: list[FrozenTrial], joined: bool = True) -> list[FrozenTrial]:
         """Add the others' newly finished `trials` to the local copy (`joined`: as trials of
-        the sampler's current generation, `adopt`; else as stored, e.g. when resuming);
-        remember those still running."""
-        new = []
-        for t in trials:
-            self._after_id = max(self._after_id, t._trial_id)  # noqa: SLF001
-            self._pending.discard(t._trial_id)  # noqa: SLF001
-            if t._trial_id in self._own:  # noqa: SLF001 - ours: in the copy already
-                continue
-            if t.state in FINISHED:
-                new.append(t)
-            elif not t.state.is_finished():
-                self._pending.add(t._trial_id)  # noqa: SLF001
-        add_finished(self.study, adopt(self.study.sampler, self.study, new) if joined else new)
-        return new
+        the sampler's current generation, `adopt`; else as stored, e.g. when resuming)."""
+        add_finished(self.study, adopt(self.study.sampler, self.study, trials) if joined
+                     else trials)
+        return trials
 
     def counts(self, target: int) -> tuple[int, int]:
         fail_orphans(self.durable, self.handle)
@@ -309,8 +305,7 @@ class RemoteWorkspace:
         return lost
 
     def _refresh(self) -> None:
-        self._copy_in(self.rdb.read_trials(self.durable._study_id, set(self._pending),  # noqa: SLF001
-                                           self._after_id))
+        self._copy_in(self._read())
 
     def recover(self) -> None:
         """Before retrying a batch cut short: write its finished trials if their places are

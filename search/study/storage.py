@@ -25,6 +25,7 @@ Faults the journal survives (tests/search/study/test_storage_faults.py):
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import os
 import socket
@@ -326,12 +327,22 @@ class WorkerRDBStorage(optuna.storages.RDBStorage):
                           datetime_start=now) for i in range(min(count, room))]
             session.add_all(rows)
             session.flush()  # assigns the trial ids
-            me = json.dumps(worker_id())
-            for row in rows:
-                session.add(rdb_models.TrialHeartbeatModel(trial_id=row.trial_id))
-                session.add(rdb_models.TrialUserAttributeModel(
-                    trial_id=row.trial_id, key=WORKER_ATTR, value_json=me))
+            if rows:
+                me = json.dumps(worker_id())
+                session.execute(sqlalchemy.insert(rdb_models.TrialHeartbeatModel),  # beat: now
+                                [{"trial_id": r.trial_id} for r in rows])
+                session.execute(sqlalchemy.insert(rdb_models.TrialUserAttributeModel),
+                                [{"trial_id": r.trial_id, "key": WORKER_ATTR, "value_json": me}
+                                 for r in rows])
             return finished, [(row.trial_id, row.number) for row in rows]
+
+    def record_heartbeats(self, trial_ids: list[int]) -> None:
+        """`record_heartbeat` of every trial in `trial_ids` (rows made at reservation), one
+        statement."""
+        beat = rdb_models.TrialHeartbeatModel
+        with _create_scoped_session(self.scoped_session, True) as session:
+            session.execute(sqlalchemy.update(beat).where(beat.trial_id.in_(trial_ids))
+                            .values(heartbeat=sqlalchemy.func.now()))
 
     def finish_trials(self, done: list[tuple[int, FrozenTrial]]) -> list[int]:
         """Write each finished trial (`done`: a reserved trial id and the trial as sampled and
@@ -341,20 +352,41 @@ class WorkerRDBStorage(optuna.storages.RDBStorage):
         with _create_scoped_session(self.scoped_session) as session:
             rows = {row.trial_id: row for row in session.query(model).filter(
                 model.trial_id.in_([trial_id for trial_id, _ in done])).with_for_update()}
-            lost = []
+            lost, tables = [], {}
             for trial_id, trial in done:
                 row = rows.get(trial_id)
                 if row is None or row.state != TrialState.RUNNING:
                     lost.append(trial_id)
                     continue
-                session.add_all(_trial_rows(trial_id, trial))
+                for table, values in _trial_rows(trial_id, trial):
+                    tables.setdefault(table, []).append(values)
                 row.state, row.datetime_complete = trial.state, trial.datetime_complete
+            for table, values in tables.items():  # one multi-row INSERT per table
+                session.execute(sqlalchemy.insert(table), values)
             return lost
 
-    def read_trials(self, study_id: int, pending: set[int], after_id: int) -> list[FrozenTrial]:
-        """Trials created after trial id `after_id`, and those of `pending` (ids not finished
-        when last read), in one query (what Optuna's cached storage reads)."""
-        return self._get_trials(study_id, None, pending, after_id)
+    def read_trials(self, study_id: int, pending: set[int], after_id: int,
+                    skip: set[int] = frozenset()) -> tuple[int, list[FrozenTrial], set[int]]:
+        """What changed since the last read: trials created after trial id `after_id` and
+        those of `pending` (ids not finished when last read), less the ids in `skip` (this
+        worker's own). Returns the largest trial id seen, the finished trials (read whole) and
+        the ids still unfinished; one light query, then one for the finished trials only."""
+        if after_id < 0:  # the first read: every trial, whole
+            every = self._get_trials(study_id, None, set(), -1)
+            seen = [(t._trial_id, t.state) for t in every]  # noqa: SLF001
+        else:
+            model = rdb_models.TrialModel
+            with sqlalchemy.orm.Session(self.engine) as session:
+                seen = session.execute(sqlalchemy.select(model.trial_id, model.state).where(
+                    model.study_id == study_id,
+                    sqlalchemy.or_(model.trial_id > after_id, model.trial_id.in_(pending)))).all()
+        last = max((trial_id for trial_id, _ in seen), default=after_id)
+        others = [(i, state) for i, state in seen if i not in skip]
+        done = {i for i, state in others if state in (TrialState.COMPLETE, TrialState.FAIL)}
+        running = {i for i, state in others if not state.is_finished()}
+        if after_id >= 0:
+            every = self._get_trials(study_id, None, done, max(done)) if done else []
+        return last, [t for t in every if t._trial_id in done], running  # noqa: SLF001
 
     def _get_stale_trial_ids(self, study_id: int) -> list[int]:
         grace = timedelta(seconds=self.grace_period or 2 * (self.heartbeat_interval or 0))
@@ -378,22 +410,28 @@ def _state_counts(session: sqlalchemy.orm.Session, study_id: int) -> dict[TrialS
                                 .where(model.study_id == study_id).group_by(model.state)).all())
 
 
-def _trial_rows(trial_id: int, trial: FrozenTrial) -> list:
-    """The rows of a finished trial's params, values and attributes (Optuna's tables)."""
+@functools.lru_cache(maxsize=1024)
+def _distribution_json(distribution) -> str:
+    """Optuna's distribution_to_json, once per distinct distribution (equal ones hash alike)."""
+    return distribution_to_json(distribution)
+
+
+def _trial_rows(trial_id: int, trial: FrozenTrial) -> list[tuple[type, dict]]:
+    """(table, row) of a finished trial's params, values and attributes (Optuna's tables)."""
     m = rdb_models
-    rows: list = [m.TrialParamModel(trial_id=trial_id, param_name=name,
-                                    param_value=trial.distributions[name].to_internal_repr(v),
-                                    distribution_json=distribution_to_json(
-                                        trial.distributions[name]))
-                  for name, v in trial.params.items()]
+    rows: list[tuple[type, dict]] = [
+        (m.TrialParamModel, {"trial_id": trial_id, "param_name": name,
+                             "param_value": trial.distributions[name].to_internal_repr(v),
+                             "distribution_json": _distribution_json(trial.distributions[name])})
+        for name, v in trial.params.items()]
     for objective, value in enumerate(trial.values or ()):
         stored, kind = m.TrialValueModel.value_to_stored_repr(value)
-        rows.append(m.TrialValueModel(trial_id=trial_id, objective=objective, value=stored,
-                                      value_type=kind))
-    rows += [m.TrialUserAttributeModel(trial_id=trial_id, key=k, value_json=json.dumps(v))
-             for k, v in trial.user_attrs.items()]
-    rows += [m.TrialSystemAttributeModel(trial_id=trial_id, key=k, value_json=json.dumps(v))
-             for k, v in trial.system_attrs.items()]
+        rows.append((m.TrialValueModel, {"trial_id": trial_id, "objective": objective,
+                                         "value": stored, "value_type": kind}))
+    for table, attrs in ((m.TrialUserAttributeModel, trial.user_attrs),
+                         (m.TrialSystemAttributeModel, trial.system_attrs)):
+        rows += [(table, {"trial_id": trial_id, "key": k, "value_json": json.dumps(v)})
+                 for k, v in attrs.items()]
     return rows
 
 
