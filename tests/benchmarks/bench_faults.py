@@ -82,9 +82,17 @@ def search_command(study: Path, trials: int, storage: str | None = None) -> list
 
 
 def trial_key(t) -> tuple:
-    """What makes a stored trial itself: written twice, a trial has the same key twice."""
-    return (t.datetime_start, tuple(sorted(t.params.items())), tuple(t.values or ()),
-            t.state.name)
+    """What makes a stored trial itself: written twice, a trial has the same key twice (two
+    trials of one batch may share a start time and, NSGA-II repeating a design, their params
+    and values; they are told at different moments)."""
+    return (t.datetime_start, t.datetime_complete, tuple(sorted(t.params.items())),
+            tuple(t.values or ()), t.state.name)
+
+
+def evaluated(t) -> bool:
+    """The runner recorded an outcome (`details`, also for a shape that is not a model); a
+    trial failed or pruned without one was asked and never evaluated."""
+    return DETAILS_ATTR in t.user_attrs
 
 
 @dataclass
@@ -120,10 +128,10 @@ def check_study(study: Path, storage: str | None = None) -> Check:
     needed = {*COLUMN_ATTRS, DETAILS_ATTR}
     done = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.FAIL)]
     complete = [t for t in done if t.state == TrialState.COMPLETE]
-    keys = [trial_key(t) for t in trials]
+    keys = [trial_key(t) for t in trials if evaluated(t)]
     numbers = [t.number for t in trials]
     copies: dict = {}
-    for key, t in zip(keys, trials):
+    for key, t in zip(keys, filter(evaluated, trials)):
         copies.setdefault(key, []).append(f"#{t.number} {t.state.name} {t.datetime_start} "
                                           f"{t.user_attrs.get('worker', '')}".strip())
     return Check(
@@ -261,7 +269,7 @@ class PostgresReport:
     numbers_repeated: int = 0
     running_left: int = 0
     running_left_after_resume: int | None = None
-    failed_unevaluated: int = 0  # FAIL trials without an outcome (orphans settled as failed)
+    failed_unevaluated: int = 0  # FAIL trials never evaluated (asked, then settled as failed)
     pruned: int = 0  # asked and abandoned (a batch cut by the restart, asked anew; surplus)
     requested: int = 0
     finished: int = 0
@@ -281,7 +289,7 @@ def _restart_server(report: PostgresReport) -> None:
 
 
 def _failed_unevaluated(study: Path, url: str) -> int:
-    return sum(t.state == TrialState.FAIL and not t.user_attrs for t in read_trials(study, url))
+    return sum(t.state == TrialState.FAIL and not evaluated(t) for t in read_trials(study, url))
 
 
 def _watch(procs, victim, study, url, report, rng, seen: set) -> None:
