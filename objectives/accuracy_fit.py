@@ -256,12 +256,3 @@ def _record_lines(rec: CoefficientRecord, value: float) -> list[str]:
 
 def _quoted(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def write_coefficients(fit: AccuracyFit, path: Path | str, set_name: str,
-                       records: Mapping[str, CoefficientRecord] = coef.SHIPPED_RECORDS) -> None:
-    """Write the data file atomically (temp file, then rename)."""
-    target = Path(path)
-    temp = target.with_suffix(".toml.tmp")
-    temp.write_text(coefficients_toml(fit, records, set_name))
-    temp.replace(target)

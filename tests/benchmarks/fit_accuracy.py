@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from objectives import accuracy_coefficients as coef
-from objectives.accuracy_fit import fit_coefficients, read_rows, write_coefficients
+from objectives.accuracy_fit import coefficients_toml, fit_coefficients, read_rows
+from search.atomic import write_text_atomic
 from tests.benchmarks.validate_accuracy import validate
 
 CALIBRATION = ROOT / "objectives" / "data" / "accuracy_calibration.csv"
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     fit = fit_coefficients(read_rows(CALIBRATION))
     if args.write:
-        write_coefficients(fit, COEFFICIENTS, SET_NAME)
+        write_text_atomic(COEFFICIENTS, coefficients_toml(fit, coef.SHIPPED_RECORDS, SET_NAME))
     doc = report(fit)
     _, summary = validate()
     doc["validation"] = summary
