@@ -104,8 +104,11 @@ HALVES = ("fit", "holdout")
 INFERENCEX = "inferencex"  # source_kind of the InferenceX rows (tests/data/serving/SOURCES.md)
 INFERENCEX_PROMPTS_PER_SLOT = 10  # --num-prompts 10 x conc at --max-concurrency conc
 INFERENCEX_RANGE_RATIO = 0.8  # --random-range-ratio: lengths uniform in [0.8, 1] x nominal
-# CSV `framework` -> cost_model.deployment.ENGINES (None: generic, e.g. NIM or AMD's ATOM)
-ENGINE_WORDS = (("sglang", "sglang"), ("vllm", "vllm"), ("tensorrt", "trtllm"), ("trt", "trtllm"))
+# CSV `framework` -> cost_model.deployment.ENGINES (None: generic, e.g. AMD's ATOM). NIM runs a
+# TensorRT-LLM profile where the model has one (tests/data/serving/SOURCES.md §2: its rows are
+# Llama-3.3-70B FP8 TP2 on H100, a TensorRT-LLM profile of that NIM)
+ENGINE_WORDS = (("sglang", "sglang"), ("vllm", "vllm"), ("tensorrt", "trtllm"), ("trt", "trtllm"),
+                ("nim", "trtllm"))
 # InferenceX's DeepSeek-R1 launch scripts (github.com/SemiAnalysisAI/InferenceX, benchmarks/):
 # SGLang on B200/B300 (dsr1_fp8_b200.sh, dsr1_fp4_b200.sh) passes `--scheduler-recv-interval` 10,
 # or 30 from concurrency 16; on H200 (dsr1_fp8_h200.sh) none (SGLang's default, 1). TensorRT-LLM
