@@ -46,7 +46,6 @@ def defaults(common: tuple[Any, ...], **extra: Any) -> dict[str, Any]:
     return {**dict(zip(_COMMON_KEYS, common, strict=True)), **extra}
 
 
-
 @dataclass(frozen=True)
 class Family:
     """How one model_type is read."""
@@ -156,3 +155,29 @@ def moe_fields(c: Mapping[str, Any], experts_key: str, width_key: str) -> dict[s
         "moe_intermediate_size": c[width_key],
     }
 
+
+def qwen_shared_moe(c: Mapping[str, Any], step: int) -> dict[str, Any]:
+    """Qwen's MoE (Qwen1.5/2-MoE, Qwen3-Next, Qwen3.5): routed experts plus one sigmoid-gated
+    shared expert of `shared_expert_intermediate_size`; the `mlp_only_layers` (leading only)
+    are dense, and of the others every `step`-th is MoE."""
+    dense = sorted(set(c.get("mlp_only_layers") or ()))
+    if dense != list(range(len(dense))):
+        raise ConfigError(
+            f"`mlp_only_layers` ({dense}) is not supported: only leading layers 0..k-1 can be dense"
+        )
+    # transformers builds the shared expert and its gate whatever the width: 0 would leave a gate
+    shared = read_int(c, "shared_expert_intermediate_size")
+    return {**moe_fields(c, "num_experts", "moe_intermediate_size"),
+            "first_dense_layers": len(dense), "moe_layer_period": step, "num_shared_experts": 1,
+            "shared_expert_intermediate_size": shared, "shared_expert_gate": True}
+
+
+def mamba2_heads(c: Mapping[str, Any], width: int, heads_key: str, head_key: str) -> dict[str, Any]:
+    """The value heads of a Mamba-2 mixer `width` channels wide: `heads_key` heads of
+    `head_key` channels ("auto": width / heads), which must tile the width exactly."""
+    heads = read_int(c, heads_key)
+    head_dim = width // heads if c[head_key] == "auto" else read_int(c, head_key)
+    if head_dim * heads != width:
+        raise ConfigError(f"`{head_key}` ({c[head_key]!r}) x `{heads_key}` ({heads}) must equal "
+                          f"the Mamba-2 width ({width})")
+    return {"linear_num_value_heads": heads, "linear_value_head_dim": head_dim}

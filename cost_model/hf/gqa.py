@@ -1,6 +1,6 @@
 """Hugging Face families of GQA transformers (full, sliding-window and chunked attention; dense
-and MoE): Llama, Mistral, Mixtral, Phi-3, Qwen2/3(-MoE), gpt-oss, Gemma 2/3/4, MiniMax-M2,
-Llama 4."""
+and MoE): Llama, Mistral, Mixtral, Phi-3, Qwen2/3(-MoE), Qwen1.5/2-MoE, GLM-4.5, gpt-oss,
+Gemma 2/3/4, MiniMax-M2, Llama 4."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Any
 from cost_model.architecture import FULL_ATTENTION, SLIDING_ATTENTION, periodic_layer_types
 from cost_model.errors import ConfigError
 from cost_model.hf.common import (
-    Family, biases, defaults, layer_types_fields, moe_fields, read_int, uniform_sliding,
+    Family, biases, defaults, layer_types_fields, moe_fields, qwen_shared_moe, read_int,
+    uniform_sliding,
 )  # fmt: skip
 
 
@@ -54,6 +55,38 @@ def _read_qwen3_moe(c: Mapping[str, Any]) -> dict[str, Any]:
         )
     placement = {"first_dense_layers": len(dense), "moe_layer_period": c["decoder_sparse_step"]}
     return {**fields, **moe_fields(c, "num_experts", "moe_intermediate_size"), **placement}
+
+
+def _read_qwen2_moe(c: Mapping[str, Any]) -> dict[str, Any]:
+    """Qwen1.5/2-MoE (transformers' Qwen2Moe): GQA with q/k/v biases (`qkv_bias`; o_proj has
+    none); the leading `mlp_only_layers` dense, every `decoder_sparse_step`-th other layer MoE
+    with one sigmoid-gated shared expert (`qwen_shared_moe`); under `use_sliding_window` the
+    even-indexed layers below `max_window_layers` slide (transformers' default `layer_types`)."""
+    window = _qwen_window(c)
+    default = tuple(SLIDING_ATTENTION if i % 2 == 0 and i < c["max_window_layers"]
+                    else FULL_ATTENTION for i in range(c["num_hidden_layers"]))
+    fields = {"qkv_bias": c["qkv_bias"], **layer_types_fields(c, window, default)}
+    if c["num_experts"] == 0:
+        return fields
+    return {**fields, **qwen_shared_moe(c, read_int(c, "decoder_sparse_step"))}
+
+
+def _read_glm4_moe(c: Mapping[str, Any]) -> dict[str, Any]:
+    """GLM-4.5 (transformers' Glm4Moe): GQA with `attention_bias` on q/k/v (o_proj has none),
+    head QK norms under `use_qk_norm`, `first_k_dense_replace` leading dense SwiGLUs of
+    `intermediate_size`, then MoE layers of `n_routed_experts` and one ungated shared MLP of
+    `n_shared_experts` x `moe_intermediate_size` (n shared experts as one MLP n times as wide: the
+    same function and weights; 0: an MLP without weights that adds 0). The MTP layers
+    (`num_nextn_predict_layers`) are not built; the RoPE width and routing groups change no
+    weight."""
+    fields = {"qkv_bias": c["attention_bias"], "qk_norm": c["use_qk_norm"]}
+    dense = read_int(c, "first_k_dense_replace", minimum=0)
+    if dense >= c["num_hidden_layers"]:
+        return fields
+    shared = read_int(c, "n_shared_experts", minimum=0)
+    return {**fields, **moe_fields(c, "n_routed_experts", "moe_intermediate_size"),
+            "first_dense_layers": dense, "num_shared_experts": shared,
+            "shared_expert_intermediate_size": shared * read_int(c, "moe_intermediate_size")}
 
 
 
@@ -228,6 +261,27 @@ FAMILIES: dict[str, Family] = {
             mlp_only_layers=None),
         ignored=frozenset({"max_window_layers"}), fixed={"mlp_bias": (False,)},
         aliases={"num_local_experts": "num_experts"},
+    ),
+    "qwen2_moe": Family(
+        _read_qwen2_moe, defaults(
+            (151936, 2048, 5632, 24, 16, 16, None, "silu", 32768, False), qkv_bias=True,
+            use_sliding_window=False, sliding_window=4096, max_window_layers=28,
+            layer_types=None, decoder_sparse_step=1, moe_intermediate_size=1408,
+            shared_expert_intermediate_size=5632, num_experts_per_tok=4, num_experts=60,
+            mlp_only_layers=None),
+        fixed={"mlp_bias": (False,)}, aliases={"num_local_experts": "num_experts"},
+    ),
+    "glm4_moe": Family(
+        _read_glm4_moe, defaults(
+            (151552, 4096, 10944, 46, 96, 8, None, "silu", 131072, False), attention_bias=False,
+            use_qk_norm=False, first_k_dense_replace=1, n_routed_experts=128,
+            num_experts_per_tok=8, moe_intermediate_size=1408, n_shared_experts=1),
+        # RoPE width, routing groups/scale and the MTP layers (not built) change no weight
+        ignored=frozenset({"partial_rotary_factor", "n_group", "topk_group",
+                           "routed_scaling_factor", "num_nextn_predict_layers"}),
+        fixed={"mlp_bias": (False,)},
+        aliases={"num_local_experts": "n_routed_experts",
+                 "num_mtp_layers": "num_nextn_predict_layers"},
     ),
     "gpt_oss": Family(
         _read_gpt_oss, defaults(

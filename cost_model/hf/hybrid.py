@@ -1,6 +1,7 @@
 """Hugging Face families with linear-attention layers (a recurrent state): Qwen3-Next and
-Qwen3.5 (Gated DeltaNet), Nemotron-H / Nemotron-3 (Mamba-2 blocks), Kimi Linear (Kimi Delta
-Attention + MLA), Falcon-H1 (attention and Mamba-2 in parallel)."""
+Qwen3.5 (Gated DeltaNet), Nemotron-H / Nemotron-3 (Mamba-2 blocks), Bamba (Mamba-2 or attention,
+then a SwiGLU), Kimi Linear (Kimi Delta Attention + MLA), Falcon-H1 (attention and Mamba-2 in
+parallel)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from cost_model.architecture import (
     PARALLEL_MAMBA2_MIXER,
 )  # fmt: skip
 from cost_model.errors import ConfigError
-from cost_model.hf.common import Family, biases, defaults, moe_fields, read_int
+from cost_model.hf.common import (
+    Family, biases, defaults, mamba2_heads, moe_fields, qwen_shared_moe, read_int,
+)  # fmt: skip
 from cost_model.hf.mla import read_deepseek_v3
 
 
@@ -49,30 +52,16 @@ def _qwen_linear_layers(c: Mapping[str, Any]) -> dict[str, Any]:
     return {**fields, "layer_mixers": mixers, **linear}
 
 
-def _qwen_shared_moe(c: Mapping[str, Any], dense: list[int], step: int) -> dict[str, Any]:
-    """Routed experts plus one gated shared expert of `shared_expert_intermediate_size`."""
-    if dense != list(range(len(dense))):
-        raise ConfigError(
-            f"`mlp_only_layers` ({dense}) is not supported: only leading layers 0..k-1 can be dense"
-        )
-    # transformers builds the shared expert and its gate whatever the width: 0 would leave a gate
-    shared = read_int(c, "shared_expert_intermediate_size")
-    return {**moe_fields(c, "num_experts", "moe_intermediate_size"),
-            "first_dense_layers": len(dense), "moe_layer_period": step, "num_shared_experts": 1,
-            "shared_expert_intermediate_size": shared, "shared_expert_gate": True}
-
-
 def _read_qwen3_next(c: Mapping[str, Any]) -> dict[str, Any]:
     """Qwen3-Next: Gated DeltaNet and gated-attention layers; MoE layers every
     `decoder_sparse_step`, the leading `mlp_only_layers` dense."""
-    dense = sorted(set(c["mlp_only_layers"] or ()))
-    moe = _qwen_shared_moe(c, dense, read_int(c, "decoder_sparse_step"))
+    moe = qwen_shared_moe(c, read_int(c, "decoder_sparse_step"))
     return {**_qwen_linear_layers(c), **moe}
 
 
 def _read_qwen3_5_moe(c: Mapping[str, Any]) -> dict[str, Any]:
     """Qwen3.5-MoE's language model: Qwen3-Next's layers, every layer MoE (no dense key)."""
-    return {**_qwen_linear_layers(c), **_qwen_shared_moe(c, [], 1), "intermediate_size": 0}
+    return {**_qwen_linear_layers(c), **qwen_shared_moe(c, 1), "intermediate_size": 0}
 
 
 def _read_qwen3_5(c: Mapping[str, Any]) -> dict[str, Any]:
@@ -102,34 +91,88 @@ def _nemotron_h_blocks(c: Mapping[str, Any]) -> list[str]:
     return blocks
 
 
+_NEMOTRON_H_MIXERS = {"linear_attention": MAMBA2_MIXER, "full_attention": ATTENTION_MIXER}
+_NEMOTRON_H_FFNS = ("mlp", "moe")
+
+
+def _nemotron_h_layers(blocks: list[str]) -> list[tuple[str | None, str | None]]:
+    """(mixer block, FFN block) of each layer. One block per layer, except the split form that
+    `export` writes for a Mamba-2 hybrid whose every layer has a mixer and an FFN: Mamba-2
+    blocks present and the pattern wholly (mixer, FFN) pairs. Each pair is then one layer: the
+    same two pre-norm residual sub-blocks, so the same weights, norms and computation, read as
+    the design that was exported (same layer count, pattern and `design_key`)."""
+    pairs = list(zip(blocks[::2], blocks[1::2], strict=False))
+    if (len(blocks) % 2 == 0 and "linear_attention" in blocks
+            and all(m in _NEMOTRON_H_MIXERS and f in _NEMOTRON_H_FFNS for m, f in pairs)):
+        return pairs
+    return [(b, None) if b in _NEMOTRON_H_MIXERS else (None, b) for b in blocks]
+
+
+def _nemotron_h_ffns(c: Mapping[str, Any], ffns: list[str | None]) -> dict[str, Any]:
+    """Per-layer FFN fields; canonical (no per-layer lists) when every layer has the same FFN."""
+    if set(ffns) == {"mlp"}:
+        return {"layer_ffn_widths": None, "intermediate_size": c["intermediate_size"]}
+    widths = tuple(c["intermediate_size"] if f == "mlp" else 0 for f in ffns)
+    fields = {"layer_ffn_widths": None if set(ffns) == {"moe"} else widths,
+              "intermediate_size": c["intermediate_size"] if "mlp" in ffns else 0}
+    if "moe" not in ffns:
+        return fields
+    # transformers builds the shared expert whatever `n_shared_experts` says (fixed to 1)
+    shared = read_int(c, "moe_shared_expert_intermediate_size")
+    return {**fields, **moe_fields(c, "n_routed_experts", "moe_intermediate_size"),
+            "layer_moe": None if set(ffns) == {"moe"} else tuple(f == "moe" for f in ffns),
+            "num_shared_experts": 1, "shared_expert_intermediate_size": shared}
+
+
 def _read_nemotron_h(c: Mapping[str, Any]) -> dict[str, Any]:
-    """Nemotron-H / Nemotron-3: one block per layer (its one norm and a Mamba-2 mixer, GQA
-    attention without QK norms, an ungated MLP of `intermediate_size`, or an MoE of ungated
-    experts with a shared expert of `moe_shared_expert_intermediate_size`); the layer count is
-    the pattern's length (transformers ignores `num_hidden_layers`)."""
-    blocks = _nemotron_h_blocks(c)
-    mixer = {"linear_attention": MAMBA2_MIXER, "full_attention": ATTENTION_MIXER}
+    """Nemotron-H / Nemotron-3: blocks of one norm and a Mamba-2 mixer, GQA attention without
+    QK norms, an ungated MLP of `intermediate_size`, or an MoE of ungated experts with a shared
+    expert of `moe_shared_expert_intermediate_size`; a layer per block (transformers ignores
+    `num_hidden_layers`), or per (mixer, FFN) pair in the split form (`_nemotron_h_layers`)."""
+    layers = _nemotron_h_layers(_nemotron_h_blocks(c))
+    mixers = tuple(_NEMOTRON_H_MIXERS.get(mixer, NO_MIXER) for mixer, _ in layers)
     fields: dict[str, Any] = {
-        "num_layers": len(blocks), "gated_mlp": False, "hidden_act": c["mlp_hidden_act"],
-        "mlp_bias": c["mlp_bias"], **biases(c),
-        "layer_mixers": tuple(mixer.get(block, NO_MIXER) for block in blocks),
-        "layer_ffn_widths": tuple(c["intermediate_size"] if b == "mlp" else 0 for b in blocks),
-        "intermediate_size": c["intermediate_size"] if "mlp" in blocks else 0,
+        "num_layers": len(layers), "gated_mlp": False, "hidden_act": c["mlp_hidden_act"],
+        "mlp_bias": c["mlp_bias"], **biases(c), "layer_mixers": mixers,
+        **_nemotron_h_ffns(c, [ffn for _, ffn in layers]),
     }
-    if MAMBA2_MIXER in fields["layer_mixers"]:
+    if MAMBA2_MIXER in mixers:
         fields.update(linear_num_value_heads=read_int(c, "mamba_num_heads"),
                       linear_value_head_dim=read_int(c, "mamba_head_dim"),
                       linear_num_key_heads=read_int(c, "n_groups"),
                       linear_key_head_dim=read_int(c, "ssm_state_size"),
                       linear_conv_kernel=read_int(c, "conv_kernel"),
                       linear_conv_bias=c["use_conv_bias"])
-    if "moe" in blocks:
-        # transformers builds the shared expert whatever `n_shared_experts` says (fixed to 1)
-        shared = read_int(c, "moe_shared_expert_intermediate_size")
-        fields.update(moe_fields(c, "n_routed_experts", "moe_intermediate_size"),
-                      layer_moe=tuple(b == "moe" for b in blocks),
-                      num_shared_experts=1, shared_expert_intermediate_size=shared)
     return fields
+
+
+def _mamba2_fields(c: Mapping[str, Any], width: int) -> dict[str, Any]:
+    """The Mamba-2 shape keys Bamba and Falcon-H1 share (`mamba_n_heads`, `mamba_d_head`,
+    `mamba_n_groups`, `mamba_d_state`, `mamba_d_conv`, `mamba_conv_bias`), `width` wide."""
+    return {**mamba2_heads(c, width, "mamba_n_heads", "mamba_d_head"),
+            "linear_num_key_heads": read_int(c, "mamba_n_groups"),
+            "linear_key_head_dim": read_int(c, "mamba_d_state"),
+            "linear_conv_kernel": read_int(c, "mamba_d_conv"),
+            "linear_conv_bias": c["mamba_conv_bias"]}
+
+
+def _read_bamba(c: Mapping[str, Any]) -> dict[str, Any]:
+    """Bamba (transformers' BambaDecoderLayer): each layer one mixer, GQA attention on
+    `attn_layer_indices` (`attention_bias` on q/k/v/o) and Mamba-2 elsewhere, then a SwiGLU of
+    `intermediate_size`. The Mamba-2 width is `mamba_expand` x hidden_size in `mamba_n_heads`
+    heads, its output through a gated RMSNorm. RoPE on half of each head (BambaConfig hard-codes
+    `partial_rotary_factor` 0.5) changes no weight."""
+    layers = c["num_hidden_layers"]
+    attention = c["attn_layer_indices"] or []
+    if not set(attention) <= set(range(layers)):
+        raise ConfigError(f"`attn_layer_indices` ({attention!r}) must name layers 0..{layers - 1}")
+    mixers = tuple(ATTENTION_MIXER if i in attention else MAMBA2_MIXER for i in range(layers))
+    fields = {**biases(c), "mlp_bias": c["mlp_bias"]}
+    if MAMBA2_MIXER not in mixers:
+        return fields
+    width = read_int(c, "mamba_expand") * c["hidden_size"]
+    return {**fields, "layer_mixers": mixers, **_mamba2_fields(c, width),
+            "linear_norm": True}
 
 
 def _kimi_linear_layer_types(c: Mapping[str, Any]) -> list[str]:
@@ -188,19 +231,10 @@ def _read_falcon_h1(c: Mapping[str, Any]) -> dict[str, Any]:
     heads (`mamba_d_head` "auto": inner / heads); the µP multipliers carry no parameters."""
     inner = (c["mamba_d_ssm"] if c["mamba_d_ssm"] is not None
              else read_int(c, "mamba_expand") * c["hidden_size"])
-    heads = read_int(c, "mamba_n_heads")
-    head_dim = inner // heads if c["mamba_d_head"] == "auto" else read_int(c, "mamba_d_head")
-    if head_dim * heads != inner:
-        raise ConfigError(f"`mamba_d_head` ({c['mamba_d_head']!r}) x `mamba_n_heads` ({heads}) "
-                          f"must equal the Mamba inner width ({inner})")
     return {
         **biases(c), "mlp_bias": c["mlp_bias"],
         "layer_mixers": (PARALLEL_MAMBA2_MIXER,) * c["num_hidden_layers"],
-        "linear_num_value_heads": heads, "linear_value_head_dim": head_dim,
-        "linear_num_key_heads": read_int(c, "mamba_n_groups"),
-        "linear_key_head_dim": read_int(c, "mamba_d_state"),
-        "linear_conv_kernel": read_int(c, "mamba_d_conv"), "linear_conv_bias": c["mamba_conv_bias"],
-        "linear_norm": c["mamba_rms_norm"],
+        **_mamba2_fields(c, inner), "linear_norm": c["mamba_rms_norm"],
     }
 
 
@@ -273,6 +307,20 @@ FAMILIES: dict[str, Family] = {
         aliases={"num_experts": "num_local_experts", "num_experts_per_token": "num_experts_per_tok",
                  "num_shared_experts": "n_shared_experts",
                  "model_max_length": "max_position_embeddings"},
+    ),
+    "bamba": Family(
+        _read_bamba, defaults(
+            (128000, 4096, 14336, 32, 32, 8, None, "silu", 262144, False), attention_bias=False,
+            mlp_bias=False, attn_layer_indices=None, mamba_n_heads=128, mamba_d_head="auto",
+            mamba_n_groups=1, mamba_d_state=256, mamba_d_conv=4, mamba_expand=2,
+            mamba_conv_bias=True),
+        # Mamba-2 kernel knobs and the loss's z-term change no shape; `attn_rotary_emb` (older
+        # checkpoints: the RoPE width) is replaced by the hard-coded half-head RoPE
+        ignored=frozenset({"mamba_chunk_size", "time_step_limit", "time_step_min",
+                           "time_step_max", "time_step_floor", "z_loss_coefficient",
+                           "num_logits_to_keep", "use_mamba_kernels", "attn_rotary_emb",
+                           "partial_rotary_factor"}),
+        fixed={"mamba_proj_bias": (False,)},
     ),
     "falcon_h1": Family(
         _read_falcon_h1, defaults(

@@ -504,15 +504,16 @@ def test_gemma3_five_sliding_layers_per_global():
 
 MAMBA = dict(linear_num_key_heads=2, linear_key_head_dim=16, linear_num_value_heads=8,
              linear_value_head_dim=16, linear_conv_kernel=4, linear_conv_bias=True)
+# a block per layer, as the real Nemotron-H patterns (some Mamba-2 block without an FFN after it)
 NEMOTRON_H_DENSE = dict(
     BASE, num_layers=6, gated_mlp=False, hidden_act="relu2", intermediate_size=256,
-    layer_mixers=("mamba2", "none", "attention", "none", "mamba2", "none"),
-    layer_ffn_widths=(0, 256, 0, 256, 0, 256), **MAMBA,
+    layer_mixers=("mamba2", "none", "attention", "none", "mamba2", "mamba2"),
+    layer_ffn_widths=(0, 256, 0, 256, 0, 0), **MAMBA,
 )  # fmt: skip
 NEMOTRON_H_MOE = dict(
     NEMOTRON_H_DENSE, num_experts=8, experts_per_token=2, moe_intermediate_size=32,
     num_shared_experts=1, shared_expert_intermediate_size=64,
-    layer_moe=(False, True, False, False, False, True), layer_ffn_widths=(0, 0, 0, 256, 0, 0),
+    layer_moe=(False, True, False, False, False, False), layer_ffn_widths=(0, 0, 0, 256, 0, 0),
 )  # fmt: skip
 
 
@@ -529,6 +530,24 @@ def test_nemotron_h_designs_export_exactly(fields):
     # source: transformers 5.24 meta-device model; tolerance 0
     assert _transformers_model(exported)[0] == count_params(arch).total_params
     assert _same_shape(architecture_from_hf_config(exported), arch)
+
+
+def test_nemotron_h_split_form_imports_as_one_layer_per_pair():
+    """A pattern that is wholly (mixer, FFN) pairs with Mamba-2 (what export writes for a hybrid
+    whose every layer has both) is read one layer per pair: 6 blocks M - * - M - are 3 layers,
+    each a mixer then its MLP. The same model as the 6 one-block layers (mamba2, none,
+    attention, none, mamba2, none): the same count and the same blocks when exported again; the
+    file cannot tell the two apart, and the pair reading is the design export wrote."""
+    alternating = Architecture(**dict(
+        NEMOTRON_H_DENSE, layer_mixers=("mamba2", "none", "attention", "none", "mamba2", "none"),
+        layer_ffn_widths=(0, 256, 0, 256, 0, 256)))
+    exported = architecture_to_hf_config(alternating)
+    merged = architecture_from_hf_config(exported)
+    assert (merged.num_layers, merged.layer_mixers) == (3, ("mamba2", "attention", "mamba2"))
+    assert (merged.num_dense_layers, merged.layer_ffn_widths) == (3, None)
+    assert count_params(merged).total_params == count_params(alternating).total_params
+    again = architecture_to_hf_config(merged)
+    assert again["layers_block_type"] == exported["layers_block_type"]
 
 
 def test_nemotron_h_reads_its_block_pattern():
