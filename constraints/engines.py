@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from cost_model.architecture import Architecture
-from cost_model.deployment import Deployment
+from cost_model.deployment import ENGINES, Deployment
 
-ENGINE_NAMES = ("vllm", "sglang", "trtllm")
+ENGINE_NAMES = ENGINES  # the serving engines, named in one place (cost_model/deployment.py)
 BF16_LINEAR = frozenset({"bf16", "fp16"})  # unquantized linear layers
 
 

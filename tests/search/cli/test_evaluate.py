@@ -113,3 +113,15 @@ def test_uncalibrated_parts_are_named_in_the_json_and_one_printed_line(capsys):
     assert len(lines) == 1 and "linear_attention" in lines[0] and "roofline" in lines[0]
     assert main(["evaluate", LLAMA, "--hardware", "h200"]) == 0
     assert "uncalibrated" not in capsys.readouterr().out
+
+
+def test_engine_flag_keys_the_benchmark_ttft_terms(capsys):
+    """`--engine` reaches the Workload: the JSON names it and the benchmark TTFT at C = 1 uses
+    that engine's per-request overhead (cost_model/data/serving/benchmark.toml), the steady
+    TTFT (the engine does not change a step's time) staying the same."""
+    argv = (LLAMA, "--hardware", "h200", "--concurrency", "1")
+    generic, sglang = _doc(capsys, *argv), _doc(capsys, *argv, "--engine", "sglang")
+    assert generic["workload"]["engine"] is None and sglang["workload"]["engine"] == "sglang"
+    a, b = generic["points"][0], sglang["points"][0]
+    assert a["ttft_ms"] == b["ttft_ms"] and a["tpot_ms"] == b["tpot_ms"]
+    assert a["benchmark_ttft_ms"] != b["benchmark_ttft_ms"]
