@@ -14,6 +14,8 @@ column takes the value of the command's flag of the same name):
     kv_precision   KV cache (default: fp8 when precision computes in 8 bits or less, else bf16)
     isl, osl       input / output tokens per request
     concurrency    requests in flight; blank: the most that fit (memory and the engine's cap)
+    engine         serving engine (vllm, sglang, trtllm) whose benchmark-TTFT terms apply;
+                   blank: the generic ones
 
 Other columns (e.g. your measured values) are ignored. Output on stdout: a CSV with one row per
 evaluated input row, in input order, `line` its line in ROWS.csv (the header is line 1), then
@@ -56,7 +58,7 @@ from search.records.documents import breakdown_ms
 INT_COLUMNS = ("tp", "ep", "pp", "dp", "isl", "osl")
 OUTPUT_COLUMNS = (
     "line", "model", "hardware", "gpus", "tp", "ep", "pp", "dp", "precision", "moe_precision",
-    "kv_precision", "isl", "osl", "concurrency", "params_total", "params_active",
+    "kv_precision", "isl", "osl", "engine", "concurrency", "params_total", "params_active",
     "weights_gib_per_gpu", "max_concurrency", "fits_memory", "tpot_ms", "ttft_ms",
     "benchmark_ttft_ms", "tokens_per_s_per_user", "tokens_per_s_per_gpu", "gemm_ms",
     "attention_ms", "linear_attention_ms", "communication_ms", "other_ms",
@@ -117,7 +119,8 @@ class RowReader:
         self.check_formats(hw, dep)
         concurrency = self.value(row, "concurrency")
         return BatchRow(line, arch, hw, dep,
-                        make_workload(isl_tokens=ints["isl"], osl_tokens=ints["osl"]),
+                        make_workload(isl_tokens=ints["isl"], osl_tokens=ints["osl"],
+                                      engine=self.value(row, "engine") or None),
                         _whole(concurrency, "concurrency") if concurrency else None)
 
     def check_formats(self, hw: HardwareSpec, dep: Deployment) -> None:
@@ -203,8 +206,8 @@ def _inputs(row: BatchRow, concurrency: int) -> dict:
             "tp": d.tp, "ep": d.ep, "pp": d.pp, "dp": d.dp, "precision": d.precision,
             "moe_precision": d.expert_precision, "kv_precision": d.kv_cache_precision,
             "isl": row.workload.isl_tokens, "osl": row.workload.osl_tokens,
-            "concurrency": concurrency, "params_total": counts.total_params,
-            "params_active": counts.active_params}
+            "engine": row.workload.engine or "", "concurrency": concurrency,
+            "params_total": counts.total_params, "params_active": counts.active_params}
 
 
 def evaluate_rows(rows: list[BatchRow]) -> list[dict]:
@@ -218,6 +221,7 @@ def _defaults(args: argparse.Namespace) -> dict[str, str]:
     values = {"hardware": args.hardware, "tp": args.tp, "ep": args.ep, "pp": args.pp,
               "dp": args.dp, "precision": args.precision, "kv_precision": args.kv_precision,
               "moe_precision": args.moe_precision, "isl": args.isl, "osl": args.osl,
+              "engine": args.engine,
               "concurrency": args.concurrency[0] if args.concurrency else None}
     return {k: str(v) for k, v in values.items() if v is not None}
 

@@ -25,7 +25,7 @@ from cost_model.units import GIB_BYTES, MS_PER_S
 # the columns of `evaluate --batch ROWS.csv` (search/cli/evaluate_batch.py): one operating point
 # per row, blank or absent columns taking the command's flags
 BATCH_COLUMNS = ("model", "hardware", "tp", "ep", "pp", "dp", "precision", "kv_precision",
-                 "moe_precision", "isl", "osl", "concurrency")
+                 "moe_precision", "isl", "osl", "concurrency", "engine")
 DEFAULT_WINDOW = (10.0, 1000.0)  # tokens/s/user: from batch-style serving to very fast chat
 # TPOT by part (NVIDIA, AI Model Co-Design (2026), Figure 2, with the linear-attention layers'
 # state updates and scans as their own part): `attention` is full and sliding attention only

@@ -231,3 +231,20 @@ def test_no_fit_json_has_the_same_keys_with_fits_memory_false(capsys, concurrenc
     err = captured.err.strip()
     assert len(err.splitlines()) == 1 and "does not fit" in err
     assert "GiB with the workspace and one request's KV" in err
+
+
+def test_engine_column_and_flag_key_the_benchmark_ttft(tmp_path, capsys):
+    """A row's `engine` (blank: the `--engine` flag, else generic) reaches its Workload: each row
+    equals `evaluate … --engine E` alone, and the column is echoed in the output."""
+    header = HEADER + ",engine"
+    path = _write(tmp_path, [f"{LLAMA},h200,1,1,1,1,fp8,,,1024,256,4,sglang",
+                             f"{LLAMA},h200,1,1,1,1,fp8,,,1024,256,4,"], header)
+    assert main(["evaluate", "--batch", str(path), "--engine", "trtllm"]) == 0
+    rows = _csv(capsys.readouterr().out)
+    assert [r["engine"] for r in rows] == ["sglang", "trtllm"]
+    for row in rows:
+        single = _single(capsys, str(LLAMA), "--hardware", "h200", "--osl", "256",
+                         "--concurrency", "4", "--engine", row["engine"])["points"][0]
+        assert float(row["benchmark_ttft_ms"]) == pytest.approx(single["benchmark_ttft_ms"],
+                                                                rel=1e-5)
+    assert rows[0]["benchmark_ttft_ms"] != rows[1]["benchmark_ttft_ms"]
