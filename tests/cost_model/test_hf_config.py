@@ -631,3 +631,69 @@ def test_gemma4_small_models_features_are_refused_naming_the_field(key, value):
     rule = r"model_type `gemma4_text`: .* not modelled \(must be 0\)$"
     with pytest.raises(ConfigError, match=rf"^`{key}` \({value}\) is not supported for " + rule):
         architecture_from_hf_config(config)
+
+
+# ---- glm4_moe, qwen2_moe, bamba: the model_types export writes are read back (issue 12) --------
+
+
+def test_glm4_5_air_count_by_hand():
+    """GLM-4.5-Air (H 4096, 96 q heads / 8 KV heads of 128, q/k/v biases, V 151552 untied): per
+    layer q + k + v + o = 2·4096·12288 + 2·4096·1024 = 109,051,904 (+ biases 12288 + 2·1024),
+    2 norms; layer 0 a SwiGLU of 10944 (3·4096·10944 = 134,479,872); 45 MoE layers of 128
+    experts of 1408 (3·4096·1408 = 17,301,504 each), the shared MLP as wide and the 128 x 4096
+    router: 2,232,418,304 each; the embedding and lm_head 2·151552·4096 = 1,241,513,984:
+    46·109,066,240 + 93·4096 + 134,479,872 + 45·2,232,418,304 + 1,241,513,984
+    = 106,852,245,504; active: less 45·120 idle experts (93,428,121,600) = 13,424,123,904."""
+    arch = architecture_from_hf_config(_config("GLM-4.5-Air"))
+    assert (arch.first_dense_layers, arch.num_moe_layers, arch.num_shared_experts) == (1, 45, 1)
+    assert (arch.qkv_bias, arch.o_bias, arch.qk_norm, arch.shared_expert_gate) == (
+        True, False, False, False)
+    counts = count_params(arch)
+    assert (counts.total_params, counts.active_params) == (106_852_245_504, 13_424_123_904)
+
+
+def test_bamba_9b_count_by_hand():
+    """Bamba-9B: 3 attention layers (q + k + v + o = 2·4096² + 2·4096·1024 = 41,943,040) and 29
+    Mamba-2 layers (width 2·4096 = 8192 in 128 heads of 64, one group of state 128: in_proj
+    4096·(2·8192 + 2·128 + 128) = 68,681,728, conv (8192 + 256)·(4 + 1) = 42,240, dt/A/D 3·128,
+    gated norm 8192, out_proj 8192·4096 = 33,554,432: 102,286,976), a SwiGLU of 14336 on every
+    layer (176,160,768), 2 norms per layer + the final one, V 128256 untied (2·525,336,576):
+    3·41,943,040 + 29·102,286,976 + 32·176,160,768 + 65·4096 + 1,050,673,152 = 9,780,235,392
+    (the card's 9.78B)."""
+    arch = architecture_from_hf_config(_config("Bamba-9B"))
+    attention = tuple(i for i, mixer in enumerate(arch.layer_mixers) if mixer == "attention")
+    assert (attention, arch.num_linear_attention_layers, arch.linear_norm) == (
+        (9, 18, 27), 29, True)
+    assert count_params(arch).total_params == 9_780_235_392
+
+
+def test_qwen1_5_moe_reads_its_gated_shared_expert():
+    """Qwen1.5-MoE-A2.7B: q/k/v biases, every layer MoE (60 experts of 1408, top-4) with one
+    sigmoid-gated shared expert of 5632 (= 4 x 1408: its four shared experts as one MLP); with
+    `use_sliding_window` the even layers below `max_window_layers` slide, as transformers."""
+    config = _config("Qwen1.5-MoE-A2.7B")
+    arch = architecture_from_hf_config(config)
+    assert (arch.qkv_bias, arch.o_bias, arch.num_moe_layers, arch.num_experts) == (
+        True, False, 24, 60)
+    assert (arch.num_shared_experts, arch.shared_expert_intermediate_size,
+            arch.shared_expert_gate) == (1, 5632, True)
+    sliding = {**config, "use_sliding_window": True, "sliding_window": 4096}
+    assert architecture_from_hf_config(sliding).num_sliding_layers == 11  # 0, 2, …, 20 < 21
+    assert _transformers_model(sliding)[1] == 11
+
+
+@pytest.mark.parametrize(("stem", "change", "message"), [
+    ("Bamba-9B", {"attn_layer_indices": [9, 40]},
+     "`attn_layer_indices` ([9, 40]) must name layers 0..31"),
+    ("Bamba-9B", {"mamba_d_head": 48}, "`mamba_d_head` (48) x `mamba_n_heads` (128) must equal "
+                                      "the Mamba-2 width (8192)"),
+    ("Bamba-9B", {"mamba_proj_bias": True}, "`mamba_proj_bias` (True) is not supported"),
+    ("Qwen1.5-MoE-A2.7B", {"mlp_only_layers": [3]},
+     "`mlp_only_layers` ([3]) is not supported: only leading layers 0..k-1 can be dense"),
+    ("GLM-4.5-Air", {"n_shared_experts": -1}, "`n_shared_experts` (-1) must be an integer >= 0"),
+], ids=["bamba-layer-out-of-range", "bamba-heads-not-tiling", "bamba-proj-bias",
+        "qwen2-moe-scattered-dense", "glm-negative-shared"])  # fmt: skip
+def test_new_family_refusals_name_the_field(stem, change, message):
+    with pytest.raises(ConfigError) as info:
+        architecture_from_hf_config({**_config(stem), **change})
+    assert message in str(info.value)

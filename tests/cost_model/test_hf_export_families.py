@@ -1,7 +1,7 @@
 """Export to the model_types that express GQA MoE with shared experts / leading dense layers
 (glm4_moe, qwen2_moe) and serial Mamba-2 hybrids (bamba; nemotron_h with a layer as two
-blocks), the one-line refusals of designs no transformers model_type expresses, and the
-equivalences the exporter relies on, run on real tensors.
+blocks), and import back to the same design; the one-line refusals of designs no transformers
+model_type expresses, and the equivalences the exporter relies on, run on real tensors.
 
 source of every count: transformers 5.24 meta-device model of the exported config; tolerance 0.
 """
@@ -10,7 +10,7 @@ import pytest
 
 from cost_model.architecture import Architecture
 from cost_model.errors import ConfigError
-from cost_model.hf import architecture_to_hf_config
+from cost_model.hf import architecture_from_hf_config, architecture_to_hf_config
 from cost_model.params import count_params
 
 from tests.cost_model.transformers_meta import meta_model, transformers_config
@@ -53,6 +53,15 @@ def test_designs_export_to_the_family_that_expresses_them(fields, model_type):
     assert exported["model_type"] == model_type
     model = meta_model(transformers_config(exported))
     assert sum(p.numel() for p in model.parameters()) == count_params(arch).total_params
+
+
+@pytest.mark.parametrize("fields", [c[1] for c in EXPORTABLE], ids=[c[0] for c in EXPORTABLE])
+def test_the_export_imports_back_to_the_same_design(fields):
+    """import(export(arch)) is arch: the same `design_key` (the nemotron_h split read back one
+    layer per mixer/FFN pair, n shared experts as n, the shared-MLP width, the placement)."""
+    arch = Architecture(**fields)
+    again = architecture_from_hf_config(architecture_to_hf_config(arch))
+    assert again.design_key == arch.design_key
 
 
 def test_glm4_moe_rotates_the_whole_head_and_routes_in_one_group():

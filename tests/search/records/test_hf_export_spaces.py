@@ -2,8 +2,10 @@
 (the all-low and all-high corners, and one random draw for each combination of the structural
 options: experts or none, shared experts, leading dense layers, attention kind, linear mixer,
 sliding window or none, a layer pattern or none) export to a config.json that transformers
-loads, and its model (built on the meta device) has exactly our parameter count. The designs no
-transformers model_type expresses are strict xfails, each with the reason export gives.
+loads, its model (built on the meta device) has exactly our parameter count, and importing the
+written file (what `archscout evaluate exported/config.json` reads) gives the same design
+(`design_key`). The designs no transformers model_type expresses are strict xfails, each with
+the reason export gives.
 
 source: transformers (installed) meta-device model of the exported config; tolerance 0.
 """
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from cost_model.errors import ConfigError
+from cost_model.hf import load_architecture
 from cost_model.params import count_params
 from search.records.export import HF_ENGINE_KEY, hf_document, write_export
 from search.study.space import (
@@ -129,3 +132,11 @@ def test_hf_export_of_the_space_loads_with_the_exact_count(study, index, tmp_pat
     with torch.device("meta"):
         model = transformers.AutoModelForCausalLM.from_config(config)
     assert sum(p.numel() for p in model.parameters()) == count_params(cand.arch).total_params
+
+
+@pytest.mark.parametrize("study, index", CASES)
+def test_hf_export_of_the_space_imports_back_to_the_same_design(study, index, tmp_path):
+    """import(export(arch)).design_key == arch.design_key, through the file export writes."""
+    spec, cand = _architectures(study)[index]
+    target = write_export(tmp_path, tmp_path / "config.json", hf_document(spec, cand))
+    assert load_architecture(target).design_key == cand.arch.design_key
