@@ -2,7 +2,7 @@
 
 - `importer`: `architecture_from_hf_config`, dispatching on `model_type` to a `Family` of
   `gqa` (GQA/sliding/chunked transformers), `mla` (DeepSeek MLA and DSA), `hybrid` (linear-
-  attention layers: Qwen3-Next/3.5, Nemotron-H, Kimi Linear, Falcon-H1) or `nas`
+  attention layers: Qwen3-Next/3.5, Nemotron-H, Bamba, Kimi Linear, Falcon-H1) or `nas`
   (Nemotron-NAS, remote code); `common` holds what the readers share.
 - `export`: `architecture_to_hf_config`, the most natural exact `model_type`.
 - `files`: our own JSON and `load_architecture`.
