@@ -36,6 +36,7 @@ from optuna.storages.journal._file import get_lock_file
 
 from search.atomic import write_text_atomic
 from search.study.errors import StorageError
+from search.study.trial_index import IndexWriter, drop_beyond
 
 SIZE_RECORD_NAME = "study.journal.size"  # bytes known durable: a shorter file was truncated
 SHARED_MARK = "shared"  # in the size record: written by workers, other appends may follow
@@ -169,6 +170,7 @@ def _cut_partial_tail(fd: int, path: Path, batch_start: int | None = None) -> tu
     whole = os.pread(fd, start - cut, cut).count(b"\n")
     os.ftruncate(fd, cut)
     os.fsync(fd)
+    drop_beyond(path, cut)  # index records of the lines that went
     what = f"batch ({whole} whole lines and a partial one)" if whole else "last line"
     print(f"archscout: cut the unfinished {what} of {path}: {end - cut} bytes of a write that a "
           "crash interrupted", file=sys.stderr)
@@ -211,9 +213,10 @@ class SafeJournalFileBackend(JournalFileBackend):
     def append_logs(self, logs: list[dict[str, Any]]) -> None:
         self.append(_encode(logs))
 
-    def append(self, data: bytes, written: Callable[[], None] = lambda: None) -> None:
+    def append(self, data: bytes, written: Callable[[], None] = lambda: None) -> int:
         """Append `data` (whole lines) and fsync; `written()` is called once the bytes are in
-        the file, before the fsync (so an interrupted fsync never makes a caller write again)."""
+        the file, before the fsync (so an interrupted fsync never makes a caller write again).
+        Returns the offset `data` starts at."""
         try:
             with get_lock_file(self._lock):
                 fd = os.open(self._file_path, os.O_RDWR | os.O_APPEND)
@@ -230,6 +233,7 @@ class SafeJournalFileBackend(JournalFileBackend):
                     os.close(fd)
         except OSError as exc:
             raise _io_error(self.path, exc) from None
+        return end
 
     def sync(self) -> None:
         try:
@@ -263,10 +267,12 @@ class SafeJournalFileBackend(JournalFileBackend):
 class BatchedJournalBackend(BaseJournalBackend):
     """Buffers appended logs in memory until `flush()`; reads see file + buffer. One writer.
     A batch is appended at most once: it leaves the buffer as soon as its bytes are in the file
-    (an fsync interrupted after that is repeated by the next flush, the write never is)."""
+    (an fsync interrupted after that is repeated by the next flush, the write never is). Each
+    durable batch gets its record in the trial index (`search.study.trial_index`)."""
 
     def __init__(self, inner: SafeJournalFileBackend, file_logs: int):
         self._inner = inner
+        self._index = IndexWriter(inner.path)
         self._pending: list[dict[str, Any]] = []
         self._file_logs = file_logs  # whole lines in the file
         self._unsynced = False
@@ -284,8 +290,10 @@ class BatchedJournalBackend(BaseJournalBackend):
             self._inner.sync()
             self._unsynced = False
         if self._pending:
-            self._inner.append(_encode(self._pending), written=self._written)
+            logs, data = self._pending, _encode(self._pending)
+            start = self._inner.append(data, written=self._written)
             self._unsynced = False
+            self._index.add_batch(start, data, logs)
 
     def _written(self) -> None:
         self._file_logs += len(self._pending)
