@@ -1,26 +1,22 @@
 """`archscout show`, `export` and `plot`: look at one trial, write it as a config, draw the
 Pareto set's frontiers, a trial's time breakdown or roofline, or the hypervolume history.
-(`pareto --parquet/--csv` is `arrow_export.write_pareto_files`.)"""
+(`pareto --parquet/--csv` is `arrow_export.write_pareto_files`.)
+
+`show` and `export` read one trial: through the default journal's trial index when it answers
+(`search.study.trial_index.read_trial`: one line decoded, not the whole journal), else by
+replaying the study. Plotting (matplotlib) and the study commands' module are imported only
+by the commands that use them."""
 
 from __future__ import annotations
 
 import argparse
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
-import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from search.cli.errors import CommandError, TrialError
-from search.cli.study import load_study, open_for_reading
-from search.plots.frontier import DEFAULT_TOP, image_format, write_figure, write_frontier_plot
-from search.plots.kinds import (
-    breakdown_figure,
-    history_figure,
-    hypervolume_history,
-    roofline_figure,
-)
 from search.records.export import (
     FORMATS,
     export_document,
@@ -44,12 +40,20 @@ from search.study.record import recorded_spec
 from search.study.report import pareto_document
 from search.study.space import Candidate, sweeps_deployments, swept_candidates
 from search.study.spec import StudySpec, load_spec
+from search.study.storage import check_readable, default_journal_path
+from search.study.trial_index import IndexedTrial, read_trial
+from search.study.journal_file import acknowledged_end
+
+if TYPE_CHECKING:
+    import optuna
 
 
 @contextmanager
 def opened_study(args: argparse.Namespace) -> Iterator[tuple[StudySpec, optuna.Study]]:
     """The study and the spec it ran with (its stored record; a note on stderr when the file
     `args.study` differs), so every candidate is rebuilt as it was evaluated."""
+    from search.cli.study import load_study, open_for_reading
+
     spec = load_spec(args.study)
     handle = open_for_reading(Path(args.study), spec, args.storage)
     try:
@@ -60,13 +64,52 @@ def opened_study(args: argparse.Namespace) -> Iterator[tuple[StudySpec, optuna.S
 
 
 def find_trial(spec: StudySpec, study: optuna.Study, number: int) -> tuple[FrozenTrial, Candidate]:
-    """The finished, valid trial `number` and its rebuilt candidate."""
+    """The finished, valid trial `number` of `study` and its rebuilt candidate."""
     trials = study.get_trials(deepcopy=False)
     trial = next((t for t in trials if t.number == number), None)
     if trial is None:
-        span = f"0 … {len(trials) - 1}" if trials else "none yet"
-        raise TrialError(f"`TRIAL` ({number}) is not a trial of study `{spec.name}` "
-                         f"(trials: {span})")
+        raise _not_a_trial(spec, number, len(trials))
+    return checked_trial(spec, trial)
+
+
+def _not_a_trial(spec: StudySpec, number: int, trials: int) -> TrialError:
+    span = f"0 … {trials - 1}" if trials else "none yet"
+    return TrialError(f"`TRIAL` ({number}) is not a trial of study `{spec.name}` "
+                      f"(trials: {span})")
+
+
+def indexed_trial(study_file: Path, spec: StudySpec, number: int) -> IndexedTrial | None:
+    """Trial `number` read through the trial index of the study's default journal, after the
+    checks a reader makes of that journal (`check_readable`: a StorageError as the replay would
+    give); None when there is no journal yet or its index cannot answer."""
+    path = default_journal_path(study_file, spec.name)
+    if not path.exists():
+        return None  # the replay's path names what is missing
+    check_readable(path)
+    try:
+        return read_trial(path, spec.name, number, limit=acknowledged_end(path))
+    except (OSError, ValueError, KeyError, TypeError):  # an index that does not match: replay
+        return None
+
+
+def read_one_trial(args: argparse.Namespace) -> tuple[StudySpec, FrozenTrial, Candidate]:
+    """`show`/`export`: the spec the study ran with, trial `args.trial` and its candidate;
+    through the trial index when the study is on the default journal and the index answers,
+    else from the replayed study (`opened_study`, `find_trial`)."""
+    file_spec = load_spec(args.study)
+    found = None if args.storage else indexed_trial(Path(args.study), file_spec, args.trial)
+    if found is None:
+        with opened_study(args) as (spec, study):
+            return spec, *find_trial(spec, study, args.trial)
+    spec = recorded_spec(found, file_spec, str(args.study))  # reads found.user_attrs only
+    if found.trial is None:
+        raise _not_a_trial(spec, args.trial, found.trials)
+    return spec, *checked_trial(spec, found.trial)
+
+
+def checked_trial(spec: StudySpec, trial: FrozenTrial) -> tuple[FrozenTrial, Candidate]:
+    """`trial` and its rebuilt candidate, if it is complete and still builds."""
+    number = trial.number
     if trial.state == TrialState.FAIL:
         why = trial_details(trial.user_attrs).get("invalid", "no reason recorded")
         raise TrialError(f"`TRIAL` ({number}) failed: its shape is not a model ({why})")
@@ -165,10 +208,8 @@ def print_record(rec: dict) -> None:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    with opened_study(args) as (spec, study):
-        trial, cand = find_trial(spec, study, args.trial)
-        record = {**trial_record(spec, trial, cand),
-                  "uncalibrated": uncalibrated_document(cand.arch)}
+    spec, trial, cand = read_one_trial(args)
+    record = {**trial_record(spec, trial, cand), "uncalibrated": uncalibrated_document(cand.arch)}
     if args.json:
         print_json(record)
     else:
@@ -204,16 +245,14 @@ def point_candidate(spec: StudySpec, cand: Candidate, interactivity: float
 
 def run_export(args: argparse.Namespace) -> int:
     target = export_target(args.output, args.format)
-    with opened_study(args) as (spec, study):
-        trial, cand = find_trial(spec, study, args.trial)
-        if args.interactivity is not None:
-            if args.format != "vllm":
-                raise TrialError("`--interactivity` chooses a deployment: it needs --format vllm")
-            cand, point = point_candidate(spec, cand, args.interactivity)
-            document = {**vllm_document(spec, cand, point["concurrency"]),
-                        "operating_point": point}
-        else:
-            document = export_document(spec, trial, cand, args.format)
+    spec, trial, cand = read_one_trial(args)
+    if args.interactivity is not None:
+        if args.format != "vllm":
+            raise TrialError("`--interactivity` chooses a deployment: it needs --format vllm")
+        cand, point = point_candidate(spec, cand, args.interactivity)
+        document = {**vllm_document(spec, cand, point["concurrency"]), "operating_point": point}
+    else:
+        document = export_document(spec, trial, cand, args.format)
     write_export(args.output, target, document)
     print(f"wrote {args.format} export of trial {trial.number} ({cand.arch.name}) to {target}")
     return 0
@@ -224,7 +263,11 @@ CANDIDATE_KINDS = ("breakdown", "roofline")  # plots of one trial (`--trial`)
 
 
 def _check_plot_args(args: argparse.Namespace) -> None:
+    from search.plots.frontier import DEFAULT_TOP, image_format
+
     image_format(Path(args.output))  # a bad suffix fails before any work
+    if args.top is None:
+        args.top = DEFAULT_TOP
     if args.top < 1:
         raise CommandError(f"`--top` ({args.top}) must be >= 1")
     if args.trial is not None and args.kind not in CANDIDATE_KINDS:
@@ -238,6 +281,8 @@ def _no_feasible(spec: StudySpec, trials: int) -> NoFeasibleError:
 
 
 def _plot_frontier(args, spec: StudySpec, study: optuna.Study) -> str:
+    from search.plots.frontier import write_frontier_plot
+
     doc = pareto_document(spec, study)
     if not doc["pareto"]:
         raise _no_feasible(spec, doc["trials"])
@@ -247,6 +292,9 @@ def _plot_frontier(args, spec: StudySpec, study: optuna.Study) -> str:
 
 
 def _plot_candidate(args, spec: StudySpec, study: optuna.Study) -> str:
+    from search.plots.frontier import write_figure
+    from search.plots.kinds import breakdown_figure, roofline_figure
+
     number = args.trial
     if number is None:  # the top-ranked Pareto architecture
         doc = pareto_document(spec, study)
@@ -261,6 +309,9 @@ def _plot_candidate(args, spec: StudySpec, study: optuna.Study) -> str:
 
 
 def _plot_history(args, spec: StudySpec, study: optuna.Study) -> str:
+    from search.plots.frontier import write_figure
+    from search.plots.kinds import history_figure, hypervolume_history
+
     history = hypervolume_history(spec, study)
     if not len(history.hypervolume):
         raise _no_feasible(spec, len(history.finished_trials))
@@ -313,8 +364,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    "vs interactivity of the Pareto set (default); breakdown: TPOT by part at "
                    "latency- and throughput-first serving; roofline: a trial's GEMMs on the GPU "
                    "roofline; history: hypervolume and feasible trials over trials")
-    p.add_argument("--top", type=int, default=DEFAULT_TOP, help="frontier: architectures drawn, "
-                   f"by frontier area (default {DEFAULT_TOP})")
+    p.add_argument("--top", type=int, default=None, help="frontier: architectures drawn, by "
+                   "frontier area (default: search.plots.frontier.DEFAULT_TOP; the plotting "
+                   "module is imported only when a plot is drawn)")
     p.add_argument("--trial", type=int, default=None, help="breakdown, roofline: the trial "
                    "(default: the top-ranked Pareto architecture)")
     p.set_defaults(func=run_plot)
