@@ -1,7 +1,9 @@
 """Start-up (issue 14): `archscout gemm` and `archscout evaluate` import only their own command
 module, never optuna, matplotlib, scipy or sqlalchemy (checked in a fresh interpreter, after
-running the commands, so a new eager import anywhere on those paths fails here); and the
-command table of search/cli/main.py says exactly what each command module registers."""
+running the commands, so a new eager import anywhere on those paths fails here); `archscout
+show` (issue 17) imports no matplotlib and, reading through the journal's trial index, not the
+study commands' module either; and the command table of search/cli/main.py says exactly what
+each command module registers."""
 
 import argparse
 import json
@@ -51,6 +53,18 @@ def test_cost_commands_do_not_import_heavy_packages(name):
     others = {f"search.cli.{m}" for m in cli.COMMAND_MODULES} - {"search.cli.cost",
                                                                  "search.cli.evaluate"}
     assert not others & set(found["search"]), found["search"]
+
+
+def test_show_imports_no_plotting(tmp_path):
+    study = tmp_path / "quickstart.toml"
+    study.write_text((ROOT / "studies" / "quickstart.toml").read_text()
+                     .replace("batch_size = 64", "batch_size = 16"))
+    assert cli.main(["search", str(study), "--trials", "16", "--no-progress"]) == 0
+    found = _modules_after(["show", str(study), "3", "--json"])
+    assert found["rc"] == 0
+    assert "matplotlib" not in found["heavy"], found["heavy"]
+    assert "search.plots" not in found["search"], found["search"]
+    assert "search.cli.study" not in found["search"]  # the index answered: no replay
 
 
 def test_help_lists_every_command_without_importing_them():
