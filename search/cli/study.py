@@ -16,6 +16,7 @@ from search.records.tables import format_table, print_json
 from search.study.errors import NoFeasibleError, StorageError
 from search.study.record import recorded_spec
 from search.study.report import pareto_document, read_cached_document, write_cached_document
+from search.study.resilience import with_retries
 from search.study.runner import RunSummary, describe_rejections, run_study
 from search.study.spec import StudySpec, load_spec
 from search.study.storage import (
@@ -163,7 +164,7 @@ def _finish(args, spec: StudySpec, summary: RunSummary | None,
     """The Pareto table (or document) at the end of a search; `written`: the run's own storage,
     whose trials are in memory already (a journal is not decoded a second time)."""
     handle = written or open_for_reading(Path(args.study), spec, args.storage)
-    doc = pareto_document(spec, load_study(spec, handle))
+    doc = closing_document(spec, handle)
     if not args.storage:  # this run wrote the journal: keep its document for `pareto`
         write_cached_document(default_journal_path(Path(args.study), spec.name), spec, doc)
     if not doc["pareto"]:
@@ -175,6 +176,14 @@ def _finish(args, spec: StudySpec, summary: RunSummary | None,
     else:
         print_pareto(doc)
     return 0
+
+
+def closing_document(spec: StudySpec, handle: StorageHandle) -> dict:
+    """The Pareto document of the study in `handle`, read after the last batch with the retry
+    policy of the batches (a database restart then is one line per attempt, not a traceback
+    in every worker)."""
+    return with_retries(lambda: pareto_document(spec, load_study(spec, handle)),
+                        "the closing report")
 
 
 def load_study(spec: StudySpec, handle: StorageHandle) -> optuna.Study:

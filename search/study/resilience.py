@@ -4,12 +4,16 @@
   has a heartbeat row, both written by the transaction that creates it
   (`search.study.storage.WorkerRDBStorage`), so a worker dying mid-ask leaves nothing
   unrecognizable.
-- Before each batch (`fail_orphans`), RUNNING trials are settled: a trial of this very process
-  (it has nothing in flight between batches: a batch cut by a database error) is PRUNED, i.e.
-  abandoned and never counted; a trial of a worker on this machine that no longer exists is
-  failed at once; on RDB, trials of workers silent for the grace period are failed (Optuna's
-  `fail_stale_trials`, widened to trials without heartbeat rows that started that long ago);
-  on a shared journal, trials without a worker name that started that long ago are failed.
+- A trial asked and never evaluated is abandoned (`abandon`): PRUNED, with why in its
+  `abandoned` attribute, so it never counts toward `--trials` and its place is asked anew
+  (FAIL is kept for trials that were evaluated: a shape that is no model).
+- Before each batch (`fail_orphans`), RUNNING trials are settled that way: a trial of this
+  very process (it has nothing in flight between batches: a batch cut by a database error); a
+  trial of a worker on this machine that no longer exists (a killed worker its parent has not
+  reaped yet, a zombie, included); on RDB, trials of workers silent for the grace period
+  (trials without heartbeat rows that started that long ago included); on a shared journal,
+  trials without a worker name that started that long ago. (Trials of a plain Optuna RDB
+  storage are failed as Optuna's `fail_stale_trials` fails them.)
 - Database errors (a restart, a dropped connection) are retried with exponential back-off and
   one clean line on stderr naming the driver's error (no SQL); the batch in flight is asked
   anew.
@@ -33,7 +37,14 @@ from optuna.trial import TrialState
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, PendingRollbackError
 
 from search.study.errors import StorageError
-from search.study.storage import HEARTBEAT_GRACE_S, WORKER_ATTR, StorageHandle, worker_id
+from search.study.storage import (
+    ABANDONED_ATTR,
+    HEARTBEAT_GRACE_S,
+    WORKER_ATTR,
+    StorageHandle,
+    WorkerRDBStorage,
+    worker_id,
+)
 
 # Optuna re-raises a failed commit as StorageInternalError (with the driver error as its cause).
 RETRYABLE = (OperationalError, InterfaceError, DBAPIError, optuna.exceptions.StorageInternalError)
@@ -41,6 +52,8 @@ RETRY_ATTEMPTS = 8
 # /proc gives a process's start to about a second (boot time in whole seconds): a worker that
 # started this much after its own trial is taken as another process reusing the pid.
 PID_START_SLACK_S = 5.0
+# proc(5), /proc/PID/stat field 3: a process that ended and waits for its parent to reap it.
+EXITED_STATES = ("Z", "X")
 FIRST_WAIT_S = 1.0
 MAX_WAIT_S = 30.0
 T = TypeVar("T")
@@ -55,14 +68,30 @@ def _pid_alive(pid: int, since: datetime | None = None) -> bool:
         return False
     except PermissionError:  # exists, owned by someone else
         pass
+    if _process_state(pid) in EXITED_STATES:
+        return False  # killed or exited, not yet reaped by its parent
     started = _process_start(pid)
     return since is None or started is None or started <= since.timestamp() + PID_START_SLACK_S
+
+
+def _stat_fields(pid: int) -> list[str]:
+    """/proc/PID/stat after the command name: [state, ppid, ...] (proc(5), fields 3 on)."""
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+
+
+def _process_state(pid: int) -> str | None:
+    """The one-letter state of process `pid` (proc(5): R, S, D, Z zombie, X dead, ...); None
+    where unknown."""
+    try:
+        return _stat_fields(pid)[0]
+    except (OSError, IndexError):
+        return None
 
 
 def _process_start(pid: int) -> float | None:
     """When process `pid` started (seconds since the epoch), from /proc; None where unknown."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        fields = _stat_fields(pid)
         boot_s = next(float(line.split()[1]) for line in Path("/proc/stat").read_text()
                       .splitlines() if line.startswith("btime "))
         return boot_s + int(fields[19]) / os.sysconf("SC_CLK_TCK")
@@ -96,30 +125,64 @@ def _marks_at_ask(storage) -> bool:
 
 def fail_orphans(study: optuna.Study, handle: StorageHandle) -> int:
     """Settle the RUNNING trials nobody will tell (see the module's docstring); returns how many
-    were failed or abandoned. Call it between batches only (this process's own RUNNING trials
-    are taken as abandoned)."""
+    were abandoned. Call it between batches only (this process's own RUNNING trials are taken
+    as abandoned)."""
     if not handle.shared:
         return 0  # the batching journal never writes RUNNING trials
-    storage = study._storage  # noqa: SLF001 - the study's own storage
-    beating = heartbeats_enabled(storage)
-    if beating:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            optuna.storages.fail_stale_trials(study)
-    host, me, settled = socket.gethostname(), worker_id(), 0
+    beating = heartbeats_enabled(study._storage)  # noqa: SLF001 - the study's own storage
+    settled = _settle_stale(study) if beating else 0
+    host, me, orphans = socket.gethostname(), worker_id(), {}
     for t in running_trials(study):
-        if t.user_attrs.get(WORKER_ATTR) == me:
-            state = TrialState.PRUNED  # ours, from a batch a storage error cut short
-        elif _dead_worker(t, host) or (not beating and WORKER_ATTR not in t.user_attrs
-                                       and _started_long_ago(t)):
-            state = TrialState.FAIL
-        else:
-            continue
+        reason = _orphan_reason(t, host, me, beating)
+        if reason:
+            orphans.setdefault(reason, []).append(t._trial_id)  # noqa: SLF001
+    return settled + sum(abandon(study, ids, reason) for reason, ids in orphans.items())
+
+
+def _orphan_reason(t: optuna.trial.FrozenTrial, host: str, me: str, beating: bool) -> str:
+    """Why the RUNNING trial `t` is abandoned, or "" when it is someone's work in progress."""
+    owner = t.user_attrs.get(WORKER_ATTR)
+    if owner == me:
+        return "its batch was cut short by a storage error (asked anew)"
+    if _dead_worker(t, host):
+        return f"worker {owner} ended before telling it"
+    if not beating and owner is None and _started_long_ago(t):
+        return f"no worker named it within {HEARTBEAT_GRACE_S} s"
+    return ""
+
+
+def _settle_stale(study: optuna.Study) -> int:
+    """Trials whose worker stopped beating: abandoned on archscout's RDB storage, failed as
+    Optuna fails them (`fail_stale_trials`) on a plain one."""
+    backend = getattr(study._storage, "_backend", study._storage)  # noqa: SLF001
+    if isinstance(backend, WorkerRDBStorage):
+        stale = backend._get_stale_trial_ids(study._study_id)  # noqa: SLF001
+        return abandon(study, stale, f"no heartbeat for {HEARTBEAT_GRACE_S} s")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.storages.fail_stale_trials(study)
+    return 0
+
+
+def abandon(study: optuna.Study, trial_ids: list[int], reason: str) -> int:
+    """Settle the RUNNING trials of `trial_ids` (asked, never evaluated) as PRUNED with `reason`
+    in their `abandoned` attribute: they never count toward `--trials`, so their places are
+    asked anew. A trial another worker settled or told first is left as it is. Returns how
+    many were settled here."""
+    if not trial_ids:
+        return 0
+    storage = study._storage  # noqa: SLF001
+    backend = getattr(storage, "_backend", storage)
+    if isinstance(backend, WorkerRDBStorage):  # one transaction, rows locked
+        return len(backend.abandon_trials(list(trial_ids), reason))
+    settled = 0
+    for trial_id in trial_ids:
         try:
-            storage.set_trial_state_values(t._trial_id, state=state)  # noqa: SLF001
+            storage.set_trial_user_attr(trial_id, ABANDONED_ATTR, reason)
+            storage.set_trial_state_values(trial_id, state=TrialState.PRUNED)
             settled += 1
         except optuna.exceptions.UpdateFinishedTrialError:
-            pass  # another worker settled it first
+            pass  # another worker settled or told it first
     return settled
 
 
@@ -163,19 +226,15 @@ def drop_surplus(study: optuna.Study, trials: list[optuna.Trial],
                  target: int) -> list[optuna.Trial]:
     """The freshly asked `trials` that fit in the study's `target`: counting finished and
     RUNNING trials by number, those beyond the target (other workers asked the last ones at
-    the same moment) are PRUNED unevaluated, so a study never holds more than `target`
+    the same moment) are abandoned unevaluated, so a study never holds more than `target`
     finished trials."""
     counted = [t.number for t in study.get_trials(
         deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL, TrialState.RUNNING))]
     rank = {number: i for i, number in enumerate(sorted(counted))}
     keep = [t for t in trials if rank.get(t.number, 0) < target]
-    for t in trials:
-        if rank.get(t.number, 0) >= target:
-            try:
-                study._storage.set_trial_state_values(t._trial_id,  # noqa: SLF001
-                                                      state=TrialState.PRUNED)
-            except optuna.exceptions.UpdateFinishedTrialError:
-                pass  # settled by another worker meanwhile: not ours to drop any more
+    surplus = [t._trial_id for t in trials if rank.get(t.number, 0) >= target]  # noqa: SLF001
+    abandon(study, surplus, "asked beyond the study's trials (another worker asked the last "
+                            "ones at the same moment)")
     return keep
 
 

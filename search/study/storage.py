@@ -69,8 +69,12 @@ OUTPUT_DIR = "out"  # beside the study file; git-ignored (studies/out/)
 JOURNAL_NAME = "study.journal"
 OWNER_LOCK_NAME = "study.journal.owner"
 WORKER_ATTR = "worker"  # user attribute of a trial on a shared storage: host:pid that asked it
+# user attribute of a trial asked and never evaluated, settled as PRUNED so that it never
+# counts toward `--trials`: why it was abandoned (search.study.resilience.abandon)
+ABANDONED_ATTR = "abandoned"
 # RDB heartbeats (Optuna RDBStorage): a worker records one per asked trial; trials of a worker
-# silent for the grace period are failed by the next batch of any worker. Batches take < 1 s.
+# silent for the grace period are abandoned (PRUNED) by the next batch of any worker.
+# Batches take < 1 s.
 HEARTBEAT_INTERVAL_S = 10
 HEARTBEAT_GRACE_S = 60
 # Schema creation on a new database (see _open_rdb): a fixed advisory-lock key (any 64-bit value
@@ -335,6 +339,25 @@ class WorkerRDBStorage(optuna.storages.RDBStorage):
                                 [{"trial_id": r.trial_id, "key": WORKER_ATTR, "value_json": me}
                                  for r in rows])
             return finished, [(row.trial_id, row.number) for row in rows]
+
+    def abandon_trials(self, trial_ids: list[int], reason: str) -> list[int]:
+        """Settle those of `trial_ids` still RUNNING as PRUNED, with `reason` as their
+        `abandoned` attribute, in one transaction (rows locked, so a worker writing its batch
+        at the same moment either finds them settled or settles first). Returns the ids
+        settled here."""
+        model = rdb_models.TrialModel
+        with _create_scoped_session(self.scoped_session) as session:
+            rows = session.query(model).filter(model.trial_id.in_(trial_ids),
+                                               model.state == TrialState.RUNNING
+                                               ).with_for_update().all()
+            now = datetime.now()
+            for row in rows:
+                row.state, row.datetime_complete = TrialState.PRUNED, now
+            if rows:
+                session.execute(sqlalchemy.insert(rdb_models.TrialUserAttributeModel),
+                                [{"trial_id": row.trial_id, "key": ABANDONED_ATTR,
+                                  "value_json": json.dumps(reason)} for row in rows])
+            return [row.trial_id for row in rows]
 
     def record_heartbeats(self, trial_ids: list[int]) -> None:
         """`record_heartbeat` of every trial in `trial_ids` (rows made at reservation), one
