@@ -23,8 +23,11 @@ journal to `--trials` (e.g. 20000) in three `archscout search` runs, to 1,000, t
 `--trials` (each a resume of the one before), timing every batch; reports the rate of the first
 and of the last 2,000 trials, and at 1,000 / 5,000 / `--trials` trials: the resume time (open the
 journal, load the study into the run's copy, no new trial), `pareto --json` and `show TRIAL` run
-in this process (`search.cli.main.main`, imports already warm: the command's own work, not
-Python's start-up), and the Pareto document recomputed from all trials (what `pareto` costs when
+in this process (`search.cli.main.main`, the code path of `archscout show`, imports already warm:
+the command's own work, not Python's start-up), whether that `show` was answered through the
+journal's trial index (search/study/trial_index.py) or by replaying the study, `show TRIAL` as
+a fresh `python -m search.cli.main` process (what `time archscout show` measures: start-up and
+imports included), and the Pareto document recomputed from all trials (what `pareto` costs when
 the study changed after the search kept its document, e.g. a run killed before its end).
 Run: python tests/benchmarks/bench_search_speed.py [--trials 2000] [--workers 2] [--deployments]
      python tests/benchmarks/bench_search_speed.py --scale --trials 20000
@@ -33,8 +36,11 @@ Run: python tests/benchmarks/bench_search_speed.py [--trials 2000] [--workers 2]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -274,7 +280,9 @@ class Checkpoint:
     trials: int
     resume_s: float
     pareto_s: float  # `pareto --json` reading the document the search kept
-    show_s: float
+    show_s: float  # `show TRIAL` in this process
+    show_indexed: bool  # that `show` read the trial through the journal's trial index
+    show_cold_s: float  # `show TRIAL` as a fresh process
     recomputed_s: float  # the document from all trials
 
 
@@ -292,7 +300,6 @@ def _batch_timer(times: list[tuple[int, float]]) -> Callable:
 
 def _cli_s(argv: list[str]) -> float:
     """Wall time of one in-process CLI command, its output discarded."""
-    import contextlib
     import io
 
     from search.cli.main import main
@@ -303,6 +310,22 @@ def _cli_s(argv: list[str]) -> float:
     if code != 0:
         raise RuntimeError(f"{argv} exited {code}")
     return time.perf_counter() - start
+
+
+def _cold_s(argv: list[str]) -> float:
+    """Wall time of one CLI command in a fresh interpreter (`archscout ARGV`), output discarded."""
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "search.cli.main", *argv], check=True,
+                   stdout=subprocess.DEVNULL, cwd=Path(__file__).resolve().parents[2])
+    return time.perf_counter() - start
+
+
+def _show_indexed(spec: StudySpec, study_file: Path, number: int) -> bool:
+    """Whether `show` answers trial `number` through the trial index (`indexed_trial`, the
+    function `archscout show` tries first), not by replaying the study."""
+    from search.cli.inspect import indexed_trial
+
+    return indexed_trial(study_file, spec, number) is not None
 
 
 def _recomputed_s(spec: StudySpec, study_file: Path) -> float:
@@ -324,13 +347,17 @@ def _checkpoint(spec: StudySpec, study_file: Path, journal: Path, trials: int,
     # logs a study creation before it finds the study exists), so the kept document is stale
     # after it; each reader twice, the faster kept (the first call imports its modules)
     pareto_s = min(_cli_s(["pareto", str(study_file), "--json"]) for _ in range(2))
-    show_s = min(_cli_s(["show", str(study_file), str(trials // 2)]) for _ in range(2))
+    show = ["show", str(study_file), str(trials // 2)]
+    show_s = min(_cli_s(show) for _ in range(2))
+    show_cold_s = _cold_s(show)
     recomputed_s = _recomputed_s(spec, study_file)
+    indexed = _show_indexed(spec, study_file, trials // 2)
     start = time.perf_counter()
     handle = open_default(journal, shared=False)
     run_study(spec, handle, trials, seed, show_progress=False)
     handle.close()
-    return Checkpoint(trials, time.perf_counter() - start, pareto_s, show_s, recomputed_s)
+    return Checkpoint(trials, time.perf_counter() - start, pareto_s, show_s, indexed,
+                      show_cold_s, recomputed_s)
 
 
 def _window_rate(times: list[tuple[int, float]], first: bool) -> float:
@@ -369,11 +396,13 @@ def scale_run(source: Path, trials: int, seed: int, folder: Path) -> None:
     print(f"\nrate: first {RATE_WINDOW_TRIALS:,} trials {first:.1f} trials/s, last "
           f"{RATE_WINDOW_TRIALS:,} of {trials:,} {last:.1f} trials/s: {last / first:.0%} "
           f"(goal >= 90%)")
-    print(f"{'trials':>7} {'resume s':>9} {'pareto s':>9} {'show s':>7} {'recomputed s':>12}"
-          "   (pareto: the kept document; recomputed: from all trials)")
+    print(f"{'trials':>7} {'resume s':>9} {'pareto s':>9} {'show s':>7} {'show via':>8} "
+          f"{'show cold s':>11} {'recomputed s':>12}   (pareto: the kept document; show cold: "
+          "a fresh process; recomputed: from all trials)")
     for c in checkpoints:
+        via = "index" if c.show_indexed else "replay"
         print(f"{c.trials:>7,} {c.resume_s:>9.2f} {c.pareto_s:>9.2f} {c.show_s:>7.2f} "
-              f"{c.recomputed_s:>12.2f}")
+              f"{via:>8} {c.show_cold_s:>11.2f} {c.recomputed_s:>12.2f}")
 
 
 def parse_args() -> argparse.Namespace:
@@ -398,6 +427,9 @@ def parse_args() -> argparse.Namespace:
                              "resume/pareto/show at 1,000, 5,000 and --trials trials")
     parser.add_argument("--dir", type=Path, default=None,
                         help="where the journal files go (default: a temporary folder)")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the folder of journals (e.g. to time `archscout show` on "
+                             "the --scale study afterwards)")
     return parser.parse_args()
 
 
@@ -407,7 +439,10 @@ def main() -> None:
     spec = load_spec(args.study)
     if args.batch_size:
         spec = spec.model_copy(update={"batch_size": args.batch_size})
-    with tempfile.TemporaryDirectory(dir=args.dir, prefix="bench-search-speed-") as tmp:
+    prefix = "bench-search-speed-"
+    folder_made = (contextlib.nullcontext(tempfile.mkdtemp(dir=args.dir, prefix=prefix))
+                   if args.keep else tempfile.TemporaryDirectory(dir=args.dir, prefix=prefix))
+    with folder_made as tmp:
         folder = Path(tmp)
         if args.scale:
             print(f"study {spec.name}, {args.trials:,} trials on the default journal in "
