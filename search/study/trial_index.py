@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import zlib
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -39,6 +40,7 @@ CREATE_STUDY, DELETE_STUDY, SET_STUDY_USER_ATTR, SET_STUDY_SYSTEM_ATTR, CREATE_T
 TRIAL_UPDATES = range(5, 10)  # SET_TRIAL_*: no-ops on a trial created finished
 DISCARD_TRIALS = 10  # skipped by Optuna's replay ("only supported by Rustuna")
 FIRST_LINE_MAX_BYTES = 1 << 16  # the journal's first line (a study creation) is ~200 bytes
+BACKWARD_CHUNK_BYTES = 1 << 16  # read backwards from the end for the last newline
 
 
 def index_path(journal: Path) -> Path:
@@ -209,7 +211,7 @@ class IndexWriter:
             self._add(start, data, logs)
         except (OSError, ValueError, KeyError, TypeError):  # a cache: readers can replay
             self._stopped = True
-            with _ignored_os_errors():
+            with suppress(OSError):
                 index_path(self.journal).unlink(missing_ok=True)
 
     def _add(self, start: int, data: bytes, logs: list[dict[str, Any]]) -> None:
@@ -246,14 +248,6 @@ class IndexWriter:
         at.end = end
 
 
-class _ignored_os_errors:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, exc, tb):
-        return kind is not None and issubclass(kind, OSError)
-
-
 def drop_beyond(journal: Path, end: int) -> None:
     """The journal was cut to `end` bytes: records reaching past it go (with all after them)."""
     path = index_path(journal)
@@ -267,7 +261,7 @@ def drop_beyond(journal: Path, end: int) -> None:
         if record is None or record["end"] > end:
             break
         keep += len(line)
-    with _ignored_os_errors():
+    with suppress(OSError):
         os.truncate(path, keep)
 
 
@@ -288,7 +282,7 @@ def whole_lines_end(fd: int) -> int:
     """Where the journal's last whole line ends (what Optuna's replay reads of it)."""
     end = os.fstat(fd).st_size
     while end > 0:
-        start = max(end - FIRST_LINE_MAX_BYTES, 0)
+        start = max(end - BACKWARD_CHUNK_BYTES, 0)
         found = os.pread(fd, end - start, start).rfind(b"\n")
         if found >= 0:
             return start + found + 1

@@ -94,10 +94,16 @@ def test_show_reads_through_the_index_and_prints_what_the_replay_prints(tmp_path
     _search(study, 2 * BATCH)
     number = next(t.number for t in _replayed(study).get_trials() if t.state.name == "COMPLETE")
     replayed = _show_replayed(study, number, monkeypatch)
+    export = ["export", str(study), str(number), "--format", "json", "-o"]
+    with monkeypatch.context() as m:
+        m.setattr(inspect, "indexed_trial", lambda *args: None)
+        assert main([*export, str(tmp_path / "replayed.json")]) == 0
     with monkeypatch.context() as m:  # the fast path must not replay the study at all
         m.setattr(inspect, "opened_study", None)
         assert _show(study, number) == replayed
         assert main(["show", str(study), str(10 * BATCH)]) == 2  # not a trial: same error
+        assert main([*export, str(tmp_path / "indexed.json")]) == 0
+    assert (tmp_path / "indexed.json").read_text() == (tmp_path / "replayed.json").read_text()
 
 
 def test_a_partial_batch_a_kill_left_then_its_cut(tmp_path):
