@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -276,8 +277,9 @@ def proc_pid(trial) -> str:
 
 def test_trials_without_heartbeat_rows_go_stale(tmp_path):
     """RUNNING trials without any heartbeat row (asked by a client that never beat, as
-    archscout's workers did when they died before their first beat) are failed once they
-    started longer than the grace period ago; a fresh one is left alone."""
+    archscout's workers did when they died before their first beat) are abandoned (PRUNED,
+    never counted) once they started longer than the grace period ago; a fresh one is left
+    alone."""
     from search.study.storage import WorkerRDBStorage
 
     name = f"nobeat-{uuid.uuid4().hex[:10]}"
@@ -294,7 +296,8 @@ def test_trials_without_heartbeat_rows_go_stale(tmp_path):
     study = optuna.load_study(study_name=name, storage=storage)
     fail_orphans(study, StorageHandle(storage, "test"))
     states = {t.number: t.state for t in study.get_trials()}
-    assert states == {old.number: TrialState.FAIL, young.number: TrialState.RUNNING}
+    assert states == {old.number: TrialState.PRUNED, young.number: TrialState.RUNNING}
+    assert study.trials[old.number].user_attrs["abandoned"] == "no heartbeat for 60 s"
 
 
 def _stored(trial) -> tuple:
@@ -347,3 +350,129 @@ def test_a_worker_reads_the_others_trials_after_each_batch(tmp_path):
 
 def _trials_of(spec):
     return optuna.load_study(study_name=spec.name, storage=URL).get_trials()
+
+
+def _outage(url: str, down_s: float) -> threading.Thread:
+    """What a server restart does to the clients of the database at `url`, on that database
+    alone (the suite's server is shared): every connection to it is closed
+    (pg_terminate_backend) and new ones are refused ("not currently accepting connections")
+    for `down_s`, then accepted again. Returns the thread that ends the outage."""
+    name = url.rsplit("/", 1)[1]
+    admin = sqlalchemy.create_engine(URL, isolation_level="AUTOCOMMIT",
+                                     poolclass=sqlalchemy.pool.NullPool)
+    with admin.connect() as conn:
+        conn.execute(sqlalchemy.text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false'))
+        conn.execute(sqlalchemy.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                     "WHERE datname = :name"), {"name": name})
+
+    def back() -> None:
+        time.sleep(down_s)
+        with admin.connect() as conn:
+            conn.execute(sqlalchemy.text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true'))
+        admin.dispose()
+
+    thread = threading.Thread(target=back)
+    thread.start()
+    return thread
+
+
+def _evaluated(trial) -> bool:
+    return "details" in trial.user_attrs
+
+
+def test_a_restart_during_a_batch_write_keeps_the_batch(tmp_path, fresh_database_url,
+                                                         monkeypatch, capsys):
+    """The database goes away in the middle of a batch's write (inside `finish_trials`'
+    transaction, its rows locked) and refuses connections for 1.5 s: the worker retries, and
+    the batch it evaluated is written into its own reserved places; the study ends with the 32
+    requested trials, every one evaluated, none abandoned, failed unevaluated or RUNNING."""
+    from search.study import storage
+
+    real, outages = storage._trial_rows, []
+
+    def cut_mid_write(trial_id, trial):
+        if not outages:
+            outages.append(_outage(fresh_database_url, 1.5))
+        return real(trial_id, trial)
+
+    monkeypatch.setattr(storage, "_trial_rows", cut_mid_write)
+    study = _study_file(tmp_path, batch_size=16)
+    assert main(["search", str(study), "--storage", fresh_database_url, "--trials", "32",
+                 "--no-progress"]) == 0
+    outages[0].join()
+    err = capsys.readouterr().err
+    assert "storage unavailable during a batch" in err and "Traceback" not in err
+    trials = optuna.load_study(study_name=load_spec(study).name,
+                               storage=fresh_database_url).get_trials()
+    assert sorted(t.number for t in trials) == list(range(32))
+    assert all(t.state in FINISHED and _evaluated(t) for t in trials)
+
+
+def test_a_restart_during_the_closing_report_is_retried(tmp_path, fresh_database_url,
+                                                         monkeypatch, capsys):
+    """The database goes away for 1.5 s just as `search` reads the study for its closing
+    Pareto table (after its last batch): the read is retried as the batches are (one line per
+    attempt) and the table is printed. Before, every worker died there with a 31-155-line
+    traceback (AdminShutdown; "Can't reconnect until invalid transaction is rolled back")."""
+    from search.cli import study as cli_study
+
+    real, outages = cli_study.pareto_document, []
+
+    def restart_first(spec, study):
+        if not outages:
+            outages.append(_outage(fresh_database_url, 1.5))
+        return real(spec, study)
+
+    monkeypatch.setattr(cli_study, "pareto_document", restart_first)
+    study = _study_file(tmp_path, batch_size=16)
+    assert main(["search", str(study), "--storage", fresh_database_url, "--trials", "16",
+                 "--no-progress"]) == 0
+    outages[0].join()
+    out, err = capsys.readouterr()
+    assert "Pareto-optimal architectures" in out
+    lines = err.strip().splitlines()
+    assert lines and all("storage unavailable during the closing report" in line
+                         for line in lines), err
+
+
+def test_a_killed_worker_not_yet_reaped_is_settled_at_once(tmp_path, capsys):
+    """A worker killed while asking, whose parent has not reaped it yet (a zombie: it still
+    answers kill(pid, 0)): the next worker abandons its 8 reserved places at once (PRUNED,
+    the reason in `abandoned`) and redoes them. Before, they stayed RUNNING for the 60 s
+    heartbeat grace and were then failed unevaluated, counting toward `--trials`
+    (bench_faults: 512 finished of 512, 480 evaluated)."""
+    study = _study_file(tmp_path, batch_size=8)
+    proc = subprocess.Popen([sys.executable, "-c", KILL_AT_FIFTH_ASK, "search", str(study),
+                             "--storage", URL, "--trials", "16", "--no-progress"],
+                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)  # killed, left unreaped
+    try:
+        assert [t.state for t in _trials(study)] == [TrialState.RUNNING] * 8
+        start = time.monotonic()
+        assert main(["search", str(study), "--storage", URL, "--trials", "16",
+                     "--no-progress"]) == 0
+        assert time.monotonic() - start < 30  # not the 60 s grace
+    finally:
+        proc.wait()
+    capsys.readouterr()
+    trials = _trials(study)
+    abandoned = [t for t in trials if t.state == TrialState.PRUNED]
+    assert len(abandoned) == 8 and all(
+        f":{proc.pid} ended before telling it" in t.user_attrs["abandoned"] for t in abandoned)
+    assert sum(t.state in FINISHED and _evaluated(t) for t in trials) == 16
+    assert not [t for t in trials if t.state in FINISHED and not _evaluated(t)]
+
+
+def test_workers_children_report_one_line_each(tmp_path, fresh_database_url, capfd):
+    """`--workers 2` on a study whose name the database already holds with other objectives:
+    each child says why in one line, the parent sums up in one more; no traceback."""
+    study = _study_file(tmp_path)
+    optuna.create_study(study_name=load_spec(study).name, storage=fresh_database_url,
+                        directions=["minimize"])
+    assert main(["search", str(study), "--storage", fresh_database_url, "--trials", "16",
+                 "--workers", "2", "--no-progress"]) == 2
+    lines = capfd.readouterr().err.strip().splitlines()  # the children write to fd 2
+    assert len(lines) == 3, lines
+    assert sorted(line.split(":")[1] for line in lines[:2]) == [" worker 1", " worker 2"]
+    assert all("exists with other objectives" in line for line in lines[:2])
+    assert "2 of 2 workers failed" in lines[2]
