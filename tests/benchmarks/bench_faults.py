@@ -13,8 +13,11 @@ PostgreSQL worker and restart the server under a run, fill the disk; check the s
     processes, as on 4 machines) plus a fifth that is SIGKILLed when the study reaches a random
     10-30% of the requested trials, and one server restart (`pg_ctlcluster 15 main restart`) at
     a random 35-60%. The parent reads the study every second; at the end: finished vs
-    requested, RUNNING trials left, trials lost (finished once, gone later), duplicates, and
-    each surviving worker's exit code and stderr. The database is dropped afterwards.
+    requested, RUNNING trials left, trials lost (finished once, gone later), duplicates, FAIL
+    trials never evaluated (they would count toward `--trials`), abandoned (PRUNED) trials by
+    their `abandoned` reason (the killed worker's pid shown as KILLED), and each surviving
+    worker's exit code and stderr (the longest, its first lines). The database is dropped
+    afterwards.
 (c) a full disk: the study's out/ folder on a small tmpfs (`mount -t tmpfs -o size=4m`) half
     taken by a filler file; the search must stop with exit code 2 and one line on stderr,
     leave no temporary file and a journal that loads; after the filler is deleted the same
@@ -271,6 +274,9 @@ class PostgresReport:
     running_left_after_resume: int | None = None
     failed_unevaluated: int = 0  # FAIL trials never evaluated (asked, then settled as failed)
     pruned: int = 0  # asked and abandoned (a batch cut by the restart, asked anew; surplus)
+    abandoned: dict = field(default_factory=dict)  # why (`abandoned`, the killed worker's pid
+    # shown as KILLED) -> PRUNED trials
+    stderr_longest: list = field(default_factory=list)  # a surviving worker's longest stderr
     requested: int = 0
     finished: int = 0
     finished_after_resume: int | None = None
@@ -288,8 +294,15 @@ def _restart_server(report: PostgresReport) -> None:
     report.restart_s = time.monotonic() - start
 
 
-def _failed_unevaluated(study: Path, url: str) -> int:
-    return sum(t.state == TrialState.FAIL and not evaluated(t) for t in read_trials(study, url))
+def _settled_unevaluated(study: Path, url: str, victim_pid: int, report: PostgresReport) -> None:
+    """FAIL trials never evaluated, and the abandoned (PRUNED) ones by their reason."""
+    trials = read_trials(study, url)
+    report.failed_unevaluated = sum(t.state == TrialState.FAIL and not evaluated(t)
+                                    for t in trials)
+    report.pruned = sum(t.state == TrialState.PRUNED for t in trials)
+    reasons = [str(t.user_attrs.get("abandoned", "no reason recorded")).replace(
+        f":{victim_pid} ", ":KILLED ") for t in trials if t.state == TrialState.PRUNED]
+    report.abandoned = {why: reasons.count(why) for why in sorted(set(reasons))}
 
 
 def _watch(procs, victim, study, url, report, rng, seen: set) -> None:
@@ -336,7 +349,9 @@ def run_postgres(folder: Path, trials: int, seed: int) -> PostgresReport:
             _, err = p.communicate(timeout=RUN_TIMEOUT_S)
             if p is victim:
                 continue
-            report.stderr_lines_max = max(report.stderr_lines_max, len(err.strip().splitlines()))
+            lines = err.strip().splitlines()
+            if len(lines) > report.stderr_lines_max:
+                report.stderr_lines_max, report.stderr_longest = len(lines), lines[:6]
             if p.returncode == 0:
                 report.workers_ok += 1
             else:
@@ -347,8 +362,7 @@ def run_postgres(folder: Path, trials: int, seed: int) -> PostgresReport:
         report.duplicates, report.numbers_repeated = check.duplicates, check.numbers_repeated
         report.duplicate_numbers = check.duplicate_numbers
         report.running_left, report.finished = check.running, check.finished
-        report.failed_unevaluated = _failed_unevaluated(study, url)
-        report.pruned = sum(t.state == TrialState.PRUNED for t in read_trials(study, url))
+        _settled_unevaluated(study, url, victim.pid, report)
         if check.running or check.finished != trials:  # what one more run of the command does
             subprocess.run(search_command(study, trials, url), cwd=ROOT, capture_output=True,
                            timeout=RUN_TIMEOUT_S, check=False)
