@@ -254,7 +254,8 @@ class RemoteWorkspace:
     transaction each. After each batch the trials the other workers finished since the last
     read are copied in (`read_trials`: new and still-unfinished trial ids only), so the sampler
     sees the whole study a batch late at most. A worker that dies leaves its reserved trials
-    RUNNING with heartbeat rows: the others fail them as stale (`fail_orphans`)."""
+    RUNNING with heartbeat rows: the others abandon them (PRUNED, `fail_orphans`) and ask
+    their places anew."""
 
     def __init__(self, study: optuna.Study, handle: StorageHandle):
         self.durable, self.handle = study, handle
