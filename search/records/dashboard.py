@@ -68,7 +68,7 @@ def _view_trial(trial: FrozenTrial) -> FrozenTrial:
 
 def _fill(path: Path, spec: StudySpec, study: optuna.Study, trials: list[FrozenTrial],
           about: dict) -> None:
-    backend = BatchedJournalBackend(SafeJournalFileBackend(path), 0)
+    backend = BatchedJournalBackend(SafeJournalFileBackend(path), 0, indexed=False)
     verbosity = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # no "A new study created" line
     try:

@@ -268,11 +268,13 @@ class BatchedJournalBackend(BaseJournalBackend):
     """Buffers appended logs in memory until `flush()`; reads see file + buffer. One writer.
     A batch is appended at most once: it leaves the buffer as soon as its bytes are in the file
     (an fsync interrupted after that is repeated by the next flush, the write never is). Each
-    durable batch gets its record in the trial index (`search.study.trial_index`)."""
+    durable batch gets its record in the trial index (`search.study.trial_index`), unless the
+    file is no study's journal (`indexed=False`: e.g. the dashboard's view, written to a
+    temporary name and renamed, which an index beside it would outlive)."""
 
-    def __init__(self, inner: SafeJournalFileBackend, file_logs: int):
+    def __init__(self, inner: SafeJournalFileBackend, file_logs: int, indexed: bool = True):
         self._inner = inner
-        self._index = IndexWriter(inner.path)
+        self._index = IndexWriter(inner.path) if indexed else None
         self._pending: list[dict[str, Any]] = []
         self._file_logs = file_logs  # whole lines in the file
         self._unsynced = False
@@ -293,7 +295,8 @@ class BatchedJournalBackend(BaseJournalBackend):
             logs, data = self._pending, _encode(self._pending)
             start = self._inner.append(data, written=self._written)
             self._unsynced = False
-            self._index.add_batch(start, data, logs)
+            if self._index is not None:
+                self._index.add_batch(start, data, logs)
 
     def _written(self) -> None:
         self._file_logs += len(self._pending)
