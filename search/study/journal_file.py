@@ -36,7 +36,7 @@ from optuna.storages.journal._file import get_lock_file
 
 from search.atomic import write_text_atomic
 from search.study.errors import StorageError
-from search.study.trial_index import IndexWriter, drop_beyond
+from search.study.trial_index import IndexWriter, drop_beyond, last_line_end
 
 SIZE_RECORD_NAME = "study.journal.size"  # bytes known durable: a shorter file was truncated
 SHARED_MARK = "shared"  # in the size record: written by workers, other appends may follow
@@ -46,7 +46,6 @@ SHARED_MARK = "shared"  # in the size record: written by workers, other appends 
 # a lock file older than this was left by a writer that died while holding it.
 STALE_LOCK_S = 10.0
 LOG_PREFIX = b'{"op_code":'  # how every journal line starts (Optuna's json.dumps of the log)
-TAIL_CHUNK_BYTES = 1 << 16
 
 
 def _encode(logs: list[dict[str, Any]]) -> bytes:
@@ -139,18 +138,6 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def _last_line_end(fd: int, end: int) -> int:
-    """The offset just past the last newline before `end` (0 if there is none)."""
-    pos = end
-    while pos > 0:
-        start = max(pos - TAIL_CHUNK_BYTES, 0)
-        found = os.pread(fd, pos - start, start).rfind(b"\n")
-        if found >= 0:
-            return start + found + 1
-        pos = start
-    return 0
-
-
 def _cut_partial_tail(fd: int, path: Path, batch_start: int | None = None) -> tuple[int, int]:
     """Cut an unfinished last line (a write a crash interrupted, never acknowledged) so the next
     append does not glue onto it; returns the file's end. With `batch_start` (where the single
@@ -161,7 +148,7 @@ def _cut_partial_tail(fd: int, path: Path, batch_start: int | None = None) -> tu
     end = os.lseek(fd, 0, os.SEEK_END)
     if end == 0 or os.pread(fd, 1, end - 1) == b"\n":
         return end, 0
-    start = _last_line_end(fd, end)
+    start = last_line_end(fd, end)
     if not LOG_PREFIX.startswith(os.pread(fd, min(end - start, len(LOG_PREFIX)), start)):
         raise _corrupt(path, f"its last {end - start} bytes are not a journal line")
     cut = start
@@ -353,7 +340,7 @@ def acknowledged_end(path: Path) -> int | None:
         end = os.fstat(fd).st_size
         if end == 0 or os.pread(fd, 1, end - 1) == b"\n":
             return None
-        start = _last_line_end(fd, end)
+        start = last_line_end(fd, end)
         return batch_end if batch_end < start and _starts_a_line(fd, batch_end) else None
 
 
@@ -407,7 +394,7 @@ def _check_tail(path: Path) -> None:
         f.seek(end - 1)
         if f.read(1) == b"\n":
             return
-        start = _last_line_end(f.fileno(), end)
+        start = last_line_end(f.fileno(), end)
         if not LOG_PREFIX.startswith(os.pread(f.fileno(), min(end - start, len(LOG_PREFIX)),
                                               start)):
             raise _corrupt(path, f"its last {end - start} bytes are not a journal line")

@@ -278,16 +278,22 @@ class IndexedTrial:
     trials: int
 
 
-def whole_lines_end(fd: int) -> int:
-    """Where the journal's last whole line ends (what Optuna's replay reads of it)."""
-    end = os.fstat(fd).st_size
-    while end > 0:
-        start = max(end - BACKWARD_CHUNK_BYTES, 0)
-        found = os.pread(fd, end - start, start).rfind(b"\n")
+def last_line_end(fd: int, end: int) -> int:
+    """The offset just past the last newline before `end` (0 if there is none): the end of the
+    whole lines, read backwards in chunks (also `search.study.journal_file`'s tail check)."""
+    pos = end
+    while pos > 0:
+        start = max(pos - BACKWARD_CHUNK_BYTES, 0)
+        found = os.pread(fd, pos - start, start).rfind(b"\n")
         if found >= 0:
             return start + found + 1
-        end = start
+        pos = start
     return 0
+
+
+def whole_lines_end(fd: int) -> int:
+    """Where the journal's last whole line ends (what Optuna's replay reads of it)."""
+    return last_line_end(fd, os.fstat(fd).st_size)
 
 
 def read_trial(journal: Path, study_name: str, number: int,

@@ -23,13 +23,16 @@ import sys
 import tempfile
 import time
 import uuid
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import sqlalchemy
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from tests.fresh_database import fresh_database  # noqa: E402
+
 STATS_FLUSH_S = 1.5  # PostgreSQL publishes a backend's statistics at most once a second
 
 
@@ -67,26 +70,10 @@ def _db_stats(url: str) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
-@contextmanager
-def fresh_database(url: str):
-    """The URL of a new, empty database on the server of `url`, dropped afterwards."""
-    name = f"bench_{uuid.uuid4().hex[:12]}"
-    admin = sqlalchemy.create_engine(url, isolation_level="AUTOCOMMIT",
-                                     poolclass=sqlalchemy.pool.NullPool)
-    with admin.connect() as conn:
-        conn.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield url.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        with admin.connect() as conn:
-            conn.execute(sqlalchemy.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
-
-
 def run_once(repo: Path, url: str | None, workers: int, trials: int) -> Run:
     """One `archscout search` run on a fresh study (on PostgreSQL: in a fresh database)."""
     if url:
-        with fresh_database(url) as fresh:
+        with fresh_database(url, "bench") as fresh:
             return _run(repo, fresh, workers, trials)
     return _run(repo, None, workers, trials)
 

@@ -24,6 +24,7 @@ from search.study.report import pareto_document
 from search.study.resilience import fail_orphans
 from search.study.spec import load_spec
 from search.study.storage import StorageHandle
+from tests.fresh_database import fresh_database
 
 REPO = Path(__file__).resolve().parents[3]
 URL = os.environ.get("ARCHSCOUT_TEST_POSTGRES_URL")
@@ -77,17 +78,8 @@ def test_workers_share_one_study(tmp_path, capsys):
 @pytest.fixture
 def fresh_database_url():
     """A database created for this test alone (no Optuna schema in it yet), dropped after."""
-    name = f"fresh_{uuid.uuid4().hex[:12]}"
-    admin = sqlalchemy.create_engine(URL, isolation_level="AUTOCOMMIT",
-                                     poolclass=sqlalchemy.pool.NullPool)
-    with admin.connect() as conn:
-        conn.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield URL.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        with admin.connect() as conn:
-            conn.execute(sqlalchemy.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with fresh_database(URL, "fresh") as url:
+        yield url
 
 
 def test_eight_workers_start_at_once_on_a_fresh_database(tmp_path, fresh_database_url):

@@ -20,20 +20,14 @@ from search.study.runner import run_study
 from search.study.spec import load_spec
 from search.study.trial_index import index_path, read_trial
 
-REPO = Path(__file__).resolve().parents[3]
+from tests.search.study.test_storage_faults import _journal
+from tests.search.study.test_storage_faults import _study as quickstart_copy
+
 BATCH = 16
 
 
 def _study(folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    target = folder / "quickstart.toml"
-    text = (REPO / "studies" / "quickstart.toml").read_text()
-    target.write_text(text.replace("batch_size = 64", f"batch_size = {BATCH}"))
-    return target
-
-
-def _journal(study: Path) -> Path:
-    return study.parent / "out" / "quickstart" / "study.journal"
+    return quickstart_copy(folder, BATCH)
 
 
 def _search(study: Path, trials: int) -> None:
