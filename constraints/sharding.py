@@ -5,8 +5,9 @@ NVFP4 micro-blocks, Guideline 7)."""
 from __future__ import annotations
 
 import math
+from collections import Counter
 
-from cost_model.architecture import MAMBA2_MIXER, Architecture
+from cost_model.architecture import ATTENTION_MIXER, MAMBA2_MIXER, Architecture
 from cost_model.deployment import Deployment
 from cost_model.evaluate import deployment_violations
 from cost_model.precision import get_precision
@@ -73,8 +74,39 @@ def check_nvfp4_block(arch: Architecture, dep: Deployment) -> Violation:
                      f"{len(bad)} K dim(s) are not multiples of {block}: {listed}")
 
 
+def layer_kinds(arch: Architecture) -> tuple[str, ...]:
+    """Each layer's token mixer, sliding-window attention named apart ("attention/sliding")."""
+    mixers = arch.layer_mixers or (ATTENTION_MIXER,) * arch.num_layers
+    return tuple(f"{m}/sliding" if sliding else m
+                 for m, sliding in zip(mixers, arch.layer_is_sliding, strict=True))
+
+
+def stage_kind_counts(arch: Architecture, stages: int) -> list[Counter]:
+    """The layer kinds each of `stages` contiguous, equally long PP stages holds."""
+    kinds, size = layer_kinds(arch), arch.num_layers // stages
+    return [Counter(kinds[s * size:(s + 1) * size]) for s in range(stages)]
+
+
+def pattern_stage_violations(arch: Architecture, dep: Deployment) -> list[str]:
+    """NVIDIA, AI Model Co-Design (2026), Guideline 6 ("regular, repeatable layer patterns that are
+    easy to split into balanced pipeline stages"): PP stages of whole, equal layer counts must
+    also hold the same mixers (full, sliding, linear, none), i.e. a repeating unit of the layer
+    pattern divides the layers per stage (part of `pipeline_violations`)."""
+    pp, layers = dep.pp, arch.num_layers
+    if pp == 1 or pp > layers or layers % pp or len(set(layer_kinds(arch))) == 1:
+        return []
+    counts = stage_kind_counts(arch, pp)
+    if all(c == counts[0] for c in counts):
+        return []
+    shown = "; ".join(f"stage {s}: " + " + ".join(f"{n} {kind}" for kind, n in sorted(c.items()))
+                      for s, c in enumerate(counts) if c != counts[0] or s == 0)
+    return [f"`pp` ({pp}) splits the layer pattern into stages of different mixers ({shown}): "
+            f"a repeating unit of the pattern must divide the {layers // pp} layers per stage"]
+
+
 def pipeline_violations(arch: Architecture, dep: Deployment) -> list[str]:
-    """A balanced PP split: whole layers per stage, and (MoE) as many MoE layers per stage."""
+    """A balanced PP split: whole layers per stage, (MoE) as many MoE layers per stage, and
+    (layer patterns) the same mixers in every stage."""
     pp, layers = dep.pp, arch.num_layers
     if pp == 1 or pp > layers:  # pp > layers is already one of `deployment_violations`
         return []
@@ -85,7 +117,7 @@ def pipeline_violations(arch: Architecture, dep: Deployment) -> list[str]:
         broken.append(f"`pp` ({pp}) must divide the {arch.num_moe_layers} MoE layers "
                       f"(`num_layers` {layers} less {arch.num_dense_layers} dense) so that every "
                       "stage holds as many")
-    return broken
+    return broken + pattern_stage_violations(arch, dep)
 
 
 def linear_attention_violations(arch: Architecture, dep: Deployment) -> list[str]:

@@ -15,7 +15,7 @@ import numpy as np
 
 from constraints import CONSTRAINT_NAMES, ConstraintRules, Violation, check_candidate
 from cost_model.architecture import Architecture
-from cost_model.deployment import Deployment, make_workload
+from cost_model.deployment import make_workload
 from cost_model.errors import ConfigError
 from cost_model.frontier import frontier_area, pareto_mask
 from cost_model.hardware import get_hardware
@@ -27,7 +27,6 @@ from search.study.space import (
     Candidate,
     build_candidate,
     complete_params,
-    pattern_stage_violations,
     sweeps_deployments,
     swept_candidates,
 )
@@ -139,19 +138,6 @@ def _loss(arch: Architecture, tokens: float, trained_in: str) -> tuple[LossProxy
     return loss, ranking_loss_nats(arch, tokens, trained_in, central=loss)
 
 
-def with_pattern_rule(checks: dict[str, Violation], arch: Architecture, dep: Deployment
-                      ) -> dict[str, Violation]:
-    """`checks` with `pattern_stage_violations` counted in `divisibility` (one more broken rule
-    each, its message appended)."""
-    broken = pattern_stage_violations(arch, dep)
-    if not broken:
-        return checks
-    old = checks["divisibility"]
-    value = max(old.value, 0.0) + len(broken)
-    message = "; ".join(([old.message] if old.value > 0 else []) + broken)
-    return {**checks, "divisibility": Violation("divisibility", value, message)}
-
-
 def _finite_or(value: float, fallback: float) -> float:
     return value if math.isfinite(value) else fallback
 
@@ -164,9 +150,7 @@ def _outcome(spec: StudySpec, cand: Candidate, scores: ServingScores, i: int,
     metrics = {"frontier_area": float(scores.frontier_area[i]), "loss": ranked,
                "ttft_ms": _finite_or(float(scores.ttft_ms[i]), UNREACHED_TTFT_MS),
                "gpus": float(scores.gpus[i])}
-    checks = with_pattern_rule(check_candidate(cand.arch, cand.deployment, rules,
-                                               float(scores.max_concurrency[i])),
-                               cand.arch, cand.deployment)
+    checks = check_candidate(cand.arch, cand.deployment, rules, float(scores.max_concurrency[i]))
     dep = cand.deployment
     attrs = {
         "architecture": cand.arch.name, "frontier_area": metrics["frontier_area"],

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections import Counter
 from dataclasses import dataclass
 
 import optuna
@@ -23,7 +22,7 @@ from cost_model.architecture import (
 )  # fmt: skip
 from cost_model.deployment import Deployment, make_deployment
 from cost_model.errors import ConfigError
-from constraints.sharding import linear_attention_violations
+from constraints.sharding import linear_attention_violations, pattern_stage_violations
 from cost_model.evaluate import deployment_violations
 from cost_model.hf.export import export_gap
 from search.study.spec import SAME_FORMAT, Dimension, Space, StudySpec
@@ -206,37 +205,6 @@ def build_deployment(p: dict, is_moe: bool) -> Deployment:
                            kv_precision=p["kv_precision"], kvp=kvp,
                            spec_tokens=p.get("spec_tokens", 0),
                            serving=p.get("serving", "aggregated"))
-
-
-def layer_kinds(arch: Architecture) -> tuple[str, ...]:
-    """Each layer's token mixer, sliding-window attention named apart ("attention/sliding")."""
-    mixers = arch.layer_mixers or (ATTENTION_MIXER,) * arch.num_layers
-    return tuple(f"{m}/sliding" if sliding else m
-                 for m, sliding in zip(mixers, arch.layer_is_sliding, strict=True))
-
-
-def stage_kind_counts(arch: Architecture, stages: int) -> list[Counter]:
-    """The layer kinds each of `stages` contiguous, equally long PP stages holds."""
-    kinds, size = layer_kinds(arch), arch.num_layers // stages
-    return [Counter(kinds[s * size:(s + 1) * size]) for s in range(stages)]
-
-
-def pattern_stage_violations(arch: Architecture, dep: Deployment) -> list[str]:
-    """NVIDIA, AI Model Co-Design (2026), Guideline 6 ("regular, repeatable layer patterns that are
-    easy to split into balanced pipeline stages"): PP stages of whole, equal layer counts must
-    also hold the same mixers (full, sliding, linear, none), i.e. a repeating unit of the layer
-    pattern divides the layers per stage. (Unequal layer counts and MoE layers are
-    `constraints.sharding.pipeline_violations`' rules.)"""
-    pp, layers = dep.pp, arch.num_layers
-    if pp == 1 or pp > layers or layers % pp or len(set(layer_kinds(arch))) == 1:
-        return []
-    counts = stage_kind_counts(arch, pp)
-    if all(c == counts[0] for c in counts):
-        return []
-    shown = "; ".join(f"stage {s}: " + " + ".join(f"{n} {kind}" for kind, n in sorted(c.items()))
-                      for s, c in enumerate(counts) if c != counts[0] or s == 0)
-    return [f"`pp` ({pp}) splits the layer pattern into stages of different mixers ({shown}): "
-            f"a repeating unit of the pattern must divide the {layers // pp} layers per stage"]
 
 
 def swept_candidates(spec: StudySpec, cand: Candidate) -> list[Candidate]:

@@ -180,3 +180,18 @@ def test_mla_latent_is_replicated_on_every_tp_rank():
     assert "MLA" in violation.message and "latent" in violation.message
     assert "replicated on every one of the TP=8 ranks" in violation.message
     assert check_kv_replication(arch, Deployment(tp=1, dp=8, ep=8)).value == 0.0
+
+
+def test_divisibility_counts_a_pp_split_into_unlike_stages():
+    """Qwen3-Next-80B-A3B: 48 layers, full attention every 4th. PP 4 gives stages of 12 layers,
+    3 attention + 9 Gated DeltaNet each; PP 16 gives stages of 3, some with no attention layer:
+    the divisibility constraint (what the runner, the report and the sweep all check) counts it,
+    the message naming the stages."""
+    from tests.data_paths import HF_CONFIGS
+
+    arch = load_architecture(HF_CONFIGS / "Qwen3-Next-80B-A3B-Instruct.json")
+    alike = check_divisibility(arch, Deployment(tp=1, ep=1, pp=4))
+    unlike = check_divisibility(arch, Deployment(tp=1, ep=1, pp=16))
+    assert alike.value == 0
+    assert unlike.value == 1 and "splits the layer pattern into stages of different mixers" in \
+        unlike.message and "3 layers per stage" in unlike.message
