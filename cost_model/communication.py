@@ -34,23 +34,39 @@ def _bandwidths(hw: HardwareSpec, eff: Efficiency):
             hw.scale_out_bytes_per_s * eff.scale_out_bandwidth_frac)
 
 
-def all_reduce_s(message_bytes, group_gpus, hw: HardwareSpec, eff: Efficiency):
-    """Hierarchical all-reduce of `message_bytes` per GPU over n GPUs spanning d = ⌈n/D⌉
-    scale-up domains of D GPUs (n_l = min(n, D) of them in each): a reduce-scatter and
-    all-gather inside the domain, 2(n_l−1)/n_l · bytes / β_up, and across domains each GPU
-    all-reduces its 1/n_l share over its own NIC, 2(d−1)/d · bytes / (n_l · β_out) (NCCL's
-    rail-aligned multi-node bus bandwidth ≈ the domain's aggregate NIC rate). Latency: α inside
-    (the calibrated all-reduce latency when there is one, measured up to a domain: the one-shot
-    NVLink kernels keep it flat there) plus 2⌈log2 d⌉ · α_out across (a tree up and down), so
-    it grows with the group past the domain. 0 when n = 1."""
+def _ring_s(message_bytes, group_gpus, hw: HardwareSpec, eff: Efficiency, passes, alpha):
+    """`passes` ring passes (a reduce-scatter or an all-gather is one, an all-reduce two) of
+    `message_bytes` over n GPUs spanning d = ⌈n/D⌉ scale-up domains of D GPUs (n_l = min(n, D)
+    in each): inside the domain passes·(n_l−1)/n_l · bytes / β_up, across domains each GPU moves
+    its 1/n_l share over its own NIC, passes·(d−1)/d · bytes / (n_l · β_out) (NCCL's
+    rail-aligned multi-node bus bandwidth ≈ the domain's aggregate NIC rate). Latency α inside
+    plus passes·⌈log2 d⌉ · α_out across (a tree per pass), so it grows with the group past the
+    domain. 0 when n = 1."""
     n = np.asarray(group_gpus, dtype=np.float64)
     local, domains = _domains(n, hw)
     up, out = _bandwidths(hw, eff)
-    alpha = hw.scale_up_latency_s if eff.all_reduce_latency_s is None else eff.all_reduce_latency_s
-    latency = alpha + 2.0 * _tree_steps(domains) * hw.scale_out_latency_s
-    inside = 2.0 * (local - 1.0) / local * message_bytes / up
-    across = 2.0 * (domains - 1.0) / domains * message_bytes / (local * out)
+    latency = alpha + passes * _tree_steps(domains) * hw.scale_out_latency_s
+    inside = passes * (local - 1.0) / local * message_bytes / up
+    across = passes * (domains - 1.0) / domains * message_bytes / (local * out)
     return np.where(n > 1, latency + inside + across, 0.0)
+
+
+def all_reduce_s(message_bytes, group_gpus, hw: HardwareSpec, eff: Efficiency):
+    """Hierarchical all-reduce of `message_bytes` per GPU: a reduce-scatter and an all-gather,
+    two ring passes (`_ring_s`), 2(n_l−1)/n_l · bytes / β_up inside the domain and
+    2(d−1)/d · bytes / (n_l · β_out) across. Latency: the calibrated all-reduce latency when
+    there is one (measured up to a domain: the one-shot NVLink kernels keep it flat there),
+    else the scale-up α, plus 2⌈log2 d⌉ · α_out across domains."""
+    alpha = hw.scale_up_latency_s if eff.all_reduce_latency_s is None else eff.all_reduce_latency_s
+    return _ring_s(message_bytes, group_gpus, hw, eff, 2.0, alpha)
+
+
+def all_gather_s(total_bytes, group_gpus, hw: HardwareSpec, eff: Efficiency):
+    """Ring all-gather that leaves each of n GPUs the whole `total_bytes` tensor, of which each
+    held 1/n: one ring pass (`_ring_s`), (n_l−1)/n_l · bytes / β_up inside the domain; latency
+    the scale-up α plus ⌈log2 d⌉ · α_out across domains. A reduce-scatter of a `total_bytes`
+    tensor of partial sums moves the same bytes and costs the same."""
+    return _ring_s(total_bytes, group_gpus, hw, eff, 1.0, hw.scale_up_latency_s)
 
 
 def all_to_all_s(send_bytes, group_gpus, hw: HardwareSpec, eff: Efficiency):

@@ -15,6 +15,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cost_model.errors import ConfigError
+from cost_model.host import DEFAULT_HOST_CPU, HOST_CPUS
 from cost_model.precision import Precision
 from cost_model.sourced import is_number, sourced_value
 from cost_model.units import GIB_BYTES, GIGA, TERA, US_PER_S
@@ -53,6 +54,7 @@ class HardwareSpec(BaseModel):
     scale_out_bytes_per_s: float = Field(gt=0)  # per GPU, per direction (NIC)
     scale_out_latency_s: float = Field(ge=0)
     kernel_launch_s: float = Field(ge=0)  # per kernel, CUDA-graph launched
+    host_cpu: str = DEFAULT_HOST_CPU  # the serving host's CPU kind (cost_model.host.HOST_CPUS)
     sources: dict[str, str]
 
     def supports(self, precision: Precision) -> bool:
@@ -86,6 +88,7 @@ _SCALAR_FIELDS = {
     "interconnect.scale_out_latency_us": ("scale_out_latency_s", 1 / US_PER_S, _NON_NEGATIVE),
     "overheads.kernel_launch_us": ("kernel_launch_s", 1 / US_PER_S, _NON_NEGATIVE),
 }
+HOST_CPU_KEY = "system.host_cpu"
 _RULES = {
     _POSITIVE: lambda v: v > 0,
     _NON_NEGATIVE: lambda v: v >= 0,
@@ -101,6 +104,14 @@ def _sourced(table: dict, key: str, sources: dict[str, str], rule: str = _POSITI
     if not is_number(value) or not _RULES[rule](value):
         raise ConfigError(f"`{key}` must be {rule}; got {value!r}")
     sources.update(scratch)
+    return value
+
+
+def _host_cpu(doc: dict, sources: dict[str, str]) -> str:
+    """`system.host_cpu` (one of cost_model.host.HOST_CPUS); x86 when the file has none."""
+    value = sourced_value(doc, HOST_CPU_KEY, sources, "hardware", DEFAULT_HOST_CPU)
+    if value not in HOST_CPUS:
+        raise ConfigError(f"`{HOST_CPU_KEY}` must be one of {', '.join(HOST_CPUS)}; got {value!r}")
     return value
 
 
@@ -134,6 +145,7 @@ def spec_from_toml(doc: dict) -> HardwareSpec:
              for rate in peaks_table}
     fields = {name: _sourced(doc, key, sources, rule) * factor
               for key, (name, factor, rule) in _SCALAR_FIELDS.items()}
+    fields["host_cpu"] = _host_cpu(doc, sources)
     for name in ("sm_count", "scale_up_domain_gpus"):
         fields[name] = int(fields[name])
     try:

@@ -18,11 +18,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from cost_model.attention import decode_attention_s, prefill_attention_s
+from cost_model.hardware import HardwareSpec
+from cost_model.host import host_step_s
 from cost_model.linear_attention import linear_decode_s, linear_prefill_s
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.benchmark_ttft import benchmark_ttft_s, prompt_queue_s
 from cost_model.deployment import expected_tokens_per_step
-from cost_model.communication import all_reduce_s, all_to_all_s, point_to_point_s
+from cost_model.communication import all_gather_s, all_reduce_s, all_to_all_s, point_to_point_s
 from cost_model.layers import GemmList, layer_gemms, moe_floor_s
 from cost_model.step_load import StepLoad, busiest_group_seqs
 
@@ -34,6 +36,8 @@ OTHER_KERNELS_PER_LAYER = 4
 # two residual adds, RoPE: ~12 H-sized reads/writes; the FFN activation adds 3 H′/TP.
 ELEMENTWISE_HIDDEN_PASSES = 12.0
 ELEMENTWISE_FFN_PASSES = 3.0
+# GPUs of an HGX NVLink domain; a larger scale-up domain is a multi-node NVLink one (NVL72)
+HGX_DOMAIN_GPUS = 8
 STEP_OVERHEAD_KERNELS = 8  # per step: embedding, final norm, sampling, scheduler sync (prior)
 
 
@@ -99,21 +103,49 @@ def _mixer_reduce_layers(a: ArchArrays, attention_layers, linear_layers, layers)
 
 
 def _communication_s(a, d, env: Env, load: StepLoad, dense_layers, moe_layers, layers):
-    """TP all-reduces after attention and FFN (busiest group's tokens); EP all-to-all (dispatch +
-    combine) with DP attention; PP send of the activations to the next stage."""
+    """TP all-reduces after attention and FFN (busiest group's tokens); with DP attention each
+    MoE layer's token exchange (`moe_exchange_s`); PP send of the activations to the next
+    stage."""
     tok = load.group_tokens
     hw, eff = env.hw, env.eff
     tp_reduce = all_reduce_s(tok * a.hidden * ACTIVATION_BYTES, d.ffn_tp, hw, eff)
     attention = layers * (tp_reduce + helix_all_to_all_s(a, d, env, tok))
     dense = dense_layers * tp_reduce
-    routed = tok / d.ffn_tp * np.minimum(a.top_k, d.ep) * a.hidden
-    dispatch = all_to_all_s(routed * env.experts.activation_bytes_per_value, d.ep, hw, eff)
-    combine = all_to_all_s(routed * ACTIVATION_BYTES, d.ep, hw, eff)
     moe_group_reduce = all_reduce_s(load.instance_tokens * a.hidden * ACTIVATION_BYTES,
                                     d.ffn_tp * d.dp, hw, eff)
-    moe = moe_layers * np.where(d.dp > 1, dispatch + combine + tp_reduce, moe_group_reduce)
+    moe = moe_layers * np.where(d.dp > 1, moe_exchange_s(a, d, env, load) + tp_reduce,
+                                moe_group_reduce)
     send = np.where(d.pp > 1, point_to_point_s(tok * a.hidden * ACTIVATION_BYTES, hw, eff), 0.0)
     return attention + dense + moe + send
+
+
+def uses_moe_all_to_all(a: ArchArrays, d: DeployArrays, hw: HardwareSpec) -> np.ndarray:
+    """True where an MoE layer under attention DP exchanges only the routed copies (an
+    all-to-all): TensorRT-LLM does so on a multi-node NVLink domain (MNNVL, NVL72) when the
+    experts span more ranks than a token's top-k, and otherwise all-gathers
+    (tensorrt_llm/_torch/modules/fused_moe, `select_alltoall_method_type`: NotEnabled when
+    moe_ep_size <= top_k, MNNVL when supported, DeepEP only on request). vLLM's default
+    `--all2all-backend` is allgather_reducescatter (docs.vllm.ai, Expert Parallel Deployment)
+    and SGLang's DP attention gathers the tokens unless a DeepEP backend is asked for."""
+    return (hw.scale_up_domain_gpus > HGX_DOMAIN_GPUS) & (d.ep > a.top_k)
+
+
+def moe_exchange_s(a, d, env: Env, load: StepLoad):
+    """One MoE layer's token exchange under attention DP. All-gather and reduce-scatter (every
+    engine's default): every rank receives all DP groups' tokens in the experts' input format and
+    returns BF16 partial outputs to their groups, over the dp·tp ranks, whatever the EP degree
+    (with EP 1 the ranks hold slices of every expert and still need every token). All-to-all
+    (`uses_moe_all_to_all`): each rank sends its tokens' routed copies, min(top-k, EP) per token,
+    dispatch in the experts' input format and combine in BF16, over the EP ranks."""
+    hw, eff = env.hw, env.eff
+    gathered = load.instance_tokens * a.hidden
+    group = d.dp * d.ffn_tp
+    gather = all_gather_s(gathered * env.experts.activation_bytes_per_value, group, hw, eff) \
+        + all_gather_s(gathered * ACTIVATION_BYTES, group, hw, eff)
+    routed = load.group_tokens / d.ffn_tp * np.minimum(a.top_k, d.ep) * a.hidden
+    exchange = all_to_all_s(routed * env.experts.activation_bytes_per_value, d.ep, hw, eff) \
+        + all_to_all_s(routed * ACTIVATION_BYTES, d.ep, hw, eff)
+    return np.where(uses_moe_all_to_all(a, d, hw), exchange, gather)
 
 
 def helix_all_to_all_s(a, d, env: Env, tokens):
@@ -126,21 +158,25 @@ def helix_all_to_all_s(a, d, env: Env, tokens):
     return all_to_all_s(values, d.kvp, env.hw, env.eff)
 
 
-def _other_s(a, d, env: Env, load: StepLoad, layers, dense_layers, moe_layers=0.0):
+def _other_s(a, d, env: Env, load: StepLoad, layers, dense_layers, moe_layers=0.0, host=True):
     """Non-GEMM kernels: elementwise traffic, their launches, the per-step kernels and each MoE
-    layer's fused-MoE floor (`layers.moe_floor_s`)."""
+    layer's fused-MoE floor (`layers.moe_floor_s`); with `host`, the scheduler's host time for
+    the sequences of the busiest rank's micro-batch (`cost_model.host`): the first stage waits
+    for it before each micro-batch, so a TPOT of PP micro-batches pays it for all c sequences."""
     passes = ELEMENTWISE_HIDDEN_PASSES * a.hidden + ELEMENTWISE_FFN_PASSES * a.ffn / d.ffn_tp * \
         np.minimum(dense_layers, 1.0)
     elementwise = load.group_tokens * passes * ACTIVATION_BYTES / (
         env.hw.hbm_bytes_per_s * env.eff.for_rate("bf16").bandwidth_ceiling_frac)
     fixed = OTHER_KERNELS_PER_LAYER * env.hw.kernel_launch_s
+    scheduler = host_step_s(load.group_decode_seqs + load.group_prefill_seqs, env.hw.host_cpu) \
+        if host else 0.0
     return layers * (elementwise + fixed) + STEP_OVERHEAD_KERNELS * env.hw.kernel_launch_s / d.pp \
-        + moe_layers * moe_floor_s(a, env)
+        + scheduler + moe_layers * moe_floor_s(a, env)
 
 
 def stage_forward(a: ArchArrays, d: DeployArrays, env: Env, decode_seqs, context,
                   prefill_tokens, prefill_context, prefill_seqs=None,
-                  tokens_per_seq=1.0) -> StageTime:
+                  tokens_per_seq=1.0, host=True) -> StageTime:
     """One forward of the busiest stage for a micro-batch of `decode_seqs` whole decoding
     sequences at `context` tokens plus `prefill_tokens` prompt tokens of `prefill_seqs` requests
     (None: one request, a chunk) attending to `prefill_context` on average. Counts are for the
@@ -148,13 +184,14 @@ def stage_forward(a: ArchArrays, d: DeployArrays, env: Env, decode_seqs, context
     (`StepLoad.of`); each decoding sequence puts `tokens_per_seq` tokens through the model (k + 1
     when verifying k speculative tokens). Broadcasts over every argument. Of the fused-MoE
     overhead calibrated on kernel tables (`layers.moe_overhead_s`) each MoE layer pays the floor
-    (`layers.moe_floor_s`, in `other_s`): see its docstring."""
+    (`layers.moe_floor_s`, in `other_s`): see its docstring. `host` False leaves out the
+    scheduler's host time (a pass inside a step the scheduler already paid for: a draft pass)."""
     load = StepLoad.of(d, decode_seqs, prefill_tokens, prefill_seqs, tokens_per_seq)
-    return stage_forward_load(a, d, env, load, context, prefill_context)
+    return stage_forward_load(a, d, env, load, context, prefill_context, host)
 
 
 def stage_forward_load(a: ArchArrays, d: DeployArrays, env: Env, load: StepLoad, context,
-                       prefill_context) -> StageTime:
+                       prefill_context, host=True) -> StageTime:
     """`stage_forward` for a step given as a `StepLoad`."""
     layers, dense_layers, moe_layers = _stage_layers(a, d)
     shape = np.broadcast_shapes(np.shape(load.group_tokens), np.shape(load.instance_tokens),
@@ -174,7 +211,7 @@ def stage_forward_load(a: ArchArrays, d: DeployArrays, env: Env, load: StepLoad,
         communication_s=_communication_s(
             a, d, env, load, dense_layers, moe_layers,
             _mixer_reduce_layers(a, attention_layers, linear_layers, layers)),
-        other_s=_other_s(a, d, env, load, layers, dense_layers, moe_layers),
+        other_s=_other_s(a, d, env, load, layers, dense_layers, moe_layers, host),
     )
 
 
@@ -257,7 +294,8 @@ def draft_pass(a: ArchArrays, d: DeployArrays, env: Env, concurrency, context) -
                     linear_layers=np.zeros_like(a.linear_layers),
                     parallel_layers=np.zeros_like(a.parallel_layers))
     single = replace(d, pp=np.ones_like(d.pp))
-    return stage_forward(block, single, env, micro_batch_seqs(concurrency, d), context, 0.0, 0.0)
+    return stage_forward(block, single, env, micro_batch_seqs(concurrency, d), context, 0.0, 0.0,
+                         host=False)
 
 
 @dataclass(frozen=True)

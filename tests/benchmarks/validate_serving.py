@@ -5,8 +5,9 @@ tests/data/SOURCES.md), evaluates every aggregated-serving row on a catalog GPU 
 importer supports, and reports the relative error pred/meas − 1 of TPOT, TTFT (the benchmark
 client's TTFT, `benchmark_ttft_s`: what published measurements report) and output
 tokens/s/GPU, by model × GPU, then for dense vs MoE models, then the rows left out and why.
-Nothing here is fitted to these rows, except the two benchmark-TTFT terms
-(tests/benchmarks/fit_benchmark_ttft.py).
+Nothing here is fitted to these rows, except the benchmark-TTFT terms
+(tests/benchmarks/fit_benchmark_ttft.py) and the host time per scheduled sequence
+(tests/benchmarks/fit_host_overhead.py), each on the declared fit half only (`split_half`).
 
 Row conventions (the CSV's own notes and TensorRT-LLM's mapping):
 - "max (offline, all requests queued)" rows (trtllm-bench throughput) have no concurrency: they
@@ -15,7 +16,9 @@ Row conventions (the CSV's own notes and TensorRT-LLM's mapping):
   concurrency (regime "fixed").
 - an empty `ep` is 1: TensorRT-LLM's `Mapping` defaults to moe_ep_size = 1 (MoE TP) when neither
   moe size is given.
-- `attention_dp` True with tp = T maps to tp = 1, dp = T (cost_model/deployment.py).
+- `attention_dp` True with tp = T maps to tp = 1, dp = T (cost_model/deployment.py); so does
+  an MoE row of TensorRT-LLM's performance overview, with ep = T too: the page's commands for
+  MoE models turn attention DP on (`PERF_OVERVIEW`).
 - "fp4" on NVIDIA GPUs is NVFP4 (on a DeepSeek-V3-family model NVIDIA's checkpoint mix: MLA in
   `fp8_block`, routed experts in NVFP4); "fp8" on a DeepSeek-V3-family model is its native
   block-scaled FP8 (`fp8_block`).
@@ -101,6 +104,14 @@ REQUIRED_COLUMNS = (
 )
 WEIGHTS_DO_NOT_FIT = "weights and workspace do not fit memory (no concurrency fits)"
 HALVES = ("fit", "holdout")
+# TensorRT-LLM's performance overview (source_kind trtllm_perf_overview) runs MoE models with
+# attention DP and experts over the ranks: its "For MoE models" command passes `--ep $ep_size`
+# with an llm_options.yml holding `enable_attention_dp: true`
+# (docs/source/performance/perf-overview.md at 00f37686, the v1.0 tables in
+# serving_published.csv), and later versions of the page label the same models' columns "DEP4"
+# (attention DP, EP 4) with `enable_attention_dp: true` under "Qwen3 MoE, Llama4 Maverick". So an
+# MoE row of that page whose `attention_dp` is empty maps to dp = ep = its TP ("TP8" = DEP8).
+PERF_OVERVIEW = "trtllm_perf_overview"
 INFERENCEX = "inferencex"  # source_kind of the InferenceX rows (tests/data/serving/SOURCES.md)
 INFERENCEX_PROMPTS_PER_SLOT = 10  # --num-prompts 10 x conc at --max-concurrency conc
 INFERENCEX_RANGE_RATIO = 0.8  # --random-range-ratio: lengths uniform in [0.8, 1] x nominal
@@ -202,10 +213,19 @@ def _formats(row: dict[str, str], arch: Architecture) -> dict[str, str]:
     raise Skip(f"precision not mapped: {row['precision']!r}")
 
 
+def _perf_overview_moe(row: dict[str, str], arch: Architecture) -> bool:
+    """A TensorRT-LLM performance-overview row of an MoE model that states no attention DP:
+    its documented options turn attention DP on, with EP over the same ranks (`PERF_OVERVIEW`)."""
+    return (row.get("source_kind", "").strip() == PERF_OVERVIEW and arch.is_moe
+            and not row["attention_dp"].strip())
+
+
 def _deployment(row: dict[str, str], arch: Architecture) -> Deployment:
     tp, ep, pp = _int_or(row["tp"], 1), _int_or(row["ep"], 1), _int_or(row["pp"], 1)
     dp = 1
-    if row["attention_dp"].strip().lower() == "true":
+    if _perf_overview_moe(row, arch):
+        tp, ep, dp = 1, tp, tp
+    elif row["attention_dp"].strip().lower() == "true":
         tp, dp = 1, tp
     try:
         return Deployment(tp=tp, ep=ep, pp=pp, dp=dp, **_formats(row, arch))

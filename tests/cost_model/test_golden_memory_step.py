@@ -2,6 +2,9 @@
 definition, each derived by hand in its docstring (every constant of the formula appears there,
 so a one-line change to the formula fails here)."""
 
+import tomllib
+from importlib import resources
+
 import numpy as np
 import pytest
 
@@ -15,6 +18,12 @@ from cost_model.step import _other_s
 from cost_model.step_load import StepLoad
 
 H200 = get_hardware("h200")
+
+
+def _h_x86_s() -> float:
+    """h_x86 as cost_model/data/serving/host.toml writes it (µs), in seconds."""
+    text = resources.files("cost_model.data.serving").joinpath("host.toml").read_text()
+    return tomllib.loads(text)["x86"]["request_step_us"]["value"] * 1e-6
 
 
 def _arrays(arch, dep):
@@ -70,12 +79,13 @@ def test_max_concurrency_llama_8b_by_hand(load_model):
 def test_other_time_by_hand(load_model):
     """Non-GEMM time of 64 tokens of Llama-3.1-8B at TP 1: per layer 12·H + 3·H′ = 12·4096 +
     3·14336 = 92,160 BF16 values per token read or written, 64·92160·2 bytes at the HBM rate ×
-    the BF16 bandwidth ceiling, plus 4 kernel launches; per step 8 launches (÷ PP)."""
+    the BF16 bandwidth ceiling, plus 4 kernel launches; per step 8 launches (÷ PP) and the
+    scheduler's host time for the 64 decoding sequences, 64 · h_x86 (H200 hosts are x86)."""
     a, d = _arrays(load_model("Llama-3.1-8B"), Deployment())
     env = Env.create(H200, "fp8", "fp8")
     launch = H200.kernel_launch_s
     rate = H200.hbm_bytes_per_s * env.eff.for_rate("bf16").bandwidth_ceiling_frac
-    expected = 32 * (64 * 92_160 * 2 / rate + 4 * launch) + 8 * launch
+    expected = 32 * (64 * 92_160 * 2 / rate + 4 * launch) + 8 * launch + 64 * _h_x86_s()
     got = _other_s(a, d, env, StepLoad.single_group(64.0), 32.0, 32.0)
     assert float(np.asarray(got).reshape(-1)[0]) == pytest.approx(expected, rel=1e-9)
 
@@ -101,12 +111,13 @@ def test_throughput_is_output_tokens_over_the_request_lifetime(load_model):
 
 def test_step_overhead_is_shared_by_pipeline_stages(load_model):
     """The 8 per-step kernels (embedding, final norm, sampling, scheduler) run once per step of
-    the whole pipeline: each of PP = 2 stages carries 8/2 launches (16 layers per stage here)."""
+    the whole pipeline: each of PP = 2 stages carries 8/2 launches (16 layers per stage here);
+    the host time of the micro-batch's 64 sequences is not divided (test_host.py says why)."""
     a, d = _arrays(load_model("Llama-3.1-8B"), Deployment(pp=2))
     env = Env.create(H200, "fp8", "fp8")
     launch = H200.kernel_launch_s
     rate = H200.hbm_bytes_per_s * env.eff.for_rate("bf16").bandwidth_ceiling_frac
-    expected = 16 * (64 * 92_160 * 2 / rate + 4 * launch) + 8 * launch / 2
+    expected = 16 * (64 * 92_160 * 2 / rate + 4 * launch) + 8 * launch / 2 + 64 * _h_x86_s()
     got = _other_s(a, d, env, StepLoad.single_group(64.0), 16.0, 16.0)
     assert float(np.asarray(got).reshape(-1)[0]) == pytest.approx(expected, rel=1e-9)
 
@@ -124,21 +135,50 @@ def test_tp_all_reduces_by_hand(load_model):
     assert float(np.asarray(got).reshape(-1)[0]) == pytest.approx(64 * float(one), rel=1e-9)
 
 
-def test_expert_dispatch_travels_in_the_linear_format(load_model):
-    """Qwen3-30B-A3B, 64 tokens per group, dp = 8 attention groups, EP 8, FP8: each GPU sends
-    64 · 8 routed copies (k = 8 < EP) of 2,048 values, dispatch in FP8 (1 byte) and combine in
-    BF16 (2 bytes), plus the TP all-reduces (none at TP 1), in each of 48 MoE layers."""
-    from cost_model.communication import all_to_all_s
+def test_moe_tokens_are_gathered_in_the_linear_format(load_model):
+    """Qwen3-30B-A3B (H 2,048), 64 tokens per group, dp = 8 attention groups on an HGX H200
+    board, FP8: the engines' default exchange is an all-gather of all 8 · 64 = 512 tokens'
+    2,048 values in FP8 (1 byte) and a reduce-scatter of the BF16 partial outputs (2 bytes), over
+    the 8 ranks, plus the TP all-reduces (none at TP 1), in each of 48 MoE layers. The same with
+    EP 1 (every rank holds a slice of every expert and still needs every token): MoE TP over DP
+    ranks is not free."""
+    from cost_model.communication import all_gather_s
     from cost_model.step import _communication_s
 
-    a, d = _arrays(load_model("Qwen3-30B-A3B"), Deployment(dp=8, ep=8, precision="fp8"))
     env = Env.create(H200, "fp8", "fp8")
-    load = StepLoad.of(d, 8 * 64.0, 0.0)
-    got = _communication_s(a, d, env, load, 0.0, 48.0, 48.0)
+    gathered = 512 * 2048
+    per_layer = all_gather_s(gathered * 1.0, 8, H200, env.eff) + \
+        all_gather_s(gathered * 2.0, 8, H200, env.eff)
+    for ep in (8, 1):
+        a, d = _arrays(load_model("Qwen3-30B-A3B"), Deployment(dp=8, ep=ep, precision="fp8"))
+        load = StepLoad.of(d, 8 * 64.0, 0.0)
+        got = _communication_s(a, d, env, load, 0.0, 48.0, 48.0)
+        assert float(np.ravel(got)[0]) == pytest.approx(48 * float(per_layer), rel=1e-9)
+
+
+def test_expert_dispatch_on_an_nvl72_domain_sends_routed_copies(load_model):
+    """Qwen3-30B-A3B, dp = 16, EP 16 > top-k 8 on GB200 NVL72 (TensorRT-LLM's MNNVL
+    all-to-all): each GPU sends its 64 tokens' 8 routed copies of 2,048 values, dispatch in FP8
+    and combine in BF16, over the 16 EP ranks, in each of 48 MoE layers. With EP 8 = top-k the
+    same rack all-gathers (TensorRT-LLM turns the all-to-all off when moe_ep_size <= top_k)."""
+    from cost_model.communication import all_gather_s, all_to_all_s
+    from cost_model.step import _communication_s
+
+    gb200 = get_hardware("gb200")
+    env = Env.create(gb200, "fp8", "fp8")
+    arch = load_model("Qwen3-30B-A3B")
+    a, d = _arrays(arch, Deployment(dp=16, ep=16, precision="fp8"))
+    got = _communication_s(a, d, env, StepLoad.of(d, 16 * 64.0, 0.0), 0.0, 48.0, 48.0)
     routed = 64 * 8 * 2048
-    per_layer = all_to_all_s(routed * 1.0, 8, H200, env.eff) + \
-        all_to_all_s(routed * 2.0, 8, H200, env.eff)
-    assert float(np.asarray(got).reshape(-1)[0]) == pytest.approx(48 * float(per_layer), rel=1e-9)
+    per_layer = all_to_all_s(routed * 1.0, 16, gb200, env.eff) + \
+        all_to_all_s(routed * 2.0, 16, gb200, env.eff)
+    assert float(np.ravel(got)[0]) == pytest.approx(48 * float(per_layer), rel=1e-9)
+    a, d = _arrays(arch, Deployment(dp=8, ep=8, precision="fp8"))
+    got = _communication_s(a, d, env, StepLoad.of(d, 8 * 64.0, 0.0), 0.0, 48.0, 48.0)
+    gathered = 512 * 2048
+    per_layer = all_gather_s(gathered * 1.0, 8, gb200, env.eff) + \
+        all_gather_s(gathered * 2.0, 8, gb200, env.eff)
+    assert float(np.ravel(got)[0]) == pytest.approx(48 * float(per_layer), rel=1e-9)
 
 
 def test_workspace_of_a_wide_model(load_model):
