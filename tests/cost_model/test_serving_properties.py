@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cost_model.batch import ArchArrays, DeployArrays, Env
-from cost_model.communication import all_reduce_s, all_to_all_s
+from cost_model.communication import all_gather_s, all_reduce_s, all_to_all_s
 from cost_model.deployment import Deployment, Workload
 from cost_model.efficiency import get_efficiency
 from cost_model.evaluate import deployment_violations, evaluate_points
@@ -195,13 +195,36 @@ def test_no_imbalance_charge_without_expert_parallelism(hw_format, stem, concurr
         > points(arch, wide.model_copy(update={"moe_imbalance_frac": 0.0}), *big).tpot_s[0, 0]
 
 
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(st.sampled_from(GPUS), st.sampled_from(MOE), st.sampled_from((2, 4, 8, 16)),
+       st.booleans(), st.integers(1, 512))
+def test_attention_dp_never_exchanges_moe_tokens_for_free(gpu, stem, dp, expert_parallel,
+                                                          tokens_per_group):
+    """With attention DP every MoE layer moves tokens between the DP groups, whether the experts
+    are split over the ranks (EP = DP) or sliced in each (EP 1): its communication is positive,
+    and growing the step's tokens never makes it cheaper."""
+    from cost_model.step import moe_exchange_s
+
+    arch = model(stem)
+    dep = Deployment(dp=dp, ep=dp if expert_parallel else 1)
+    if deployment_violations(arch, dep):
+        return
+    hw = get_hardware(gpu)
+    a, d = ArchArrays.from_architectures([arch]), DeployArrays.from_deployments([dep])
+    env = Env.create(hw, "fp8", "fp8")
+    small = moe_exchange_s(a, d, env, StepLoad.of(d, dp * tokens_per_group, 0.0))
+    large = moe_exchange_s(a, d, env, StepLoad.of(d, dp * (tokens_per_group + 1), 0.0))
+    assert float(np.ravel(small)[0]) > 0
+    assert float(np.ravel(large)[0]) >= float(np.ravel(small)[0])
+
+
 @settings(max_examples=60, deadline=None, derandomize=True)
 @given(st.sampled_from(GPUS), st.integers(1, 2048), st.integers(1, 2048),
        st.floats(0.0, 1e9), st.floats(0.0, 1e9))
 def test_collectives_are_monotone_in_group_and_message(gpu, n1, n2, b1, b2):
     hw, eff = get_hardware(gpu), get_efficiency(gpu)
     (n_lo, n_hi), (b_lo, b_hi) = sorted((n1, n2)), sorted((b1, b2))
-    for collective in (all_reduce_s, all_to_all_s):
+    for collective in (all_reduce_s, all_gather_s, all_to_all_s):
         assert collective(b_lo, n_lo, hw, eff) <= collective(b_hi, n_hi, hw, eff) * (1 + 1e-12)
 
 
