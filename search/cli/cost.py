@@ -27,7 +27,7 @@ def hardware_summary(hw: HardwareSpec) -> dict:
     return {"name": hw.name, **peaks, "hbm_tb_per_s": hw.hbm_bytes_per_s / TERA,
             "hbm_gib": hw.hbm_capacity_bytes / GIB_BYTES, "sms": hw.sm_count,
             "scale_up_gpus": hw.scale_up_domain_gpus,
-            "scale_up_gb_per_s": hw.scale_up_bytes_per_s / GIGA}
+            "scale_up_gb_per_s": hw.scale_up_bytes_per_s / GIGA, "host_cpu": hw.host_cpu}
 
 
 def run_hardware(args: argparse.Namespace) -> int:

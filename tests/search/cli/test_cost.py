@@ -99,6 +99,8 @@ def test_hardware_catalog(capsys):
     assert {"h100-sxm", "h200", "b200", "gb200", "b300", "gb300"} <= {d["name"] for d in docs}
     one = _json(capsys, ["hardware", "gb300", "--json"])
     assert one["fp4_tflop_per_s"] == 15000 and one["sources"]
+    assert one["host_cpu"] == "grace" and "Grace" in one["sources"]["system.host_cpu"]
+    assert {d["name"]: d["host_cpu"] for d in docs}["b200"] == "x86"
 
 
 def test_evaluate_at_one_concurrency(capsys):
