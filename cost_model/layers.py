@@ -182,10 +182,12 @@ def moe_overhead_s(a: ArchArrays, d: DeployArrays, env: Env, tokens):
     Fitted on aiconfigurator's fused-MoE tables (TRT-LLM 1.3.0rc20 cutlass flow) it is within
     ±10% from EP 1 to 64 (h200 fp8, ≥ 1,024 tokens). Serving step times charge only its floor
     (`moe_floor_s`): the size-dependent terms, measured on the isolated TRT-LLM kernels, make the
-    published serving rows worse (tests/benchmarks/validate_serving.py, 1,007 rows: MoE TPOT
-    median |error| 10.2% with the floor alone vs 12.6% with every term, tokens/s/GPU 15.8% vs
-    16.1%, TTFT 33% vs 36% with the benchmark terms refitted; the per-expert term alone charges
-    a TP-8 EP-1 DeepSeek step ~3.8 ms, which SGLang's rows do not show)."""
+    published serving rows worse (tests/benchmarks/validate_serving.py, 1,007 rows, with the
+    scheduler's host time and the all-gather exchange of attention DP: MoE TPOT median |error|
+    8.6% with the floor alone vs 11.4% with every term, tokens/s/GPU 13.3% vs 14.9%; every term
+    on the TensorRT-LLM rows only, whose kernels the tables measured, and the floor elsewhere:
+    9.4% and 13.2%; the per-expert term alone charges a TP-8 EP-1 DeepSeek step ~4 ms, which
+    SGLang's rows do not show)."""
     copies = moe_routed_tokens(a, d, tokens)
     per_copy_s = env.eff.moe_per_token_s * a.hidden / MOE_HIDDEN_UNIT
     scanned_s = tokens * a.top_k * env.eff.moe_per_routed_copy_s
