@@ -106,7 +106,8 @@ WEIGHTS_DO_NOT_FIT = "weights and workspace do not fit memory (no concurrency fi
 HALVES = ("fit", "holdout")
 # TensorRT-LLM's performance overview (source_kind trtllm_perf_overview) runs MoE models with
 # attention DP and experts over the ranks: its "For MoE models" command passes `--ep $ep_size`
-# with an llm_options.yml holding `enable_attention_dp: true`
+# with an llm_options.yml holding `enable_attention_dp: true` (indented under
+# `cuda_graph_config` there, a slip of the page: it is a top-level LlmArgs field)
 # (docs/source/performance/perf-overview.md at 00f37686, the v1.0 tables in
 # serving_published.csv), and later versions of the page label the same models' columns "DEP4"
 # (attention DP, EP 4) with `enable_attention_dp: true` under "Qwen3 MoE, Llama4 Maverick". So an
