@@ -159,8 +159,9 @@ def test_moe_tokens_are_gathered_in_the_linear_format(load_model):
 def test_expert_dispatch_on_an_nvl72_domain_sends_routed_copies(load_model):
     """Qwen3-30B-A3B, dp = 16, EP 16 > top-k 8 on GB200 NVL72 (TensorRT-LLM's MNNVL
     all-to-all): each GPU sends its 64 tokens' 8 routed copies of 2,048 values, dispatch in FP8
-    and combine in BF16, over the 16 EP ranks, in each of 48 MoE layers. With EP 8 = top-k the
-    same rack all-gathers (TensorRT-LLM turns the all-to-all off when moe_ep_size <= top_k)."""
+    and combine in BF16, over the 16 EP ranks, in each of 48 MoE layers. With EP 8 = top-k (16
+    attention groups, each expert over 2 ranks) the same rack all-gathers all 16 · 64 tokens over
+    the 16 ranks (TensorRT-LLM turns the all-to-all off when moe_ep_size <= top_k)."""
     from cost_model.communication import all_gather_s, all_to_all_s
     from cost_model.step import _communication_s
 
@@ -173,11 +174,11 @@ def test_expert_dispatch_on_an_nvl72_domain_sends_routed_copies(load_model):
     per_layer = all_to_all_s(routed * 1.0, 16, gb200, env.eff) + \
         all_to_all_s(routed * 2.0, 16, gb200, env.eff)
     assert float(np.ravel(got)[0]) == pytest.approx(48 * float(per_layer), rel=1e-9)
-    a, d = _arrays(arch, Deployment(dp=8, ep=8, precision="fp8"))
-    got = _communication_s(a, d, env, StepLoad.of(d, 8 * 64.0, 0.0), 0.0, 48.0, 48.0)
-    gathered = 512 * 2048
-    per_layer = all_gather_s(gathered * 1.0, 8, gb200, env.eff) + \
-        all_gather_s(gathered * 2.0, 8, gb200, env.eff)
+    a, d = _arrays(arch, Deployment(dp=16, ep=8, precision="fp8"))
+    got = _communication_s(a, d, env, StepLoad.of(d, 16 * 64.0, 0.0), 0.0, 48.0, 48.0)
+    gathered = 16 * 64 * 2048
+    per_layer = all_gather_s(gathered * 1.0, 16, gb200, env.eff) + \
+        all_gather_s(gathered * 2.0, 16, gb200, env.eff)
     assert float(np.ravel(got)[0]) == pytest.approx(48 * float(per_layer), rel=1e-9)
 
 

@@ -119,3 +119,20 @@ def test_pipeline_stage_pays_its_micro_batch_in_full(load_model):
                                                             host=False)
     assert float(np.ravel(diff)[0]) == pytest.approx(32 * _shipped_us()["grace"] * 1e-6,
                                                      rel=1e-9)
+
+
+def test_draft_passes_do_not_pay_the_host_again(load_model, monkeypatch):
+    """A speculative step's draft passes run inside the step the scheduler already paid for:
+    their time is the same whatever h is (the verify step pays h · n once)."""
+    from cost_model.step import draft_pass
+
+    a, d = _arrays(load_model("Llama-3.1-8B"), Deployment(spec_tokens=2))
+    env = Env.create(H200, "fp8", "fp8")
+    shipped = draft_pass(a, d, env, 64.0, 1024.0).other_s
+    monkeypatch.setattr(host, "request_step_s", lambda cpu: 1e-3)
+    assert np.array_equal(draft_pass(a, d, env, 64.0, 1024.0).other_s, shipped)
+    step_with_more_host = stage_forward(a, d, env, 64.0, 1024.0, 0.0, 0.0).other_s
+    monkeypatch.setattr(host, "request_step_s", lambda cpu: 0.0)
+    assert float(np.ravel(step_with_more_host - stage_forward(a, d, env, 64.0, 1024.0, 0.0,
+                                                                0.0).other_s)[0]) == \
+        pytest.approx(64 * 1e-3, rel=1e-9)
