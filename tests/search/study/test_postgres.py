@@ -368,6 +368,21 @@ def _outage(url: str, down_s: float) -> threading.Thread:
     return thread
 
 
+def _outage_on_first_call(monkeypatch, module, name: str, url: str,
+                          down_s: float = 1.5) -> list[threading.Thread]:
+    """Patch `module.name` so that its first call starts a `down_s` outage of the server at
+    `url` (then runs as before); the returned list holds the outage's thread once started."""
+    real, outages = getattr(module, name), []
+
+    def first_call_cuts(*args, **kwargs):
+        if not outages:
+            outages.append(_outage(url, down_s))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, first_call_cuts)
+    return outages
+
+
 def _evaluated(trial) -> bool:
     return "details" in trial.user_attrs
 
@@ -380,14 +395,7 @@ def test_a_restart_during_a_batch_write_keeps_the_batch(tmp_path, fresh_database
     requested trials, every one evaluated, none abandoned, failed unevaluated or RUNNING."""
     from search.study import storage
 
-    real, outages = storage._trial_rows, []
-
-    def cut_mid_write(trial_id, trial):
-        if not outages:
-            outages.append(_outage(fresh_database_url, 1.5))
-        return real(trial_id, trial)
-
-    monkeypatch.setattr(storage, "_trial_rows", cut_mid_write)
+    outages = _outage_on_first_call(monkeypatch, storage, "_trial_rows", fresh_database_url)
     study = _study_file(tmp_path, batch_size=16)
     assert main(["search", str(study), "--storage", fresh_database_url, "--trials", "32",
                  "--no-progress"]) == 0
@@ -408,14 +416,8 @@ def test_a_restart_during_the_closing_report_is_retried(tmp_path, fresh_database
     traceback (AdminShutdown; "Can't reconnect until invalid transaction is rolled back")."""
     from search.cli import study as cli_study
 
-    real, outages = cli_study.pareto_document, []
-
-    def restart_first(spec, study):
-        if not outages:
-            outages.append(_outage(fresh_database_url, 1.5))
-        return real(spec, study)
-
-    monkeypatch.setattr(cli_study, "pareto_document", restart_first)
+    outages = _outage_on_first_call(monkeypatch, cli_study, "pareto_document",
+                                    fresh_database_url)
     study = _study_file(tmp_path, batch_size=16)
     assert main(["search", str(study), "--storage", fresh_database_url, "--trials", "16",
                  "--no-progress"]) == 0
