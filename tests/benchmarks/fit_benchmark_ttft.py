@@ -45,6 +45,7 @@ OVERHEAD_GRID_S = np.arange(0.0, 0.3005, 0.002)
 SHARE_GRID = np.round(np.arange(0.0, 1.0001, 0.02), 2)
 ROUND_GRID = np.round(np.arange(0.0, 1.0001, 0.05), 2)
 NO_ROUND_GRID = np.zeros(1)
+_summary = validate_serving.log_error_summary  # median |error| and bias, whole percent
 
 
 def ttft_rows() -> list[dict]:
@@ -84,11 +85,6 @@ def fit(rows: list[dict]) -> tuple[float, float, float]:
         if cost[i, j] < best[0]:
             best = (float(cost[i, j]), float(OVERHEAD_GRID_S[i]), float(SHARE_GRID[j]), float(w))
     return best[1:]
-
-
-def _summary(errors: np.ndarray) -> str:
-    rel = np.exp(errors) - 1.0
-    return f"median |error| {np.median(np.abs(rel)):.0%}, bias {np.median(rel):+.0%}"
 
 
 def engines_of(rows: list[dict]) -> list[str]:

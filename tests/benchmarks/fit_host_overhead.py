@@ -21,7 +21,6 @@ Usage: python tests/benchmarks/fit_host_overhead.py [--write]
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 from pathlib import Path
 
@@ -41,12 +40,11 @@ METRICS = ("tpot", "tokens_per_s_per_gpu")
 
 
 def _csv_rows() -> list[dict[str, str]]:
-    rows = []
-    for path in (validate_serving.DEFAULT_DATA_DIR / validate_serving.CSV_NAME,
-                 validate_serving.DEV_SET_CSV):
-        with path.open(newline="", encoding="utf-8") as f:
-            rows += list(csv.DictReader(f))
-    return rows
+    """The published CSV's rows and the development set's, read as validate_serving reads them."""
+    return [row for path, option in ((validate_serving.DEFAULT_DATA_DIR /
+                                      validate_serving.CSV_NAME, "--data"),
+                                     (validate_serving.DEV_SET_CSV, "--dev-set"))
+            for row in validate_serving._read_rows(path, option) or []]
 
 
 def _host_cpu(row: dict[str, str]) -> str | None:
@@ -73,9 +71,7 @@ def log_errors(results: list) -> np.ndarray:
 
 
 def _summary(errors: np.ndarray) -> str:
-    rel = np.exp(errors) - 1.0
-    return f"{errors.size} errors, median |error| {np.median(np.abs(rel)):.1%}, " \
-        f"bias {np.median(rel):+.1%}"
+    return f"{errors.size} errors, {validate_serving.log_error_summary(errors, decimals=1)}"
 
 
 def fit(rows: list[dict[str, str]]) -> tuple[float, dict[str, list]]:

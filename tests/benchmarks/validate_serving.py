@@ -474,6 +474,13 @@ def evaluate_all(rows: list[dict[str, str]], data_dir: Path) -> tuple[list[Resul
 # ---- summaries -------------------------------------------------------------------------------
 
 
+def log_error_summary(log_errors: np.ndarray, decimals: int = 0) -> str:
+    """"median |error| X%, bias Y%" of errors given as log(pred/meas) (the fit scripts' form)."""
+    rel = np.exp(log_errors) - 1.0
+    return f"median |error| {np.median(np.abs(rel)):.{decimals}%}, " \
+        f"bias {np.median(rel):+.{decimals}%}"
+
+
 def _stats(results: list[Result]) -> dict[str, dict[str, float | int | None]]:
     out = {}
     for metric in METRICS:
