@@ -135,6 +135,24 @@ def test_tp_all_reduces_by_hand(load_model):
     assert float(np.asarray(got).reshape(-1)[0]) == pytest.approx(64 * float(one), rel=1e-9)
 
 
+def _moe_communication_s(arch, dep: Deployment, hw, tokens_per_group: float) -> float:
+    """Communication of 48 MoE layers (no attention or dense layers) for a decode step of
+    `tokens_per_group` tokens in each attention group, FP8."""
+    from cost_model.step import _communication_s
+
+    a, d = _arrays(arch, dep)
+    env = Env.create(hw, "fp8", "fp8")
+    load = StepLoad.of(d, dep.dp * tokens_per_group, 0.0)
+    return float(np.ravel(_communication_s(a, d, env, load, 0.0, 48.0, 48.0))[0])
+
+
+def _fp8_there_bf16_back_s(collective, values: float, gpus: int, hw) -> float:
+    """A collective of `values` in FP8 (1 byte, the dispatch) plus one in BF16 (2 bytes, the
+    combine) over `gpus` GPUs."""
+    eff = Env.create(hw, "fp8", "fp8").eff
+    return float(collective(values * 1.0, gpus, hw, eff) + collective(values * 2.0, gpus, hw, eff))
+
+
 def test_moe_tokens_are_gathered_in_the_linear_format(load_model):
     """Qwen3-30B-A3B (H 2,048), 64 tokens per group, dp = 8 attention groups on an HGX H200
     board, FP8: the engines' default exchange is an all-gather of all 8 · 64 = 512 tokens'
@@ -143,17 +161,12 @@ def test_moe_tokens_are_gathered_in_the_linear_format(load_model):
     EP 1 (every rank holds a slice of every expert and still needs every token): MoE TP over DP
     ranks is not free."""
     from cost_model.communication import all_gather_s
-    from cost_model.step import _communication_s
 
-    env = Env.create(H200, "fp8", "fp8")
-    gathered = 512 * 2048
-    per_layer = all_gather_s(gathered * 1.0, 8, H200, env.eff) + \
-        all_gather_s(gathered * 2.0, 8, H200, env.eff)
+    per_layer = _fp8_there_bf16_back_s(all_gather_s, 512 * 2048, 8, H200)
     for ep in (8, 1):
-        a, d = _arrays(load_model("Qwen3-30B-A3B"), Deployment(dp=8, ep=ep, precision="fp8"))
-        load = StepLoad.of(d, 8 * 64.0, 0.0)
-        got = _communication_s(a, d, env, load, 0.0, 48.0, 48.0)
-        assert float(np.ravel(got)[0]) == pytest.approx(48 * float(per_layer), rel=1e-9)
+        got = _moe_communication_s(load_model("Qwen3-30B-A3B"),
+                                   Deployment(dp=8, ep=ep, precision="fp8"), H200, 64.0)
+        assert got == pytest.approx(48 * per_layer, rel=1e-9)
 
 
 def test_expert_dispatch_on_an_nvl72_domain_sends_routed_copies(load_model):
@@ -163,23 +176,15 @@ def test_expert_dispatch_on_an_nvl72_domain_sends_routed_copies(load_model):
     attention groups, each expert over 2 ranks) the same rack all-gathers all 16 · 64 tokens over
     the 16 ranks (TensorRT-LLM turns the all-to-all off when moe_ep_size <= top_k)."""
     from cost_model.communication import all_gather_s, all_to_all_s
-    from cost_model.step import _communication_s
 
     gb200 = get_hardware("gb200")
-    env = Env.create(gb200, "fp8", "fp8")
     arch = load_model("Qwen3-30B-A3B")
-    a, d = _arrays(arch, Deployment(dp=16, ep=16, precision="fp8"))
-    got = _communication_s(a, d, env, StepLoad.of(d, 16 * 64.0, 0.0), 0.0, 48.0, 48.0)
-    routed = 64 * 8 * 2048
-    per_layer = all_to_all_s(routed * 1.0, 16, gb200, env.eff) + \
-        all_to_all_s(routed * 2.0, 16, gb200, env.eff)
-    assert float(np.ravel(got)[0]) == pytest.approx(48 * float(per_layer), rel=1e-9)
-    a, d = _arrays(arch, Deployment(dp=16, ep=8, precision="fp8"))
-    got = _communication_s(a, d, env, StepLoad.of(d, 16 * 64.0, 0.0), 0.0, 48.0, 48.0)
-    gathered = 16 * 64 * 2048
-    per_layer = all_gather_s(gathered * 1.0, 16, gb200, env.eff) + \
-        all_gather_s(gathered * 2.0, 16, gb200, env.eff)
-    assert float(np.ravel(got)[0]) == pytest.approx(48 * float(per_layer), rel=1e-9)
+    got = _moe_communication_s(arch, Deployment(dp=16, ep=16, precision="fp8"), gb200, 64.0)
+    assert got == pytest.approx(48 * _fp8_there_bf16_back_s(all_to_all_s, 64 * 8 * 2048, 16,
+                                                            gb200), rel=1e-9)
+    got = _moe_communication_s(arch, Deployment(dp=16, ep=8, precision="fp8"), gb200, 64.0)
+    assert got == pytest.approx(48 * _fp8_there_bf16_back_s(all_gather_s, 16 * 64 * 2048, 16,
+                                                            gb200), rel=1e-9)
 
 
 def test_workspace_of_a_wide_model(load_model):
