@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from search.cli.arguments import whole_number
 from search.cli.errors import CommandError
 from search.cli.study import load_study, open_for_reading
 from search.records.dashboard import VIEW_NAME, DashboardView, default_view_path, write_view
@@ -58,15 +59,7 @@ def run_dashboard(args: argparse.Namespace) -> int:
     return 0
 
 
-def _port(text: str) -> int:
-    """argparse type of --port: a TCP port."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a port number; got {text!r}") from None
-    if not 1 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be in [1, 65535]; got {value}")
-    return value
+_port = whole_number(1, 65535, "a port number")  # argparse type of --port: a TCP port
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import optuna
 
 from cost_model.errors import CostModelError
+from search.cli.arguments import whole_number
 from search.errors import SearchError
 from search.records.arrow_export import write_pareto_files
 from search.records.tables import format_table, print_json
@@ -212,15 +213,7 @@ def run_pareto(args: argparse.Namespace) -> int:
     return 0
 
 
-def _at_least_one(text: str) -> int:
-    """argparse type of --trials and --workers: a whole number >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1; got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1; got {value}")
-    return value
+_at_least_one = whole_number(1)  # argparse type of --trials and --workers
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
