@@ -2,9 +2,6 @@
 definition, each derived by hand in its docstring (every constant of the formula appears there,
 so a one-line change to the formula fails here)."""
 
-import tomllib
-from importlib import resources
-
 import numpy as np
 import pytest
 
@@ -12,18 +9,13 @@ from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.deployment import Deployment, Workload
 from cost_model.evaluate import evaluate_points
 from cost_model.hardware import get_hardware
+from cost_model.host import request_step_s
 from cost_model.layers import GemmList, lm_head_gemm
 from cost_model.memory import max_concurrency, weight_bytes_per_gpu, workspace_bytes_per_gpu
 from cost_model.step import _other_s
 from cost_model.step_load import StepLoad
 
 H200 = get_hardware("h200")
-
-
-def _h_x86_s() -> float:
-    """h_x86 as cost_model/data/serving/host.toml writes it (µs), in seconds."""
-    text = resources.files("cost_model.data.serving").joinpath("host.toml").read_text()
-    return tomllib.loads(text)["x86"]["request_step_us"]["value"] * 1e-6
 
 
 def _arrays(arch, dep):
@@ -85,7 +77,7 @@ def test_other_time_by_hand(load_model):
     env = Env.create(H200, "fp8", "fp8")
     launch = H200.kernel_launch_s
     rate = H200.hbm_bytes_per_s * env.eff.for_rate("bf16").bandwidth_ceiling_frac
-    expected = 32 * (64 * 92_160 * 2 / rate + 4 * launch) + 8 * launch + 64 * _h_x86_s()
+    expected = 32 * (64 * 92_160 * 2 / rate + 4 * launch) + 8 * launch + 64 * request_step_s("x86")
     got = _other_s(a, d, env, StepLoad.single_group(64.0), 32.0, 32.0)
     assert float(np.asarray(got).reshape(-1)[0]) == pytest.approx(expected, rel=1e-9)
 
@@ -117,7 +109,8 @@ def test_step_overhead_is_shared_by_pipeline_stages(load_model):
     env = Env.create(H200, "fp8", "fp8")
     launch = H200.kernel_launch_s
     rate = H200.hbm_bytes_per_s * env.eff.for_rate("bf16").bandwidth_ceiling_frac
-    expected = 16 * (64 * 92_160 * 2 / rate + 4 * launch) + 8 * launch / 2 + 64 * _h_x86_s()
+    expected = 16 * (64 * 92_160 * 2 / rate + 4 * launch) + 8 * launch / 2 \
+        + 64 * request_step_s("x86")
     got = _other_s(a, d, env, StepLoad.single_group(64.0), 16.0, 16.0)
     assert float(np.asarray(got).reshape(-1)[0]) == pytest.approx(expected, rel=1e-9)
 
