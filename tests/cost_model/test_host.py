@@ -18,16 +18,20 @@ from cost_model.step_load import StepLoad
 H200 = get_hardware("h200")
 
 
+def _host_doc() -> dict:
+    """cost_model/data/serving/host.toml, read here without the package's loader."""
+    return tomllib.loads(resources.files("cost_model.data.serving").joinpath("host.toml")
+                         .read_text())
+
+
 def _shipped_us() -> dict[str, float]:
-    """The fitted values as the data file writes them (read here without the package's loader)."""
-    text = resources.files("cost_model.data.serving").joinpath("host.toml").read_text()
-    doc = tomllib.loads(text)
+    """The fitted values as the data file writes them."""
+    doc = _host_doc()
     return {cpu: float(doc[cpu]["request_step_us"]["value"]) for cpu in host.HOST_CPUS}
 
 
 def test_every_kind_has_a_sourced_fitted_value():
-    text = resources.files("cost_model.data.serving").joinpath("host.toml").read_text()
-    doc = tomllib.loads(text)
+    doc = _host_doc()
     for cpu in host.HOST_CPUS:
         entry = doc[cpu]["request_step_us"]
         assert entry["value"] >= 0
