@@ -8,9 +8,10 @@ split across groups), experts by EP with each expert's H′ split over moe_tp = 
 group's tokens, vocabulary by TP.
 MoE under uniform routing (NVIDIA, AI Model Co-Design (2026), "Large expert parallelism"):
 M_expert = C·k/E; the weights actually read are those of the experts touched by at least one token,
-1 − (1 − k/E)^C of them; with EP > 1 the busiest GPU's experts hold (1+δ) times the mean (with every
-expert on each GPU, EP = 1, there is no busier GPU to wait for: the grouped GEMM runs the same total
-tiles whatever the split between experts).
+1 − (1 − k/E)^C of them; with EP > 1 the busiest GPU's experts hold (1+δ) times the mean, and it
+touches more of its experts than the average GPU (random routing, `busiest_rank_touched_experts`;
+with every expert on each GPU, EP = 1, there is no busier GPU to wait for: the grouped GEMM runs
+the same total tiles whatever the split between experts).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import numpy as np
 
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.gemm import HOT_DTYPE, GemmRates, gemm_time_s
+from cost_model.order_statistics import expected_largest_z
 from cost_model.sharded_gemms import (
     KERNELS, ArchColumns, active, column_layer_counts, per_gpu_k, per_gpu_n,
 )
@@ -160,10 +162,27 @@ def _expert_m_groups(a: ArchArrays, d: DeployArrays, load: StepLoad):
     """(tokens per touched expert on the busiest GPU, experts it touches) of one MoE layer."""
     tokens = load.instance_tokens
     touched = touched_expert_frac(tokens, a.top_k, a.experts)
-    local_touched = a.experts / d.ep * touched
     m_expert = tokens_per_expert(tokens, a.top_k, a.experts) / np.maximum(touched, 1e-12) \
         * (1.0 + moe_imbalance_frac(d))
-    return m_expert, local_touched
+    return m_expert, busiest_rank_touched_experts(touched, a.experts, d.ep)
+
+
+def busiest_rank_touched_experts(touched_frac, experts, ep):
+    """Experts the busiest of `ep` expert-parallel GPUs reads in one MoE layer when each expert
+    is touched with probability `touched_frac` (`touched_expert_frac`). Each GPU holds n = E/EP
+    experts, so its touched count is Binomial(n, p) (mean n·p, variance n·p·(1 − p)); the layer
+    waits for the busiest of EP GPUs, z_EP standard deviations above the mean
+    (`order_statistics.expected_largest_z`), never more than its n experts:
+        min(n·p + z_EP·√(n·p·(1 − p)), n).
+    At EP = 1 it is the mean (z = 0: every GPU holds every expert); at small batches it is what
+    expert parallelism costs in weight reads (DeepSeek-V3, 16 tokens, EP 8: 16.7 experts on the
+    busiest GPU vs 12.7 on average), at large ones p → 1 and it vanishes (the routed tokens'
+    skew is δ, `moe_imbalance_frac`). min(·, n) is non-decreasing in p (where the sum decreases,
+    near p = 1, it is already above n), so the layer never gets faster with more tokens."""
+    n = experts / ep
+    mean = n * touched_frac
+    spread = np.sqrt(np.maximum(mean * (1.0 - touched_frac), 0.0))
+    return np.minimum(mean + expected_largest_z(ep) * spread, n)
 
 
 def moe_routed_tokens(a: ArchArrays, d: DeployArrays, tokens):
