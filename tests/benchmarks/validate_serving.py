@@ -12,8 +12,11 @@ Nothing here is fitted to these rows, except the benchmark-TTFT terms
 Row conventions (the CSV's own notes and TensorRT-LLM's mapping):
 - "max (offline, all requests queued)" rows (trtllm-bench throughput) have no concurrency: they
   are compared with the model's highest-throughput point of the sweep 1 … min(memory limit,
-  trtllm-bench's batch cap of 4096) (regime "max"); rows with a number are evaluated at that
-  concurrency (regime "fixed").
+  trtllm-bench's batch cap of 4096 per attention-DP rank) (regime "max"); where the source states
+  the run's requests (the performance overview, `PERF_OVERVIEW_REQUESTS`) no more than those are
+  in flight and the throughput is the run's, over its full waves and the last partial one
+  (`offline_run_tokens_per_s`); rows with a number are evaluated at that concurrency (regime
+  "fixed").
 - an empty `ep` is 1: TensorRT-LLM's `Mapping` defaults to moe_ep_size = 1 (MoE TP) when neither
   moe size is given.
 - `attention_dp` True with tp = T maps to tp = 1, dp = T (cost_model/deployment.py); so does
@@ -47,7 +50,6 @@ import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from statistics import NormalDist
 
 import numpy as np
 from pydantic import ValidationError
@@ -59,6 +61,7 @@ from cost_model.disaggregated import PoolLimits, evaluate_disaggregated
 from cost_model.evaluate import deployment_violations, evaluate_points
 from cost_model.hardware import HardwareSpec, catalog_names, get_hardware
 from cost_model.hf_config import load_architecture
+from cost_model.order_statistics import expected_largest_z
 from cost_model.units import MS_PER_S
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repository root: tests.data_paths
@@ -87,9 +90,21 @@ MODEL_CONFIGS = {
     "Llama-4-Maverick-17B-128E-Instruct": "tests:serving_Llama-4-Maverick-17B-128E-Instruct.json",
 }
 MAX_CONCURRENCY_PREFIX = "max"
-# trtllm-bench caps the engine's total batch at 4096 requests ("Cap total batch size to avoid
-# decoder buffer size becoming too large"): tensorrt_llm/bench/build/tuning.py, finetune_setting().
+# trtllm-bench caps max_batch_size at 4096 requests ("Cap total batch size to avoid decoder
+# buffer size becoming too large"): tensorrt_llm/bench/build/tuning.py, finetune_setting(). The
+# PyTorch backend applies it per attention-DP rank: each rank's scheduler admits max_batch_size
+# requests (tensorrt_llm/_torch/pyexecutor/_util.py, BindCapacityScheduler(max_batch_size ·
+# pp_size, ...) built per rank; py_executor.py fetches up to tp_size · max_num_active_requests).
 TRTLLM_BENCH_MAX_BATCH = 4096
+# The requests of each trtllm-bench run of TensorRT-LLM's performance overview, all queued at
+# once ("For each input and output sequence length combination, the table below details the
+# $num_requests that were used": docs/source/performance/perf-overview.md at 00f37686, the page
+# of the rows in serving_published.csv): (ISL, OSL) -> requests
+PERF_OVERVIEW_REQUESTS = {
+    (128, 128): 30000, (128, 2048): 3000, (128, 4096): 1500, (1000, 2000): 1500,
+    (2048, 128): 3000, (2048, 2048): 1500, (5000, 500): 1500, (1000, 1000): 3000,
+    (500, 2000): 3000, (20000, 2000): 1000,
+}
 SPEC_DECODE_NONE = ("", "none")
 AGG_MODES = ("", "agg")
 DISAGG_MODE = "disagg"
@@ -334,20 +349,45 @@ def _ttft_parts(p, j: int) -> dict[str, float]:
             "round_wait": float(p.round_wait_s[0, j]), "poll_wait": float(p.poll_wait_s[0, j])}
 
 
-def _predict_max(arch: Architecture, dep: Deployment, hw: HardwareSpec,
-                 workload: Workload) -> dict[str, float]:
+def _predict_max(arch: Architecture, dep: Deployment, hw: HardwareSpec, workload: Workload,
+                 requests: int | None = None) -> dict[str, float]:
+    """The highest-throughput point up to the memory limit and trtllm-bench's batch cap (per
+    attention-DP rank); with `requests` (a finite offline run), no more than that in flight, and
+    the run's throughput over its waves (`offline_run_tokens_per_s`)."""
     p = evaluate_points([arch], [dep], hw, workload)
-    allowed = p.fits_memory[0] & (p.concurrency[0] <= TRTLLM_BENCH_MAX_BATCH)
+    allowed = p.fits_memory[0] & (p.concurrency[0] <= TRTLLM_BENCH_MAX_BATCH * dep.dp)
     throughput = np.where(allowed, p.tokens_per_s_per_gpu[0], np.nan)
     if not np.any(np.isfinite(throughput)):
         raise Skip(WEIGHTS_DO_NOT_FIT)
     best = int(np.nanargmax(throughput))
-    return {
-        **_ttft_parts(p, best),
-        "tpot": float(p.tpot_s[0, best]),
-        "tokens_per_s_per_gpu": float(throughput[best]),
-        "concurrency": float(p.concurrency[0, best]),
-    }
+    if requests is not None and requests <= p.concurrency[0, best]:
+        return _predict_fixed(arch, dep, hw, workload, float(requests))  # one wave
+    predicted = {**_ttft_parts(p, best), "tpot": float(p.tpot_s[0, best]),
+                 "tokens_per_s_per_gpu": float(throughput[best]),
+                 "concurrency": float(p.concurrency[0, best])}
+    if requests is not None:
+        wave = int(predicted["concurrency"])
+        last = requests % wave
+        last_rate = _predict_fixed(arch, dep, hw, workload, float(last))[
+            "tokens_per_s_per_gpu"] if last else 0.0
+        predicted["tokens_per_s_per_gpu"] = offline_run_tokens_per_s(
+            requests, wave, predicted["tokens_per_s_per_gpu"], last_rate)
+    return predicted
+
+
+def offline_run_tokens_per_s(requests: int, wave: int, wave_rate: float,
+                             last_rate: float) -> float:
+    """Throughput of an offline run of `requests` equal requests all queued at once, on an
+    engine that holds `wave` of them at a time. With equal ISL/OSL the requests admitted
+    together finish together (TensorRT-LLM's default GUARANTEED_NO_EVICT admits a request only
+    with KV for its whole ISL + OSL), so the run is ⌊N/W⌋ full waves and a last one of
+    r = N mod W requests. A wave of w requests serves w·OSL tokens at its rate R(w), taking
+    w·OSL/R(w); so the run's rate is
+        N·OSL / (⌊N/W⌋·W·OSL/R(W) + r·OSL/R(r)) = N / (⌊N/W⌋·W/R(W) + r/R(r)),
+    R(W) when r = 0. Per GPU when the rates are."""
+    full, last = divmod(requests, wave)
+    seconds_per_token = full * wave / wave_rate + (last / last_rate if last else 0.0)
+    return requests / seconds_per_token
 
 
 def _errors(measured: Measured, predicted: dict[str, float]) -> dict[str, float | None]:
@@ -409,14 +449,23 @@ def benchmark_drain_factor(concurrency: float) -> float:
     of the C slots serves n = 10 requests one after another (`--num-prompts 10 × conc`), each
     as long as its OSL, uniform in [r, 1] × nominal (`--random-range-ratio` r = 0.8), so a slot's
     busy time has a coefficient of variation CV/√n with CV = (1 − r)/√12 / ((1 + r)/2), and the run
-    ends with the slowest of C slots, z_C standard deviations late (Blom's approximation of the
-    largest of C normal draws, Φ⁻¹((C − 0.375)/(C + 0.25))): 1.021 at C = 4, 1.047 at C = 64.
+    ends with the slowest of C slots, z_C standard deviations late (the largest of C normal
+    draws, `cost_model.order_statistics`): 1.021 at C = 4, 1.047 at C = 64.
     Client settings: tests/data/serving/SOURCES.md §1 (InferenceX's benchmark_serving.py)."""
     if concurrency <= 1:
         return 1.0
     spread = (1.0 - INFERENCEX_RANGE_RATIO) / np.sqrt(12.0) / ((1.0 + INFERENCEX_RANGE_RATIO) / 2)
-    slowest = NormalDist().inv_cdf((concurrency - 0.375) / (concurrency + 0.25))
+    slowest = float(expected_largest_z(concurrency))
     return float(1.0 + spread / np.sqrt(INFERENCEX_PROMPTS_PER_SLOT) * slowest)
+
+
+def offline_requests(row: dict[str, str]) -> int | None:
+    """The requests of the row's offline run where its source states them (TensorRT-LLM's
+    performance overview, `PERF_OVERVIEW_REQUESTS`); None: a steady state."""
+    if row.get("source_kind", "").strip() != PERF_OVERVIEW:
+        return None
+    return PERF_OVERVIEW_REQUESTS.get((int(_number(row["isl"]) or 0),
+                                       int(_number(row["osl"]) or 0)))
 
 
 def _as_measured(row: dict[str, str], regime: str, predicted: dict[str, float]) -> None:
@@ -439,8 +488,8 @@ def evaluate_row(row: dict[str, str], data_dir: Path, archs: dict[Path, Architec
     dep = _deployment(row, arch)
     _check_deployment(row, arch, dep)
     try:
-        predicted = (_predict_max(arch, dep, hw, workload) if regime == "max"
-                     else _predict_fixed(arch, dep, hw, workload, concurrency))
+        predicted = (_predict_max(arch, dep, hw, workload, offline_requests(row))
+                     if regime == "max" else _predict_fixed(arch, dep, hw, workload, concurrency))
     except ConfigError as exc:
         raise Skip(f"cost model refused the row: {exc}") from exc
     _as_measured(row, regime, predicted)
@@ -542,7 +591,8 @@ def print_report(summary: dict, data_path: Path) -> None:
     print(f"rows evaluated {summary['rows_evaluated']}, skipped {summary['rows_skipped']}; "
           "error = pred/meas - 1: median |error| then signed median (bias)")
     print("regime: fixed = at the row's concurrency; max = best throughput up to min(memory limit, "
-          f"{TRTLLM_BENCH_MAX_BATCH}) vs trtllm-bench offline max load\n")
+          f"{TRTLLM_BENCH_MAX_BATCH} per DP rank, the run's requests) over the run's waves vs "
+          "trtllm-bench offline max load\n")
     print(_header(f"{'model':<26} {'gpu':<9} {'regime':<6} {'n':>4}"))
     for g in summary["groups"]:
         print(
