@@ -117,7 +117,8 @@ def _points(a: ArchArrays, d: DeployArrays, env: Env, workload: Workload, concur
     isl, osl = float(workload.isl_tokens), float(workload.osl_tokens)
     c = np.where(np.isfinite(concurrency), concurrency, 1.0)
     times = serving_times(a, d, env, c, isl, osl, float(workload.prefill_chunk_tokens),
-                          float(workload.cached_prefix_tokens))
+                          float(workload.cached_prefix_tokens),
+                          balanced=workload.adp_balance_timeout_steps > 0)
     step, ttft = times.tpot, times.ttft_s
     tpot = step.total_s
     missing = ~np.isfinite(concurrency)

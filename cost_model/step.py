@@ -239,9 +239,10 @@ def _prefill_tokens(concurrency, d, isl_tokens, osl_tokens, chunk_tokens):
 
 
 def _forward_args(concurrency, d, isl_tokens, osl_tokens, chunk_tokens, cached_tokens=0.0,
-                  decode_context=None):
+                  decode_context=None, balanced=False):
     """Arguments of stage_forward for (a) a decode-only step, (b) the same step carrying prompt
-    tokens: one chunk, or all the step's share when that is more than a chunk, (c) a step that
+    tokens: one chunk (one per group that holds requests when the groups prefill together,
+    `balanced`), or all the step's share when that is more than those chunks, (c) a step that
     prefills one chunk of a newly arrived request beside the other c − 1 sequences (its TTFT)
     and (d) a step whose every group fills its token budget with prompts (the rate at which a
     queue of prompts drains). Stacked on a new leading axis so numpy's per-call cost is paid
@@ -254,24 +255,37 @@ def _forward_args(concurrency, d, isl_tokens, osl_tokens, chunk_tokens, cached_t
     shape = np.broadcast_shapes(np.shape(concurrency), d.pp.shape, d.dp.shape)
     full = lambda v: np.broadcast_to(v, shape)  # noqa: E731
     decode_seqs = np.stack([full(micro), full(micro), full(others), full(others)])
+    chunks = np.where(balanced, _prefilling_groups(concurrency, d), 1.0)
     # (d) every group's token budget filled with prompts: the engine's prefill rate
-    prefill = np.stack([np.zeros(shape), full(np.maximum(per_step, chunk)), full(chunk),
+    prefill = np.stack([np.zeros(shape), full(np.maximum(per_step, chunks * chunk)), full(chunk),
                         full(d.dp * chunk_tokens)])
-    # a chunk belongs to one request; a larger share is whole prompts of share/ISL requests
+    # a chunk belongs to one request; a larger share is whole prompts of share/ISL requests;
+    # chunks of balanced groups belong to one request each
     prefill_seqs = np.maximum(prefill / new, np.minimum(prefill, 1.0))
+    prefill_seqs[1] = np.maximum(prefill_seqs[1], np.where(per_step < chunks * chunk, chunks, 0.0))
     context = isl_tokens + osl_tokens / 2.0 if decode_context is None else decode_context
     return decode_seqs, context, prefill, cached_tokens + new / 2.0, prefill_seqs, \
         d.spec_tokens + 1.0
 
 
-def chunk_step_frac(concurrency, d: DeployArrays, isl_tokens, osl_tokens, chunk_tokens):
+def chunk_step_frac(concurrency, d: DeployArrays, isl_tokens, osl_tokens, chunk_tokens,
+                    balanced=False):
     """Share of steps that carry a prefill chunk when each step's prompt share p is below a
     chunk: each DP group's requests need one every chunk/p_g steps (p_g its ⌈c/dp⌉ requests'
     share) and the groups step together, so a step carries at least one chunk with probability
     1 − (1 − p_g/chunk)^g over the g = min(dp, c) groups that hold requests (independent
-    arrivals); 1 once p reaches a chunk."""
+    arrivals); 1 once p reaches a chunk. `balanced`: an attention-DP balancer holds new
+    requests until every group has one (TensorRT-LLM's `attention_dp_config.enable_balance`:
+    tensorrt_llm/_torch/pyexecutor/py_executor.py, `_balance_adp_requests`), so the groups'
+    chunks land in the same steps and a share p_g/chunk of the steps carries them all."""
     per_group = prefill_utilization(concurrency, d, isl_tokens, osl_tokens, chunk_tokens)
-    return 1.0 - (1.0 - per_group) ** np.minimum(d.dp, concurrency)
+    return np.where(balanced, per_group,
+                    1.0 - (1.0 - per_group) ** _prefilling_groups(concurrency, d))
+
+
+def _prefilling_groups(concurrency, d: DeployArrays):
+    """g = min(dp, c): the attention-DP groups that hold requests, so take new prompts."""
+    return np.minimum(d.dp, np.maximum(concurrency, 1.0))
 
 
 def prefill_utilization(concurrency, d: DeployArrays, isl_tokens, osl_tokens, chunk_tokens):
@@ -308,7 +322,7 @@ class ServingTimes:
 
 
 def serving_times(a, d, env: Env, concurrency, isl_tokens, osl_tokens, chunk_tokens,
-                  cached_tokens=0.0) -> ServingTimes:
+                  cached_tokens=0.0, balanced=False) -> ServingTimes:
     """TPOT (a StageTime breakdown), steady-state TTFT and benchmark TTFT of aggregated serving
     at `concurrency` whole requests (`cost_model.benchmark_ttft` for the last).
 
@@ -323,16 +337,20 @@ def serving_times(a, d, env: Env, concurrency, isl_tokens, osl_tokens, chunk_tok
     step in progress when other sequences are running (none at c = 1). It does not depend on
     OSL: the other requests' prompt share is what TPOT pays.
     With a prefix cache (`cached_tokens` of each prompt reused, e.g. a shared system prompt)
-    only ISL − cached tokens are prefilled, in every one of these terms."""
+    only ISL − cached tokens are prefilled, in every one of these terms. `balanced`: an
+    attention-DP balancer prefills the groups' new requests together (`chunk_step_frac`): B
+    carries one chunk per group, in a share p_g/chunk of the steps."""
     gained = expected_tokens_per_step(d.spec_tokens, d.spec_acceptance)
     decode_steps = osl_tokens / gained  # steps a request decodes for: prompts amortize over them
     new = isl_tokens - cached_tokens
+    balanced = np.asarray(balanced) & (d.dp > 1)
     steps = stage_forward(a, d, env, *_forward_args(
         concurrency, d, isl_tokens, decode_steps, chunk_tokens, cached_tokens,
-        isl_tokens + osl_tokens / 2.0))
+        isl_tokens + osl_tokens / 2.0, balanced))
     per_step, chunk = _prefill_tokens(concurrency, d, new, decode_steps, chunk_tokens)
-    share = np.where(per_step >= chunk, 1.0,
-                     chunk_step_frac(concurrency, d, new, decode_steps, chunk_tokens))
+    chunks = np.where(balanced, _prefilling_groups(concurrency, d), 1.0)
+    share = np.where(per_step >= chunks * chunk, 1.0,
+                     chunk_step_frac(concurrency, d, new, decode_steps, chunk_tokens, balanced))
     step = steps.part(0).plus(steps.part(1).minus(steps.part(0)), share).scaled(d.pp)
     if d.speculative:
         step = step.plus(draft_pass(a, d, env, concurrency, isl_tokens + osl_tokens / 2.0),

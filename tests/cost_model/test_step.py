@@ -241,6 +241,42 @@ def test_chunk_step_share_over_dp_groups():
     assert share(1.0, two) == pytest.approx(1 / 1024)
 
 
+def test_balanced_groups_prefill_in_the_same_steps():
+    """TensorRT-LLM's attention-DP balancer: the groups' new prompts are prefilled together.
+    c = 64 over dp = 8 (8 per group), ISL = OSL = 1024, one 1,024-token chunk: p_g = 8 tokens per
+    step, ρ_g = 8/1024 = 0.0078125. Independent arrivals: s = 1 − (1 − ρ_g)^8 = 0.0608175;
+    balanced: s = ρ_g = 0.0078125 (eight chunks in one step). dp = 1: no balancing to do."""
+    from cost_model.step import chunk_step_frac
+
+    eight = DeployArrays.from_deployments([Deployment(dp=8)])
+    share = lambda d, balanced: chunk_step_frac(  # noqa: E731
+        64.0, d, 1024.0, 1024.0, 8192.0, balanced)[0, 0]
+    assert share(eight, False) == pytest.approx(0.0608175, rel=1e-5)
+    assert share(eight, True) == pytest.approx(0.0078125, rel=1e-9)
+
+
+def test_balanced_tpot_by_hand(load_model):
+    """Qwen3-30B-A3B at attention DP 8 / EP 8, c = 64, ISL = OSL = 1024, with the balancer on
+    (`adp_balance_timeout_steps` > 0): TPOT = A + ρ_g·(B₈ − A), A the decode step of 8 sequences
+    per group, B₈ the same step with one 1,024-token chunk on each of the 8 groups (every group
+    prefills its own request: StepLoad puts ⌈8/8⌉ = 1 request on the busiest), ρ_g = 8/1024.
+    Without it: A + (1 − (1 − ρ_g)^8)·(B₁ − A), B₁ one chunk on one group."""
+    qwen = load_model("Qwen3-30B-A3B")
+    dep = Deployment(tp=1, dp=8, ep=8, precision="fp8")
+    a, d = ArchArrays.from_architectures([qwen]), DeployArrays.from_deployments([dep])
+    env = Env.create(H200, "fp8", dep.kv_cache_precision)
+    context = 1024.0 + 512.0
+    decode = stage_forward(a, d, env, 64.0, context, 0.0, 512.0).total_s[0, 0]
+    one = stage_forward(a, d, env, 64.0, context, 1024.0, 512.0, 1.0).total_s[0, 0]
+    eight = stage_forward(a, d, env, 64.0, context, 8 * 1024.0, 512.0, 8.0).total_s[0, 0]
+    rho = 8 / 1024
+    on = _points(qwen, dep, workload=Workload(adp_balance_timeout_steps=60), concurrency=[64.0])
+    off = _points(qwen, dep, workload=Workload(), concurrency=[64.0])
+    assert on.tpot_s[0, 0] == pytest.approx(decode + rho * (eight - decode), rel=1e-6)
+    assert off.tpot_s[0, 0] == pytest.approx(
+        decode + (1 - (1 - rho) ** 8) * (one - decode), rel=1e-6)
+
+
 def test_ttft_is_the_requests_chunks_through_the_pipeline(load_model):
     """Steady-state TTFT, by hand: ISL 20,000 in ⌈20000/8192⌉ = 3 chunks of 6,666.7 tokens through
     PP = 2 stages takes (3 + 2 − 1) = 4 stage steps that carry one chunk each (attending to ISL/2
