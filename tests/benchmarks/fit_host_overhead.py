@@ -5,9 +5,12 @@ The term h_cpu · n (n: the sequences the busiest rank's step schedules) is the 
 everything else is the cost model as shipped. For each host CPU kind (x86, grace) the rows on GPUs
 of that kind (`HardwareSpec.host_cpu`) are scored by `validate_serving.py`'s row evaluation (its
 published CSV and development set, never kernel tables, never aiconfigurator's
-silicon_sample.csv) at every h on a grid (0 … 60 µs by 1 µs), and h minimizes the median
-|log(pred/meas)| of the rows' TPOT and output tokens/s/GPU pooled: robust to the outliers of a
-mixed set, and exactly reproducible. The kinds share no rows, so each is a one-dimensional fit.
+silicon_sample.csv) at every h on a grid (0 … 60 µs by 1 µs), and h minimizes the mean
+|log(pred/meas)| of the rows' TPOT and output tokens/s/GPU pooled (the L1 loss: robust to the
+outliers of a mixed set, smooth in h, exactly reproducible). Not the median: over the few dozen
+Grace rows of a half it jumps between neighbouring h (9.0%, 10.6%, 9.7%, 12.8% at 8, 12, 17,
+22 µs) and picked 8 µs for Grace against 32 µs for x86, a host the published tables show
+faster. The kinds share no rows, so each is a one-dimensional fit.
 
 Declared split (to avoid fitting to the test): fitted on `validate_serving.split_half`'s `fit`
 half only and scored on the `holdout` half. The benchmark-TTFT terms
@@ -71,16 +74,17 @@ def log_errors(results: list) -> np.ndarray:
 
 
 def _summary(errors: np.ndarray) -> str:
-    return f"{errors.size} errors, {validate_serving.log_error_summary(errors, decimals=1)}"
+    return (f"{errors.size} errors, mean |log error| {np.mean(np.abs(errors)):.3f}, "
+            f"{validate_serving.log_error_summary(errors, decimals=1)}")
 
 
 def fit(rows: list[dict[str, str]]) -> tuple[float, dict[str, list]]:
-    """(h in µs minimizing the fit half's median |log error|, results by half at that h)."""
+    """(h in µs minimizing the fit half's mean |log error|, results by half at that h)."""
     best = (np.inf, 0.0, {})
     for h_us in GRID_US:
         results = scored(rows, float(h_us))
         halves = {half: [r for r in results if r.half == half] for half in validate_serving.HALVES}
-        cost = float(np.median(np.abs(log_errors(halves[validate_serving.HALVES[0]]))))
+        cost = float(np.mean(np.abs(log_errors(halves[validate_serving.HALVES[0]]))))
         if cost < best[0]:
             best = (cost, float(h_us), halves)
     return best[1], best[2]
