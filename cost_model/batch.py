@@ -150,6 +150,9 @@ class DeployArrays:
     spec_tokens: np.ndarray | float = 0.0  # speculative tokens verified per step (0: none)
     spec_acceptance: np.ndarray | float = 0.0
     kvp: np.ndarray | float = 1.0  # Helix KV parallelism: attention sharded over the sequence
+    # 1: tokens pick experts at random (serving: the busiest EP GPU touches more experts than
+    # the mean, `layers.busiest_rank_touched_experts`); 0: balanced routing (the kernel tables)
+    random_routing: np.ndarray | float = 1.0
 
     @classmethod
     def from_deployments(cls, deps: Sequence[Deployment]) -> DeployArrays:
@@ -246,14 +249,16 @@ class Env:
                    moe=moe)
 
     @classmethod
-    def for_deployments(cls, hw: HardwareSpec, deps: Sequence[Deployment]) -> Env:
-        """One environment for candidates whose deployments may use different formats."""
+    def for_deployments(cls, hw: HardwareSpec, deps: Sequence[Deployment],
+                        engine: str | None = None) -> Env:
+        """One environment for candidates whose deployments may use different formats, served
+        by `engine` (its fused-MoE terms: `Efficiency.for_engine`)."""
         linear = _format_column(hw, [d.precision for d in deps], _linear_format)
         moe = _format_column(hw, [d.expert_precision for d in deps],
                              lambda hw, name: _linear_format(hw, name, "moe_precision"))
         kv = _format_column(hw, [d.kv_cache_precision for d in deps],
                             lambda _, name: get_precision(name, "kv_precision"))
-        return cls(hw=hw, eff=get_efficiency(hw.name), linear=linear, kv=kv,
+        return cls(hw=hw, eff=get_efficiency(hw.name).for_engine(engine), linear=linear, kv=kv,
                    high=get_precision("bf16"), moe=None if same_format(moe, linear) else moe)
 
 

@@ -185,7 +185,7 @@ def evaluate_disaggregated(archs: Sequence[Architecture], prefill: Sequence[Depl
                           f"to one; got {len(prefill)}, {len(decode)} and {len(archs)}")
     a = ArchArrays.from_architectures(archs)
     dp_, dd = DeployArrays.from_deployments(prefill), DeployArrays.from_deployments(decode)
-    env_p, env_d = Env.for_deployments(hw, prefill), Env.for_deployments(hw, decode)
+    env_p, env_d = (Env.for_deployments(hw, pool, workload.engine) for pool in (prefill, decode))
     isl, osl = float(workload.isl_tokens), float(workload.osl_tokens)
     chunk = float(workload.prefill_chunk_tokens)
     limit = np.minimum(max_concurrency(a, dd, env_d, float(workload.max_context_tokens), chunk),

@@ -37,10 +37,10 @@ FP8-KV streaming below its bandwidth bound; default: no cap) and communication
 `scale_up_latency_us`). `[moe]` (optional, default 0; `cost_model.layers.moe_overhead_s`): the
 non-GEMM time of a fused MoE layer: `fixed_overhead_us` (routing top-k, permute, activation and
 unpermute kernels' floors), `per_token_us` (per routed token copy of 4096 hidden elements on one
-GPU), `per_routed_copy_us` (per routed copy of all the layer's tokens, C·k whatever the EP degree:
-the fused MoE sorts and scans every expert index to pick its local ones) and `per_expert_us` (per
-active local expert: grouped-GEMM tile scheduling, pipeline fill). Serving step times charge the
-floor alone (`cost_model.layers.moe_floor_s`; its docstring gives the serving figures).
+GPU) and `per_routed_copy_us` (per routed copy of all the layer's tokens, C·k whatever the EP
+degree: the fused MoE sorts and scans every expert index to pick its local ones), with `engine`
+(a plain string, default "trtllm"), the serving engine whose fused-MoE kernels the tables timed:
+its steps pay all three terms, any other engine's only the floor (`Efficiency.for_engine`).
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from importlib import resources
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from cost_model.deployment import ENGINES
 from cost_model.errors import ConfigError
 from cost_model.precision import Precision
 from cost_model.sourced import MISSING, is_number, sourced_value
@@ -59,6 +60,10 @@ from cost_model.units import GIGA, US_PER_S
 _PACKAGE = "cost_model.data.efficiency"
 DEFAULT_FILE = "default"  # used for hardware without a file of its own (e.g. a user's TOML)
 POINTS_FILE = "gemm_points"  # measured GEMM times shipped for lookups, not a GPU's coefficients
+# `[moe] engine`: the serving engine whose fused-MoE kernels the terms were fitted on
+# (aiconfigurator-core's tables of that framework, `archscout calibrate --framework`)
+MOE_ENGINES = ENGINES
+DEFAULT_MOE_ENGINE = "trtllm"
 RATE_FORMATS = {"fp8": "fp8", "fp4": "nvfp4", "bf16": "bf16"}  # entry a rate class falls back to
 
 
@@ -112,10 +117,22 @@ class Efficiency(BaseModel):
     decode_kv_dequant_elements_per_s: float = Field(default=float("inf"), gt=0)  # quantized KV
     moe_fixed_overhead_s: float = Field(default=0.0, ge=0)  # per fused MoE layer call
     moe_per_token_s: float = Field(default=0.0, ge=0)  # per routed token copy of 4096 elements
-    moe_per_expert_s: float = Field(default=0.0, ge=0)  # per active local expert
     moe_per_routed_copy_s: float = Field(default=0.0, ge=0)  # per copy of every rank's tokens
+    moe_engine: str = DEFAULT_MOE_ENGINE  # the engine whose fused-MoE kernels the terms describe
     all_reduce_latency_s: float | None = Field(default=None, ge=0)  # None: catalog scale-up α
     sources: dict[str, str]
+
+    def for_engine(self, engine: str | None) -> Efficiency:
+        """The coefficients a step of `engine` pays: all of them for the engine whose fused-MoE
+        kernels `[moe]` was fitted on (`moe_engine`), else the MoE floor alone. Other engines
+        run other fused-MoE kernels: SGLang's Triton kernel on Hopper streams DeepSeek-V3's
+        TP-8-sliced experts at HBM speed (249 µs at 64 tokens on H200, aiconfigurator-core 0.12.0
+        sglang 0.5.14 moe_perf) where TensorRT-LLM's CUTLASS kernel takes 721 µs (trtllm
+        1.3.0rc20), so the size terms of one would misprice the other; without an engine
+        (a generic one) the floor alone, the fastest fused MoE's."""
+        if engine == self.moe_engine:
+            return self
+        return self.model_copy(update={"moe_per_token_s": 0.0, "moe_per_routed_copy_s": 0.0})
 
     @property
     def grouped_bandwidth_ceiling_frac(self) -> float:
@@ -193,6 +210,13 @@ def _fit(doc: dict, fmt: str) -> GemmFit | None:
         raise ConfigError(f"`gemm.{fmt}.fit` is malformed: {exc}") from None
 
 
+def _moe_engine(doc: dict) -> str:
+    engine = doc.get("moe", {}).get("engine", DEFAULT_MOE_ENGINE)
+    if engine not in MOE_ENGINES:
+        raise ConfigError(f"`moe.engine` must be one of {', '.join(MOE_ENGINES)}; got {engine!r}")
+    return engine
+
+
 def efficiency_from_toml(doc: dict) -> Efficiency:
     sources: dict[str, str] = {}
     gemm = {fmt: _gemm(doc, fmt, sources) for fmt in doc.get("gemm", {})}
@@ -220,8 +244,8 @@ def efficiency_from_toml(doc: dict) -> Efficiency:
         all_reduce_latency_s=_optional_us(doc, "communication.all_reduce_latency_us", sources),
         moe_fixed_overhead_s=_optional_us(doc, "moe.fixed_overhead_us", sources) or 0.0,
         moe_per_token_s=_optional_us(doc, "moe.per_token_us", sources) or 0.0,
-        moe_per_expert_s=_optional_us(doc, "moe.per_expert_us", sources) or 0.0,
         moe_per_routed_copy_s=_optional_us(doc, "moe.per_routed_copy_us", sources) or 0.0,
+        moe_engine=_moe_engine(doc),
         sources=sources,
     )
 

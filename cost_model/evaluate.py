@@ -205,7 +205,7 @@ def _ratio_column(parts: dict, rows: dict, n: int, columns: int, name: str) -> n
 
 def _aggregated_points(archs, deps, hw: HardwareSpec, workload: Workload, concurrency
                        ) -> OperatingPoints:
-    env = Env.for_deployments(hw, deps)
+    env = Env.for_deployments(hw, deps, workload.engine)
     a = ArchArrays.from_architectures(archs)
     d = DeployArrays.from_deployments(deps)
     memory_limit = max_concurrency(a, d, env, float(workload.max_context_tokens),

@@ -164,10 +164,10 @@ def _expert_m_groups(a: ArchArrays, d: DeployArrays, load: StepLoad):
     touched = touched_expert_frac(tokens, a.top_k, a.experts)
     m_expert = tokens_per_expert(tokens, a.top_k, a.experts) / np.maximum(touched, 1e-12) \
         * (1.0 + moe_imbalance_frac(d))
-    return m_expert, busiest_rank_touched_experts(touched, a.experts, d.ep)
+    return m_expert, busiest_rank_touched_experts(touched, a.experts, d.ep, d.random_routing)
 
 
-def busiest_rank_touched_experts(touched_frac, experts, ep):
+def busiest_rank_touched_experts(touched_frac, experts, ep, random_routing=1.0):
     """Experts the busiest of `ep` expert-parallel GPUs reads in one MoE layer when each expert
     is touched with probability `touched_frac` (`touched_expert_frac`). Each GPU holds n = E/EP
     experts, so its touched count is Binomial(n, p) (mean n·p, variance n·p·(1 − p)); the layer
@@ -178,10 +178,12 @@ def busiest_rank_touched_experts(touched_frac, experts, ep):
     expert parallelism costs in weight reads (DeepSeek-V3, 16 tokens, EP 8: 16.7 experts on the
     busiest GPU vs 12.7 on average), at large ones p → 1 and it vanishes (the routed tokens'
     skew is δ, `moe_imbalance_frac`). min(·, n) is non-decreasing in p (where the sum decreases,
-    near p = 1, it is already above n), so the layer never gets faster with more tokens."""
+    near p = 1, it is already above n), so the layer never gets faster with more tokens.
+    `random_routing` 0: balanced routing, every GPU at the mean (aiconfigurator's "balanced"
+    kernel tables, `search.calibration.moe`)."""
     n = experts / ep
     mean = n * touched_frac
-    spread = np.sqrt(np.maximum(mean * (1.0 - touched_frac), 0.0))
+    spread = np.sqrt(np.maximum(mean * (1.0 - touched_frac), 0.0)) * random_routing
     return np.minimum(mean + expected_largest_z(ep) * spread, n)
 
 
@@ -193,32 +195,27 @@ def moe_routed_tokens(a: ArchArrays, d: DeployArrays, tokens):
 def moe_overhead_s(a: ArchArrays, d: DeployArrays, env: Env, tokens):
     """Non-GEMM time of one fused MoE layer on one GPU: a fixed floor (routing top-k, the
     permute/unpermute and activation kernels' launches), a cost per local routed token copy per
-    hidden element (permute, gated activation and weighted unpermute move each copy), a cost per
-    routed copy of ALL the layer's tokens (the fused MoE receives every rank's tokens and sorts
-    and scans all C·k expert indices to pick its local ones, whatever the EP degree) and a cost
-    per active local expert (the grouped GEMMs' per-group tile scheduling and pipeline fill).
+    hidden element (permute, gated activation and weighted unpermute move each copy) and a cost
+    per routed copy of ALL the layer's tokens (the fused MoE receives every rank's tokens and
+    sorts and scans all C·k expert indices to pick its local ones, whatever the EP degree); 0 s
+    for a dense model. Serving steps pay it whole on the engine whose kernels `[moe]` was fitted
+    on, the floor alone on any other (`Efficiency.for_engine`).
 
-    Fitted on aiconfigurator's fused-MoE tables (TRT-LLM 1.3.0rc20 cutlass flow) it is within
-    ±10% from EP 1 to 64 (h200 fp8, ≥ 1,024 tokens). Serving step times charge only its floor
-    (`moe_floor_s`): the size-dependent terms, measured on the isolated TRT-LLM kernels, make the
-    published serving rows worse (tests/benchmarks/validate_serving.py, 1,007 rows, with the
-    scheduler's host time and the all-gather exchange of attention DP: MoE TPOT median |error|
-    8.6% with the floor alone vs 11.4% with every term, tokens/s/GPU 13.3% vs 14.9%; every term
-    on the TensorRT-LLM rows only, whose kernels the tables measured, and the floor elsewhere:
-    9.4% and 13.2%; the per-expert term alone charges a TP-8 EP-1 DeepSeek step ~4 ms, which
-    SGLang's rows do not show)."""
+    Fitted on aiconfigurator's fused-MoE tables (TRT-LLM 1.3.0rc20: CUTLASS and DeepGEMM flows),
+    balanced routing, every format at once: median |error| 9.3–17.1% per GPU and format (RTX PRO
+    6000 FP8 19.3%, block FP8 46.6%; tests/benchmarks/bench_moe_fit.py). A fourth term per
+    active local expert (grouped-GEMM tile scheduling) fitted the same tables no better (8.7–16.9%,
+    each format within 3.7 points) and is what made serving worse: it charges a TP-8 EP-1
+    DeepSeek step ~4 ms that no published row shows. On the published rows
+    (tests/benchmarks/validate_serving.py, MoE, 856 rows; host time fitted on this form) the
+    terms on TensorRT-LLM's rows and the floor elsewhere give tokens/s/GPU median |error| 11.7%
+    (bias +0.1%) and TPOT 8.9% (+2.7%); the floor everywhere 11.9% / 9.0%, the terms everywhere
+    12.0% / 9.5%."""
     copies = moe_routed_tokens(a, d, tokens)
     per_copy_s = env.eff.moe_per_token_s * a.hidden / MOE_HIDDEN_UNIT
     scanned_s = tokens * a.top_k * env.eff.moe_per_routed_copy_s
-    experts = a.experts / d.ep * touched_expert_frac(tokens, a.top_k, a.experts)
-    return moe_floor_s(a, env) + np.where(
-        a.experts > 0, copies * per_copy_s + scanned_s + experts * env.eff.moe_per_expert_s, 0.0)
-
-
-def moe_floor_s(a: ArchArrays, env: Env):
-    """The fixed floor of one fused MoE call (`moe.fixed_overhead_us`: routing top-k, permute,
-    gated activation and unpermute kernels, whatever the tokens); 0 s for a dense model."""
-    return np.where(a.experts > 0, env.eff.moe_fixed_overhead_s, 0.0)
+    return np.where(a.experts > 0,
+                    env.eff.moe_fixed_overhead_s + copies * per_copy_s + scanned_s, 0.0)
 
 
 def _logit_tokens(load: StepLoad):

@@ -25,7 +25,7 @@ from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.benchmark_ttft import benchmark_ttft_s, prompt_queue_s
 from cost_model.deployment import expected_tokens_per_step
 from cost_model.communication import all_gather_s, all_reduce_s, all_to_all_s, point_to_point_s
-from cost_model.layers import GemmList, layer_gemms, moe_floor_s
+from cost_model.layers import GemmList, layer_gemms, moe_overhead_s
 from cost_model.step_load import StepLoad, busiest_group_seqs
 
 ACTIVATION_BYTES = 2.0  # BF16 residual stream between layers and in collectives
@@ -160,7 +160,8 @@ def helix_all_to_all_s(a, d, env: Env, tokens):
 
 def _other_s(a, d, env: Env, load: StepLoad, layers, dense_layers, moe_layers=0.0, host=True):
     """Non-GEMM kernels: elementwise traffic, their launches, the per-step kernels and each MoE
-    layer's fused-MoE floor (`layers.moe_floor_s`); with `host`, the scheduler's host time for
+    layer's fused-MoE overhead on every group's tokens (`layers.moe_overhead_s`, as the step's
+    engine pays it: `Efficiency.for_engine`); with `host`, the scheduler's host time for
     the sequences of the busiest rank's micro-batch (`cost_model.host`): the first stage waits
     for it before each micro-batch, so a TPOT of PP micro-batches pays it for all c sequences."""
     passes = ELEMENTWISE_HIDDEN_PASSES * a.hidden + ELEMENTWISE_FFN_PASSES * a.ffn / d.ffn_tp * \
@@ -171,7 +172,7 @@ def _other_s(a, d, env: Env, load: StepLoad, layers, dense_layers, moe_layers=0.
     scheduler = host_step_s(load.group_decode_seqs + load.group_prefill_seqs, env.hw.host_cpu) \
         if host else 0.0
     return layers * (elementwise + fixed) + STEP_OVERHEAD_KERNELS * env.hw.kernel_launch_s / d.pp \
-        + scheduler + moe_layers * moe_floor_s(a, env)
+        + scheduler + moe_layers * moe_overhead_s(a, d, env, load.instance_tokens)
 
 
 def stage_forward(a: ArchArrays, d: DeployArrays, env: Env, decode_seqs, context,
@@ -182,9 +183,8 @@ def stage_forward(a: ArchArrays, d: DeployArrays, env: Env, decode_seqs, context
     (None: one request, a chunk) attending to `prefill_context` on average. Counts are for the
     whole instance (all DP groups); the busiest group's share is taken in whole requests
     (`StepLoad.of`); each decoding sequence puts `tokens_per_seq` tokens through the model (k + 1
-    when verifying k speculative tokens). Broadcasts over every argument. Of the fused-MoE
-    overhead calibrated on kernel tables (`layers.moe_overhead_s`) each MoE layer pays the floor
-    (`layers.moe_floor_s`, in `other_s`): see its docstring. `host` False leaves out the
+    when verifying k speculative tokens). Broadcasts over every argument. Each MoE layer pays
+    the fused-MoE overhead (`layers.moe_overhead_s`, in `other_s`). `host` False leaves out the
     scheduler's host time (a pass inside a step the scheduler already paid for: a draft pass)."""
     load = StepLoad.of(d, decode_seqs, prefill_tokens, prefill_seqs, tokens_per_seq)
     return stage_forward_load(a, d, env, load, context, prefill_context, host)

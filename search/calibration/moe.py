@@ -54,13 +54,11 @@ COLUMNS = ("num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "mo
 COEFFICIENTS = {
     "fixed_overhead_us": (0.0, 200.0, 10.0),
     "per_token_us": (0.0, 1.0, 0.01),
-    "per_expert_us": (0.0, 50.0, 1.0),
     "per_routed_copy_us": (0.0, 0.1, 0.001),
 }
 EFFICIENCY_FIELDS = {  # coefficient -> (Efficiency field, TOML units per SI unit)
     "fixed_overhead_us": ("moe_fixed_overhead_s", US_PER_S),
     "per_token_us": ("moe_per_token_s", US_PER_S),
-    "per_expert_us": ("moe_per_expert_s", US_PER_S),
     "per_routed_copy_us": ("moe_per_routed_copy_s", US_PER_S),
 }
 
@@ -156,10 +154,11 @@ def _arch(data: MeasuredMoe) -> ArchArrays:
 
 
 def _deploy(data: MeasuredMoe) -> DeployArrays:
-    """EP × moe-TP GPUs, attention data-parallel over the EP ranks: moe_tp = TP·DP/EP."""
+    """EP × moe-TP GPUs, attention data-parallel over the EP ranks: moe_tp = TP·DP/EP; the
+    tables' balanced routing (no busier GPU, no skew)."""
     ones = np.ones(len(data))
     return DeployArrays(tp=data.moe_tp, ep=data.moe_ep, pp=ones, dp=data.moe_ep,
-                        imbalance=0.0 * ones)
+                        imbalance=0.0 * ones, random_routing=0.0)
 
 
 def with_coefficients(eff: Efficiency, coefficients: dict[str, float]) -> Efficiency:

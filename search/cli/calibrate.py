@@ -111,17 +111,18 @@ def _gemm_section(r: GemmFitResult) -> list[str]:
 
 
 def _kept_section(prefix: str, table: dict) -> list[str]:
-    """Re-emit a `{ value, source }` section (and nested tables) of the previous file."""
+    """Re-emit a `{ value, source }` section (and nested tables) of the previous file, laid out
+    as `_gemm_section` writes them (a nested table right below its section)."""
     lines = [f"[{prefix}]"]
     nested = []
     for key, entry in table.items():
         if isinstance(entry, dict) and "value" in entry:
             lines.append(_sourced(key, float(entry["value"]), str(entry["source"])))
         elif isinstance(entry, dict):
-            nested += _kept_section(f"{prefix}.{key}", entry)
+            nested += _kept_section(f"{prefix}.{key}", entry)[:-1]
         else:
             lines.append(f"{key} = {_toml_value(entry)}")
-    return lines + [""] + nested
+    return lines + nested + [""]
 
 
 def efficiency_toml(hardware: str, version: str, results: list[GemmFitResult],
@@ -345,6 +346,16 @@ def _with_fitted(previous: dict, section: str, fitted: dict[str, tuple[float, st
     return {**previous, section: table}
 
 
+def _with_moe_engine(previous: dict, framework: str) -> dict:
+    """`previous` with its fitted `[moe]` terms only (an older file's other terms dropped) and
+    `engine` naming the framework whose fused-MoE tables they were fitted on: that engine's
+    serving steps pay the size terms (`Efficiency.for_engine`)."""
+    from search.calibration.moe import COEFFICIENTS
+
+    fitted = {k: v for k, v in previous.get("moe", {}).items() if k in COEFFICIENTS}
+    return {**previous, "moe": {**fitted, "engine": framework}}
+
+
 def _median_fits(fits: dict[str, dict[str, tuple[float, str]]]) -> dict[str, tuple[float, str]]:
     names = next(iter(fits.values()))
     source = "median of the fitted " + ", ".join(fits) + " entries"
@@ -409,6 +420,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
             if part in parts:
                 kernel_fits[section][name] = fit(args, name)
                 previous = _with_fitted(previous, section, kernel_fits[section][name])
+        if "moe" in parts:
+            previous = _with_moe_engine(previous, args.framework)
         write_package_data(output / f"{name}.toml", efficiency_toml(
             name, version, all_results[name], previous))
     if args.source == AIC_SOURCE and set(all_results) == set(AIC_SYSTEMS):
@@ -416,6 +429,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
         for section, fits in kernel_fits.items():
             if fits:
                 previous = _with_fitted(previous, section, _median_fits(fits))
+        if kernel_fits["moe"]:
+            previous = _with_moe_engine(previous, args.framework)
         version = "median of the calibrated GPUs" if "gemm" in parts else str(previous["version"])
         write_package_data(output / f"{DEFAULT_FILE}.toml", efficiency_toml(
             DEFAULT_FILE, version, default_results(all_results) if "gemm" in parts else [],

@@ -2,11 +2,11 @@
 
 Prints, per GPU and format, the median and 90th-percentile |predicted / measured − 1| over the
 balanced, gated rows of aiconfigurator-core's moe_perf tables in the formats the model has,
-before (the two grouped expert GEMMs alone, timed by the calibrated GEMM model) and after (plus
-the shipped [moe] terms: fixed floor, per routed token copy, per active local expert), the form
-serving step times charge (the GEMMs and the fixed floor alone, `cost_model.layers.moe_floor_s`:
-what leaving the size-dependent terms out of serving costs on the kernels), and the rows left
-out by reason.
+before (the two grouped expert GEMMs alone, timed by the calibrated GEMM model), after (plus the
+shipped [moe] terms: fixed floor, per routed token copy, per scanned routed index: what a
+TensorRT-LLM serving step pays, the engine of these tables) and with the floor alone (what a
+step of another engine, or a generic one, pays: `cost_model.efficiency.Efficiency.for_engine`),
+and the rows left out by reason.
 Run: pip install aiconfigurator-core; python tests/benchmarks/bench_moe_fit.py
 """
 
@@ -29,7 +29,7 @@ from search.calibration.moe import (
 )
 from search.records.tables import format_table
 
-FLOOR = "fixed_overhead_us"  # the one [moe] term serving step times charge
+FLOOR = "fixed_overhead_us"  # the one [moe] term other engines' serving steps pay
 
 
 def _rows(hardware: str) -> tuple[list[dict], dict[str, int]]:
@@ -47,8 +47,8 @@ def _rows(hardware: str) -> tuple[list[dict], dict[str, int]]:
         rows.append({"hardware": hardware, "format": fmt, "rows": len(data),
                      "before_median": f"{before[0]:.1%}", "before_p90": f"{before[1]:.1%}",
                      "after_median": f"{after[0]:.1%}", "after_p90": f"{after[1]:.1%}",
-                     "serving_form_median": f"{floor[0]:.1%}",
-                     "serving_form_p90": f"{floor[1]:.1%}"})
+                     "floor_only_median": f"{floor[0]:.1%}",
+                     "floor_only_p90": f"{floor[1]:.1%}"})
     return rows, skipped
 
 

@@ -164,3 +164,17 @@ def test_negative_attention_term_names_the_field():
     doc["attention"]["decode_per_sequence_us"] = {"value": -1.0, "source": "typo"}
     with pytest.raises(ConfigError, match=r"`attention\.decode_per_sequence_us` must be >= 0"):
         efficiency_from_toml(doc)
+
+
+def test_moe_engine_names_whose_kernels_the_terms_describe():
+    """`[moe] engine` defaults to TensorRT-LLM (the tables calibrate fits by default); an engine
+    the model does not know is one line naming the field and the value."""
+    doc = _doc()
+    doc.setdefault("moe", {}).pop("engine", None)
+    assert efficiency_from_toml(doc).moe_engine == "trtllm"
+    doc["moe"]["engine"] = "sglang"
+    assert efficiency_from_toml(doc).moe_engine == "sglang"
+    doc["moe"]["engine"] = "tgi"
+    with pytest.raises(ConfigError, match=r"`moe\.engine` must be one of vllm, sglang, trtllm; "
+                                          r"got 'tgi'"):
+        efficiency_from_toml(doc)
