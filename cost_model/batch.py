@@ -241,10 +241,12 @@ class Env:
 
     @classmethod
     def create(cls, hw: HardwareSpec, precision: str, kv_precision: str,
-               moe_precision: str | None = None) -> Env:
+               moe_precision: str | None = None, engine: str | None = None) -> Env:
+        """One environment of named formats, served by `engine` (as `for_deployments`)."""
         moe = None if moe_precision is None else _linear_format(hw, moe_precision,
                                                                 "moe_precision")
-        return cls(hw=hw, eff=get_efficiency(hw.name), linear=_linear_format(hw, precision),
+        return cls(hw=hw, eff=get_efficiency(hw.name).for_engine(engine),
+                   linear=_linear_format(hw, precision),
                    kv=get_precision(kv_precision, "kv_precision"), high=get_precision("bf16"),
                    moe=moe)
 

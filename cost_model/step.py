@@ -255,7 +255,7 @@ def _forward_args(concurrency, d, isl_tokens, osl_tokens, chunk_tokens, cached_t
     shape = np.broadcast_shapes(np.shape(concurrency), d.pp.shape, d.dp.shape)
     full = lambda v: np.broadcast_to(v, shape)  # noqa: E731
     decode_seqs = np.stack([full(micro), full(micro), full(others), full(others)])
-    chunks = np.where(balanced, _prefilling_groups(concurrency, d), 1.0)
+    chunks = _chunks_per_prompt_step(concurrency, d, balanced)
     # (d) every group's token budget filled with prompts: the engine's prefill rate
     prefill = np.stack([np.zeros(shape), full(np.maximum(per_step, chunks * chunk)), full(chunk),
                         full(d.dp * chunk_tokens)])
@@ -286,6 +286,12 @@ def chunk_step_frac(concurrency, d: DeployArrays, isl_tokens, osl_tokens, chunk_
 def _prefilling_groups(concurrency, d: DeployArrays):
     """g = min(dp, c): the attention-DP groups that hold requests, so take new prompts."""
     return np.minimum(d.dp, np.maximum(concurrency, 1.0))
+
+
+def _chunks_per_prompt_step(concurrency, d: DeployArrays, balanced):
+    """Chunks a step that carries prompts holds: one per prefilling group when the groups
+    prefill together (`balanced`), else one."""
+    return np.where(balanced, _prefilling_groups(concurrency, d), 1.0)
 
 
 def prefill_utilization(concurrency, d: DeployArrays, isl_tokens, osl_tokens, chunk_tokens):
@@ -343,12 +349,11 @@ def serving_times(a, d, env: Env, concurrency, isl_tokens, osl_tokens, chunk_tok
     gained = expected_tokens_per_step(d.spec_tokens, d.spec_acceptance)
     decode_steps = osl_tokens / gained  # steps a request decodes for: prompts amortize over them
     new = isl_tokens - cached_tokens
-    balanced = np.asarray(balanced) & (d.dp > 1)
     steps = stage_forward(a, d, env, *_forward_args(
         concurrency, d, isl_tokens, decode_steps, chunk_tokens, cached_tokens,
         isl_tokens + osl_tokens / 2.0, balanced))
     per_step, chunk = _prefill_tokens(concurrency, d, new, decode_steps, chunk_tokens)
-    chunks = np.where(balanced, _prefilling_groups(concurrency, d), 1.0)
+    chunks = _chunks_per_prompt_step(concurrency, d, balanced)
     share = np.where(per_step >= chunks * chunk, 1.0,
                      chunk_step_frac(concurrency, d, new, decode_steps, chunk_tokens, balanced))
     step = steps.part(0).plus(steps.part(1).minus(steps.part(0)), share).scaled(d.pp)

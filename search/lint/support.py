@@ -102,7 +102,8 @@ class LintContext:
 
     @cached_property
     def env(self) -> Env:
-        return Env.create(self.hw, self.dep.precision, self.dep.kv_cache_precision)
+        return Env.create(self.hw, self.dep.precision, self.dep.kv_cache_precision,
+                          engine=self.workload.engine)
 
     @cached_property
     def baseline(self) -> Measured:

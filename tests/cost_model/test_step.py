@@ -202,6 +202,12 @@ def test_ep_must_divide_stage_gpus():
         make_deployment(tp=0)
 
 
+def _without_moe_overhead(env: Env) -> Env:
+    """`env` with every fused-MoE term at 0 (what a step pays beside them is the difference)."""
+    return replace(env, eff=env.eff.model_copy(update={
+        "moe_fixed_overhead_s": 0.0, "moe_per_token_s": 0.0, "moe_per_routed_copy_s": 0.0}))
+
+
 def test_fused_moe_overhead_by_hand_and_who_pays_it(load_model):
     """The calibrated `[moe]` overhead of one layer, by hand, on H200
     (cost_model/data/efficiency/h200.toml: floor 22.55 µs, 0.01582 µs per routed copy of 4,096
@@ -214,15 +220,14 @@ def test_fused_moe_overhead_by_hand_and_who_pays_it(load_model):
     other engine's (and a generic) step pays the floor alone: 58 · 22.55 = 1,307.9 µs."""
     models = [load_model("DeepSeek-V3"), load_model("Llama-3.1-8B")]
     a = ArchArrays.from_architectures(models)
-    env = Env.create(H200, "fp8", "fp8")
+    env = Env.create(H200, "fp8", "fp8", engine="trtllm")
     assert (env.eff.moe_fixed_overhead_s, env.eff.moe_per_token_s,
             env.eff.moe_per_routed_copy_s) == pytest.approx((22.55e-6, 0.01582e-6, 0.0006293e-6))
     tokens = np.array([[64.0]])
     d = DeployArrays.from_deployments([Deployment(), Deployment()])
     overhead = moe_overhead_s(a, d, env, tokens)
     assert overhead[0, 0] * 1e6 == pytest.approx(37.04692, rel=1e-6) and overhead[1, 0] == 0
-    none = replace(env, eff=env.eff.model_copy(update={
-        "moe_fixed_overhead_s": 0.0, "moe_per_token_s": 0.0, "moe_per_routed_copy_s": 0.0}))
+    none = _without_moe_overhead(env)
     floor_only = replace(env, eff=env.eff.for_engine("sglang"))
     assert env.eff.for_engine("trtllm") is env.eff
     assert env.eff.for_engine(None) == floor_only.eff
@@ -243,13 +248,12 @@ def test_fused_moe_under_attention_dp_sees_every_groups_tokens(load_model):
     sequences (8 per group): the fused MoE gets all 64 tokens (the all-gather), so 64 · 8/8 = 64
     local copies · 0.01582 · 2048/4096 = 0.50624 µs and 64 · 8 = 512 scanned indices
     · 0.0006293 = 0.32220 µs beside the 22.55 µs floor: 23.37844 µs per layer, 48 · 23.37844
-    = 1,122.165 µs per step (H200)."""
+    = 1,122.165 µs per TensorRT-LLM step (H200)."""
     qwen = load_model("Qwen3-30B-A3B")
     a = ArchArrays.from_architectures([qwen])
     d = DeployArrays.from_deployments([Deployment(tp=1, dp=8, ep=8)])
-    env = Env.create(H200, "fp8", "fp8")
-    none = replace(env, eff=env.eff.model_copy(update={
-        "moe_fixed_overhead_s": 0.0, "moe_per_token_s": 0.0, "moe_per_routed_copy_s": 0.0}))
+    env = Env.create(H200, "fp8", "fp8", engine="trtllm")
+    none = _without_moe_overhead(env)
     added = (stage_forward(a, d, env, 64.0, 1024.0, 0.0, 512.0).other_s
              - stage_forward(a, d, none, 64.0, 1024.0, 0.0, 512.0).other_s)
     assert float(np.ravel(added)[0]) * 1e6 == pytest.approx(1122.165, rel=1e-5)
