@@ -34,3 +34,140 @@ def test_inferencex_drain_factor_by_hand():
     One slot: no slower slot to wait for, 1."""
     assert benchmark_drain_factor(4) == pytest.approx(1.021283, rel=1e-6)
     assert benchmark_drain_factor(1) == 1.0
+
+
+# ---- the grown development set: readers and scorers (tests/data/serving/) ------------------
+
+import importlib.util  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from tests.benchmarks.validate_serving import (  # noqa: E402
+    DEFAULT_DATA_DIR,
+    Skip,
+    _statistic,
+    evaluate_row,
+    format_pair_ratio_errors,
+    little_concurrency,
+    model_cap,
+    offline_requests as _offline_requests,
+    sla_best_index,
+)
+
+SERVING = Path(__file__).resolve().parents[1] / "data" / "serving"
+
+
+def _script(name: str):
+    spec = importlib.util.spec_from_file_location(name, SERVING / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_little_concurrency_by_hand():
+    """2 req/s, mean TTFT 62 ms, mean TPOT 21 ms, 256 output tokens: each request lasts
+    0.062 + 255 × 0.021 = 5.417 s, so 2 × 5.417 = 10.834 are in flight."""
+    assert little_concurrency(2.0, 0.062, 0.021, 256) == pytest.approx(10.834)
+
+
+def test_sla_picks_the_largest_throughput_within_both_limits():
+    """Limits TTFT 2 s, TPOT 80 ms: points 0-2 meet both (the 4th has TTFT 3 s and TPOT 90 ms);
+    the largest of their tokens/s (100, 200, 300) is point 2; with point 2 not allowed (memory),
+    point 1; with a 10 ms TPOT limit none qualifies."""
+    tokens = np.array([100.0, 200.0, 300.0, 400.0])
+    ttft, tpot = np.array([0.1, 0.5, 1.5, 3.0]), np.array([0.02, 0.04, 0.06, 0.09])
+    allowed = np.ones(4, dtype=bool)
+    assert sla_best_index(tokens, ttft, tpot, allowed, 2.0, 0.08) == 2
+    assert sla_best_index(tokens, ttft, tpot, allowed & (np.arange(4) != 2), 2.0, 0.08) == 1
+    assert sla_best_index(tokens, ttft, tpot, allowed, 2.0, 0.01) is None
+
+
+def test_model_cap_by_hand():
+    """Counts 674, 100, 100, 100 at 25%: K = 100 holds (100 ≤ 0.25 × (100 + 300) = 100),
+    K = 101 does not (0.25 × (101 + 300) = 100.25); four equal models need no cut (K = 10)."""
+    assert model_cap([674, 100, 100, 100], 0.25) == 100
+    assert model_cap([10, 10, 10, 10], 0.25) == 10
+
+
+def test_format_pair_figures_by_hand():
+    """Measured 0.7, 0.9, 1.02, 1.2: three outside ±3%; the model's 0.8 and 1.01 pick the same
+    faster format as 0.7 and 1.2, its 1.1 not 0.9's: 2/3. |errors| 0.1, 0.2, 0.07, 0.19:
+    median (0.1 + 0.19)/2 = 0.145."""
+    out = format_pair_ratio_errors(np.array([0.8, 1.1, 0.95, 1.01]),
+                                   np.array([0.7, 0.9, 1.02, 1.2]))
+    assert out["decided"] == 3
+    assert out["faster_agree_frac"] == pytest.approx(2 / 3)
+    assert out["median_abs_ratio_error"] == pytest.approx(0.145)
+
+
+def test_statistic_from_columns_or_derived_fields():
+    inferencex = {"derived_fields": "tpot_ms=median_tpot*1000; ttft_ms=median_ttft*1000"}
+    assert _statistic(inferencex) == {"tpot": "median", "ttft": "median"}
+    assert _statistic({**inferencex, "tpot_stat": "mean"})["tpot"] == "mean"
+    assert _statistic({}) == {"tpot": "unstated", "ttft": "unstated"}
+
+
+def _row(**fields) -> dict[str, str]:
+    schema = _script("schema")
+    return {**schema.blank_row(), "model": "Llama-3.1-8B-Instruct", "gpu": "H200",
+            "num_gpus": "1", "total_gpus": "1", "tp": "1", "framework": "TensorRT-LLM",
+            "precision": "fp8", "isl": "467", "osl": "256", **fields}
+
+
+def test_poisson_rate_row_is_scored_at_its_little_law_concurrency():
+    """The v0.14 online table's Llama-3.1-8B H200 TP1 row at QPS 2: 2 req/s, TTFT 21 ms,
+    ITL 6 ms, OSL 256: 2 × (0.021 + 255 × 0.006) = 3.102 requests in flight."""
+    row = _row(scenario="poisson_rate", request_rate_per_s="2", ttft_ms="21", tpot_ms="6",
+               ttft_stat="mean", tpot_stat="mean", output_tokens_per_s_per_gpu="504",
+               source_kind="trtllm_online_serving_v0_14")
+    result = evaluate_row(row, DEFAULT_DATA_DIR, {})
+    assert result.regime == "rate"
+    assert result.concurrency == pytest.approx(3.102)
+    assert result.statistic == {"tpot": "mean", "ttft": "mean"}
+
+
+def test_offline_row_runs_its_stated_requests():
+    row = _row(scenario="offline", requests="500", output_tokens_per_s_per_gpu="9189")
+    assert _offline_requests(row) == 500
+    assert _offline_requests({**row, "scenario": "concurrency"}) is None
+
+
+def test_sla_row_meets_its_limits_and_a_row_without_isl_is_left_out():
+    """An MLPerf-style server row scored at a synthetic ISL: the chosen point's TPOT and TTFT
+    are within the limits; the real MLPerf rows have no ISL and are skipped, saying why."""
+    row = _row(scenario="server", ttft_limit_ms="2000", tpot_limit_ms="100",
+               output_tokens_per_s_per_gpu="5000")
+    result = evaluate_row(row, DEFAULT_DATA_DIR, {})
+    assert result.regime == "sla"
+    assert result.predicted["tpot"] <= 0.100 and result.predicted["ttft"] <= 2.0
+    with pytest.raises(Skip, match="mean input length"):
+        evaluate_row({**row, "isl": ""}, DEFAULT_DATA_DIR, {})
+
+
+def test_perf_overview_reader_by_hand(tmp_path):
+    """One throughput row and two online rows (a rate and an INF one) of the v0.17 page's
+    layout: H200 TP2 FP8 6,823.01 tok/s at 128/128 is 3,411.505 per GPU over the page's 30,000
+    requests; the online QPS 4 row at 3.5 req/s is a poisson_rate row, the INF row an offline run
+    of the table's 500 requests."""
+    page = tmp_path / "page.md"
+    page.write_text(
+        "| Throughput (tokens / sec) | | GPU | H200 141GB HBM3 | L40S |\n"
+        "|:--|:--|:--|:--|:--|\n"
+        "| | Precision | | FP8 | FP8 |\n"
+        "| Model | Tensor Model Parallel Size | Runtime Input/Output Lengths | | |\n"
+        "| LLaMA v3.1 70B | 2 | 128, 128 | 6823.01 | 99 |\n\n"
+        "| **Model** | **GPU** | **TP** | **Input Length** | **Output Length** | **QPS** | "
+        "**Tput(req/s)** | **Mean TTFT(ms)** | **Mean ITL(ms)** | **Total Token Tput (tok/s)** | "
+        "**Output Tput (tok/s)** |\n"
+        "|LLaMA 3.1 8B|H100 80GB HBM3|1|467|256|4|3.5|24|9|2624|929|\n"
+        "||||||INF|37|3335|39|26614|9420|\n", encoding="utf-8")
+    module = _script("extract_trtllm_perf_overview")
+    lines = page.read_text(encoding="utf-8").splitlines()
+    (offline,) = module.throughput_rows(lines)
+    assert offline["output_tokens_per_s_per_gpu"] == "3411.505"
+    assert offline["requests"] == "30000" and offline["kv_precision"] == "fp8"
+    rate, inf = module.online_rows(lines)
+    assert (rate["scenario"], rate["request_rate_per_s"], rate["tpot_ms"]) == \
+        ("poisson_rate", "3.5", "9")
+    assert (inf["scenario"], inf["requests"], inf["gpu"]) == ("offline", "500", "H100-SXM")

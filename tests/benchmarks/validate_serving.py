@@ -88,7 +88,26 @@ MODEL_CONFIGS = {
     "Qwen3-235B-A22B": "tests:serving_Qwen3-235B-A22B.json",
     "Llama-4-Scout-17B-16E-Instruct": "tests:serving_Llama-4-Scout-17B-16E-Instruct.json",
     "Llama-4-Maverick-17B-128E-Instruct": "tests:serving_Llama-4-Maverick-17B-128E-Instruct.json",
+    "Llama-3.1-70B": "tests:Llama-3.1-70B.json",
+    "Mistral-7B-v0.1": "data:model_configs/Mistral-7B-v0.1.json",
+    "Mixtral-8x7B-v0.1": "data:model_configs/Mixtral-8x7B-v0.1.json",
+    "gpt-oss-20b": "tests:gpt-oss-20b.json",
 }
+# The grown development set: every CSV in tests/data/serving/ but the two below (its columns:
+# tests/data/serving/schema.py; its sources: tests/data/serving/SOURCES.md)
+SERVING_DIR = TEST_DATA / "serving"
+FORMAT_PAIRS_CSV = SERVING_DIR / "format_pairs.csv"
+NOT_GROWN = (DEV_SET_CSV.name, FORMAT_PAIRS_CSV.name)
+# scenario column -> regime (schema.py): fixed concurrency, offline run, MLPerf SLA-bound, Poisson
+SCENARIO_REGIMES = {"concurrency": "fixed", "offline": "max", "server": "sla",
+                    "interactive": "sla", "poisson_rate": "rate"}
+MAX_MODEL_SHARE = 0.25  # no model above this share of the scored rows (deterministic cap)
+FORMAT_PAIR_BAND = 0.03  # pairs whose measured |ratio - 1| is within this band have no faster one
+# model name prefix -> family, for the source table
+FAMILIES = (("Llama-2", "Llama-2"), ("Llama-3", "Llama-3"), ("Llama-4", "Llama-4"),
+            ("Mistral", "Mistral"), ("Mixtral", "Mixtral"), ("DeepSeek", "DeepSeek-V3/R1"),
+            ("Qwen3-30B-A3B", "Qwen3-MoE"), ("Qwen3-235B", "Qwen3-MoE"), ("Qwen3", "Qwen3"),
+            ("gpt-oss", "gpt-oss"))
 MAX_CONCURRENCY_PREFIX = "max"
 # trtllm-bench caps max_batch_size at 4096 requests ("Cap total batch size to avoid decoder
 # buffer size becoming too large"): tensorrt_llm/bench/build/tuning.py, finetune_setting(). The
@@ -172,6 +191,8 @@ class Result:
     measured: dict[str, float | None]
     predicted: dict[str, float]
     error_frac: dict[str, float | None] = field(default_factory=dict)
+    source_kind: str = ""
+    statistic: dict[str, str] = field(default_factory=dict)  # tpot / ttft -> mean, median, ...
 
     @property
     def half(self) -> str:
@@ -218,14 +239,20 @@ def _formats(row: dict[str, str], arch: Architecture) -> dict[str, str]:
     """The deployment's `precision` (and `moe_precision` where the checkpoint mixes formats)."""
     text = row["precision"].strip().lower()
     deepseek = arch.family == "deepseek_v3"
+    explicit = {k: row[k].strip() for k in ("moe_precision", "kv_precision")
+                if row.get(k, "").strip()}
+    if explicit.get("kv_precision", "") not in ("", "fp8", "bf16", "fp16"):
+        raise Skip(f"KV format not a deployment field: {explicit['kv_precision']!r}")
+    if text in ("bf16", "fp16"):
+        return {"precision": text, **explicit}
     if text.startswith("fp4"):
         # NVIDIA's DeepSeek FP4 checkpoints keep MLA in DeepSeek's block-scaled FP8: Model
         # Optimizer's examples/deepseek/ptq.py disables the `*attn*` quantizers unless asked
         # (github.com/NVIDIA/TensorRT-Model-Optimizer); the experts are NVFP4.
         return {"precision": "fp8_block", "moe_precision": "nvfp4"} if deepseek \
-            else {"precision": "nvfp4"}
+            else {"precision": "nvfp4", **explicit}
     if text.startswith("fp8"):
-        return {"precision": "fp8_block" if deepseek else "fp8"}
+        return {"precision": "fp8_block" if deepseek else "fp8", **explicit}
     raise Skip(f"precision not mapped: {row['precision']!r}")
 
 
@@ -271,6 +298,8 @@ def _run_settings(row: dict[str, str], engine: str | None) -> dict[str, int]:
 
 def _workload(row: dict[str, str]) -> Workload:
     isl, osl = _number(row["isl"]), _number(row["osl"])
+    if isl is None and osl is not None:
+        raise Skip("no ISL in the row (its source does not publish the mean input length)")
     if isl is None or osl is None:
         raise Skip("no ISL/OSL in the row")
     engine = engine_of(row)
@@ -279,6 +308,9 @@ def _workload(row: dict[str, str]) -> Workload:
 
 
 def _regime(row: dict[str, str]) -> tuple[str, float | None]:
+    scenario = row.get("scenario", "").strip()
+    if scenario:
+        return _scenario_regime(row, scenario)
     text = row["concurrency"].strip()
     if text.lower().startswith(MAX_CONCURRENCY_PREFIX):
         return "max", None
@@ -350,12 +382,14 @@ def _ttft_parts(p, j: int) -> dict[str, float]:
 
 
 def _predict_max(arch: Architecture, dep: Deployment, hw: HardwareSpec, workload: Workload,
-                 requests: int | None = None) -> dict[str, float]:
-    """The highest-throughput point up to the memory limit and trtllm-bench's batch cap (per
-    attention-DP rank); with `requests` (a finite offline run), no more than that in flight, and
-    the run's throughput over its waves (`offline_run_tokens_per_s`)."""
+                 requests: int | None = None, batch_cap: int | None = None) -> dict[str, float]:
+    """The highest-throughput point up to the memory limit and the batch cap per attention-DP
+    rank (the run's `max_batch`, else trtllm-bench's); with `requests` (a finite offline run), no
+    more than that in flight, and the run's throughput over its waves
+    (`offline_run_tokens_per_s`)."""
     p = evaluate_points([arch], [dep], hw, workload)
-    allowed = p.fits_memory[0] & (p.concurrency[0] <= TRTLLM_BENCH_MAX_BATCH * dep.dp)
+    cap = (batch_cap or TRTLLM_BENCH_MAX_BATCH) * dep.dp
+    allowed = p.fits_memory[0] & (p.concurrency[0] <= cap)
     throughput = np.where(allowed, p.tokens_per_s_per_gpu[0], np.nan)
     if not np.any(np.isfinite(throughput)):
         raise Skip(WEIGHTS_DO_NOT_FIT)
@@ -441,7 +475,8 @@ def _evaluate_disaggregated(row, arch: Architecture, hw: HardwareSpec, workload:
     return Result(workload.engine, row["model"], row["gpu"], "disagg", arch.is_moe,
                   f"{x}P {_describe(prefill)} + {y}D {_describe(decode)}", workload.isl_tokens,
                   workload.osl_tokens, concurrency, measured.__dict__, predicted,
-                  _errors(measured, predicted))
+                  _errors(measured, predicted), row.get("source_kind", "").strip(),
+                  _statistic(row))
 
 
 def benchmark_drain_factor(concurrency: float) -> float:
@@ -460,8 +495,12 @@ def benchmark_drain_factor(concurrency: float) -> float:
 
 
 def offline_requests(row: dict[str, str]) -> int | None:
-    """The requests of the row's offline run where its source states them (TensorRT-LLM's
-    performance overview, `PERF_OVERVIEW_REQUESTS`); None: a steady state."""
+    """The requests of the row's offline run where its source states them (its `requests`
+    column; TensorRT-LLM's performance overview, `PERF_OVERVIEW_REQUESTS`); None: a steady
+    state."""
+    stated = _number(row.get("requests", ""))
+    if stated and row.get("scenario", "").strip() == "offline":
+        return int(stated)
     if row.get("source_kind", "").strip() != PERF_OVERVIEW:
         return None
     return PERF_OVERVIEW_REQUESTS.get((int(_number(row["isl"]) or 0),
@@ -472,6 +511,94 @@ def _as_measured(row: dict[str, str], regime: str, predicted: dict[str, float]) 
     """Predicted tokens/s/GPU over the run the row measured (InferenceX: a finite run)."""
     if row.get("source_kind", "").strip() == INFERENCEX and regime == "fixed":
         predicted["tokens_per_s_per_gpu"] /= benchmark_drain_factor(predicted["concurrency"])
+
+
+def _scenario_regime(row: dict[str, str], scenario: str) -> tuple[str, float | None]:
+    """(regime, concurrency) of a grown-set row by its `scenario` (tests/data/serving/schema.py)."""
+    if scenario not in SCENARIO_REGIMES:
+        raise Skip(f"scenario not modelled: {scenario!r}")
+    regime = SCENARIO_REGIMES[scenario]
+    if regime == "fixed":
+        value = _number(row["concurrency"])
+        if value is None or value < 1:
+            raise Skip(f"concurrency not a number: {row['concurrency']!r}")
+        return regime, value
+    if regime == "rate":
+        return regime, poisson_concurrency(row)
+    return regime, None
+
+
+def little_concurrency(rate_per_s: float, ttft_s: float, tpot_s: float, osl_tokens: float) -> float:
+    """Requests in flight at a Poisson rate λ (Little's law): L = λ · W, W the mean request
+    latency TTFT + (OSL − 1) · TPOT."""
+    return rate_per_s * (ttft_s + (osl_tokens - 1.0) * tpot_s)
+
+
+def poisson_concurrency(row: dict[str, str]) -> float:
+    """The mean concurrency per instance of a `poisson_rate` row, from its measured request rate
+    and mean latencies (`little_concurrency`); at least one request."""
+    rate, m = _number(row.get("request_rate_per_s", "")), _measured(row)
+    osl = _number(row["osl"])
+    if rate is None or m.ttft_s is None or m.tpot_s is None or osl is None:
+        raise Skip("poisson_rate row without its rate, mean TTFT, mean TPOT and OSL")
+    instances = (_number(row.get("total_gpus", "")) or 1) / (_number(row["num_gpus"]) or 1)
+    return max(little_concurrency(rate / instances, m.ttft_s, m.tpot_s, osl), 1.0)
+
+
+def sla_best_index(tokens_per_s_per_gpu: np.ndarray, ttft_p99_s: np.ndarray,
+                   tpot_p99_s: np.ndarray, allowed: np.ndarray, ttft_limit_s: float,
+                   tpot_limit_s: float) -> int | None:
+    """Index of the largest tokens/s/GPU over a concurrency sweep whose p99 TTFT and p99 TPOT
+    meet the limits (MLPerf Server / Interactive: the largest throughput that meets them); None
+    when no allowed point does."""
+    ok = allowed & (ttft_p99_s <= ttft_limit_s) & (tpot_p99_s <= tpot_limit_s)
+    if not np.any(ok):
+        return None
+    return int(np.argmax(np.where(ok, tokens_per_s_per_gpu, -np.inf)))
+
+
+def _predict_sla(arch: Architecture, dep: Deployment, hw: HardwareSpec, workload: Workload,
+                 row: dict[str, str]) -> dict[str, float]:
+    """The largest modelled throughput whose TTFT and TPOT meet the row's limits
+    (`sla_best_index`) over the concurrency sweep up to memory and the run's batch cap.
+    Percentile approximation: the p99 of each is taken as the model's value at that concurrency
+    (the steady-state TPOT, the benchmark TTFT): every request of a steady batch sees the same
+    steps; the MLPerf logs' own p99/mean ratios are printed beside the scores
+    (`_p99_over_mean`)."""
+    ttft_limit, tpot_limit = _number(row["ttft_limit_ms"]), _number(row["tpot_limit_ms"])
+    if ttft_limit is None or tpot_limit is None:
+        raise Skip("SLA-bound row without its TTFT/TPOT limits")
+    p = evaluate_points([arch], [dep], hw, workload)
+    cap = (_number(row.get("max_batch", "")) or TRTLLM_BENCH_MAX_BATCH) * dep.dp
+    allowed = p.fits_memory[0] & (p.concurrency[0] <= cap)
+    best = sla_best_index(p.tokens_per_s_per_gpu[0], p.benchmark_ttft_s[0], p.tpot_s[0], allowed,
+                          ttft_limit / MS_PER_S, tpot_limit / MS_PER_S)
+    if best is None:
+        raise Skip("no modelled concurrency meets the row's TTFT/TPOT limits")
+    return {**_ttft_parts(p, best), "tpot": float(p.tpot_s[0, best]),
+            "tokens_per_s_per_gpu": float(p.tokens_per_s_per_gpu[0, best]),
+            "concurrency": float(p.concurrency[0, best])}
+
+
+def _statistic(row: dict[str, str]) -> dict[str, str]:
+    """What `tpot_ms` / `ttft_ms` hold: the row's `tpot_stat` / `ttft_stat`, else as its
+    `derived_fields` say (InferenceX: mean or median TPOT, median TTFT); `unstated` otherwise."""
+    derived = row.get("derived_fields", "")
+    out = {}
+    for metric in ("tpot", "ttft"):
+        stated = row.get(f"{metric}_stat", "").strip()
+        inferred = next((s for s in ("mean", "median") if f"{s}_{metric}" in derived), "")
+        out[metric] = stated or inferred or "unstated"
+    return out
+
+
+def _predict(row, arch, dep, hw, workload, regime, concurrency) -> dict[str, float]:
+    if regime == "max":
+        return _predict_max(arch, dep, hw, workload, offline_requests(row),
+                            int(_number(row.get("max_batch", "")) or 0) or None)
+    if regime == "sla":
+        return _predict_sla(arch, dep, hw, workload, row)
+    return _predict_fixed(arch, dep, hw, workload, concurrency)
 
 
 def evaluate_row(row: dict[str, str], data_dir: Path, archs: dict[Path, Architecture]) -> Result:
@@ -488,8 +615,7 @@ def evaluate_row(row: dict[str, str], data_dir: Path, archs: dict[Path, Architec
     dep = _deployment(row, arch)
     _check_deployment(row, arch, dep)
     try:
-        predicted = (_predict_max(arch, dep, hw, workload, offline_requests(row))
-                     if regime == "max" else _predict_fixed(arch, dep, hw, workload, concurrency))
+        predicted = _predict(row, arch, dep, hw, workload, regime, concurrency)
     except ConfigError as exc:
         raise Skip(f"cost model refused the row: {exc}") from exc
     _as_measured(row, regime, predicted)
@@ -507,6 +633,8 @@ def evaluate_row(row: dict[str, str], data_dir: Path, archs: dict[Path, Architec
         measured.__dict__,
         predicted,
         _errors(measured, predicted),
+        row.get("source_kind", "").strip(),
+        _statistic(row),
     )
 
 
@@ -642,6 +770,248 @@ def _print_overall(summary: dict) -> None:
         print(f"{count:>5}  {reason}")
 
 
+# ---- the grown development set: sources, statistics, the per-model cap, format pairs -------
+
+
+def grown_csvs(folder: Path = SERVING_DIR) -> list[Path]:
+    """The grown development set's CSVs (every CSV in tests/data/serving/ but `NOT_GROWN`)."""
+    return sorted(p for p in folder.glob("*.csv") if p.name not in NOT_GROWN)
+
+
+def family_of(model: str) -> str:
+    return next((family for prefix, family in FAMILIES if model.startswith(prefix)), model)
+
+
+def model_cap(counts: list[int], max_share: float = MAX_MODEL_SHARE) -> int:
+    """The largest per-model row count K such that no model keeps more than `max_share` of the
+    rows once every model is cut to K: K ≤ share · Σ min(n_m, K)."""
+    best = 0
+    for k in range(1, max(counts, default=0) + 1):
+        if k <= max_share * sum(min(n, k) for n in counts):
+            best = k
+    return best
+
+
+def _model_key(model: str) -> str:
+    """Models that share a config count as one (DeepSeek-R1, -0528 and V3; base and Instruct)."""
+    return MODEL_CONFIGS.get(model, model)
+
+
+def capped(results: list[Result], max_share: float = MAX_MODEL_SHARE):
+    """(results with no model above `max_share`, {model: (rows, kept)} for the models cut).
+    Deterministic: a cut model keeps the rows whose SHA-256 of their configuration comes
+    first."""
+    by_model = defaultdict(list)
+    for r in results:
+        by_model[_model_key(r.model)].append(r)
+    cap = model_cap([len(rs) for rs in by_model.values()], max_share)
+    kept, cut = [], {}
+    for model, rs in sorted(by_model.items()):
+        if len(rs) > cap:
+            rs = sorted(rs, key=_row_hash)[:cap]
+            cut[model] = (len(by_model[model]), cap)
+        kept += rs
+    return kept, cut
+
+
+def _row_hash(r: Result) -> str:
+    key = f"{r.source_kind}|{r.model}|{r.gpu}|{r.deployment}|{r.isl_tokens}|{r.osl_tokens}|" \
+          f"{r.concurrency}|{r.measured}"
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def _p99_over_mean(rows: list[dict[str, str]]) -> dict[str, float | None]:
+    """Median p99/mean of TPOT and TTFT over the rows that publish both (MLPerf's logs)."""
+    out = {}
+    for metric in ("tpot", "ttft"):
+        ratios = [_number(r[f"{metric}_p99_ms"]) / _number(r[f"{metric}_ms"]) for r in rows
+                  if _number(r.get(f"{metric}_p99_ms", "")) and _number(r.get(f"{metric}_ms", ""))]
+        out[metric] = float(np.median(ratios)) if ratios else None
+    return out
+
+
+def source_table(rows: list[dict[str, str]], results: list[Result]) -> dict:
+    """Rows per source (in the CSVs, and scored) by family, engine and GPU."""
+    table = {}
+    for kind in sorted({r.get("source_kind", "").strip() or "?" for r in rows}):
+        mine = [r for r in rows if (r.get("source_kind", "").strip() or "?") == kind]
+        scored = [r for r in results if (r.source_kind or "?") == kind]
+        table[kind] = {
+            "rows": len(mine), "scored": len(scored),
+            "family": dict(Counter(family_of(r["model"]) for r in mine).most_common()),
+            "engine": dict(Counter(engine_of(r) or "other" for r in mine).most_common()),
+            "gpu": dict(Counter(r["gpu"] for r in mine).most_common()),
+        }
+    return table
+
+
+def per_source(results: list[Result]) -> dict:
+    groups = defaultdict(list)
+    for r in results:
+        groups[r.source_kind or "?"].append(r)
+    return {kind: _by_kind(rs) for kind, rs in sorted(groups.items())}
+
+
+def by_statistic(results: list[Result]) -> dict:
+    """TPOT and TTFT errors by the statistic each row reports (mean, median, unstated)."""
+    out = {}
+    for metric in ("tpot", "ttft"):
+        for stat in sorted({r.statistic.get(metric, "unstated") for r in results}):
+            rs = [r for r in results if r.statistic.get(metric, "unstated") == stat]
+            stats = _stats(rs)[metric]
+            if stats["n"]:
+                out[f"{metric} {stat}"] = stats
+    return out
+
+
+def _pair_row(pair: dict[str, str], side: str) -> dict[str, str]:
+    """One side of a format pair as a CSV row `evaluate_row` reads."""
+    row = {c: pair.get(c, "") for c in ("model", "gpu", "framework", "tp", "ep", "attention_dp",
+                                        "isl", "osl", "concurrency", "source_kind", "num_gpus",
+                                        "precision", "moe_precision", "kv_precision",
+                                        "scenario")}
+    row.update(pp="1", mode="agg", spec_decode="none", prefill_config="", decode_config="",
+               derived_fields="", notes="", tpot_ms=pair[f"tpot_ms_{side}"],
+               ttft_ms=pair[f"ttft_ms_{side}"],
+               output_tokens_per_s_per_gpu=pair[f"output_tokens_per_s_per_gpu_{side}"])
+    row[pair["field"]] = pair[f"format_{side}"]
+    return row
+
+
+def format_pair_ratio_errors(pred: np.ndarray, meas: np.ndarray,
+                             band: float = FORMAT_PAIR_BAND) -> dict[str, float | int | None]:
+    """Agreement on the faster format (pairs whose measured ratio is outside 1 ± band) and the
+    median |predicted ratio − measured ratio| over all pairs."""
+    decided = np.abs(meas - 1.0) > band
+    agree = np.sign(np.log(pred[decided])) == np.sign(np.log(meas[decided]))
+    return {"pairs": int(meas.size), "decided": int(decided.sum()),
+            "faster_agree_frac": float(agree.mean()) if decided.any() else None,
+            "median_abs_ratio_error": float(np.median(np.abs(pred - meas))) if meas.size else None,
+            "median_measured_ratio": float(np.median(meas)) if meas.size else None,
+            "median_predicted_ratio": float(np.median(pred)) if meas.size else None}
+
+
+def score_format_pairs(pairs: list[dict[str, str]], data_dir: Path) -> tuple[dict, list, Counter]:
+    """The model's a/b ratios of TPOT and tokens/s/GPU against the measured ones."""
+    archs, lines, skipped = {}, [], Counter()
+    ratios = {"tpot": ([], []), "tokens_per_s_per_gpu": ([], [])}
+    for pair in pairs:
+        try:
+            a, b = (evaluate_row(_pair_row(pair, side), data_dir, archs) for side in "ab")
+        except Skip as reason:
+            skipped[str(reason)] += 1
+            continue
+        line = {"pair": f"{pair['model']} {pair['gpu']} {pair['framework']} {a.deployment} "
+                        f"{pair['isl']}/{pair['osl']} c{pair['concurrency']} "
+                        f"{pair['format_a']}/{pair['format_b']}"}
+        for metric, (pred, meas) in ratios.items():
+            key = "tpot_s" if metric == "tpot" else metric
+            if a.measured[key] and b.measured[key]:
+                pred.append(a.predicted[metric] / b.predicted[metric])
+                meas.append(a.measured[key] / b.measured[key])
+                line[metric] = (pred[-1], meas[-1])
+        lines.append(line)
+    summary = {m: format_pair_ratio_errors(np.array(pred), np.array(meas))
+               for m, (pred, meas) in ratios.items()}
+    return summary, lines, skipped
+
+
+def _read_pairs(path: Path) -> list[dict[str, str]]:
+    if not path.is_file():
+        return []
+    with path.open(newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def _fmt_table(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in counts.items())
+
+
+def print_sources(table: dict) -> None:
+    print("source table: rows in the CSVs (scored) by family, engine and GPU")
+    for kind, t in table.items():
+        print(f"  {kind}: {t['rows']} rows ({t['scored']} scored)")
+        for axis in ("family", "engine", "gpu"):
+            print(f"      {axis:<7} {_fmt_table(t[axis])}")
+
+
+def print_per_source(errors: dict) -> None:
+    print("\nper-source errors (n per metric: TPOT / TTFT / tok/s/GPU)")
+    print(_header(f"{'source / models':<34} {'n':>13}"))
+    for kind, kinds in errors.items():
+        for models, stats in kinds.items():
+            counts = "/".join(str(stats[m]["n"]) for m in METRICS)
+            if any(stats[m]["n"] for m in METRICS):
+                print(f"{kind[:28] + ' ' + models:<34} {counts:>13}{_cells(stats)}")
+
+
+def print_statistics(stats: dict, p99: dict) -> None:
+    print("\nby the statistic each row reports (model: steady-state TPOT, benchmark TTFT)")
+    for key, st in stats.items():
+        print(f"  {key:<16} n {st['n']:>4}   median |error| {_abs_pct(st['median_abs_error_frac'])}"
+              f"   bias {_pct(st['median_error_frac'])}")
+    ratios = ", ".join(f"{m.upper()} {v:.2f}" for m, v in p99.items() if v is not None)
+    print(f"  p99/mean in the MLPerf logs (median over rows): {ratios or '-'}; the SLA scoring "
+          "takes p99 = the model's value (_predict_sla)")
+
+
+def print_pairs(summary: dict, lines: list, skipped: Counter) -> None:
+    print("\nformat pairs (tests/data/serving/format_pairs.csv): ratio a/b, predicted vs measured")
+    for line in lines:
+        cells = "  ".join(f"{m.split('_')[0]} {v[0]:.2f} vs {v[1]:.2f}" for m, v in line.items()
+                          if m != "pair")
+        print(f"  {line['pair']}: {cells}")
+    for metric, st in summary.items():
+        agree = "-" if st["faster_agree_frac"] is None else f"{st['faster_agree_frac']:.0%}"
+        err = "-" if st["median_abs_ratio_error"] is None else f"{st['median_abs_ratio_error']:.3f}"
+        medians = f"measured median {st['median_measured_ratio'] or 0:.2f}, " \
+                  f"model {st['median_predicted_ratio'] or 0:.2f}"
+        print(f"  {metric}: {st['pairs']} pairs, faster format agrees {agree} of the "
+              f"{st['decided']} outside ±{FORMAT_PAIR_BAND:.0%}, median |ratio error| {err} "
+              f"({medians})")
+    for reason, count in skipped.items():
+        print(f"  skipped {count}: {reason}")
+
+
+def grown_report(all_rows, all_results, all_skipped, grown_rows, grown_results, grown_skipped,
+                 data_dir: Path) -> dict:
+    kept, cut = capped(all_results)
+    pairs, pair_lines, pair_skipped = score_format_pairs(_read_pairs(FORMAT_PAIRS_CSV), data_dir)
+    return {"grown": {**summarize(grown_results, grown_skipped)},
+            "sources": source_table(all_rows, all_results),
+            "per_source": per_source(all_results),
+            "by_statistic": by_statistic(all_results),
+            "p99_over_mean": _p99_over_mean(all_rows),
+            "capped": {"cut": {m: list(v) for m, v in cut.items()}, "overall": _by_kind(kept),
+                       "rows": len(kept)},
+            "format_pairs": pairs, "format_pair_lines": pair_lines,
+            "format_pair_skipped": dict(pair_skipped), "all_skipped": dict(all_skipped)}
+
+
+def print_grown(report: dict, paths: list[Path]) -> None:
+    print("grown development set: " + " + ".join(p.name for p in paths))
+    g = report["grown"]
+    print(f"rows evaluated {g['rows_evaluated']}, skipped {g['rows_skipped']}\n")
+    _print_overall(g)
+    print("\n" + "=" * 100 + "\n\nall sources together (published + development + grown)\n")
+    print_sources(report["sources"])
+    print_per_source(report["per_source"])
+    print_statistics(report["by_statistic"], report["p99_over_mean"])
+    cap = report["capped"]
+    cut = ", ".join(f"{m.split(':')[-1]} {n}→{k}" for m, (n, k) in cap["cut"].items())
+    print(f"\ncapped at {MAX_MODEL_SHARE:.0%} of the rows per model ({cut or 'none cut'}; "
+          f"{cap['rows']} rows)")
+    print(_header(f"{'models':<26} {'n':>21}"))
+    for kind, stats in cap["overall"].items():
+        counts = "/".join(str(stats[m]["n"]) for m in METRICS)
+        print(f"{kind:<26} {counts:>21}{_cells(stats)}")
+    print("\nskipped rows by reason (all sources)")
+    for reason, count in sorted(report["all_skipped"].items(), key=lambda kv: -kv[1]):
+        print(f"{count:>5}  {reason}")
+    print_pairs(report["format_pairs"], report["format_pair_lines"],
+                Counter(report["format_pair_skipped"]))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA_DIR,
@@ -649,6 +1019,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dev-set", type=Path, default=DEV_SET_CSV,
                         help="development-set CSV scored beside it (default: %(default)s)")
     parser.add_argument("--no-dev-set", action="store_true", help="score the published CSV only")
+    parser.add_argument("--no-grown", action="store_true",
+                        help="leave out the grown development set (the other CSVs of "
+                             "tests/data/serving/) and the format pairs")
     parser.add_argument(
         "--json", action="store_true", help="print one JSON document instead of tables"
     )
@@ -667,12 +1040,23 @@ def main(argv: list[str] | None = None) -> int:
         dev_results, dev_skipped = evaluate_all(dev_rows, args.data)
         dev_summary = summarize(dev_results, dev_skipped)
         combined = summarize(results + dev_results, skipped + dev_skipped)
+    grown = None
+    if dev_rows is not None and not args.no_grown:
+        grown_paths = grown_csvs()
+        grown_rows = [r for path in grown_paths for r in _read_rows(path, str(path)) or []]
+        grown_results, grown_skipped = evaluate_all(grown_rows, args.data)
+        grown = grown_report(rows + dev_rows + grown_rows,
+                             results + dev_results + grown_results,
+                             skipped + dev_skipped + grown_skipped, grown_rows, grown_results,
+                             grown_skipped, args.data)
     if args.json:
         document = {"data": str(data_path), **summary}
         if dev_summary is not None:
             document["dev_set"] = {"data": str(args.dev_set), **dev_summary}
             document["combined"] = {"data": [str(data_path), str(args.dev_set)],
                                     **{k: v for k, v in combined.items() if k != "rows"}}
+        if grown is not None:
+            document["grown_set"] = {"data": [str(p) for p in grown_paths], **grown}
         print(json.dumps(document, indent=1))
     else:
         print_report(summary, data_path)
@@ -681,6 +1065,9 @@ def main(argv: list[str] | None = None) -> int:
             print_report(dev_summary, args.dev_set)
             print("\n" + "=" * 100 + "\n")
             _print_combined(combined, [data_path, args.dev_set])
+        if grown is not None:
+            print("\n" + "=" * 100 + "\n")
+            print_grown(grown, grown_paths)
     return 0
 
 

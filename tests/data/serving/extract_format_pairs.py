@@ -1,0 +1,115 @@
+"""Rebuild format_pairs.csv: measured runs of one deployment in two number formats.
+
+A pair is two groups of rows that differ only in one format field and agree on the model, GPU,
+engine, parallelism (TP, EP, attention DP), ISL/OSL and concurrency:
+- `precision` fp4 vs fp8: the SemiAnalysis InferenceX rows of ../serving_published.csv and of
+  published_ttft_tpot.csv (DeepSeek-R1-0528 with NVIDIA's FP4 checkpoint, NVFP4 experts, vs its
+  native block FP8). Each side is the median over the GitHub Actions runs of that configuration
+  (a configuration recurs across dates; the median keeps one run's outlier from deciding a pair);
+  rows whose notes say SUSPECT are left out.
+- `kv_precision` fp8 vs bf16: vllm_blog_fp8_kv.csv (vLLM, H100, Llama-3.1-8B and gpt-oss-20b).
+`precision`, `moe_precision` and `scenario` are the pair's shared values where the other
+field varies (empty where `precision` itself is the pair's field). The candidate format is
+side `a` (fp4, fp8 KV), the baseline side `b` (fp8, bf16 KV); ratios are
+a / b. Nothing is fitted to these pairs (validate_serving.py scores the model's ratios on them).
+
+Usage: python tests/data/serving/extract_format_pairs.py OUT.csv
+"""
+
+from __future__ import annotations
+
+import csv
+import statistics
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SOURCES = (HERE.parent / "serving_published.csv", HERE / "published_ttft_tpot.csv")
+KV_SOURCE = HERE / "vllm_blog_fp8_kv.csv"
+KEY = ("model", "gpu", "framework", "tp", "ep", "attention_dp", "isl", "osl", "concurrency")
+SIDE = ("tpot_ms", "ttft_ms", "output_tokens_per_s_per_gpu", "runs", "format")
+COLUMNS = (*KEY, "field", "source_kind", "tpot_stat", "num_gpus", "precision", "moe_precision",
+           "scenario",
+           *(f"{c}_{s}" for s in "ab" for c in SIDE), "source")
+
+
+def _read(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def _norm(value: str) -> str:
+    """'4.0' and '4' alike."""
+    try:
+        number = float(value)
+    except ValueError:
+        return value.strip()
+    return str(int(number)) if number.is_integer() else str(number)
+
+
+def _median(rows: list[dict[str, str]], column: str) -> str:
+    values = [float(r[column]) for r in rows if r.get(column, "").strip()]
+    return f"{statistics.median(values):.4f}" if values else ""
+
+
+def _side(rows: list[dict[str, str]], fmt: str) -> dict[str, str]:
+    return {"tpot_ms": _median(rows, "tpot_ms"), "ttft_ms": _median(rows, "ttft_ms"),
+            "output_tokens_per_s_per_gpu": _median(rows, "output_tokens_per_s_per_gpu"),
+            "runs": str(len(rows)), "format": fmt}
+
+
+def inferencex_pairs() -> list[dict[str, str]]:
+    groups: dict[tuple, dict[str, list[dict[str, str]]]] = {}
+    for path in SOURCES:
+        for r in _read(path):
+            if (r["source_kind"] != "inferencex" or r["mode"] not in ("", "agg")
+                    or r["spec_decode"] not in ("", "none") or "SUSPECT" in r["notes"]
+                    or r["precision"] not in ("fp4", "fp8")):
+                continue
+            key = tuple(_norm(r[c]) for c in KEY)
+            groups.setdefault(key, {}).setdefault(r["precision"], []).append(r)
+    out = []
+    for key, by_format in sorted(groups.items()):
+        if set(by_format) != {"fp4", "fp8"}:
+            continue
+        a, b = by_format["fp4"], by_format["fp8"]
+        row = dict(zip(KEY, key), field="precision", source_kind="inferencex",
+                   tpot_stat="mixed mean/median (per run, as its row says)",
+                   num_gpus=_norm(a[0]["num_gpus"]),
+                   source=f"medians over {len(a)} + {len(b)} InferenceX runs "
+                          "(rows of serving_published.csv / published_ttft_tpot.csv)")
+        row.update({f"{c}_a": v for c, v in _side(a, "fp4").items()})
+        row.update({f"{c}_b": v for c, v in _side(b, "fp8").items()})
+        out.append(row)
+    return out
+
+
+def kv_pairs() -> list[dict[str, str]]:
+    rows = [r for r in _read(KV_SOURCE) if r["kv_precision"] in ("fp8", "bf16")]
+    out = []
+    for model in sorted({r["model"] for r in rows}):
+        by_kv = {r["kv_precision"]: r for r in rows if r["model"] == model}
+        first = by_kv["bf16"]
+        row = {c: _norm(first[c]) for c in KEY}
+        row.update(field="kv_precision", source_kind="vllm_blog", tpot_stat="median",
+                   num_gpus=first["num_gpus"], precision=first["precision"],
+                   moe_precision=first["moe_precision"], scenario=first["scenario"],
+                   source=first["source_url"])
+        row.update({f"{c}_a": v for c, v in _side([by_kv["fp8"]], "fp8").items()})
+        row.update({f"{c}_b": v for c, v in _side([by_kv["bf16"]], "bf16").items()})
+        out.append(row)
+    return out
+
+
+def main(argv: list[str]) -> int:
+    rows = inferencex_pairs() + kv_pairs()
+    with Path(argv[0]).open("w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+    print(f"{len(rows)} pairs -> {argv[0]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
