@@ -31,8 +31,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from cost_model.errors import ConfigError
-from cost_model.hf.modules import ATTENTION, COMPONENTS, DENSE, EXPERTS, components_of
+from cost_model.hf.modules import COMPONENTS, EXPERTS, components_of
 from cost_model.hf.modules import excluded_components as _excluded
+from cost_model.hf.schema import shown
 
 # ModelOpt / TensorRT-LLM QuantAlgo -> our format (weight-only variants by their weight width)
 MODELOPT_ALGOS = {
@@ -85,7 +86,7 @@ def checkpoint_formats(config: Mapping[str, Any],
     if qc is None:
         return None
     if not isinstance(qc, Mapping):
-        raise ConfigError(f"`quantization_config` ({_short(qc)}) must be a JSON object")
+        raise ConfigError(f"`quantization_config` ({shown(qc)}) must be a JSON object")
     layers = _int_or_none(text.get("num_hidden_layers", config.get("num_hidden_layers")))
     read = _reader(qc)(qc, layers)
     dtype = DTYPES.get(str(config.get("torch_dtype") or config.get("dtype")
@@ -116,7 +117,7 @@ def _flatten_hf_quant_config(doc: Mapping[str, Any]) -> Mapping[str, Any]:
     """ModelOpt's hf_quant_config.json: {"producer": …, "quantization": {quant_algo, …}}."""
     inner = doc.get("quantization")
     if not isinstance(inner, Mapping) or "quant_algo" not in inner:
-        raise ConfigError(f"`hf_quant_config.json` `quantization` ({_short(inner)}) must be an "
+        raise ConfigError(f"`hf_quant_config.json` `quantization` ({shown(inner)}) must be an "
                           "object with `quant_algo` (ModelOpt's format)")
     return {**inner, "quant_method": "modelopt"}
 
@@ -139,7 +140,7 @@ def _modelopt_mixed(qc: Mapping[str, Any], kv: str | None, scheme: str) -> _Read
     each component takes its most common format."""
     layers = qc.get("quantized_layers")
     if not isinstance(layers, Mapping):
-        raise ConfigError(f"`quantized_layers` ({_short(layers)}) must map modules to their "
+        raise ConfigError(f"`quantized_layers` ({shown(layers)}) must map modules to their "
                           "`quant_algo` when `quant_algo` is MIXED_PRECISION")
     seen: dict[str, Counter] = {c: Counter() for c in COMPONENTS}
     for name, entry in layers.items():
@@ -152,13 +153,13 @@ def _modelopt_mixed(qc: Mapping[str, Any], kv: str | None, scheme: str) -> _Read
 
 def _fp8(qc: Mapping[str, Any], layers: int | None) -> _Read:
     block = qc.get("weight_block_size")
-    label = "quant_method fp8" + ("" if block is None else f", weight_block_size {_short(block)}")
+    label = "quant_method fp8" + ("" if block is None else f", weight_block_size {shown(block)}")
     if block is None:
         fmt = "fp8"
     elif isinstance(block, list) and block == [128, 128]:
         fmt = "fp8_block"
     else:
-        fmt = f"{UNMODELLED}weight_block_size {_short(block)} (fp8_block is 128×128)"
+        fmt = f"{UNMODELLED}weight_block_size {shown(block)} (fp8_block is 128×128)"
     formats = _uniform(fmt, _names(qc, "modules_to_not_convert"), layers)
     return _Read(_with_moe_algo(formats, qc), None, label)
 
@@ -190,7 +191,7 @@ def _bitsandbytes(qc: Mapping[str, Any], layers: int | None) -> _Read:
 def _compressed_tensors(qc: Mapping[str, Any], layers: int | None) -> _Read:
     groups = qc.get("config_groups")
     if not isinstance(groups, Mapping) or not groups:
-        raise ConfigError(f"`config_groups` ({_short(groups)}) must name at least one group "
+        raise ConfigError(f"`config_groups` ({shown(groups)}) must name at least one group "
                           "with `quant_method` compressed-tensors")
     formats: dict[str, str | None] = dict.fromkeys(COMPONENTS)
     named: set[str] = set()
@@ -222,7 +223,7 @@ def _group_format(name: str, group: Any) -> str:
     """One compressed-tensors group's format (UNMODELLED + why when the cost model has none)."""
     if not isinstance(group, Mapping) or not isinstance(group.get("weights"), Mapping):
         raise ConfigError(f"`config_groups.{name}.weights` must be an object (num_bits, type, "
-                          f"strategy…); got {_short(group)}")
+                          f"strategy…); got {shown(group)}")
     w, a = group["weights"], group.get("input_activations")
     bits, kind = w.get("num_bits"), w.get("type", "int")
     if not isinstance(a, Mapping):
@@ -270,7 +271,7 @@ def _names(qc: Mapping[str, Any], *keys: str) -> list[str]:
         if value is None:
             continue
         if not isinstance(value, list):
-            raise ConfigError(f"`quantization_config.{key}` ({_short(value)}) must be a list of "
+            raise ConfigError(f"`quantization_config.{key}` ({shown(value)}) must be a list of "
                               "module names")
         names += [str(v) for v in value]
     return names
@@ -289,17 +290,9 @@ def _kv_format(value: Any) -> str | None:
     if isinstance(value, Mapping) and value.get("type") == "float" \
             and value.get("num_bits") in (4, 8):
         return "fp8" if value["num_bits"] == 8 else "nvfp4"
-    raise ConfigError(f"`kv_cache_scheme` ({_short(value)}) must be FP8 (num_bits 8, type "
+    raise ConfigError(f"`kv_cache_scheme` ({shown(value)}) must be FP8 (num_bits 8, type "
                       "float), NVFP4 (num_bits 4) or null")
 
 
 def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-__all__ = ["ATTENTION", "DENSE", "EXPERTS", "CheckpointFormats", "checkpoint_formats"]
