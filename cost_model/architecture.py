@@ -73,8 +73,34 @@ from pydantic import (
 
 from cost_model.errors import ConfigError
 
-Positive = Annotated[StrictInt, Field(ge=1)]
-NonNegative = Annotated[StrictInt, Field(ge=0)]
+# Bounds of the shape fields: far above every released model (the value cited beside each), so
+# only a typo or a corrupted file reaches them; they keep every count finite and every per-layer
+# list small. `cost_model.hf.schema` applies the same bounds to the Hugging Face keys.
+# Layers: 4x DeepNet's 1,000-layer Transformer (Wang et al. 2022, arXiv 2203.00555); released
+# LLMs stay under 130 (Llama 3.1 405B: 126).
+MAX_LAYERS = 4096
+# Widths (hidden, FFN, expert, head, low-rank, state): 2^20, 12.8x the widest released FFN,
+# MT-NLG 530B's 81,920 = 4 x 20,480 (Smith et al. 2022, arXiv 2201.11990).
+MAX_WIDTH = 1 << 20
+# Head counts: 2^14, 128x the most query heads released (128: MT-NLG, Llama 3.1 405B, DeepSeek-V3).
+MAX_HEADS = 1 << 14
+# Vocabulary: 2^22, 16x the largest released one (Gemma 3: 262,144; arXiv 2503.19786).
+MAX_VOCAB = 1 << 22
+# Routed experts: 2^22, 4x PEER's 1,048,576 single-neuron experts (He 2024, arXiv 2407.04202);
+# released MoE LLMs use at most 512 (Qwen3-Next).
+MAX_EXPERTS = 1 << 22
+# Token counts (positions, windows, chunks, sparse top-k): 2^30, ~100x Llama 4 Scout's
+# 10,485,760-token context (meta-llama/Llama-4-Scout-17B-16E config.json).
+MAX_TOKENS = 1 << 30
+Layers = Annotated[StrictInt, Field(ge=1, le=MAX_LAYERS)]
+LayersOrZero = Annotated[StrictInt, Field(ge=0, le=MAX_LAYERS)]
+Width = Annotated[StrictInt, Field(ge=1, le=MAX_WIDTH)]
+WidthOrZero = Annotated[StrictInt, Field(ge=0, le=MAX_WIDTH)]
+Heads = Annotated[StrictInt, Field(ge=1, le=MAX_HEADS)]
+HeadsOrZero = Annotated[StrictInt, Field(ge=0, le=MAX_HEADS)]
+ExpertsOrZero = Annotated[StrictInt, Field(ge=0, le=MAX_EXPERTS)]
+Tokens = Annotated[StrictInt, Field(ge=1, le=MAX_TOKENS)]
+TokensOrZero = Annotated[StrictInt, Field(ge=0, le=MAX_TOKENS)]
 LayerType = Literal["full_attention", "sliding_attention"]
 MixerKind = Literal[
     "attention", "gated_deltanet", "kimi_delta", "mamba2", "attention+mamba2", "none",
@@ -118,59 +144,59 @@ class Architecture(BaseModel):
 
     name: str = Field(min_length=1)
     family: str = Field(default="custom", min_length=1)  # HF model_type it came from
-    vocab_size: Positive
-    hidden_size: Positive
-    num_layers: Positive
-    num_attention_heads: Positive
-    num_kv_heads: Positive
-    head_dim: Positive  # independent of hidden_size / num_attention_heads
-    max_position_embeddings: Positive
+    vocab_size: Annotated[StrictInt, Field(ge=1, le=MAX_VOCAB)]
+    hidden_size: Width
+    num_layers: Layers
+    num_attention_heads: Heads
+    num_kv_heads: Heads
+    head_dim: Width  # independent of hidden_size / num_attention_heads
+    max_position_embeddings: Tokens
     # attention
     attention_kind: Literal["gqa", "mla"] = "gqa"
-    q_lora_rank: NonNegative = 0  # MLA; 0 = uncompressed q_proj
-    kv_lora_rank: NonNegative = 0  # MLA
-    qk_nope_head_dim: NonNegative = 0  # MLA
-    qk_rope_head_dim: NonNegative = 0  # MLA
-    v_head_dim: NonNegative = 0  # MLA
+    q_lora_rank: WidthOrZero = 0  # MLA; 0 = uncompressed q_proj
+    kv_lora_rank: WidthOrZero = 0  # MLA
+    qk_nope_head_dim: WidthOrZero = 0  # MLA
+    qk_rope_head_dim: WidthOrZero = 0  # MLA
+    v_head_dim: WidthOrZero = 0  # MLA
     qk_norm: StrictBool = False  # RMSNorm over head_dim on q and k (Qwen3)
     qk_norm_scope: Literal["head", "layer"] = "head"  # "layer": over all heads (MiniMax-M2)
     attention_sinks: StrictBool = False  # one learned logit per query head (gpt-oss)
     attention_output_gate: StrictBool = False  # q_proj also yields an output gate (Qwen3-Next)
-    sliding_window: Positive | None = None
+    sliding_window: Tokens | None = None
     layer_types: tuple[LayerType, ...] | None = None
-    global_head_dim: NonNegative = 0  # full-attention layers' head width (0: `head_dim`)
-    num_global_kv_heads: NonNegative = 0  # full-attention layers' KV heads (0: `num_kv_heads`)
+    global_head_dim: WidthOrZero = 0  # full-attention layers' head width (0: `head_dim`)
+    num_global_kv_heads: HeadsOrZero = 0  # full-attention layers' KV heads (0: `num_kv_heads`)
     attention_k_eq_v: StrictBool = False  # full-attention layers have no v_proj (Gemma 4)
     # DeepSeek Sparse Attention (MLA + lightning indexer); all 0 = dense attention
-    index_heads: NonNegative = 0
-    index_head_dim: NonNegative = 0
-    index_topk: NonNegative = 0  # keys each query attends to
+    index_heads: HeadsOrZero = 0
+    index_head_dim: WidthOrZero = 0
+    index_topk: TokensOrZero = 0  # keys each query attends to
     # per-layer heterogeneity; None = homogeneous
     layer_mixers: tuple[MixerKind, ...] | None = None
-    layer_ffn_widths: tuple[NonNegative, ...] | None = None  # dense FFN width per layer, 0: none
+    layer_ffn_widths: tuple[WidthOrZero, ...] | None = None  # dense FFN width per layer, 0: none
     # linear-attention mixers (Gated DeltaNet); all 0 when no layer has one
-    linear_num_key_heads: NonNegative = 0
-    linear_key_head_dim: NonNegative = 0
-    linear_num_value_heads: NonNegative = 0
-    linear_value_head_dim: NonNegative = 0
-    linear_conv_kernel: NonNegative = 0
+    linear_num_key_heads: HeadsOrZero = 0
+    linear_key_head_dim: WidthOrZero = 0
+    linear_num_value_heads: HeadsOrZero = 0
+    linear_value_head_dim: WidthOrZero = 0
+    linear_conv_kernel: WidthOrZero = 0
     linear_conv_bias: StrictBool = False  # Mamba-2's conv bias (Gated DeltaNet has none)
     linear_norm: StrictBool = True  # Mamba-2's gated RMSNorm (Falcon-H1: off)
     layer_moe: tuple[StrictBool, ...] | None = None  # explicit MoE layers (None: placement rule)
     # dense MLP
-    intermediate_size: NonNegative  # width of dense-layer MLPs; unused when no layer is dense
+    intermediate_size: WidthOrZero  # width of dense-layer MLPs; unused when no layer is dense
     gated_mlp: StrictBool = True  # gate and up projections (SwiGLU / GeGLU)
     hidden_act: str = Field(default="silu", min_length=1)
     # mixture of experts
-    num_experts: NonNegative = 0  # routed experts per MoE layer; 0 = dense model
-    experts_per_token: NonNegative = 0
-    moe_intermediate_size: NonNegative = 0
-    num_shared_experts: NonNegative = 0
-    shared_expert_intermediate_size: NonNegative = 0  # total width of the shared expert(s)
+    num_experts: ExpertsOrZero = 0  # routed experts per MoE layer; 0 = dense model
+    experts_per_token: ExpertsOrZero = 0
+    moe_intermediate_size: WidthOrZero = 0
+    num_shared_experts: ExpertsOrZero = 0
+    shared_expert_intermediate_size: WidthOrZero = 0  # total width of the shared expert(s)
     shared_expert_gate: StrictBool = False  # H -> 1 sigmoid gate on the shared expert
     router_scales: StrictBool = False  # router input scale[H] and per-expert scale[E] (Gemma 4)
-    first_dense_layers: NonNegative = 0
-    moe_layer_period: Positive = 1
+    first_dense_layers: LayersOrZero = 0
+    moe_layer_period: Layers = 1
     # biases, norms, embeddings
     qkv_bias: StrictBool = False
     o_bias: StrictBool = False

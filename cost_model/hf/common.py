@@ -15,6 +15,7 @@ from typing import Any
 
 from cost_model.architecture import FULL_ATTENTION, SLIDING_ATTENTION
 from cost_model.errors import ConfigError
+from cost_model.hf.schema import nearest_key, shown
 
 _COMMON_KEYS = (
     "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
@@ -79,14 +80,15 @@ def check_keys(given: Mapping[str, Any], model_type: str, family: Family) -> Non
         if key in fixed and value not in fixed[key]:
             allowed = " or ".join(repr(v) for v in fixed[key])
             raise ConfigError(
-                f"`{key}` ({value!r}) is not supported for model_type `{model_type}`: "
+                f"`{key}` ({shown(value)}) is not supported for model_type `{model_type}`: "
                 f"must be {allowed}"
             )
         known = key in read or key in family.ignored or key in fixed or key in _HARMLESS_KEYS
         if not known and _looks_shape_related(key):
+            near = nearest_key(key, (*read, *family.aliases))
             raise ConfigError(
-                f"`{key}` ({value!r}) is not supported for model_type `{model_type}`: "
-                "archscout does not read it and it may change the model's shape"
+                f"`{key}` ({shown(value)}) is not supported for model_type `{model_type}`: "
+                f"archscout does not read it and it may change the model's shape{near}"
             )
 
 
@@ -98,7 +100,7 @@ def _looks_shape_related(key: str) -> bool:
 def read_int(config: Mapping[str, Any], key: str, minimum: int = 1) -> int:
     value = config[key]
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"`{key}` ({value!r}) must be an integer >= {minimum}")
+        raise ConfigError(f"`{key}` ({shown(value)}) must be an integer >= {minimum}")
     return value
 
 

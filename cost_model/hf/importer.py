@@ -18,6 +18,7 @@ from cost_model.architecture import Architecture, config_error_from
 from cost_model.errors import ConfigError
 from cost_model.hf import gqa, hybrid, mla, nas
 from cost_model.hf.common import Family, check_keys, common_fields, resolve_aliases
+from cost_model.hf.schema import assumed_defaults, check_bounds, check_rope, shown
 
 # Families transformers 5.x builds (its config class's defaults) and those it has no class for
 # (their repos ship remote code: Nemotron-NAS).
@@ -42,14 +43,8 @@ _ALL_FAMILIES = {**_FAMILIES, **_REMOTE_CODE_FAMILIES}
 
 def architecture_from_hf_config(config: Mapping[str, Any], name: str | None = None) -> Architecture:
     """The `Architecture` of a Hugging Face config dict (one of `SUPPORTED_MODEL_TYPES`)."""
-    config = _language_model_config(config)
-    model_type = config.get("model_type")
-    if model_type not in _ALL_FAMILIES:
-        supported = ", ".join((*SUPPORTED_MODEL_TYPES, *TEXT_CONFIG_WRAPPERS))
-        raise ConfigError(f"`model_type` ({model_type!r}) is not supported; supported: {supported}")
-    family = _ALL_FAMILIES[model_type]
-    given = resolve_aliases(config, family)
-    check_keys(given, model_type, family)
+    config, family, given = _family_config(config)
+    model_type = config["model_type"]
     merged = {**family.defaults, **given}
     label = name or str(config.get("_name_or_path") or model_type)
     fields = {"name": label, "family": model_type, **common_fields(merged), **family.read(merged)}
@@ -59,6 +54,29 @@ def architecture_from_hf_config(config: Mapping[str, Any], name: str | None = No
         raise config_error_from(exc, f"{label} ({model_type})") from exc
 
 
+def omitted_defaults(config: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(model_type, the keys the family reads that `config` omits -> the default assumed)."""
+    config, family, given = _family_config(config)
+    return config["model_type"], assumed_defaults(given, family.defaults)
+
+
+def _family_config(config: Mapping[str, Any]) -> tuple[Mapping[str, Any], Family, dict]:
+    """The language model's config, its family and its keys (aliases resolved), checked: known
+    model_type, no unread shape key, integers within bounds, a well-formed RoPE scaling."""
+    config = _language_model_config(config)
+    model_type = config.get("model_type")
+    if model_type not in _ALL_FAMILIES:
+        supported = ", ".join((*SUPPORTED_MODEL_TYPES, *TEXT_CONFIG_WRAPPERS))
+        raise ConfigError(f"`model_type` ({shown(model_type)}) is not supported; supported: "
+                          f"{supported}")
+    family = _ALL_FAMILIES[model_type]
+    given = resolve_aliases(config, family)
+    check_keys(given, model_type, family)
+    check_bounds(given, family.defaults)
+    check_rope(given)
+    return config, family, given
+
+
 def _language_model_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
     """`config` itself, or the `text_config` of a multimodal wrapper (e.g. Llama 4)."""
     text_type = TEXT_CONFIG_WRAPPERS.get(config.get("model_type"))
@@ -66,7 +84,7 @@ def _language_model_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
         return config
     text = config.get("text_config") or {}  # absent: the text model's defaults, as transformers
     if not isinstance(text, Mapping):
-        raise ConfigError(f"`text_config` ({text!r}) must be the language model's config (a dict) "
-                          f"for model_type `{config['model_type']}`")
+        raise ConfigError(f"`text_config` ({shown(text)}) must be the language model's config "
+                          f"(a dict) for model_type `{config['model_type']}`")
     name = text.get("_name_or_path") or config.get("_name_or_path") or config["model_type"]
     return {**text, "model_type": text_type, "_name_or_path": name}

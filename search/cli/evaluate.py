@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from cost_model.deployment import (
+    DEFAULT_MAX_BATCH_SEQUENCES,
     DEFAULT_SPEC_ACCEPTANCE_FRAC,
     ENGINES,
     SPEC_METHODS,
@@ -20,7 +21,7 @@ from cost_model.disaggregated import DisaggregatedPoints, PoolLimits, evaluate_d
 from cost_model.evaluate import OperatingPoints, evaluate_points, validate_deployment
 from cost_model.frontier import pareto_mask
 from cost_model.hardware import get_hardware
-from cost_model.hf_config import load_architecture
+from cost_model.hf import deployment_formats, formats_document, load_model
 from cost_model.units import MS_PER_S
 from search.cli.errors import CommandError, NoFitError
 from search.records.documents import (
@@ -37,20 +38,24 @@ from search.records.documents import (
 )  # fmt: skip
 from search.records.tables import format_table, print_json
 
+# Requests in flight: the engine's cap per attention-DP group (TensorRT-LLM's 4,096) times the
+# largest DP degree a deployment may have: no deployment holds more (`--batch` rows share it).
+MAX_DP = next(m.le for m in Deployment.model_fields["dp"].metadata if hasattr(m, "le"))
+MAX_CONCURRENCY = DEFAULT_MAX_BATCH_SEQUENCES * MAX_DP
 
-def _deployment(args: argparse.Namespace, prefix: str = "") -> Deployment:
-    """The deployment the flags name; `prefix` "prefill_" reads the prefill pool's flags, each
-    defaulting to the decode pool's."""
+def _deployment(args: argparse.Namespace, formats: dict[str, str], prefix: str = "") -> Deployment:
+    """The deployment the flags name, in `formats` (`deployment_formats`: the flags, else the
+    checkpoint's); `prefix` "prefill_" reads the prefill pool's flags, each defaulting to the
+    decode pool's."""
     pick = lambda name: getattr(args, f"{prefix}{name}", None) or getattr(args, name)  # noqa
     return make_deployment(tp=pick("tp"), ep=pick("ep"), pp=pick("pp"), dp=pick("dp"),
-                           kvp=pick("kvp"), precision=args.precision,
-                           moe_precision=args.moe_precision,
-                           kv_precision=args.kv_precision, spec_tokens=args.mtp,
+                           kvp=pick("kvp"), **formats, spec_tokens=args.mtp,
                            spec_acceptance_frac=args.acceptance, spec_method=args.spec_method)
 
 
-def _disaggregated_points(arch, args, dep: Deployment, hw, workload) -> DisaggregatedPoints:
-    prefill = _deployment(args, "prefill_")
+def _disaggregated_points(arch, args, dep: Deployment, hw, workload,
+                          formats: dict[str, str]) -> DisaggregatedPoints:
+    prefill = _deployment(args, formats, "prefill_")
     validate_deployment(arch, prefill)
     limits = PoolLimits(ttft_s=np.inf if args.ttft_limit is None else args.ttft_limit / MS_PER_S,
                         ratio=tuple(args.ratio) if args.ratio else None)
@@ -61,15 +66,17 @@ def _disaggregated_points(arch, args, dep: Deployment, hw, workload) -> Disaggre
 def evaluate_document(args: argparse.Namespace) -> dict:
     """The document `evaluate` prints. A deployment that cannot hold the model has the same
     keys, `fits_memory` false and no points (its frontier area 0)."""
-    arch = load_architecture(args.model)
-    hw = get_hardware(args.hardware)
-    dep = _deployment(args)
+    model = load_model(args.model)
+    arch, hw = model.arch, get_hardware(args.hardware)
+    formats = deployment_formats(model.checkpoint, arch, hw, args.precision, args.moe_precision,
+                                 args.kv_precision)
+    dep = _deployment(args, formats.fields)
     validate_deployment(arch, dep)
     workload = make_workload(isl_tokens=args.isl, osl_tokens=args.osl,
                              prefix_cached_frac=args.prefix_cache, engine=args.engine)
     memory = memory_document(arch, dep, hw, workload)
     disaggregated = args.serving == "disaggregated"
-    points = (_disaggregated_points(arch, args, dep, hw, workload) if disaggregated
+    points = (_disaggregated_points(arch, args, dep, hw, workload, formats.fields) if disaggregated
               else evaluate_points([arch], [dep], hw, workload, args.concurrency))
     limit = int(points.max_concurrency[0, 0])
     fits = limit >= 1
@@ -80,6 +87,9 @@ def evaluate_document(args: argparse.Namespace) -> dict:
                      "prefix_cached_frac": workload.prefix_cached_frac,
                      "engine": workload.engine},
         "params": params_document(arch),
+        "checkpoint_formats": formats_document(formats),
+        "assumed_defaults": dict(model.assumed),
+        "notes": [n for n in (formats.note, model.assumed_note) if n],
         "uncalibrated": uncalibrated_document(arch),
         "memory": {**memory, "max_concurrency": limit},
         "fits_memory": fits,
@@ -87,7 +97,7 @@ def evaluate_document(args: argparse.Namespace) -> dict:
                    if fits and np.isfinite(points.concurrency[0, j])],
     }
     if disaggregated:
-        prefill = _deployment(args, "prefill_")
+        prefill = _deployment(args, formats.fields, "prefill_")
         doc["prefill_deployment"] = {**deployment_document(prefill)}
     if args.concurrency is None:
         doc.update(_sweep_summary(points, doc["points"], args))
@@ -131,6 +141,20 @@ def check_concurrency(values: list[int] | None) -> None:
     for concurrency in values or []:
         if concurrency < 1:
             raise CommandError(f"`--concurrency` must be whole requests >= 1; got {concurrency}")
+        if concurrency > MAX_CONCURRENCY:
+            raise CommandError(f"`--concurrency` must be at most {MAX_CONCURRENCY:,} requests "
+                               f"(4,096 per DP group × DP 1,024); got {concurrency}")
+
+
+def check_pools(args: argparse.Namespace) -> None:
+    """Disaggregated pools: a TTFT limit is a positive time, a ratio whole instances >= 1."""
+    limit = args.ttft_limit
+    if limit is not None and not (math.isfinite(limit) and limit > 0):
+        raise CommandError(f"`--ttft-limit` must be a positive number of milliseconds; got "
+                           f"{limit:g}")
+    if args.ratio and min(args.ratio) < 1:
+        raise CommandError(f"`--ratio` must be whole instances >= 1 (X prefill, Y decode); got "
+                           f"{args.ratio[0]} {args.ratio[1]}")
 
 
 def check_window(window: tuple[float, float]) -> None:
@@ -161,12 +185,15 @@ def run_evaluate(args: argparse.Namespace) -> int:
         return run_batch(args)
     check_single(args)
     check_window(args.window)
+    check_pools(args)
     if args.plot is not None:
         _write_plot(args)
     doc = evaluate_document(args)
     if not doc["fits_memory"]:
         if args.json:  # the same keys: parameter counts and the memory it needs
             print_json(doc)
+        else:
+            print("\n".join(doc["notes"]), end="\n" if doc["notes"] else "")
         raise NoFitError(no_fit_message(doc))
     if args.plot is not None:
         _write_plot(args, doc)
@@ -178,6 +205,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
           f"params {p['total']:,} total, {p['active']:,} active  "
           f"weights {doc['memory']['weights_gib_per_gpu']:.1f} GiB/GPU  "
           f"max concurrency {doc['memory']['max_concurrency']}")
+    for note in doc["notes"]:
+        print(note)
     if doc["serving_mode"] == "disaggregated":
         pre = doc["prefill_deployment"]
         print(f"disaggregated: prefill instances of {pre['gpus']} GPU(s) (tp{pre['tp']} "
@@ -233,13 +262,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "the best ratio per point)")
     p.add_argument("--ttft-limit", type=float, default=None, metavar="MS",
                    help="disaggregated: size the pools for TTFT at most MS milliseconds")
-    p.add_argument("--precision", default="fp8", help="weights/activations of attention, dense "
+    p.add_argument("--precision", default=None, help="weights/activations of attention, dense "
                    "and shared-expert layers: bf16, fp8, fp8_block, nvfp4, mxfp4, or weight-only "
-                   "w4a16 / w8a16 (BF16 math); default fp8")
+                   "w4a16 / w8a16 (BF16 math); default: the checkpoint's quantization_config "
+                   "(said on the output), else fp8")
     p.add_argument("--moe-precision", default=None, help="routed experts' format (default: "
-                   "--precision), e.g. nvfp4 experts with --precision fp8, or w4a16 on Hopper")
-    p.add_argument("--kv-precision", default=None, help="KV cache (default fp8 if precision ≤ 8 "
-                   "bits, else bf16)")
+                   "--precision if given, else the checkpoint's), e.g. nvfp4 experts with "
+                   "--precision fp8, or w4a16 on Hopper")
+    p.add_argument("--kv-precision", default=None, help="KV cache (default: the checkpoint's "
+                   "when --precision is not given, else fp8 if precision ≤ 8 bits, else bf16)")
     p.add_argument("--isl", type=int, default=1024, help="input tokens per request (default 1024)")
     p.add_argument("--osl", type=int, default=1024, help="output tokens per request (default 1024)")
     p.add_argument("--prefix-cache", type=float, default=0.0, metavar="FRAC",

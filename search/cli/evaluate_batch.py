@@ -17,7 +17,13 @@ column takes the value of the command's flag of the same name):
     engine         serving engine (vllm, sglang, trtllm) whose benchmark-TTFT terms apply;
                    blank: the generic ones
 
-Other columns (e.g. your measured values) are ignored. Output on stdout: a CSV with one row per
+Other columns (e.g. your measured values) are ignored, except one whose name is a near miss of
+an input column's (`precison`): that is refused, naming the column it resembles. Each row is
+checked against one schema (`BatchFields`: types, a model path of at most 4,096 characters,
+whole numbers, `concurrency` at most 4,194,304), the file must be UTF-8 text without NUL bytes.
+Blank format columns (and no flag) take the checkpoint's `quantization_config` per component,
+said once per model on stderr (as the defaults a config leaves to its config class). Output on
+stdout: a CSV with one row per
 evaluated input row, in input order, `line` its line in ROWS.csv (the header is line 1), then
 OUTPUT_COLUMNS; with `--json` one JSON object per line with the same keys. A row that cannot be
 evaluated (bad value, unknown model or GPU, a sharding or format rule broken) is reported on
@@ -32,21 +38,28 @@ from __future__ import annotations
 
 import argparse
 import csv
+import difflib
+import io
 import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from cost_model.architecture import Architecture
 from cost_model.batch import ArchArrays, DeployArrays, Env
-from cost_model.deployment import Deployment, Workload, make_deployment, make_workload
+from cost_model.deployment import (
+    DEFAULT_MAX_BATCH_SEQUENCES, Deployment, Workload, make_deployment, make_workload,
+)  # fmt: skip
 from cost_model.errors import CostModelError
 from cost_model.evaluate import evaluate_points, validate_deployment
 from cost_model.hardware import HardwareSpec, get_hardware
-from cost_model.hf_config import load_architecture
+from cost_model.hf import LoadedModel, deployment_formats, load_model
+from cost_model.hf.schema import shown
 from cost_model.memory import max_concurrency, weight_bytes_per_gpu
 from cost_model.params import count_params
 from cost_model.units import GIB_BYTES, MS_PER_S
@@ -56,6 +69,39 @@ from search.records.documents import BATCH_COLUMNS as INPUT_COLUMNS
 from search.records.documents import breakdown_ms
 
 INT_COLUMNS = ("tp", "ep", "pp", "dp", "isl", "osl")
+FORMAT_COLUMNS = ("precision", "moe_precision", "kv_precision")
+MAX_PATH_CHARS = 4096  # Linux PATH_MAX: no longer model path or hardware file can be opened
+MAX_NAME_CHARS = 64  # a format or engine name (the longest known is 9 characters)
+# Requests in flight: the engine's cap per attention-DP group (TensorRT-LLM's 4,096) times the
+# largest DP degree a deployment may have (1,024): no deployment holds more (as `evaluate`'s
+# `--concurrency`, search/cli/evaluate.py, which this module may not import: a cycle).
+MAX_DP = next(m.le for m in Deployment.model_fields["dp"].metadata if hasattr(m, "le"))
+MAX_CONCURRENCY = DEFAULT_MAX_BATCH_SEQUENCES * MAX_DP
+MAX_BATCH_BYTES = 1 << 30  # 1 GiB of rows (~10M rows); a larger file is surely not a batch
+Path_ = Annotated[str, StringConstraints(min_length=1, max_length=MAX_PATH_CHARS)]
+Name = Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME_CHARS)]
+Whole = Annotated[int, Field(ge=1)]
+
+
+class BatchFields(BaseModel):
+    """One row of ROWS.csv after the flags filled its blanks: the schema every row must meet
+    (degrees, formats and lengths are then checked by `Deployment` and `Workload`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: Path_
+    hardware: Path_
+    tp: Whole = 1
+    ep: Whole = 1
+    pp: Whole = 1
+    dp: Whole = 1
+    precision: Name | None = None
+    moe_precision: Name | None = None
+    kv_precision: Name | None = None
+    isl: Whole = 1024
+    osl: Whole = 1024
+    concurrency: Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)] | None = None
+    engine: Name | None = None
 OUTPUT_COLUMNS = (
     "line", "model", "hardware", "gpus", "tp", "ep", "pp", "dp", "precision", "moe_precision",
     "kv_precision", "isl", "osl", "engine", "concurrency", "params_total", "params_active",
@@ -79,24 +125,27 @@ class BatchRow:
 
 
 class RowReader:
-    """Turns CSV rows into `BatchRow`s, loading each model and GPU once."""
+    """Turns CSV rows into `BatchRow`s, loading each model and GPU once; `say` prints each
+    model's notes (checkpoint formats, assumed defaults) once."""
 
-    def __init__(self, folder: Path, defaults: dict[str, str], dep_fields: dict):
-        self.folder, self.defaults, self.dep_fields = folder, defaults, dep_fields
-        self.models: dict[str, Architecture | CostModelError | SearchError] = {}
+    def __init__(self, folder: Path, defaults: dict[str, str], dep_fields: dict,
+                 say: Callable[[str], None] = lambda _: None):
+        self.folder, self.defaults, self.dep_fields, self.say = folder, defaults, dep_fields, say
+        self.models: dict[str, LoadedModel | CostModelError | SearchError] = {}
         self.checked_formats: set[tuple] = set()
+        self.said: set[str] = set()
 
     def value(self, row: dict, column: str) -> str:
         text = (row.get(column) or "").strip()
         return text or self.defaults.get(column, "")
 
-    def model(self, text: str) -> Architecture:
+    def model(self, text: str) -> LoadedModel:
         if text not in self.models:
             path = Path(text)
             if not path.is_absolute() and not path.exists() and (self.folder / path).exists():
                 path = self.folder / path
             try:
-                self.models[text] = load_architecture(path)
+                self.models[text] = load_model(path)
             except (CostModelError, SearchError) as exc:
                 self.models[text] = exc
         found = self.models[text]
@@ -104,24 +153,38 @@ class RowReader:
             raise found
         return found
 
-    def read(self, line: int, row: dict) -> BatchRow:
+    def fields(self, row: dict) -> BatchFields:
         if not self.value(row, "model"):
             raise CommandError("`model` is empty")
         if not self.value(row, "hardware"):
             raise CommandError("`hardware` is empty (give the column or --hardware)")
-        arch, hw = self.model(self.value(row, "model")), get_hardware(self.value(row, "hardware"))
-        ints = {c: _whole(self.value(row, c), c) for c in INT_COLUMNS}
-        formats = {c: self.value(row, c) or None for c in ("precision", "kv_precision",
-                                                           "moe_precision")}
-        dep = make_deployment(**{k: ints[k] for k in ("tp", "ep", "pp", "dp")},
-                              **{k: v for k, v in formats.items() if v}, **self.dep_fields)
-        validate_deployment(arch, dep)
+        given = {c: self.value(row, c) for c in INPUT_COLUMNS if self.value(row, c)}
+        try:
+            return BatchFields(**given)
+        except ValidationError as exc:
+            raise CommandError("; ".join(f"`{'.'.join(map(str, e['loc']))}` "
+                                         f"({shown(e.get('input'))}): {e['msg']}"
+                                         for e in exc.errors())) from None
+
+    def read(self, line: int, row: dict) -> BatchRow:
+        f = self.fields(row)
+        model, hw = self.model(f.model), get_hardware(f.hardware)
+        formats = deployment_formats(model.checkpoint, model.arch, hw, f.precision,
+                                     f.moe_precision, f.kv_precision)
+        dep = make_deployment(tp=f.tp, ep=f.ep, pp=f.pp, dp=f.dp, **formats.fields,
+                              **self.dep_fields)
+        validate_deployment(model.arch, dep)
         self.check_formats(hw, dep)
-        concurrency = self.value(row, "concurrency")
-        return BatchRow(line, arch, hw, dep,
-                        make_workload(isl_tokens=ints["isl"], osl_tokens=ints["osl"],
-                                      engine=self.value(row, "engine") or None),
-                        _whole(concurrency, "concurrency") if concurrency else None)
+        for note in filter(None, (formats.note, model.assumed_note)):
+            self.say_once(f"{f.model}: {note}")
+        return BatchRow(line, model.arch, hw, dep,
+                        make_workload(isl_tokens=f.isl, osl_tokens=f.osl, engine=f.engine),
+                        f.concurrency)
+
+    def say_once(self, note: str) -> None:
+        if note not in self.said:
+            self.said.add(note)
+            self.say(f"archscout: note: {note}")
 
     def check_formats(self, hw: HardwareSpec, dep: Deployment) -> None:
         """Each component's format against the GPU, once per combination."""
@@ -131,33 +194,59 @@ class RowReader:
             self.checked_formats.add(key)
 
 
-def _whole(text: str, column: str) -> int:
+def read_text(path: Path) -> str:
+    """The file as text: at most MAX_BATCH_BYTES of UTF-8 without NUL bytes, else one line
+    naming the line of the first bad byte."""
     try:
-        value = int(text)
-    except ValueError:
-        raise CommandError(f"`{column}` must be a whole number >= 1; got {text!r}") from None
-    if value < 1:
-        raise CommandError(f"`{column}` must be a whole number >= 1; got {text!r}")
-    return value
+        if not path.is_file():
+            raise CommandError(f"`--batch` file {str(path)!r} does not exist")
+        if (size := path.stat().st_size) > MAX_BATCH_BYTES:
+            raise CommandError(f"`--batch` file {path} is {size:,} bytes: at most "
+                               f"{MAX_BATCH_BYTES:,}")
+        raw = path.read_bytes()
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        raise CommandError(f"`--batch` file {str(path)!r} cannot be read: {exc}") from None
+    if (nul := raw.find(b"\x00")) >= 0:
+        raise CommandError(f"`--batch` file {path} line {_line_at(raw, nul)} holds a NUL byte: "
+                           "not a CSV text file")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = _line_at(raw, exc.start)
+        raise CommandError(f"`--batch` file {path} line {line} is not UTF-8 text (byte "
+                           f"0x{raw[exc.start]:02x})") from None
+
+
+def _line_at(raw: bytes, offset: int) -> int:
+    return raw.count(b"\n", 0, offset) + 1
+
+
+def check_columns(path: Path, columns: list[str]) -> None:
+    """A `model` column, and no column that is a near miss of an input column's name."""
+    if "model" not in columns:
+        raise CommandError(f"`--batch` file {path} needs a `model` column (columns: "
+                          f"{', '.join(INPUT_COLUMNS)})")
+    for column in columns:
+        near = difflib.get_close_matches(column, INPUT_COLUMNS, n=1, cutoff=0.8)
+        if near and column not in INPUT_COLUMNS:
+            raise CommandError(f"`--batch` file {path}: column `{column[:MAX_NAME_CHARS]}` is not "
+                               f"an input column (did you mean `{near[0]}`?)")
 
 
 def read_rows(path: Path, reader: RowReader, report: Callable[[str], None]) -> list[BatchRow]:
     """The valid rows of the file; each bad one is reported (with its line) and skipped."""
-    if not path.is_file():
-        raise CommandError(f"`--batch` file {str(path)!r} does not exist")
-    with path.open(newline="", encoding="utf-8") as handle:
-        table = csv.DictReader(handle)
-        columns = set(table.fieldnames or [])
-        if "model" not in columns:
-            raise CommandError(f"`--batch` file {path} needs a `model` column (columns: "
-                              f"{', '.join(INPUT_COLUMNS)})")
-        rows, seen = [], 0
+    table = csv.DictReader(io.StringIO(read_text(path), newline=""))
+    rows, seen, line = [], 0, 1
+    try:
+        check_columns(path, list(table.fieldnames or []))
         for line, row in enumerate(table, start=2):
             seen += 1
             try:
                 rows.append(reader.read(line, row))
             except (CostModelError, SearchError) as exc:
                 report(f"archscout: line {line}: {exc}; skipped")
+    except csv.Error as exc:
+        raise CommandError(f"`--batch` file {path} line {line + 1} is not CSV: {exc}") from None
     if not seen:
         raise CommandError(f"`--batch` file {path} has no rows")
     return rows
@@ -246,8 +335,9 @@ def run_batch(args: argparse.Namespace) -> int:
     path = Path(args.batch)
     dep_fields = dict(spec_tokens=args.mtp, spec_acceptance_frac=args.acceptance,
                       spec_method=args.spec_method)
-    reader = RowReader(path.parent, _defaults(args), dep_fields)
-    rows = read_rows(path, reader, lambda message: print(message, file=sys.stderr))
+    say = lambda message: print(message, file=sys.stderr)  # noqa: E731
+    reader = RowReader(path.parent, _defaults(args), dep_fields, say)
+    rows = read_rows(path, reader, say)
     if not rows:
         raise CommandError(f"`--batch` file {path}: no row could be evaluated (see the lines "
                           "above)")

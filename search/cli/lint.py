@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 
 from cost_model.deployment import make_deployment, make_workload
 from cost_model.evaluate import validate_deployment
 from cost_model.hardware import get_hardware
-from cost_model.hf_config import load_architecture
+from cost_model.hf import deployment_formats, load_model
 from cost_model.units import MS_PER_S
 from search.lint.guidelines import Finding, LintContext, default_precision, lint
 from search.records.tables import print_json
@@ -25,10 +26,13 @@ SEVERITY_ORDER = ("error", "warning", "info")
 
 def lint_context(args: argparse.Namespace) -> LintContext:
     """The model, deployment, GPU and workload the flags name (`ConfigError` if any is bad)."""
-    arch = load_architecture(args.config)
-    hw = get_hardware(args.hardware)
-    dep = make_deployment(tp=args.tp, ep=args.ep, pp=args.pp, dp=args.dp,
-                          precision=args.precision or default_precision(hw))
+    model, hw = load_model(args.config), get_hardware(args.hardware)
+    arch = model.arch
+    formats = deployment_formats(model.checkpoint, arch, hw, args.precision,
+                                 default=default_precision(hw))
+    dep = make_deployment(tp=args.tp, ep=args.ep, pp=args.pp, dp=args.dp, **formats.fields)
+    for note in filter(None, (formats.note, model.assumed_note)):
+        print(f"archscout: note: {note}", file=sys.stderr)
     validate_deployment(arch, dep)
     return LintContext(arch, dep, hw, make_workload(isl_tokens=args.isl, osl_tokens=args.osl))
 

@@ -111,7 +111,7 @@ def test_bad_rows_are_reported_with_their_line_and_skipped(tmp_path, capsys):
     assert [e.split(":")[1].strip() for e in errors] == [f"line {n}" for n in (3, 4, 5, 6, 7)]
     assert "`tp` (3) must divide `num_attention_heads`" in errors[0]
     assert "`moe_precision` nvfp4 is not supported on h200" in errors[1]
-    assert "`concurrency` must be a whole number" in errors[3]
+    assert "`concurrency` ('zero'): Input should be a valid integer" in errors[3]
     assert all(e.endswith("skipped") and "Traceback" not in e for e in errors)
 
 
