@@ -31,7 +31,9 @@ import numpy as np
 
 from cost_model.errors import ConfigError
 from objectives import accuracy_coefficients as coef
-from objectives.accuracy import ShapeSummary, shape_loss_nats, summarize_shape
+from cost_model.precision import get_precision
+from objectives import accuracy_model as model
+from objectives.accuracy import BASE_LAWS, DEFAULT_LAW, shape_loss_nats, summarize_shape
 from objectives.accuracy_coefficients import AccuracyCoefficients, CoefficientRecord
 from objectives.shapes import build
 
@@ -52,6 +54,7 @@ _STEP_FRAC = 1e-4  # central-difference step, relative to the coefficient (absol
 _STEP_FLOOR = 1e-6
 _MAX_ITERATIONS = 100
 _TOLERANCE = 1e-9  # stop when a step moves every coefficient by less than this, relative
+_COST_TOLERANCE = 1e-12  # or lowers the cost by less than this, relative
 
 
 @dataclass(frozen=True)
@@ -130,15 +133,19 @@ def _row(f: Mapping[str, str], path: Path | str, line: int) -> CalibrationRow:
 
 def predicted(row: CalibrationRow, fitted: AccuracyCoefficients) -> float:
     """The proxy's ratio b/a for the row's quantity (N_eff for `params`, else the loss)."""
-    a = shape_loss_nats(_summary(row.shape_a), row.tokens_a, row.precision_a, fitted)
-    b = shape_loss_nats(_summary(row.shape_b), row.tokens_b, row.precision_b, fitted)
-    index = 1 if row.metric == "params" else 0
-    return b[index] / a[index]
+    (a, fmt_a), (b, fmt_b) = _parts(row.shape_a, row.tokens_a, row.precision_a), _parts(
+        row.shape_b, row.tokens_b, row.precision_b)
+    law, index = BASE_LAWS[DEFAULT_LAW], 0 if row.metric == "params" else 3
+    return (model.combine(b, row.tokens_b, fmt_b, law, fitted)[index]
+            / model.combine(a, row.tokens_a, fmt_a, law, fitted)[index])  # fmt: skip
 
 
 @lru_cache(maxsize=1024)
-def _summary(shape: str) -> ShapeSummary:
-    return summarize_shape(build(shape))
+def _parts(shape: str, tokens: float, precision: str) -> tuple[model.Parts, str]:
+    """The coefficient-free parts of a row's shape (checked once: `shape_loss_nats`)."""
+    summary = summarize_shape(build(shape))
+    shape_loss_nats(summary, tokens, precision, coef.SHIPPED)  # validates tokens and format
+    return model.parts(summary, tokens), get_precision(precision).name
 
 
 def residuals(rows: Sequence[CalibrationRow], fitted: AccuracyCoefficients) -> np.ndarray:
@@ -171,6 +178,7 @@ def least_squares(residual: Callable[[np.ndarray], np.ndarray], start: np.ndarra
         trial_cost = float(np.sum(residual(trial) ** 2))
         if trial_cost < cost:
             small_step = np.all(np.abs(trial - x) <= _TOLERANCE * (np.abs(x) + _STEP_FLOOR))
+            small_step |= cost - trial_cost <= _COST_TOLERANCE * cost
             x, cost, damping = trial, trial_cost, damping / 10.0
             if small_step:
                 break

@@ -172,16 +172,11 @@ def moe_flags(shape, tokens: float) -> list[RangeFlag]:
                            (0.0, cap.JOINT_MOE_MAX_TOKENS_PER_PARAM), joint)  # fmt: skip
 
 
-def vocab_flags(shape, penalties) -> list[RangeFlag]:
+def vocab_flags(shape) -> list[RangeFlag]:
     flags = outside("V (vocabulary)", shape.vocab_size, (0, VOCAB_HARD_MAX),
                     "largest production vocabulary (Gemma 2: 256K)", hard=True)  # fmt: skip
-    flags += outside("V (vocabulary)", shape.vocab_size, cap.TAO_VOCAB_RANGE,
-                     "Tao 2024 runs; the vocabulary term is held at the grid's edge")  # fmt: skip
-    if penalties["vocabulary"] != 1.0:
-        flags += outside("non-vocabulary params (vocabulary law)",
-                         shape.total_non_embedding_params, cap.TAO_NON_VOCAB_PARAMS_RANGE,
-                         "Tao 2024 runs: 33M–3B; evaluated at the edge")  # fmt: skip
-    return flags
+    return flags + outside("V (vocabulary)", shape.vocab_size, (cap.TAO_VOCAB_RANGE[0], math.inf),
+                           "Tao 2024 runs from 4K; text per token held at 4K")  # fmt: skip
 
 
 def precision_flags(shape, fmt: str) -> list[RangeFlag]:
@@ -200,4 +195,4 @@ def precision_flags(shape, fmt: str) -> list[RangeFlag]:
 def all_flags(shape, n_eff: float, tokens: float, fmt: str, penalties) -> list[RangeFlag]:
     return [*base_law_flags(n_eff, tokens), *moe_flags(shape, tokens), *depth_flags(shape),
             *attention_flags(shape), *mixer_flags(shape), *ffn_flags(shape, penalties),
-            *vocab_flags(shape, penalties), *precision_flags(shape, fmt)]  # fmt: skip
+            *vocab_flags(shape), *precision_flags(shape, fmt)]  # fmt: skip
