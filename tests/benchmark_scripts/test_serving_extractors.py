@@ -191,3 +191,53 @@ def test_inferencex_pairs_join_engine_names_across_files(tmp_path, monkeypatch):
     (pair,) = PAIRS.inferencex_pairs()
     assert (pair["framework"], pair["tpot_ms_a"], pair["tpot_ms_b"], pair["runs_b"]) == \
         ("sglang", "15.0000", "25.0000", "2")
+
+
+# ---- TensorRT-LLM performance overview v0.14 -----------------------------------------------------
+
+V0_14_PAGE = """\
+| | | **GPU** | **H200 141GB HBM3** | **H100 80GB HBM3** | **H100 80GB HBM3** | **L40S** |
+| | | **Precision** | **FP8** | **FP8** | **FP16** | **FP8** |
+| **Model** | **Input/Output Lengths** | **TP Size** | | | | |
+| LLaMA v3.1 70B | 1000/1000 | 2 | 4600.9616 | 4116.4444 | 785.4931 | |
+| | | 4 | 7607.5304 | 6932.8808 | 3774.676 | 1161.4814 |
+| LLaMA v3.1 8B | 128/128 | 1 | 27778.8885 | | 15571.6549 | 8639.7933 |
+
+*TP stands for Tensor Parallelism*
+"""
+
+
+def test_perf_overview_v0_14_reader_by_hand():
+    """Catalog columns only (L40S left out), the model and ISL/OSL carried down: 3 + 3 + 2 = 8
+    rows; Llama-3.1-70B H100 FP16 at TP4 is 3,774.676 / 4 = 943.669 tok/s per GPU over the page's
+    3,000 requests at 1000/1000, with an FP16 KV cache."""
+    module = _script("extract_trtllm_perf_overview_v0_14")
+    rows = module.throughput_rows(V0_14_PAGE.splitlines())
+    assert len(rows) == 8
+    (fp16_tp4,) = [r for r in rows if r["precision"] == "fp16" and r["tp"] == "4"]
+    assert (fp16_tp4["model"], fp16_tp4["gpu"], fp16_tp4["isl"], fp16_tp4["osl"]) == \
+        ("Llama-3.1-70B", "H100-SXM", "1000", "1000")
+    assert (fp16_tp4["output_tokens_per_s_per_gpu"], fp16_tp4["requests"],
+            fp16_tp4["kv_precision"]) == ("943.669", "3000", "fp16")
+    assert {r["model"] for r in rows if r["isl"] == "128"} == {"Llama-3.1-8B-Instruct"}
+
+
+def test_fp8_fp16_pairs_by_hand(tmp_path):
+    """From the page above: H100 has both formats at Llama-3.1-70B TP2 and TP4 (8B's H100 FP8
+    cell is empty): 2 pairs, FP8 side a; TP2's tokens/s/GPU 4,116.4444/2 = 2,058.2222 vs
+    785.4931/2 = 392.7466 (the rows keep 3 decimals, 2,058.222 and 392.747; a pair side's median
+    writes 4)."""
+    module = _script("extract_trtllm_perf_overview_v0_14")
+    schema = _script("schema")
+    path = tmp_path / "v0_14.csv"
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=schema.COLUMNS)
+        w.writeheader()
+        w.writerows(module.throughput_rows(V0_14_PAGE.splitlines()))
+    pairs = PAIRS.perf_overview_pairs(path)
+    assert [p["tp"] for p in pairs] == ["2", "4"]
+    tp2 = pairs[0]
+    assert (tp2["format_a"], tp2["format_b"], tp2["field"], tp2["requests"]) == \
+        ("fp8", "fp16", "precision", "3000")
+    assert (tp2["output_tokens_per_s_per_gpu_a"], tp2["output_tokens_per_s_per_gpu_b"]) == \
+        ("2058.2220", "392.7470")

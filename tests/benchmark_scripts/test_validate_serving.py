@@ -52,6 +52,7 @@ from tests.benchmarks.validate_serving import (  # noqa: E402
     _run_settings,
     _statistic,
     engine_of,
+    pair_groups,
     scored_totals,
     source_table,
     evaluate_row,
@@ -234,3 +235,17 @@ def test_scored_totals_largest_share_by_hand():
     totals = scored_totals([res("A"), res("A"), res("A"), res("B"), res("C"), res("D")])
     assert totals["largest_model_share"] == pytest.approx(3 / 6)
     assert totals["largest_model_share_capped"] == pytest.approx(1 / 4)
+
+
+def test_pair_groups_split_the_figures_by_source_and_formats():
+    """Group g1 has two tokens/s pairs (model 1.5 vs measured 2.0, 1.2 vs 1.1): both favour a,
+    |errors| 0.5 and 0.1, median 0.3; group g2 one TPOT pair (0.9 vs 0.8) and no tokens/s pair."""
+    lines = [{"group": "g1", "tokens_per_s_per_gpu": (1.5, 2.0)},
+             {"group": "g1", "tokens_per_s_per_gpu": (1.2, 1.1)},
+             {"group": "g2", "tpot": (0.9, 0.8)}]
+    groups = pair_groups(lines)
+    g1 = groups["g1"]["tokens_per_s_per_gpu"]
+    assert (g1["pairs"], g1["faster_agree_frac"]) == (2, 1.0)
+    assert g1["median_abs_ratio_error"] == pytest.approx(0.3)
+    assert groups["g1"]["tpot"]["pairs"] == 0
+    assert groups["g2"]["tpot"]["median_abs_ratio_error"] == pytest.approx(0.1)

@@ -89,6 +89,9 @@ MODEL_CONFIGS = {
     "Llama-4-Scout-17B-16E-Instruct": "tests:serving_Llama-4-Scout-17B-16E-Instruct.json",
     "Llama-4-Maverick-17B-128E-Instruct": "tests:serving_Llama-4-Maverick-17B-128E-Instruct.json",
     "Llama-3.1-70B": "tests:Llama-3.1-70B.json",
+    # Meta-Llama-3-70B (TensorRT-LLM's v0.14 overview, "LLaMA v3 70B"): Llama-3.1-70B's layer
+    # dimensions; only RoPE scaling and the context length differ
+    "Llama-3-70B": "tests:Llama-3.1-70B.json",
     "Mistral-7B-v0.1": "data:model_configs/Mistral-7B-v0.1.json",
     "Mixtral-8x7B-v0.1": "data:model_configs/Mixtral-8x7B-v0.1.json",
     "Mixtral-8x22B-v0.1": "tests:Mixtral-8x22B-v0.1.json",
@@ -909,7 +912,7 @@ def _pair_row(pair: dict[str, str], side: str) -> dict[str, str]:
     row = {c: pair.get(c, "") for c in ("model", "gpu", "framework", "tp", "ep", "attention_dp",
                                         "isl", "osl", "concurrency", "source_kind", "num_gpus",
                                         "precision", "moe_precision", "kv_precision",
-                                        "scenario")}
+                                        "scenario", "requests")}
     row.update(pp="1", mode="agg", spec_decode="none", prefill_config="", decode_config="",
                derived_fields="", notes="", tpot_ms=pair[f"tpot_ms_{side}"],
                ttft_ms=pair[f"ttft_ms_{side}"],
@@ -931,29 +934,51 @@ def format_pair_ratio_errors(pred: np.ndarray, meas: np.ndarray,
             "median_predicted_ratio": float(np.median(pred)) if meas.size else None}
 
 
+def pair_group(pair: dict[str, str]) -> str:
+    """A format pair's group: its source, the field that differs and the two formats."""
+    return f"{pair.get('source_kind', '')} {pair['field']} {pair['format_a']}/{pair['format_b']}"
+
+
 def score_format_pairs(pairs: list[dict[str, str]], data_dir: Path) -> tuple[dict, list, Counter]:
-    """The model's a/b ratios of TPOT and tokens/s/GPU against the measured ones."""
+    """The model's a/b ratios of TPOT and tokens/s/GPU against the measured ones (each line
+    carries its `group`, `pair_group`)."""
     archs, lines, skipped = {}, [], Counter()
-    ratios = {"tpot": ([], []), "tokens_per_s_per_gpu": ([], [])}
     for pair in pairs:
         try:
             a, b = (evaluate_row(_pair_row(pair, side), data_dir, archs) for side in "ab")
         except Skip as reason:
             skipped[str(reason)] += 1
             continue
-        line = {"pair": f"{pair['model']} {pair['gpu']} {pair['framework']} {a.deployment} "
-                        f"{pair['isl']}/{pair['osl']} c{pair['concurrency']} "
-                        f"{pair['format_a']}/{pair['format_b']}"}
-        for metric, (pred, meas) in ratios.items():
+        concurrency = "" if _number(pair["concurrency"]) is None else f" c{pair['concurrency']}"
+        line = {"pair": f"{pair['model']} {pair['gpu']} {engine_of(pair) or pair['framework']} "
+                        f"{a.deployment} {pair['isl']}/{pair['osl']}{concurrency} "
+                        f"{pair['format_a']}/{pair['format_b']}", "group": pair_group(pair)}
+        for metric in PAIR_METRICS:
             key = "tpot_s" if metric == "tpot" else metric
             if a.measured[key] and b.measured[key]:
-                pred.append(a.predicted[metric] / b.predicted[metric])
-                meas.append(a.measured[key] / b.measured[key])
-                line[metric] = (pred[-1], meas[-1])
+                line[metric] = (a.predicted[metric] / b.predicted[metric],
+                                a.measured[key] / b.measured[key])
         lines.append(line)
-    summary = {m: format_pair_ratio_errors(np.array(pred), np.array(meas))
-               for m, (pred, meas) in ratios.items()}
-    return summary, lines, skipped
+    return _pair_summary(lines), lines, skipped
+
+
+PAIR_METRICS = ("tpot", "tokens_per_s_per_gpu")
+
+
+def _pair_summary(lines: list[dict]) -> dict:
+    """`format_pair_ratio_errors` per metric over the lines that have it."""
+    out = {}
+    for metric in PAIR_METRICS:
+        have = [line[metric] for line in lines if metric in line]
+        pred, meas = (np.array([p[i] for p in have]) for i in (0, 1))
+        out[metric] = format_pair_ratio_errors(pred, meas)
+    return out
+
+
+def pair_groups(lines: list[dict]) -> dict:
+    """The pair figures per group (`pair_group`)."""
+    return {g: _pair_summary([line for line in lines if line["group"] == g])
+            for g in sorted({line["group"] for line in lines})}
 
 
 def _read_pairs(path: Path) -> list[dict[str, str]]:
@@ -1006,22 +1031,32 @@ def print_statistics(stats: dict, p99: dict) -> None:
           "takes p99 = the model's value (_predict_sla)")
 
 
-def print_pairs(summary: dict, lines: list, skipped: Counter) -> None:
+def print_pairs(summary: dict, lines: list, skipped: Counter, groups: dict | None = None) -> None:
     print("\nformat pairs (tests/data/serving/format_pairs.csv): ratio a/b, predicted vs measured")
     for line in lines:
-        cells = "  ".join(f"{m.split('_')[0]} {v[0]:.2f} vs {v[1]:.2f}" for m, v in line.items()
-                          if m != "pair")
+        cells = "  ".join(f"{m.split('_')[0]} {line[m][0]:.2f} vs {line[m][1]:.2f}"
+                          for m in PAIR_METRICS if m in line)
         print(f"  {line['pair']}: {cells}")
+    for group, by_metric in (groups or {}).items():
+        print(f"  group {group}:")
+        _print_pair_figures(by_metric, "    ")
+    print("  all pairs:")
+    _print_pair_figures(summary, "    ")
+    for reason, count in skipped.items():
+        print(f"  skipped {count}: {reason}")
+
+
+def _print_pair_figures(summary: dict, indent: str) -> None:
     for metric, st in summary.items():
+        if not st["pairs"]:
+            continue
         agree = "-" if st["faster_agree_frac"] is None else f"{st['faster_agree_frac']:.0%}"
         err = "-" if st["median_abs_ratio_error"] is None else f"{st['median_abs_ratio_error']:.3f}"
         medians = f"measured median {st['median_measured_ratio'] or 0:.2f}, " \
                   f"model {st['median_predicted_ratio'] or 0:.2f}"
-        print(f"  {metric}: {st['pairs']} pairs, faster format agrees {agree} of the "
+        print(f"{indent}{metric}: {st['pairs']} pairs, faster format agrees {agree} of the "
               f"{st['decided']} outside ±{FORMAT_PAIR_BAND:.0%}, median |ratio error| {err} "
               f"({medians})")
-    for reason, count in skipped.items():
-        print(f"  skipped {count}: {reason}")
 
 
 def grown_report(all_rows, all_results, all_skipped, grown_rows, grown_results, grown_skipped,
@@ -1037,6 +1072,7 @@ def grown_report(all_rows, all_results, all_skipped, grown_rows, grown_results, 
             "capped": {"cut": {m: list(v) for m, v in cut.items()}, "overall": _by_kind(kept),
                        "rows": len(kept)},
             "format_pairs": pairs, "format_pair_lines": pair_lines,
+            "format_pair_groups": pair_groups(pair_lines),
             "format_pair_skipped": dict(pair_skipped), "all_skipped": dict(all_skipped)}
 
 
@@ -1061,7 +1097,7 @@ def print_grown(report: dict, paths: list[Path]) -> None:
     for reason, count in sorted(report["all_skipped"].items(), key=lambda kv: -kv[1]):
         print(f"{count:>5}  {reason}")
     print_pairs(report["format_pairs"], report["format_pair_lines"],
-                Counter(report["format_pair_skipped"]))
+                Counter(report["format_pair_skipped"]), report.get("format_pair_groups"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,7 +5,7 @@ github.com/SemiAnalysisAI/InferenceX: a list of records, one per benchmarked con
 with the model, GPU, engine (`framework`, `image`), format, TP / EP / attention DP (or, for a
 disaggregated run, the prefill and decode workers), ISL/OSL, concurrency, output tokens/s per
 GPU and the client's mean / median / p99 TTFT and TPOT. github.com/gminneci/mantile keeps
-copies of 45 runs' artifacts under `reconcile/sources/inferencemax/raw/run_<id>/agg_bmk.json`
+copies of runs' artifacts under `reconcile/sources/inferencemax/raw/run_<id>/agg_bmk.json`
 (the run id names the folder; `raw/agg_bmk.json` repeats run 21012127808 and is not read).
 
 Kept: records of a catalog GPU (H100, H200, B200, GB200) without speculative decoding (and,
