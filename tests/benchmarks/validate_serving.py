@@ -89,9 +89,14 @@ MODEL_CONFIGS = {
     "Llama-4-Scout-17B-16E-Instruct": "tests:serving_Llama-4-Scout-17B-16E-Instruct.json",
     "Llama-4-Maverick-17B-128E-Instruct": "tests:serving_Llama-4-Maverick-17B-128E-Instruct.json",
     "Llama-3.1-70B": "tests:Llama-3.1-70B.json",
+    # Meta-Llama-3-70B (TensorRT-LLM's v0.14 overview, "LLaMA v3 70B"): Llama-3.1-70B's layer
+    # dimensions; only RoPE scaling and the context length differ
+    "Llama-3-70B": "tests:Llama-3.1-70B.json",
     "Mistral-7B-v0.1": "data:model_configs/Mistral-7B-v0.1.json",
     "Mixtral-8x7B-v0.1": "data:model_configs/Mixtral-8x7B-v0.1.json",
+    "Mixtral-8x22B-v0.1": "tests:Mixtral-8x22B-v0.1.json",
     "gpt-oss-20b": "tests:gpt-oss-20b.json",
+    "gpt-oss-120b": "tests:gpt-oss-120b.json",
 }
 # The grown development set: every CSV in tests/data/serving/ but the two below (its columns:
 # tests/data/serving/schema.py; its sources: tests/data/serving/SOURCES.md)
@@ -152,9 +157,10 @@ INFERENCEX_PROMPTS_PER_SLOT = 10  # --num-prompts 10 x conc at --max-concurrency
 INFERENCEX_RANGE_RATIO = 0.8  # --random-range-ratio: lengths uniform in [0.8, 1] x nominal
 # CSV `framework` -> cost_model.deployment.ENGINES (None: generic, e.g. AMD's ATOM). NIM runs a
 # TensorRT-LLM profile where the model has one (tests/data/serving/SOURCES.md §2: its rows are
-# Llama-3.3-70B FP8 TP2 on H100, a TensorRT-LLM profile of that NIM)
-ENGINE_WORDS = (("sglang", "sglang"), ("vllm", "vllm"), ("tensorrt", "trtllm"), ("trt", "trtllm"),
-                ("nim", "trtllm"))
+# Llama-3.3-70B FP8 TP2 on H100, a TensorRT-LLM profile of that NIM); LLM-D serves with vLLM (Red
+# Hat's MLPerf v6.0 software line: "LLM-D v0.5.0 ,vLLM 0.14.1")
+ENGINE_WORDS = (("sglang", "sglang"), ("vllm", "vllm"), ("llm-d", "vllm"), ("tensorrt", "trtllm"),
+                ("trt", "trtllm"), ("nim", "trtllm"))
 # InferenceX's DeepSeek-R1 launch scripts (github.com/SemiAnalysisAI/InferenceX, benchmarks/):
 # SGLang on B200/B300 (dsr1_fp8_b200.sh, dsr1_fp4_b200.sh) passes `--scheduler-recv-interval` 10,
 # or 30 from concurrency 16; on H200 (dsr1_fp8_h200.sh) none (SGLang's default, 1). TensorRT-LLM
@@ -164,6 +170,10 @@ INFERENCEX_SGLANG_POLL_GPUS = ("b200", "b300")
 INFERENCEX_SGLANG_POLL_STEPS = (10, 30)  # below / from the concurrency below
 INFERENCEX_SGLANG_POLL_FROM_CONCURRENCY = 16
 INFERENCEX_TRTLLM_ADP_TIMEOUT_STEPS = 60
+# gpt-oss-120b's TensorRT-LLM script (gptoss_fp4_b200_trt.sh, tests/data/serving/SOURCES.md §7)
+# sets `attention_dp_config: enable_balance: true` without `timeout_iters`: TensorRT-LLM's default,
+# AttentionDpConfig.timeout_iters = 50 (tensorrt_llm/llmapi/llm_args.py)
+INFERENCEX_TRTLLM_ADP_TIMEOUT_STEPS_BY_MODEL = {"gpt-oss-120b": 50}
 
 
 class Skip(Exception):
@@ -264,6 +274,8 @@ def _perf_overview_moe(row: dict[str, str], arch: Architecture) -> bool:
 
 
 def _deployment(row: dict[str, str], arch: Architecture) -> Deployment:
+    if row.get("scenario", "").strip() and not row["tp"].strip():
+        raise Skip("parallelism not stated (no launch config published with the result)")
     tp, ep, pp = _int_or(row["tp"], 1), _int_or(row["ep"], 1), _int_or(row["pp"], 1)
     dp = 1
     if _perf_overview_moe(row, arch):
@@ -292,7 +304,8 @@ def _run_settings(row: dict[str, str], engine: str | None) -> dict[str, int]:
         return {"scheduler_recv_interval_steps":
                 high if c >= INFERENCEX_SGLANG_POLL_FROM_CONCURRENCY else low}
     if engine == "trtllm" and row["attention_dp"].strip().lower() == "true":
-        return {"adp_balance_timeout_steps": INFERENCEX_TRTLLM_ADP_TIMEOUT_STEPS}
+        return {"adp_balance_timeout_steps": INFERENCEX_TRTLLM_ADP_TIMEOUT_STEPS_BY_MODEL.get(
+            row["model"].strip(), INFERENCEX_TRTLLM_ADP_TIMEOUT_STEPS)}
     return {}
 
 
@@ -638,14 +651,23 @@ def evaluate_row(row: dict[str, str], data_dir: Path, archs: dict[Path, Architec
     )
 
 
-def evaluate_all(rows: list[dict[str, str]], data_dir: Path) -> tuple[list[Result], Counter]:
+def evaluate_all(rows: list[dict[str, str]], data_dir: Path,
+                 skipped_by_source: Counter | None = None) -> tuple[list[Result], Counter]:
+    """The rows' comparisons and the skipped rows by reason; `skipped_by_source`, when given,
+    also counts them by (source_kind, reason)."""
     results, skipped, archs = [], Counter(), {}
     for row in rows:
         try:
             results.append(evaluate_row(row, data_dir, archs))
         except Skip as reason:
             skipped[str(reason)] += 1
+            if skipped_by_source is not None:
+                skipped_by_source[(_source_kind(row), str(reason))] += 1
     return results, skipped
+
+
+def _source_kind(row: dict[str, str]) -> str:
+    return row.get("source_kind", "").strip() or "?"
 
 
 # ---- summaries -------------------------------------------------------------------------------
@@ -830,19 +852,40 @@ def _p99_over_mean(rows: list[dict[str, str]]) -> dict[str, float | None]:
     return out
 
 
-def source_table(rows: list[dict[str, str]], results: list[Result]) -> dict:
-    """Rows per source (in the CSVs, and scored) by family, engine and GPU."""
+def source_table(rows: list[dict[str, str]], results: list[Result],
+                 skipped_by_source: Counter | None = None) -> dict:
+    """Rows per source (in the CSVs, and scored) by family, engine and GPU; the scored rows by
+    family, engine and GPU; the skipped ones by reason where `skipped_by_source` is given."""
     table = {}
-    for kind in sorted({r.get("source_kind", "").strip() or "?" for r in rows}):
-        mine = [r for r in rows if (r.get("source_kind", "").strip() or "?") == kind]
+    for kind in sorted({_source_kind(r) for r in rows}):
+        mine = [r for r in rows if _source_kind(r) == kind]
         scored = [r for r in results if (r.source_kind or "?") == kind]
         table[kind] = {
             "rows": len(mine), "scored": len(scored),
             "family": dict(Counter(family_of(r["model"]) for r in mine).most_common()),
             "engine": dict(Counter(engine_of(r) or "other" for r in mine).most_common()),
             "gpu": dict(Counter(r["gpu"] for r in mine).most_common()),
+            "scored_by": {
+                "family": dict(Counter(family_of(r.model) for r in scored).most_common()),
+                "engine": dict(Counter(r.engine or "other" for r in scored).most_common()),
+                "gpu": dict(Counter(r.gpu for r in scored).most_common())},
+            "skipped": {reason: n for (k, reason), n in (skipped_by_source or Counter())
+                        .most_common() if k == kind},
         }
     return table
+
+
+def scored_totals(results: list[Result]) -> dict:
+    """Scored rows by family, engine and GPU over every source, and the largest model's share
+    (before and after the per-model cap)."""
+    kept, _ = capped(results)
+    def share(rs):
+        counts = Counter(_model_key(r.model) for r in rs)
+        return max(counts.values()) / len(rs) if rs else None
+    return {"family": dict(Counter(family_of(r.model) for r in results).most_common()),
+            "engine": dict(Counter(r.engine or "other" for r in results).most_common()),
+            "gpu": dict(Counter(r.gpu for r in results).most_common()),
+            "largest_model_share": share(results), "largest_model_share_capped": share(kept)}
 
 
 def per_source(results: list[Result]) -> dict:
@@ -869,7 +912,7 @@ def _pair_row(pair: dict[str, str], side: str) -> dict[str, str]:
     row = {c: pair.get(c, "") for c in ("model", "gpu", "framework", "tp", "ep", "attention_dp",
                                         "isl", "osl", "concurrency", "source_kind", "num_gpus",
                                         "precision", "moe_precision", "kv_precision",
-                                        "scenario")}
+                                        "scenario", "requests")}
     row.update(pp="1", mode="agg", spec_decode="none", prefill_config="", decode_config="",
                derived_fields="", notes="", tpot_ms=pair[f"tpot_ms_{side}"],
                ttft_ms=pair[f"ttft_ms_{side}"],
@@ -891,29 +934,51 @@ def format_pair_ratio_errors(pred: np.ndarray, meas: np.ndarray,
             "median_predicted_ratio": float(np.median(pred)) if meas.size else None}
 
 
+def pair_group(pair: dict[str, str]) -> str:
+    """A format pair's group: its source, the field that differs and the two formats."""
+    return f"{pair.get('source_kind', '')} {pair['field']} {pair['format_a']}/{pair['format_b']}"
+
+
 def score_format_pairs(pairs: list[dict[str, str]], data_dir: Path) -> tuple[dict, list, Counter]:
-    """The model's a/b ratios of TPOT and tokens/s/GPU against the measured ones."""
+    """The model's a/b ratios of TPOT and tokens/s/GPU against the measured ones (each line
+    carries its `group`, `pair_group`)."""
     archs, lines, skipped = {}, [], Counter()
-    ratios = {"tpot": ([], []), "tokens_per_s_per_gpu": ([], [])}
     for pair in pairs:
         try:
             a, b = (evaluate_row(_pair_row(pair, side), data_dir, archs) for side in "ab")
         except Skip as reason:
             skipped[str(reason)] += 1
             continue
-        line = {"pair": f"{pair['model']} {pair['gpu']} {pair['framework']} {a.deployment} "
-                        f"{pair['isl']}/{pair['osl']} c{pair['concurrency']} "
-                        f"{pair['format_a']}/{pair['format_b']}"}
-        for metric, (pred, meas) in ratios.items():
+        concurrency = "" if _number(pair["concurrency"]) is None else f" c{pair['concurrency']}"
+        line = {"pair": f"{pair['model']} {pair['gpu']} {engine_of(pair) or pair['framework']} "
+                        f"{a.deployment} {pair['isl']}/{pair['osl']}{concurrency} "
+                        f"{pair['format_a']}/{pair['format_b']}", "group": pair_group(pair)}
+        for metric in PAIR_METRICS:
             key = "tpot_s" if metric == "tpot" else metric
             if a.measured[key] and b.measured[key]:
-                pred.append(a.predicted[metric] / b.predicted[metric])
-                meas.append(a.measured[key] / b.measured[key])
-                line[metric] = (pred[-1], meas[-1])
+                line[metric] = (a.predicted[metric] / b.predicted[metric],
+                                a.measured[key] / b.measured[key])
         lines.append(line)
-    summary = {m: format_pair_ratio_errors(np.array(pred), np.array(meas))
-               for m, (pred, meas) in ratios.items()}
-    return summary, lines, skipped
+    return _pair_summary(lines), lines, skipped
+
+
+PAIR_METRICS = ("tpot", "tokens_per_s_per_gpu")
+
+
+def _pair_summary(lines: list[dict]) -> dict:
+    """`format_pair_ratio_errors` per metric over the lines that have it."""
+    out = {}
+    for metric in PAIR_METRICS:
+        have = [line[metric] for line in lines if metric in line]
+        pred, meas = (np.array([p[i] for p in have]) for i in (0, 1))
+        out[metric] = format_pair_ratio_errors(pred, meas)
+    return out
+
+
+def pair_groups(lines: list[dict]) -> dict:
+    """The pair figures per group (`pair_group`)."""
+    return {g: _pair_summary([line for line in lines if line["group"] == g])
+            for g in sorted({line["group"] for line in lines})}
 
 
 def _read_pairs(path: Path) -> list[dict[str, str]]:
@@ -927,12 +992,23 @@ def _fmt_table(counts: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in counts.items())
 
 
-def print_sources(table: dict) -> None:
+def print_sources(table: dict, totals: dict | None = None) -> None:
     print("source table: rows in the CSVs (scored) by family, engine and GPU")
     for kind, t in table.items():
         print(f"  {kind}: {t['rows']} rows ({t['scored']} scored)")
         for axis in ("family", "engine", "gpu"):
             print(f"      {axis:<7} {_fmt_table(t[axis])}")
+        if t.get("scored") and t.get("scored_by"):
+            for axis in ("family", "engine", "gpu"):
+                print(f"      scored {axis:<7} {_fmt_table(t['scored_by'][axis])}")
+        for reason, n in t.get("skipped", {}).items():
+            print(f"      skipped {n:>4}  {reason}")
+    if totals:
+        print("  all scored rows:")
+        for axis in ("family", "engine", "gpu"):
+            print(f"      {axis:<7} {len(totals[axis])}: {_fmt_table(totals[axis])}")
+        print(f"      largest model share {totals['largest_model_share']:.0%}, after the cap "
+              f"{totals['largest_model_share_capped']:.0%}")
 
 
 def print_per_source(errors: dict) -> None:
@@ -955,36 +1031,48 @@ def print_statistics(stats: dict, p99: dict) -> None:
           "takes p99 = the model's value (_predict_sla)")
 
 
-def print_pairs(summary: dict, lines: list, skipped: Counter) -> None:
+def print_pairs(summary: dict, lines: list, skipped: Counter, groups: dict | None = None) -> None:
     print("\nformat pairs (tests/data/serving/format_pairs.csv): ratio a/b, predicted vs measured")
     for line in lines:
-        cells = "  ".join(f"{m.split('_')[0]} {v[0]:.2f} vs {v[1]:.2f}" for m, v in line.items()
-                          if m != "pair")
+        cells = "  ".join(f"{m.split('_')[0]} {line[m][0]:.2f} vs {line[m][1]:.2f}"
+                          for m in PAIR_METRICS if m in line)
         print(f"  {line['pair']}: {cells}")
-    for metric, st in summary.items():
-        agree = "-" if st["faster_agree_frac"] is None else f"{st['faster_agree_frac']:.0%}"
-        err = "-" if st["median_abs_ratio_error"] is None else f"{st['median_abs_ratio_error']:.3f}"
-        medians = f"measured median {st['median_measured_ratio'] or 0:.2f}, " \
-                  f"model {st['median_predicted_ratio'] or 0:.2f}"
-        print(f"  {metric}: {st['pairs']} pairs, faster format agrees {agree} of the "
-              f"{st['decided']} outside ±{FORMAT_PAIR_BAND:.0%}, median |ratio error| {err} "
-              f"({medians})")
+    for group, by_metric in (groups or {}).items():
+        print(f"  group {group}:")
+        _print_pair_figures(by_metric, "    ")
+    print("  all pairs:")
+    _print_pair_figures(summary, "    ")
     for reason, count in skipped.items():
         print(f"  skipped {count}: {reason}")
 
 
+def _print_pair_figures(summary: dict, indent: str) -> None:
+    for metric, st in summary.items():
+        if not st["pairs"]:
+            continue
+        agree = "-" if st["faster_agree_frac"] is None else f"{st['faster_agree_frac']:.0%}"
+        err = "-" if st["median_abs_ratio_error"] is None else f"{st['median_abs_ratio_error']:.3f}"
+        medians = f"measured median {st['median_measured_ratio'] or 0:.2f}, " \
+                  f"model {st['median_predicted_ratio'] or 0:.2f}"
+        print(f"{indent}{metric}: {st['pairs']} pairs, faster format agrees {agree} of the "
+              f"{st['decided']} outside ±{FORMAT_PAIR_BAND:.0%}, median |ratio error| {err} "
+              f"({medians})")
+
+
 def grown_report(all_rows, all_results, all_skipped, grown_rows, grown_results, grown_skipped,
-                 data_dir: Path) -> dict:
+                 data_dir: Path, skipped_by_source: Counter | None = None) -> dict:
     kept, cut = capped(all_results)
     pairs, pair_lines, pair_skipped = score_format_pairs(_read_pairs(FORMAT_PAIRS_CSV), data_dir)
     return {"grown": {**summarize(grown_results, grown_skipped)},
-            "sources": source_table(all_rows, all_results),
+            "sources": source_table(all_rows, all_results, skipped_by_source),
+            "scored_totals": scored_totals(all_results),
             "per_source": per_source(all_results),
             "by_statistic": by_statistic(all_results),
             "p99_over_mean": _p99_over_mean(all_rows),
             "capped": {"cut": {m: list(v) for m, v in cut.items()}, "overall": _by_kind(kept),
                        "rows": len(kept)},
             "format_pairs": pairs, "format_pair_lines": pair_lines,
+            "format_pair_groups": pair_groups(pair_lines),
             "format_pair_skipped": dict(pair_skipped), "all_skipped": dict(all_skipped)}
 
 
@@ -994,7 +1082,7 @@ def print_grown(report: dict, paths: list[Path]) -> None:
     print(f"rows evaluated {g['rows_evaluated']}, skipped {g['rows_skipped']}\n")
     _print_overall(g)
     print("\n" + "=" * 100 + "\n\nall sources together (published + development + grown)\n")
-    print_sources(report["sources"])
+    print_sources(report["sources"], report.get("scored_totals"))
     print_per_source(report["per_source"])
     print_statistics(report["by_statistic"], report["p99_over_mean"])
     cap = report["capped"]
@@ -1009,7 +1097,7 @@ def print_grown(report: dict, paths: list[Path]) -> None:
     for reason, count in sorted(report["all_skipped"].items(), key=lambda kv: -kv[1]):
         print(f"{count:>5}  {reason}")
     print_pairs(report["format_pairs"], report["format_pair_lines"],
-                Counter(report["format_pair_skipped"]))
+                Counter(report["format_pair_skipped"]), report.get("format_pair_groups"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1033,22 +1121,23 @@ def main(argv: list[str] | None = None) -> int:
     dev_rows = None if args.no_dev_set else _read_rows(args.dev_set, "--dev-set")
     if dev_rows is None and not args.no_dev_set:
         return 2
-    results, skipped = evaluate_all(rows, args.data)
+    by_source = Counter()  # skipped rows by (source_kind, reason), for the grown-set table
+    results, skipped = evaluate_all(rows, args.data, by_source)
     summary = summarize(results, skipped)
     dev_summary = combined = None
     if dev_rows is not None:
-        dev_results, dev_skipped = evaluate_all(dev_rows, args.data)
+        dev_results, dev_skipped = evaluate_all(dev_rows, args.data, by_source)
         dev_summary = summarize(dev_results, dev_skipped)
         combined = summarize(results + dev_results, skipped + dev_skipped)
     grown = None
     if dev_rows is not None and not args.no_grown:
         grown_paths = grown_csvs()
         grown_rows = [r for path in grown_paths for r in _read_rows(path, str(path)) or []]
-        grown_results, grown_skipped = evaluate_all(grown_rows, args.data)
+        grown_results, grown_skipped = evaluate_all(grown_rows, args.data, by_source)
         grown = grown_report(rows + dev_rows + grown_rows,
                              results + dev_results + grown_results,
                              skipped + dev_skipped + grown_skipped, grown_rows, grown_results,
-                             grown_skipped, args.data)
+                             grown_skipped, args.data, by_source)
     if args.json:
         document = {"data": str(data_path), **summary}
         if dev_summary is not None:
