@@ -52,9 +52,14 @@ def _number(text: str) -> float:
 
 
 def _finish(raw: dict, source: str) -> dict:
-    """Per-request ISL/OSL from the totals; NaN for what the output does not say."""
+    """Per-request ISL/OSL from the totals; NaN for what the output does not say. A run with
+    no concurrency limit (`--max-concurrency` unset, the request rate unlimited) sends every
+    request at once: its concurrency is the requests completed."""
     done = raw.get("completed", math.nan)
-    row = {"format": source, "concurrency": raw.get("concurrency", math.nan),
+    concurrency = raw.get("concurrency", math.nan)
+    if not math.isfinite(concurrency):
+        concurrency = done
+    row = {"format": source, "concurrency": concurrency,
            "completed": done, "ttft_ms": raw.get("ttft_ms", math.nan),
            "tpot_ms": raw.get("tpot_ms", math.nan),
            "output_tokens_per_s": raw.get("output_tokens_per_s", math.nan)}

@@ -1,4 +1,4 @@
-"""`archscout export` (hf, json, vllm, sglang, trtllm, bundle) through `main(argv)`, and the export helpers."""
+"""`archscout export` (hf, json, vllm, sglang, trtllm, bundle) through `main(argv)`."""
 
 import json
 import os
