@@ -10,6 +10,7 @@ by the commands that use them."""
 from __future__ import annotations
 
 import argparse
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
@@ -17,13 +18,15 @@ from typing import TYPE_CHECKING, Iterator
 from optuna.trial import FrozenTrial, TrialState
 
 from search.cli.errors import CommandError, TrialError
+from search.records.engines import ENGINES
 from search.records.export import (
     FORMATS,
+    check_exportable,
     export_document,
     export_target,
     frontier_points,
+    serving_document,
     trial_record,
-    vllm_document,
     write_export,
 )
 from search.records.documents import uncalibrated_document, uncalibrated_line
@@ -244,17 +247,39 @@ def point_candidate(spec: StudySpec, cand: Candidate, interactivity: float
 
 
 def run_export(args: argparse.Namespace) -> int:
+    if args.interactivity is not None and args.format not in (*ENGINES, "bundle"):
+        raise TrialError(f"`--interactivity` chooses a deployment: it needs --format "
+                         f"{' | '.join((*ENGINES, 'bundle'))}")
     target = export_target(args.output, args.format)
     spec, trial, cand = read_one_trial(args)
+    infeasible = check_exportable(spec, trial, args.force)
+    if args.format == "bundle":
+        return _export_bundle(args, spec, trial, cand, infeasible)
     if args.interactivity is not None:
-        if args.format != "vllm":
-            raise TrialError("`--interactivity` chooses a deployment: it needs --format vllm")
         cand, point = point_candidate(spec, cand, args.interactivity)
-        document = {**vllm_document(spec, cand, point["concurrency"]), "operating_point": point}
+        document = {**serving_document(spec, cand, args.format, point["concurrency"]),
+                    "operating_point": point}
     else:
         document = export_document(spec, trial, cand, args.format)
+    if infeasible and args.format != "hf":
+        document["notes"] = [*infeasible, *document.get("notes", [])]
     write_export(args.output, target, document)
     print(f"wrote {args.format} export of trial {trial.number} ({cand.arch.name}) to {target}")
+    for line in infeasible:
+        print(f"note: {line}", file=sys.stderr)
+    return 0
+
+
+def _export_bundle(args, spec: StudySpec, trial: FrozenTrial, cand: Candidate,
+                   infeasible: list[str]) -> int:
+    from search.records.bundle import write_bundle
+
+    interactivity = args.interactivity if args.interactivity is not None else \
+        spec.workload.interactivity_min
+    cand, point = point_candidate(spec, cand, interactivity)
+    folder = write_bundle(Path(args.output), spec, trial.number, cand, point, infeasible)
+    print(f"wrote bundle of trial {trial.number} ({cand.arch.name}) to {folder}: config.json, "
+          f"serve and benchmark commands per engine, README.md")
     return 0
 
 
@@ -348,12 +373,17 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                        "or vLLM serving arguments")
     _study_arguments(e)
     e.add_argument("trial", type=int, help="trial number")
-    e.add_argument("--format", required=True, choices=FORMATS, help="hf | json | vllm")
+    e.add_argument("--format", required=True, choices=FORMATS, help="hf | json | vllm | sglang "
+                   "| trtllm (serve commands and config files per node) | bundle (a folder: "
+                   "config.json, dummy-weight serve and benchmark commands, README)")
     e.add_argument("-o", "--output", required=True, help="file (or, for hf, a folder: "
                    "FOLDER/config.json)")
     e.add_argument("--interactivity", type=float, default=None, metavar="TOK_S_USER",
-                   help="vllm: the deployment of the frontier point of most tokens/s/GPU at "
-                   "this interactivity or more (its concurrency becomes max_num_seqs)")
+                   help="vllm, sglang, trtllm, bundle: the deployment of the frontier point of "
+                   "most tokens/s/GPU at this interactivity or more (its concurrency caps the "
+                   "engine's batch; bundle default: the study window's low end)")
+    e.add_argument("--force", action="store_true", help="export a trial that breaks a hard "
+                   "constraint (each broken one is named in the export's notes)")
     e.set_defaults(func=run_export)
 
     p = sub.add_parser("plot", help="plot the study: Pareto frontiers, one trial's time "

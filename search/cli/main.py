@@ -43,6 +43,8 @@ COMMANDS = (
                                   "or GEMM roofline, or hypervolume over trials")),
     ("dashboard", "dashboard", ("a feasible-only view of a study for optuna-dashboard "
                                 "(and serve it)")),
+    ("compare", "compare", ("measured vs predicted TPOT, TTFT and tokens/s/GPU from the "
+                            "engines' benchmark outputs")),
 )
 COMMAND_MODULES = tuple(dict.fromkeys(module for _, module, _ in COMMANDS))
 # Errors of layers 0 and 1 a command may not have imported, by (module, class): an error whose

@@ -15,7 +15,9 @@ from search.records.dashboard import STUDY_TRIAL_ATTR, default_view_path
 from search.study.spec import load_spec
 
 from tests.search.cli.test_inspect import QUICKSTART, bad_input, make_study
-from tests.search.records.test_dashboard import feasible_by_the_runner, stored_trials
+from tests.search.records.test_dashboard import (
+    feasible_by_the_runner, one_per_design, stored_trials,
+)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +29,7 @@ def test_dashboard_writes_the_view_and_says_so(study, capsys):
     assert main(["dashboard", str(study)]) == 0
     out = capsys.readouterr().out
     view = default_view_path(study, load_spec(study).name)
-    feasible = len(feasible_by_the_runner(stored_trials(study)))
+    feasible = len(one_per_design(study, feasible_by_the_runner(stored_trials(study))))
     assert view.is_file()
     assert f"{feasible} feasible of" in out and str(view) in out
     assert "--serve" in out  # how to look at it
@@ -77,7 +79,7 @@ def test_optuna_dashboard_serves_only_feasible_trials_with_names(study, capsys):
     assert [s["study_name"] for s in studies] == [spec.name]
     detail = _get(app, f"/api/studies/{studies[0]['study_id']}")
     assert detail["objective_names"] == list(spec.objectives.names)
-    feasible = feasible_by_the_runner(stored_trials(study))
+    feasible = one_per_design(study, feasible_by_the_runner(stored_trials(study)))
 
     def numbers(trials: list[dict]) -> list[int]:
         return sorted(int(next(a["value"] for a in t["user_attrs"]
