@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from optuna.trial import FrozenTrial, TrialState
 
+from search.cli.arguments import positive_number
 from search.cli.errors import CommandError, TrialError
 from search.records.export import (
     FORMATS,
@@ -351,7 +352,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--format", required=True, choices=FORMATS, help="hf | json | vllm")
     e.add_argument("-o", "--output", required=True, help="file (or, for hf, a folder: "
                    "FOLDER/config.json)")
-    e.add_argument("--interactivity", type=float, default=None, metavar="TOK_S_USER",
+    e.add_argument("--interactivity", type=positive_number(), default=None, metavar="TOK_S_USER",
                    help="vllm: the deployment of the frontier point of most tokens/s/GPU at "
                    "this interactivity or more (its concurrency becomes max_num_seqs)")
     e.set_defaults(func=run_export)
