@@ -26,7 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from hypothesis import HealthCheck, Phase, given, settings
 
-from tests.search.cli.fuzz_inputs import GOOD, KINDS, OUTCOMES, Outcome, run_case
+from tests.search.cli.fuzz_inputs import GOOD, OUTCOMES, Outcome, run_case
+from tests.search.cli.fuzz_kinds import KINDS
 
 
 def tally(kind: str, examples: int) -> tuple[list[Outcome], float]:

@@ -21,7 +21,8 @@ from search.study.spec import spec_from_dict
 from search.study.errors import SpecError
 
 from tests.data_paths import MODEL_CONFIGS
-from tests.search.cli.fuzz_inputs import GOOD, KINDS, run_case
+from tests.search.cli.fuzz_inputs import GOOD, run_case
+from tests.search.cli.fuzz_kinds import KINDS
 
 REPO = Path(__file__).resolve().parents[3]
 STUDY_DOCS = [tomllib.loads(p.read_text()) for p in sorted((REPO / "studies").glob("*.toml"))]
