@@ -23,6 +23,7 @@ from cost_model.frontier import pareto_mask
 from cost_model.hardware import get_hardware
 from cost_model.hf import deployment_formats, formats_document, load_model
 from cost_model.units import MS_PER_S
+from search.cli.arguments import positive_number, whole_number
 from search.cli.errors import CommandError, NoFitError
 from search.records.documents import (
     BATCH_COLUMNS,
@@ -257,10 +258,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        ("--prefill-kvp", "Helix KV parallel")):
         p.add_argument(flag, type=int, default=None,
                        help=f"prefill pool's {text} degree (default: the decode pool's)")
-    p.add_argument("--ratio", type=int, nargs=2, default=None, metavar=("X", "Y"),
+    p.add_argument("--ratio", type=whole_number(1), nargs=2, default=None, metavar=("X", "Y"),
                    help="disaggregated: exactly X prefill and Y decode instances (default: "
                    "the best ratio per point)")
-    p.add_argument("--ttft-limit", type=float, default=None, metavar="MS",
+    p.add_argument("--ttft-limit", type=positive_number(), default=None, metavar="MS",
                    help="disaggregated: size the pools for TTFT at most MS milliseconds")
     p.add_argument("--precision", default=None, help="weights/activations of attention, dense "
                    "and shared-expert layers: bf16, fp8, fp8_block, nvfp4, mxfp4, or weight-only "

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from optuna.trial import FrozenTrial, TrialState
 
+from search.cli.arguments import positive_number
 from search.cli.errors import CommandError, TrialError
 from search.records.engines import ENGINES
 from search.records.export import (
@@ -378,7 +379,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    "config.json, dummy-weight serve and benchmark commands, README)")
     e.add_argument("-o", "--output", required=True, help="file (or, for hf, a folder: "
                    "FOLDER/config.json)")
-    e.add_argument("--interactivity", type=float, default=None, metavar="TOK_S_USER",
+    e.add_argument("--interactivity", type=positive_number(), default=None, metavar="TOK_S_USER",
                    help="vllm, sglang, trtllm, bundle: the deployment of the frontier point of "
                    "most tokens/s/GPU at this interactivity or more (its concurrency caps the "
                    "engine's batch; bundle default: the study window's low end)")

@@ -15,7 +15,7 @@ from search.errors import SearchError
 from search.records.arrow_export import write_pareto_files
 from search.records.tables import format_table, print_json
 from search.study.errors import NoFeasibleError, StorageError
-from search.study.record import recorded_spec
+from search.study.record import hardware_record, recorded_spec
 from search.study.report import pareto_document, read_cached_document, write_cached_document
 from search.study.resilience import with_retries
 from search.study.runner import RunSummary, describe_rejections, run_study
@@ -198,7 +198,9 @@ def load_study(spec: StudySpec, handle: StorageHandle) -> optuna.Study:
 def run_pareto(args: argparse.Namespace) -> int:
     spec = load_spec(args.study)
     doc, path = None, default_journal_path(Path(args.study), spec.name)
-    if not (args.storage or args.parquet or args.csv) and path.exists():
+    # a study on a hardware file is read through its record, which says when the file changed
+    if not (args.storage or args.parquet or args.csv) and path.exists() \
+            and hardware_record(spec) is None:
         check_readable(path)
         doc = read_cached_document(path, spec)  # the document the last search kept
     if doc is None:

@@ -4,13 +4,14 @@ tests/benchmarks/dashboard_screenshot.py)."""
 
 import io
 import json
+import socket
 import sys
 from pathlib import Path
 from wsgiref.util import setup_testing_defaults
 
 import pytest
 
-from search.cli.main import main
+from search.cli.main import build_parser, main
 from search.records.dashboard import STUDY_TRIAL_ATTR, default_view_path
 from search.study.spec import load_spec
 
@@ -87,3 +88,33 @@ def test_optuna_dashboard_serves_only_feasible_trials_with_names(study, capsys):
 
     assert numbers(detail["trials"]) == sorted(feasible)
     assert detail["best_trials"] and set(numbers(detail["best_trials"])) <= set(feasible)
+
+
+# ---- `--serve`'s address (issue 29, item 5): checked before anything is written --------------
+
+
+def test_serve_binds_this_machine_only_by_default():
+    args = build_parser().parse_args(["dashboard", "study.toml", "--serve"])
+    assert args.host == "127.0.0.1"
+
+
+def test_a_port_in_use_is_one_line_and_writes_nothing(study, tmp_path, capsys):
+    view = tmp_path / "view.journal"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        bad_input(capsys, ["dashboard", str(study), "--serve", "--port", str(port), "-o",
+                           str(view)], f"`--port` ({port}) cannot be listened on at 127.0.0.1")
+    assert not view.exists()
+
+
+@pytest.mark.parametrize("host, fragment", [
+    ("a..b", "is not a host this machine can resolve"),  # refused by the IDNA codec, no DNS
+    ("192.0.2.1", "is not an address of this machine"),  # TEST-NET-1 (RFC 5737)
+], ids=["unresolvable", "another-machine"])
+def test_a_bad_host_is_one_line_and_writes_nothing(study, tmp_path, capsys, host, fragment):
+    view = tmp_path / "view.journal"
+    bad_input(capsys, ["dashboard", str(study), "--serve", "--host", host, "-o", str(view)],
+              f"`--host` ({host!r}) {fragment}")
+    assert not view.exists()
