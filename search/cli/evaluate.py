@@ -147,17 +147,6 @@ def check_concurrency(values: list[int] | None) -> None:
                                f"(4,096 per DP group × DP 1,024); got {concurrency}")
 
 
-def check_pools(args: argparse.Namespace) -> None:
-    """Disaggregated pools: a TTFT limit is a positive time, a ratio whole instances >= 1."""
-    limit = args.ttft_limit
-    if limit is not None and not (math.isfinite(limit) and limit > 0):
-        raise CommandError(f"`--ttft-limit` must be a positive number of milliseconds; got "
-                           f"{limit:g}")
-    if args.ratio and min(args.ratio) < 1:
-        raise CommandError(f"`--ratio` must be whole instances >= 1 (X prefill, Y decode); got "
-                           f"{args.ratio[0]} {args.ratio[1]}")
-
-
 def check_window(window: tuple[float, float]) -> None:
     """The frontier area's interactivity window: finite, 0 < LO < HI (tokens/s/user)."""
     lo, hi = window
@@ -186,7 +175,6 @@ def run_evaluate(args: argparse.Namespace) -> int:
         return run_batch(args)
     check_single(args)
     check_window(args.window)
-    check_pools(args)
     if args.plot is not None:
         _write_plot(args)
     doc = evaluate_document(args)

@@ -256,11 +256,9 @@ def _hardened_on(branch: str, what: str):
 
 test_fuzz_study_toml = _fuzz_test("study TOML")
 test_fuzz_cli_flags = _fuzz_test("CLI flags")
-test_fuzz_hf_config = _fuzz_test("HF config", _hardened_on(
-    "quant", "deeply nested JSON (RecursionError), a list where a rope_scaling value goes"))
+test_fuzz_hf_config = _fuzz_test("HF config")
 test_fuzz_hardware_file = _fuzz_test("hardware file")
-test_fuzz_batch_csv = _fuzz_test("evaluate --batch CSV", _hardened_on(
-    "quant", "NUL in a model path, integers past float range"))
+test_fuzz_batch_csv = _fuzz_test("evaluate --batch CSV")
 test_fuzz_calibrate_csv = _fuzz_test("calibrate --source CSV", _hardened_on(
     "kernels", "non-numeric cells, a repeated column"))
 test_fuzz_shapes_csv = _fuzz_test("gemm --shapes CSV", _hardened_on(
