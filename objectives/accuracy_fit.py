@@ -51,8 +51,10 @@ CALIBRATION_SET_VERSION = 3
 HUBER_DELTA = 0.01  # ln units; the Joint MoE law's fit (Ludziejewski 2025 App. B) used 0.01
 BAND_QUANTILE = 0.9  # of a family's |left-out residual|: see `band_widths`
 # The smallest family width: the seed-to-seed spread of one loss measurement (Narang et al. 2021,
-# arXiv 2102.11972, Table 1: early-loss std over 5 runs, median ±0.006 on ~2.2 nats) [S].
-BAND_FLOOR = 0.0027
+# arXiv 2102.11972, Table 1: early-loss std over several runs, median ±0.005 of the 17 rows of its
+# activation and normalization blocks on ~2.18 nats, 0.005/2.182 = 0.23%) [V: as pasted in CS336
+# lecture 3, search-index file id 58152443951].
+BAND_FLOOR = 0.0023
 MIN_RELATIVE_PRED = 0.005  # ln units: smaller predictions say nothing of a relative error
 MIN_BAND_ROWS = 3  # fewer left-out rows (or one source): the pooled quantile of every family
 _STEP_FRAC = 1e-4  # central-difference step, relative to the coefficient (absolute floor below)

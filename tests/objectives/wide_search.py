@@ -230,9 +230,10 @@ def largest_published_effects() -> dict[str, float]:
 
 
 def supported_gains(contributions: Mapping[str, float]) -> dict[str, float]:
-    """The part of each family's gain a cited comparison of that family covers. The base law's
-    (more parameters inside the size's ±10%) is the Chinchilla/Epoch fit's own; the ranking
-    end's (hard flags) none."""
+    """The part of each family's gain a cited comparison of that family covers: at most the
+    largest gain a verified row of that family publishes. The base law's (more counted parameters:
+    the ±5% budget, or a published shape below the size) is the Chinchilla/Epoch fit's own; the
+    ranking end's (hard flags) none."""
     effects = {**largest_published_effects(), "base": math.inf, "ranking": 0.0}
     return {family: min(max(gain, 0.0), effects.get(family, 0.0))
             for family, gain in contributions.items()}  # fmt: skip
