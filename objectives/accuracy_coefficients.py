@@ -5,7 +5,9 @@ declared calibration set (`objectives/data/accuracy_calibration.csv`, package da
 
 Each coefficient names its family, how the data determine it (`method`): `least_squares` on its
 family's calibration rows, `left_out_quantile` (a band width: a quantile of the family's
-leave-one-source-out residuals) or `policy` (a penalty-only size no loss-unit row identifies),
+leave-one-source-out residuals), `cited` (a published law's value, kept in every fold: fitting it
+on one source made the other folds worse) or `policy` (a penalty-only size no loss-unit row
+identifies),
 the rows that fit or bound it, its `prior` (the value when no row of its family is available, e.g.
 in a leave-one-source-out fold: the law as published, or no effect) and its source.
 """
@@ -19,10 +21,12 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 _PACKAGE, _FILE = "objectives.data", "accuracy_coefficients.toml"
-Family = Literal["moe", "depth_width", "attention", "ffn", "hybrid", "vocabulary", "precision",
-                 "scale", "pooled"]  # fmt: skip
-Method = Literal["least_squares", "left_out_quantile", "policy"]
-BAND_FAMILIES = ("attention", "depth_width", "ffn", "hybrid", "moe", "precision", "vocabulary")
+Family = Literal["moe", "depth_width", "mix", "attention", "ffn", "hybrid", "vocabulary",
+                 "precision", "scale", "pooled"]  # fmt: skip
+Method = Literal["least_squares", "left_out_quantile", "cited", "policy"]
+KEPT_METHODS = ("cited", "policy")  # not fitted: the file's value in every fold
+BAND_FAMILIES = ("attention", "depth_width", "ffn", "hybrid", "mix", "moe", "precision",
+                 "vocabulary")
 
 
 class CoefficientRecord(BaseModel):
@@ -80,6 +84,7 @@ class AccuracyCoefficients(BaseModel):
     band_depth_width: float = Field(ge=0.0)
     band_ffn: float = Field(ge=0.0)
     band_hybrid: float = Field(ge=0.0)
+    band_mix: float = Field(ge=0.0)
     band_moe: float = Field(ge=0.0)
     band_precision: float = Field(ge=0.0)
     band_vocabulary: float = Field(ge=0.0)
@@ -110,8 +115,8 @@ def coefficients_from(document: dict) -> AccuracyCoefficients:
 
 
 def priors(recs: dict[str, CoefficientRecord]) -> AccuracyCoefficients:
-    """Every coefficient at its prior (policy ones at their value)."""
-    return AccuracyCoefficients(**{n: (r.value if r.method == "policy" else r.prior)
+    """Every coefficient at its prior (cited and policy ones at their value)."""
+    return AccuracyCoefficients(**{n: (r.value if r.method in KEPT_METHODS else r.prior)
                                    for n, r in recs.items()})  # fmt: skip
 
 

@@ -40,14 +40,21 @@ from objectives.shapes import build
 METRICS = ("loss", "ppl", "params")  # magnitudes: what a fit can use
 SIGN_METRICS = ("accuracy", "tie")  # comparison rows: sign or tie only
 ROW_COLUMNS = ("id", "family", "metric", "shape_a", "shape_b", "tokens_a", "tokens_b",
-               "precision_a", "precision_b", "value_a", "value_b", "source", "source_id")
+               "precision_a", "precision_b", "value_a", "value_b", "source", "source_id",
+               "confidence")
+# `confidence`: V read in a stored copy of the source (`locus`/`note` say where), V2 two stored
+# secondary copies agree (the primary text not stored), U unverified: kept for the record, never
+# fitted or scored (`read_rows` drops it unless asked).
+VERIFIED, UNVERIFIED = ("V", "V2"), "U"
 _DATA_PACKAGE, CALIBRATION_SET_FILE = "objectives.data", "accuracy_calibration.csv"
-CALIBRATION_SET_VERSION = 2
+CALIBRATION_SET_VERSION = 3
 HUBER_DELTA = 0.01  # ln units; the Joint MoE law's fit (Ludziejewski 2025 App. B) used 0.01
 BAND_QUANTILE = 0.9  # of a family's |left-out residual|: see `band_widths`
 # The smallest family width: the seed-to-seed spread of one loss measurement (Narang et al. 2021,
-# arXiv 2102.11972, Table 1: early-loss std over 5 runs, median ±0.006 on ~2.2 nats) [S].
-BAND_FLOOR = 0.0027
+# arXiv 2102.11972, Table 1: early-loss std over several runs, median ±0.005 of the 17 rows of its
+# activation and normalization blocks on ~2.18 nats, 0.005/2.182 = 0.23%) [V: as pasted in CS336
+# lecture 3, search-index file id 58152443951].
+BAND_FLOOR = 0.0023
 MIN_RELATIVE_PRED = 0.005  # ln units: smaller predictions say nothing of a relative error
 MIN_BAND_ROWS = 3  # fewer left-out rows (or one source): the pooled quantile of every family
 _STEP_FRAC = 1e-4  # central-difference step, relative to the coefficient (absolute floor below)
@@ -74,6 +81,7 @@ class CalibrationRow:
     value_b: float
     source: str
     source_id: str
+    confidence: str = "V"
 
     @property
     def published(self) -> float:
@@ -88,10 +96,11 @@ def shipped_calibration_set() -> Path:
     return Path(str(resources.files(_DATA_PACKAGE).joinpath(CALIBRATION_SET_FILE)))
 
 
-def read_rows(path: Path | str, metrics: Sequence[str] = METRICS) -> list[CalibrationRow]:
-    """The rows of a comparison CSV (extra columns, e.g. `locus` and `note`, ignored). A file that
-    cannot be read, a missing column, a bad number or metric is one `ConfigError` line naming the
-    file, the line and the field."""
+def read_rows(path: Path | str, metrics: Sequence[str] = METRICS,
+              unverified: bool = False) -> list[CalibrationRow]:  # fmt: skip
+    """The verified rows of a comparison CSV (`unverified`: the `U` rows too; extra columns, e.g.
+    `locus` and `note`, ignored). A file that cannot be read, a missing column, a bad number,
+    metric or confidence tag is one `ConfigError` line naming the file, the line and the field."""
     try:
         with Path(path).open(newline="") as handle:
             reader = csv.DictReader(handle)
@@ -104,8 +113,9 @@ def read_rows(path: Path | str, metrics: Sequence[str] = METRICS) -> list[Calibr
     unknown = sorted({r.metric for r in rows} - set(metrics))
     if unknown:
         raise ConfigError(f"`metric` must be one of {', '.join(metrics)}; got {unknown}")
+    rows = [r for r in rows if unverified or r.confidence in VERIFIED]
     if not rows:
-        raise ConfigError(f"calibration set {path} has no rows")
+        raise ConfigError(f"calibration set {path} has no verified rows")
     return rows
 
 
@@ -119,12 +129,15 @@ def _row(f: Mapping[str, str], path: Path | str, line: int) -> CalibrationRow:
 
     if not f["source_id"]:
         raise ConfigError(f"calibration set {path} line {line}: `source_id` must name the source")
+    if f["confidence"] not in (*VERIFIED, UNVERIFIED):
+        raise ConfigError(f"calibration set {path} line {line}: `confidence` must be one of "
+                          f"{', '.join((*VERIFIED, UNVERIFIED))}; got {f['confidence']!r}")
     return CalibrationRow(
         id=f["id"], family=f["family"], metric=f["metric"], shape_a=f["shape_a"],
         shape_b=f["shape_b"], tokens_a=number("tokens_a"), tokens_b=number("tokens_b"),
         precision_a=f["precision_a"] or "bf16", precision_b=f["precision_b"] or "bf16",
         value_a=number("value_a"), value_b=number("value_b"), source=f["source"],
-        source_id=f["source_id"],
+        source_id=f["source_id"], confidence=f["confidence"],
     )  # fmt: skip
 
 
@@ -336,7 +349,7 @@ def coefficients_toml(fit: AccuracyFit, records: Mapping[str, CoefficientRecord]
              f"left_out_rms_log_error = {{ {errors('left_out_rms_log_error')} }}"]  # fmt: skip
     for name, rec in records.items():
         family = fit.families.get(rec.family)
-        rows = family.rows if family and rec.method != "policy" else rec.rows
+        rows = rec.rows if rec.method in coef.KEPT_METHODS else family.rows if family else ()
         lines += ["", f"[coefficients.{name}]",
                   *_record_lines(rec.model_copy(update={"rows": rows}),
                                  getattr(fit.coefficients, name))]  # fmt: skip

@@ -54,6 +54,9 @@ MIN_ATTENTION_WIDTH_FRAC = 1 / 8  # no run narrower than n_q·d_h = H/8 (Kaplan 
 # queries [V]); beyond 2.5·H the mix and KV terms would be rewarding an untested extreme
 MAX_ATTENTION_WIDTH_FRAC = 2.5
 MIN_KV_WIDTH_FRAC = 1 / 32  # DeepSeek-V2 Table 8's MQA at 7B: one 128-wide KV head at H 4096 [V]
+# The narrowest trained MLA latent: DeepSeek-V3's 512 at H 7168 (its config.json) [V]; no loss row
+# prices the latent rank (kv_width_coef has no row), so a narrower latent is outside the data.
+MIN_MLA_RANK_FRAC = 512 / 7168
 MIN_HEAD_DIM_HARD = 32
 MIN_FFN_WIDTH_FRAC = 1.0  # Bian 2025b's narrowest: Panda-3B, gated d_ff = d_model [V]
 # top-1 past 64 experts: only small dense sizes in the scaling runs (Clark 2022: <= 1.3B) [S]
@@ -94,16 +97,22 @@ def attention_flags(shape) -> list[RangeFlag]:
     head = outside("d_h (head dim)", shape.head_dim, (MIN_HEAD_DIM_HARD, math.inf), no_law, True)
     flags += head or outside("d_h (head dim)", shape.head_dim, terms.HEAD_DIM_RANGE, no_law)
     if shape.is_mla:
-        flags.append(RangeFlag("attention", "MLA", "MHA/GQA/MQA",
-                               "DeepSeek-V2 Table 9: MLA >= MHA, one lab", hard=False))  # fmt: skip
-        flags += outside("MLA latent rank / H", shape.mla_rank_frac,
-                         (cap.MLA_PARITY_RANK_FRAC, math.inf),
-                         "DeepSeek-V2 Table 9 parity with MHA at rank H/10; a smaller rank is "
-                         "read as a narrower KV (the GQA evidence)")  # fmt: skip
+        flags += mla_flags(shape.mla_rank_frac)
     elif shape.num_kv_heads == 1:
         flags.append(RangeFlag("n_kv (KV heads)", 1.0, "[2, n_q]",
                                "MQA: training instability (Ainslie 2023)", False))  # fmt: skip
     return flags
+
+
+def mla_flags(rank_frac: float) -> list[RangeFlag]:
+    """MLA itself (one lab's evidence) and its latent rank against the trained ones."""
+    flags = [RangeFlag("attention", "MLA", "MHA/GQA/MQA",
+                       "DeepSeek-V2 Table 9: MLA >= MHA, one lab", hard=False)]  # fmt: skip
+    name = "MLA latent rank / H"
+    hard = outside(name, rank_frac, (MIN_MLA_RANK_FRAC, math.inf),
+                   "narrowest trained latent: DeepSeek-V3's 512 at H 7168", hard=True)  # fmt: skip
+    return flags + (hard or outside(name, rank_frac, (cap.MLA_PARITY_RANK_FRAC, math.inf),
+                                    "DeepSeek-V2 Table 9 parity with MHA at rank H/10"))
 
 
 def mixer_flags(shape) -> list[RangeFlag]:
@@ -122,9 +131,9 @@ def mixer_flags(shape) -> list[RangeFlag]:
     if shape.sliding_layers:
         window, name = float(shape.sliding_window), "sliding window (tokens)"
         hard = outside(name, window, (mix.HARD_MIN_WINDOW_TOKENS, math.inf),
-                       "4x below Gemma 3's 1,024", hard=True)  # fmt: skip
+                       "4x below Gemma 3's 512", hard=True)  # fmt: skip
         flags += hard or outside(name, window, (mix.MIN_WINDOW_TOKENS, math.inf),
-                                 "Gemma 3: 1,024 at 5 local : 1 global")  # fmt: skip
+                                 "Gemma 3 Fig. 4: 512 at 1:1 and 3:1 local:global")  # fmt: skip
     return flags
 
 

@@ -28,7 +28,7 @@ from objectives.accuracy_shape import ShapeSummary
 from objectives.accuracy_terms import BaseLaw
 
 FAMILY_OF_TERM: Mapping[str, str] = MappingProxyType({
-    "moe": "moe", "vocabulary": "vocabulary", "depth": "depth_width", "mlp_mix": "depth_width",
+    "moe": "moe", "vocabulary": "vocabulary", "depth": "depth_width", "mlp_mix": "mix",
     "attention_width": "attention", "kv_width": "attention", "head_dim": "attention",
     "ffn_width": "ffn", "ffn_gating": "ffn", "linear_attention": "hybrid",
     "sliding_window": "hybrid", "precision": "precision",

@@ -3,6 +3,8 @@ exact parameter counts (`cost_model.params`)."""
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -59,7 +61,10 @@ class ShapeSummary:
 
     @property
     def mlp_attention_ratio(self) -> float:
-        """r of Bian et al. 2025b: MLP over attention parameters (MoE: the active MLP)."""
+        """r of Bian et al. 2025b: MLP over attention parameters (MoE: the active MLP); infinite
+        without an attention layer."""
+        if not self.attention_params:
+            return math.inf
         return self.active_mlp_params / self.attention_params
 
     @property

@@ -124,10 +124,12 @@ def granularity_multiplier(granularity: float, law: KrajewskiLaw = KRAJEWSKI) ->
 
 # ---- vocabulary: Tao et al. 2024, Scaling Laws with Vocabulary (arXiv 2407.13623) --------------
 
-# Tao et al. 2024 (arXiv 2407.13623) §2.2 Eq. 3 [S]: tokens per character of BPE tokenizers from 1K
-# to 1024K, f(V) = a·ln²V + b·lnV + c. The IsoFLOP runs' vocabularies span 4K–96K (App. A.7) [S]:
+# Tao et al. 2024 (arXiv 2407.13623) §2.2 Eq. 3: tokens per character of BPE tokenizers from 1K to
+# 1024K, f(V) = a·ln²V + b·lnV + c [V: the authors' github.com/sail-sg/scaling-with-vocab utils.py
+# D_to_H, 0.00639222, -0.15811069, 1.20470122]. Their runs' vocabularies span 4K–96K (exp_data.csv,
+# 4096–96256) [V]:
 # embedding rows beyond a 96K vocabulary count as no capacity (no run shows them worth any).
-TAO_FERTILITY = (0.0064, -0.1581, 1.2047)
+TAO_FERTILITY = (0.00639222, -0.15811069, 1.20470122)
 TAO_VOCAB_RANGE = (4096.0, 96256.0)
 
 
@@ -248,7 +250,7 @@ def head_dim_penalty(head_dim: float, kappa: float) -> float:
 # ---- FFN width and gating -----------------------------------------------------------------------
 # Width: Kaplan 2020 Fig. 5 (middle) flat in d_ff/d_model at fixed N [V, caption]; Bian 2025b's
 # best models have gated d_ff = d_model (Panda-3B) [V]; nothing narrower was published (policy
-# penalty below). Gating: Narang et al. 2021 (arXiv 2102.11972) Table 1 [S]: at equal parameters,
+# penalty below). Gating: Narang et al. 2021 (arXiv 2102.11972) Table 1 [V]: at equal parameters,
 # SwiGLU/GeGLU/ReGLU beat ReLU/GeLU/Swish FFNs (the calibration family `ffn`).
 
 

@@ -2,8 +2,9 @@
 the design minimizing the ranked loss over a space far beyond the shipped studies
 (`tests/objectives/wide_search.py`), against the best published shape of that size, with the
 optimum's terms, the gap split by family, and the part a cited comparison of each family supports
-(the largest gain a calibration row of that family publishes). `test_wide_search.py` fails when
-the unsupported part passes 0.5%.
+(the largest gain a verified calibration row of that family publishes for its variant, 0 when no
+variant won; unverified rows are not read). `test_wide_search.py` fails when the unsupported part
+passes 0.5%.
 
 Usage: python tests/benchmarks/bench_loss_search.py [--json]
 """

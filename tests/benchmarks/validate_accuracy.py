@@ -6,6 +6,9 @@ Rows: the calibration set (`objectives/data/accuracy_calibration.csv`) and the c
 of difference (`objectives.accuracy_validation`: sign agreement, size within 2×, band coverage).
 Prints every row and, per family, the left-out and in-sample figures.
 
+Rows tagged `U` (unverified: no stored copy of the source confirmed them) are neither fitted nor
+scored; their count is printed.
+
 Usage: python tests/benchmarks/validate_accuracy.py [--json]
 """
 
@@ -20,7 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from objectives.accuracy_fit import METRICS, SIGN_METRICS, fit_coefficients, read_rows
+from objectives.accuracy_fit import (
+    METRICS, SIGN_METRICS, UNVERIFIED, fit_coefficients, read_rows,
+)  # fmt: skip
 from objectives.accuracy_validation import score_in_sample, score_left_out, summarize
 
 CALIBRATION = ROOT / "objectives" / "data" / "accuracy_calibration.csv"
@@ -37,6 +42,13 @@ def score(fit=None) -> tuple[dict, dict]:
     left, inside = summarize(scores["left_out"]), summarize(scores["in_sample"])
     return scores, {family: {"left_out": left[family], "in_sample": inside[family]}
                     for family in left}  # fmt: skip
+
+
+def unverified_counts() -> dict[str, int]:
+    """The `U` rows each file keeps for the record (never fitted or scored)."""
+    return {path.name: sum(r.confidence == UNVERIFIED
+                           for r in read_rows(path, METRICS + SIGN_METRICS, unverified=True))
+            for path in (CALIBRATION, COMPARISONS)}  # fmt: skip
 
 
 def _fraction(hit: int, total: int) -> str:
@@ -80,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         _print_rows(scores)
         print()
         print_summary(summary)
+        left = ", ".join(f"{n} in {name}" for name, n in unverified_counts().items())
+        print(f"not scored: the unverified rows ({left})")
     return 0
 
 

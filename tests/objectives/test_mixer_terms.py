@@ -33,9 +33,11 @@ def test_linear_mixer_log_factor_stays_between_its_ends(share):
 
 
 def test_sliding_window_penalty_golden():
-    """c = 0.005: 5 of 6 layers at 512 tokens with a global layer: 1 + c·(5/6)·1² = 1.0041667;
-    every layer at 1,024 without a global layer: two halvings below 4,096, 1 + c·4 = 1.02."""
-    assert sliding_window_penalty(512, 5 / 6, True, 0.005) == pytest.approx(1 + 0.005 * 5 / 6)
+    """c = 0.005: 5 of 6 layers at 256 tokens with a global layer: one halving below Gemma 3's
+    512, 1 + c·(5/6)·1² = 1.0041667; every layer at 1,024 without a global layer: two halvings
+    below 4,096, 1 + c·4 = 1.02."""
+    assert sliding_window_penalty(256, 5 / 6, True, 0.005) == pytest.approx(1 + 0.005 * 5 / 6)
+    assert sliding_window_penalty(512, 5 / 6, True, 0.005) == 1.0
     assert sliding_window_penalty(1024, 1.0, False, 0.005) == pytest.approx(1.02)
     assert sliding_window_penalty(1024, 5 / 6, True, 0.005) == 1.0
     assert sliding_window_penalty(64, 0.0, True, 0.005) == 1.0
@@ -80,7 +82,7 @@ def test_few_attention_layers_soft_flagged():
 
 
 def test_window_far_below_the_data_hard_flagged():
-    soft, hard = _proxy(LLAMA, "sw=512 swp=6"), _proxy(LLAMA, "sw=128 swp=6")
+    soft, hard = _proxy(LLAMA, "sw=256 swp=6"), _proxy(LLAMA, "sw=64 swp=6")
     assert any("sliding window" in f for f in soft.flags) and not soft.hard_flags
     assert any("sliding window" in f for f in hard.hard_flags)
     assert hard.penalties["sliding_window"] > soft.penalties["sliding_window"] > 1.0

@@ -26,7 +26,9 @@ from objectives.accuracy_fit import CalibrationRow, read_rows, shipped_calibrati
 from objectives.shapes import build
 
 MAX_UNSUPPORTED_GAP = 0.005  # issue 28 item 5: 0.5% past what a cited comparison supports
-BUDGET_FRAC = 0.1  # total (and MoE active) parameters within ±10% of the size
+# Total (and MoE active) parameters within ±5% of the size: "a shape of that size" (the base law's
+# gain from up to 5% more parameters is the only gain the `base` family may claim).
+BUDGET_FRAC = 0.05
 
 
 @dataclass(frozen=True)
@@ -214,29 +216,24 @@ def family_contributions(published: LossProxy, optimum: LossProxy) -> dict[str, 
     return parts
 
 
-# Families whose rows compare two shapes neither of which is "the baseline": a published
-# difference supports a gain of that size in either direction (Morph and Narang depths, Shazeer
-# MHA vs MQA KV widths).
-SYMMETRIC_FAMILIES = frozenset({"depth_width", "attention"})
-
-
 @lru_cache(maxsize=1)
 def largest_published_effects() -> dict[str, float]:
-    """Per family, the largest loss gain a calibration row publishes for its variant b over its
-    baseline a, −ln(published b/a) (depth/width: |ln|): what a cited comparison supports."""
+    """Per family, the largest loss gain a verified calibration row publishes for its variant b
+    over its baseline a, −ln(published b/a), 0 when no row's variant won: the most a cited
+    comparison supports (a depth gain needs a row where the deeper or shallower variant won, not
+    one where it lost)."""
     rows: list[CalibrationRow] = read_rows(shipped_calibration_set())
     effects: dict[str, float] = {}
     for row in rows:
-        change = -math.log(row.published)
-        gain = abs(change) if row.family in SYMMETRIC_FAMILIES else max(change, 0.0)
-        effects[row.family] = max(effects.get(row.family, 0.0), gain)
-    return effects
+        effects[row.family] = max(effects.get(row.family, 0.0), -math.log(row.published))
+    return {family: max(gain, 0.0) for family, gain in effects.items()}
 
 
 def supported_gains(contributions: Mapping[str, float]) -> dict[str, float]:
-    """The part of each family's gain a cited comparison of that family covers. The base law's
-    (more parameters inside the size's ±10%) is the Chinchilla/Epoch fit's own; the ranking
-    end's (hard flags) none."""
+    """The part of each family's gain a cited comparison of that family covers: at most the
+    largest gain a verified row of that family publishes. The base law's (more counted parameters:
+    the ±5% budget, or a published shape below the size) is the Chinchilla/Epoch fit's own; the
+    ranking end's (hard flags) none."""
     effects = {**largest_published_effects(), "base": math.inf, "ranking": 0.0}
     return {family: min(max(gain, 0.0), effects.get(family, 0.0))
             for family, gain in contributions.items()}  # fmt: skip
