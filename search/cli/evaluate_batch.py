@@ -16,6 +16,9 @@ column takes the value of the command's flag of the same name):
     concurrency    requests in flight; blank: the most that fit (memory and the engine's cap)
     engine         serving engine (vllm, sglang, trtllm) whose benchmark-TTFT terms apply;
                    blank: the generic ones
+    adp_balance_timeout_steps
+                   attention-DP balancer's timeout in forward steps (0: off), as
+                   `--adp-balance-timeout`
 
 Other columns (e.g. your measured values) are ignored. Output on stdout: a CSV with one row per
 evaluated input row, in input order, `line` its line in ROWS.csv (the header is line 1), then
@@ -44,10 +47,10 @@ from cost_model.architecture import Architecture
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.deployment import Deployment, Workload, make_deployment, make_workload
 from cost_model.errors import CostModelError
-from cost_model.evaluate import evaluate_points, validate_deployment
+from cost_model.evaluate import concurrency_limits, evaluate_points, validate_deployment
 from cost_model.hardware import HardwareSpec, get_hardware
 from cost_model.hf_config import load_architecture
-from cost_model.memory import max_concurrency, weight_bytes_per_gpu
+from cost_model.memory import weight_bytes_per_gpu
 from cost_model.params import count_params
 from cost_model.units import GIB_BYTES, MS_PER_S
 from search.cli.errors import CommandError
@@ -59,11 +62,13 @@ INT_COLUMNS = ("tp", "ep", "pp", "dp", "isl", "osl")
 OUTPUT_COLUMNS = (
     "line", "model", "hardware", "gpus", "tp", "ep", "pp", "dp", "precision", "moe_precision",
     "kv_precision", "isl", "osl", "engine", "concurrency", "params_total", "params_active",
-    "weights_gib_per_gpu", "max_concurrency", "fits_memory", "tpot_ms", "ttft_ms",
-    "benchmark_ttft_ms", "tokens_per_s_per_user", "tokens_per_s_per_gpu", "gemm_ms",
-    "attention_ms", "linear_attention_ms", "communication_ms", "other_ms",
+    "adp_balance_timeout_steps", "weights_gib_per_gpu", "max_concurrency", "fits_memory",
+    "tpot_ms", "ttft_ms", "benchmark_ttft_ms", "benchmark_ttft_median_ms",
+    "tokens_per_s_per_user", "tokens_per_s_per_gpu", "gemm_ms", "attention_ms",
+    "linear_attention_ms", "communication_ms", "other_ms",
 )
-TIMES = ("tpot", "ttft", "benchmark_ttft")  # the breakdown's parts are documents.BREAKDOWN_PARTS
+# the breakdown's parts are documents.BREAKDOWN_PARTS; benchmark_ttft is the mean
+TIMES = ("tpot", "ttft", "benchmark_ttft", "benchmark_ttft_median")
 
 
 @dataclass(frozen=True)
@@ -118,9 +123,13 @@ class RowReader:
         validate_deployment(arch, dep)
         self.check_formats(hw, dep)
         concurrency = self.value(row, "concurrency")
+        balance = self.value(row, "adp_balance_timeout_steps")
         return BatchRow(line, arch, hw, dep,
                         make_workload(isl_tokens=ints["isl"], osl_tokens=ints["osl"],
-                                      engine=self.value(row, "engine") or None),
+                                      engine=self.value(row, "engine") or None,
+                                      adp_balance_timeout_steps=_whole(
+                                          balance, "adp_balance_timeout_steps", 0)
+                                      if balance else 0),
                         _whole(concurrency, "concurrency") if concurrency else None)
 
     def check_formats(self, hw: HardwareSpec, dep: Deployment) -> None:
@@ -131,13 +140,13 @@ class RowReader:
             self.checked_formats.add(key)
 
 
-def _whole(text: str, column: str) -> int:
+def _whole(text: str, column: str, least: int = 1) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise CommandError(f"`{column}` must be a whole number >= 1; got {text!r}") from None
-    if value < 1:
-        raise CommandError(f"`{column}` must be a whole number >= 1; got {text!r}")
+        value = least - 1
+    if value < least:
+        raise CommandError(f"`{column}` must be a whole number >= {least}; got {text!r}")
     return value
 
 
@@ -176,10 +185,7 @@ def _memory(rows: list[BatchRow]) -> tuple[np.ndarray, np.ndarray]:
     deps, workload = [r.dep for r in rows], rows[0].workload
     a = ArchArrays.from_architectures([r.arch for r in rows])
     d, env = DeployArrays.from_deployments(deps), Env.for_deployments(rows[0].hw, deps)
-    limit = np.minimum(max_concurrency(a, d, env, float(workload.max_context_tokens),
-                                       float(workload.prefill_chunk_tokens),
-                                       float(workload.cached_prefix_tokens)),
-                       workload.max_batch_sequences * d.dp)
+    _, limit = concurrency_limits(a, d, env, workload)
     return weight_bytes_per_gpu(a, d, env)[:, 0] / GIB_BYTES, limit[:, 0]
 
 
@@ -207,6 +213,7 @@ def _inputs(row: BatchRow, concurrency: int) -> dict:
             "moe_precision": d.expert_precision, "kv_precision": d.kv_cache_precision,
             "isl": row.workload.isl_tokens, "osl": row.workload.osl_tokens,
             "engine": row.workload.engine or "", "concurrency": concurrency,
+            "adp_balance_timeout_steps": row.workload.adp_balance_timeout_steps,
             "params_total": counts.total_params, "params_active": counts.active_params}
 
 
@@ -221,7 +228,7 @@ def _defaults(args: argparse.Namespace) -> dict[str, str]:
     values = {"hardware": args.hardware, "tp": args.tp, "ep": args.ep, "pp": args.pp,
               "dp": args.dp, "precision": args.precision, "kv_precision": args.kv_precision,
               "moe_precision": args.moe_precision, "isl": args.isl, "osl": args.osl,
-              "engine": args.engine,
+              "engine": args.engine, "adp_balance_timeout_steps": args.adp_balance_timeout,
               "concurrency": args.concurrency[0] if args.concurrency else None}
     return {k: str(v) for k, v in values.items() if v is not None}
 
