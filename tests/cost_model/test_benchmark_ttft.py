@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cost_model.benchmark_ttft import (
-    BenchmarkTerms, adp_round_wait_s, benchmark_ttft_s, prompt_queue_s, recv_poll_wait_s,
-    shipped_terms,
+    BenchmarkTerms, adp_round_wait_s, benchmark_ttft_s, median_queue_share_frac, prompt_queue_s,
+    recv_poll_wait_s, shipped_terms, slot_wait_s,
 )
 from cost_model.deployment import ENGINES, Deployment, Workload, make_workload
 from cost_model.errors import ConfigError
@@ -99,3 +99,55 @@ def test_benchmark_ttft_never_below_the_steady_state(load_model, engine, c, dp, 
     assert slow.ttft_s[0, 0] == plain.ttft_s[0, 0]
     assert balanced.benchmark_ttft_s[0, 0] >= balanced.ttft_s[0, 0]
     assert balanced.round_wait_s[0, 0] >= 0.0
+
+
+def test_median_share_of_the_wave_mixture_by_hand():
+    """Mean share q: a share f = 2q of the requests waits at a uniform position of a wave, the
+    rest for nothing. q = 0.4 → f = 0.8: the median is the (0.5 − 0.2)/0.8 = 0.375 quantile of
+    the wave, so its share is 0.375; q = 0.2 → f = 0.4 ≤ ½: the median request waits for none
+    (0); q = 0.5 → f = 1: every request is in a wave, median share ½ = the mean's."""
+    assert median_queue_share_frac(0.4) == pytest.approx(0.375)
+    assert median_queue_share_frac(0.2) == 0.0
+    assert median_queue_share_frac(0.5) == pytest.approx(0.5)
+    terms = BenchmarkTerms(request_overhead_s=0.05, queue_share_frac=0.4,
+                           mean_request_overhead_s=0.08)
+    queue = 1.0  # (C_g − 1) · S_prompt
+    assert benchmark_ttft_s(0.1, queue, terms, statistic="mean") == pytest.approx(0.58)
+    assert benchmark_ttft_s(0.1, queue, terms, statistic="median") == pytest.approx(0.525)
+
+
+def test_slot_wait_by_hand():
+    """C = 300 requests against an engine that holds L = 200 and completes 50 requests/s: the
+    100 beyond wait 100/50 = 2 s; at C ≤ L none."""
+    assert slot_wait_s(np.array([300.0, 200.0, 150.0]), np.array([200.0, 200.0, 150.0]),
+                       50.0) == pytest.approx([2.0, 0.0, 0.0])
+
+
+def test_requests_past_the_engines_cap_queue_for_a_slot(load_model):
+    """Llama-3.1-8B on one H200 with a batch cap of 32 sequences: at c = 64 the engine keeps 32
+    in flight (TPOT and tokens/s/GPU those of c = 32) and the other 32 wait (64 − 32)/R, R the
+    requests per second 32 in flight complete (c/lifetime), in the mean and the median alike
+    (the prompts a request then finds in flight are those of 32, as at c = 32)."""
+    llama = load_model("Llama-3.1-8B")
+    hw, work = get_hardware("h200"), Workload(isl_tokens=1024, osl_tokens=256,
+                                              max_batch_sequences=32)
+    p = evaluate_points([llama], [Deployment()], hw, work, np.array([32.0, 64.0]))
+    assert p.tpot_s[0, 1] == p.tpot_s[0, 0]
+    assert p.tokens_per_s_per_gpu[0, 1] == p.tokens_per_s_per_gpu[0, 0]
+    lifetime = max(p.ttft_s[0, 0] + 255 * p.tpot_s[0, 0], 256 * p.tpot_s[0, 0])
+    wait = 32 / (32 / lifetime)
+    assert p.slot_wait_s[0, 1] == pytest.approx(wait, rel=1e-9)
+    for field in ("benchmark_ttft_s", "benchmark_ttft_median_s"):
+        got = getattr(p, field)[0]
+        assert got[1] - got[0] == pytest.approx(wait, rel=1e-9)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from([None, *ENGINES]), st.integers(1, 512), st.sampled_from([1, 2, 4]))
+def test_the_mean_request_never_waits_less_than_the_median(load_model, engine, c, dp):
+    """The wave's requests wait, the others do not: mean ≥ median, for every engine's terms."""
+    llama = load_model("Llama-3.1-8B")
+    p = evaluate_points([llama], [Deployment(dp=dp)], get_hardware("h200"),
+                        Workload(isl_tokens=4096, osl_tokens=256, engine=engine),
+                        np.array([float(c)]))
+    assert p.benchmark_ttft_s[0, 0] >= p.benchmark_ttft_median_s[0, 0] - 1e-12
