@@ -10,12 +10,12 @@ engine's token budget. Its TTFT is
   token's detokenization and streaming);
 - T_steady: the engine's steady-state TTFT of one request (its chunks through the pipeline and
   the wait for the step in progress, `cost_model.serving_steps`);
-- X, the wait behind the other prompts of its group: a share f of the requests arrives in a
-  synchronized wave, each at a position uniform over the C_g prompts of its group, and waits
-  k · S_prompt for the k ahead of it (S_prompt: one prompt at a full token budget); the rest
-  arrive alone and wait for none. The mean over a benchmark's requests is q · (C_g − 1) · S_prompt
-  with q = f/2; the median is 0 while f ≤ ½ (most requests wait for none) and
-  (C_g − 1) · S_prompt · (f − ½)/f beyond (`median_queue_share_frac`);
+- X, the wait behind the other prompts of its group: a share of the requests arrives in a
+  synchronized wave (the benchmark's first C at once; later ones as their predecessors finish
+  together) and waits k · S_prompt for the k prompts ahead of it (S_prompt: one prompt at a full
+  token budget), the rest arrive alone and wait for none. The median request waits
+  q̃ · (C_g − 1) · S_prompt, the mean q̄ · (C_g − 1) · S_prompt with q̄ ≥ q̃ (the waves' long
+  waits pull the mean up, not the median);
 - W_round (`adp_round_wait_s`): TensorRT-LLM with attention DP and its balancer on holds new
   context requests until every DP rank has one or `timeout_iters` iterations have passed
   (tensorrt_llm/_torch/pyexecutor/py_executor.py, `_balance_adp_requests`; the design in
@@ -35,7 +35,8 @@ engine's token budget. Its TTFT is
 The mean and the median share every term but X and t_request: published records report one or
 the other (InferenceX's median TTFT, vLLM's and genai-perf's mean), and a benchmark's first
 requests (cold caches, the first wave) lift its mean above its median, so the mean has its own
-t_request where the fitted table gives one (`mean_request_overhead_ms`, else the median's).
+t_request and share where the fitted table gives them (`mean_request_overhead_ms`,
+`mean_queue_share_frac`, fitted on rows that report a mean), else the median's.
 The terms are per serving engine (`Workload.engine`: vllm, sglang, trtllm), with a generic set
 for an unnamed one, fitted on published end-to-end measurements, never on kernel tables
 (`cost_model/data/serving/benchmark.toml`, `tests/benchmarks/fit_benchmark_ttft.py`).
@@ -64,20 +65,23 @@ STATISTICS = ("mean", "median")  # over a benchmark's requests
 @dataclass(frozen=True)
 class BenchmarkTerms:
     request_overhead_s: float  # t_request of the median request
-    queue_share_frac: float  # q: the mean request's share of the group's other prompts
+    queue_share_frac: float  # q̃: the median request's share of the group's other prompts
     round_wait_share_frac: float = 0.0  # w: share of the attention-DP round wait
-    mean_request_overhead_s: float | None = None  # t_request of the mean (None: the median's)
+    mean_request_overhead_s: float | None = None  # the mean's t_request (None: the median's)
+    mean_queue_share_frac: float | None = None  # q̄ (None: the median's)
 
     def overhead_s(self, statistic: str) -> float:
-        """t_request of the `statistic` (one of STATISTICS)."""
+        """t_request of the `statistic` (one of STATISTICS); the mean's never below the
+        median's (its requests' delays are skewed right, never left)."""
         if statistic == "mean" and self.mean_request_overhead_s is not None:
-            return self.mean_request_overhead_s
+            return max(self.mean_request_overhead_s, self.request_overhead_s)
         return self.request_overhead_s
 
     def queue_share(self, statistic: str) -> float:
-        """The share of (C_g − 1) · S_prompt the `statistic` waits: q, or its median."""
-        return self.queue_share_frac if statistic == "mean" else \
-            median_queue_share_frac(self.queue_share_frac)
+        """The share of (C_g − 1) · S_prompt the `statistic` waits: q̄ (never below q̃) or q̃."""
+        if statistic == "mean" and self.mean_queue_share_frac is not None:
+            return max(self.mean_queue_share_frac, self.queue_share_frac)
+        return self.queue_share_frac
 
 
 @cache
@@ -93,18 +97,13 @@ def shipped_terms(engine: str | None = None) -> BenchmarkTerms:
     table = engine if engine in doc else GENERIC
     value = lambda key, default=0.0: float(  # noqa: E731
         sourced_value(doc, f"{table}.{key}", {}, "benchmark", default))
-    mean = sourced_value(doc, f"{table}.mean_request_overhead_ms", {}, "benchmark", None)
+    optional = lambda key: sourced_value(doc, f"{table}.{key}", {}, "benchmark", None)  # noqa
+    mean_overhead, mean_share = optional("mean_request_overhead_ms"), optional(
+        "mean_queue_share_frac")
     return BenchmarkTerms(value("request_overhead_ms") / MS_PER_S, value("queue_share_frac"),
                           value("round_wait_share_frac"),
-                          None if mean is None else float(mean) / MS_PER_S)
-
-
-def median_queue_share_frac(mean_share: float) -> float:
-    """The median request's share of (C_g − 1) · S_prompt when a share f = min(2q, 1) of the
-    requests waits at a uniform position of a wave and the rest wait for none (mean share q):
-    0 while f ≤ ½, else (f − ½)/f (the ½-quantile of the mixture)."""
-    wave = min(2.0 * mean_share, 1.0)
-    return 0.0 if wave <= 0.5 else (wave - 0.5) / wave
+                          None if mean_overhead is None else float(mean_overhead) / MS_PER_S,
+                          None if mean_share is None else float(mean_share))
 
 
 def prompt_queue_s(prompt_s, group_requests):

@@ -25,6 +25,7 @@ from cost_model.memory import max_concurrency
 from cost_model.serving_steps import (
     ServingShape, ServingTimes, mixed_times, rank_budget_tokens, serving_times,
 )
+from cost_model.step import StageTime
 from cost_model.step_load import busiest_group_seqs, lockstep_groups
 
 
@@ -119,7 +120,7 @@ def request_lifetime_s(ttft_s, tpot_s, osl_tokens):
     return np.maximum(ttft_s + (osl_tokens - 1.0) * tpot_s, osl_tokens * tpot_s)
 
 
-def _shape(a: ArchArrays, workload: Workload) -> ServingShape:
+def _shape(workload: Workload) -> ServingShape:
     return ServingShape(float(workload.isl_tokens), float(workload.osl_tokens),
                         float(workload.prefill_chunk_tokens), float(workload.cached_prefix_tokens),
                         workload.adp_balance_timeout_steps > 0, workload.engine)
@@ -148,12 +149,26 @@ class _Groups:
 
 
 def _replica_times(a, groups: _Groups, env: Env, shape: ServingShape):
-    """The fuller and the lighter groups' serving times (the lighter evaluated only where some
-    candidate has both)."""
+    """The fuller and the lighter groups' serving times; the lighter evaluated only in the
+    concurrency columns where some candidate has both (a sweep's last, at most)."""
     high = serving_times(a, groups.replica, env, groups.high, shape)
-    if not np.any(groups.low_share > 0):
+    columns = np.flatnonzero(np.any(np.atleast_2d(groups.low_share > 0), axis=0))
+    if columns.size == 0:
         return high, high
-    return high, serving_times(a, groups.replica, env, groups.low, shape)
+    low = serving_times(a, groups.replica, env, np.atleast_2d(groups.low)[:, columns], shape)
+    return high, _with_columns(high, low, columns, np.shape(np.atleast_2d(groups.low)))
+
+
+def _with_columns(base: ServingTimes, part: ServingTimes, columns, shape) -> ServingTimes:
+    """`base` (broadcast to `shape`) with `part`'s values in `columns` (axis 1)."""
+    def put(whole, values):
+        out = np.array(np.broadcast_to(whole, shape), dtype=float)
+        out[:, columns] = values
+        return out
+    tpot = StageTime(*(put(getattr(base.tpot, f.name), getattr(part.tpot, f.name))
+                       for f in fields(StageTime)))
+    return ServingTimes(tpot, *(put(getattr(base, name), getattr(part, name))
+                                for name in ("ttft_s", "prompt_queue_s", "prompt_s")))
 
 
 def _points(a: ArchArrays, d: DeployArrays, env: Env, workload: Workload, concurrency,
@@ -161,7 +176,7 @@ def _points(a: ArchArrays, d: DeployArrays, env: Env, workload: Workload, concur
     """Operating points at `concurrency`: at most `limit` requests in flight (the rest wait for
     a slot), on lockstep or independent attention groups (`_Groups`); TPOT and TTFT are means
     over the requests, throughput the sum over the groups."""
-    shape = _shape(a, workload)
+    shape = _shape(workload)
     osl = shape.osl_tokens
     c = np.where(np.isfinite(concurrency), concurrency, 1.0)
     in_flight = np.where(limit >= 1, np.minimum(c, limit), c)
@@ -269,7 +284,7 @@ def concurrency_limits(a: ArchArrays, d: DeployArrays, env: Env, workload: Workl
     cap of `max_batch_sequences` per attention group), each (n, 1). The workspace is one prompt
     chunk of the rank's budget (`serving_steps.rank_budget_tokens`)."""
     memory_limit = max_concurrency(a, d, env, float(workload.max_context_tokens),
-                                   rank_budget_tokens(a, d, _shape(a, workload)),
+                                   rank_budget_tokens(a, d, _shape(workload)),
                                    float(workload.cached_prefix_tokens))
     return memory_limit, np.minimum(memory_limit, workload.max_batch_sequences * d.dp)
 

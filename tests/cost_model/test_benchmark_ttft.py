@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cost_model.benchmark_ttft import (
-    BenchmarkTerms, adp_round_wait_s, benchmark_ttft_s, median_queue_share_frac, prompt_queue_s,
-    recv_poll_wait_s, shipped_terms, slot_wait_s,
+    BenchmarkTerms, adp_round_wait_s, benchmark_ttft_s, prompt_queue_s, recv_poll_wait_s,
+    shipped_terms, slot_wait_s,
 )
 from cost_model.deployment import ENGINES, Deployment, Workload, make_workload
 from cost_model.errors import ConfigError
@@ -101,19 +101,19 @@ def test_benchmark_ttft_never_below_the_steady_state(load_model, engine, c, dp, 
     assert balanced.round_wait_s[0, 0] >= 0.0
 
 
-def test_median_share_of_the_wave_mixture_by_hand():
-    """Mean share q: a share f = 2q of the requests waits at a uniform position of a wave, the
-    rest for nothing. q = 0.4 → f = 0.8: the median is the (0.5 − 0.2)/0.8 = 0.375 quantile of
-    the wave, so its share is 0.375; q = 0.2 → f = 0.4 ≤ ½: the median request waits for none
-    (0); q = 0.5 → f = 1: every request is in a wave, median share ½ = the mean's."""
-    assert median_queue_share_frac(0.4) == pytest.approx(0.375)
-    assert median_queue_share_frac(0.2) == 0.0
-    assert median_queue_share_frac(0.5) == pytest.approx(0.5)
-    terms = BenchmarkTerms(request_overhead_s=0.05, queue_share_frac=0.4,
-                           mean_request_overhead_s=0.08)
-    queue = 1.0  # (C_g − 1) · S_prompt
-    assert benchmark_ttft_s(0.1, queue, terms, statistic="mean") == pytest.approx(0.58)
-    assert benchmark_ttft_s(0.1, queue, terms, statistic="median") == pytest.approx(0.525)
+def test_mean_and_median_terms_by_hand():
+    """Median: t_request 50 ms, share q̃ 0.02; mean: 80 ms and q̄ 0.4. T_steady 100 ms,
+    (C_g − 1)·S_prompt 1 s: median 50 + 100 + 0.02·1000 = 170 ms, mean 80 + 100 + 400 = 580 ms.
+    Without mean terms the mean is the median; a mean share below the median's is raised to it
+    (the waves' waits pull the mean up, never down)."""
+    terms = BenchmarkTerms(request_overhead_s=0.05, queue_share_frac=0.02,
+                           mean_request_overhead_s=0.08, mean_queue_share_frac=0.4)
+    assert benchmark_ttft_s(0.1, 1.0, terms, statistic="median") == pytest.approx(0.17)
+    assert benchmark_ttft_s(0.1, 1.0, terms, statistic="mean") == pytest.approx(0.58)
+    plain = BenchmarkTerms(request_overhead_s=0.05, queue_share_frac=0.02)
+    assert benchmark_ttft_s(0.1, 1.0, plain, statistic="mean") == pytest.approx(0.17)
+    low = BenchmarkTerms(request_overhead_s=0.05, queue_share_frac=0.02, mean_queue_share_frac=0.0)
+    assert benchmark_ttft_s(0.1, 1.0, low, statistic="mean") == pytest.approx(0.17)
 
 
 def test_slot_wait_by_hand():
