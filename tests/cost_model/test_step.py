@@ -19,7 +19,7 @@ from cost_model.layers import (
     touched_expert_frac,
 )
 from cost_model.hf_config import load_architecture
-from cost_model.serving_steps import ServingShape, rank_budget_tokens
+from cost_model.serving_steps import ServingShape, rank_budget_tokens, serving_steps
 from cost_model.step import bubble_frac, stage_forward, stage_forward_load
 from cost_model.step_load import PromptSchedule, StepLoad
 
@@ -297,6 +297,18 @@ def test_prompt_schedule_of_lockstep_groups_by_hand():
     balanced = PromptSchedule.of(128.0, 1023.0, 8.0, 1024.0, 1024.0, 8192.0, True)
     assert balanced.prompt_step_frac == pytest.approx(0.125)
     assert balanced.instance_step_tokens == pytest.approx(8184.0)
+
+
+def test_only_groups_holding_requests_prefill(load_model):
+    """Qwen3-30B-A3B at DP 8 / EP 8 with c = 3 requests, ISL = OSL = 1024: three groups hold one
+    each (ρ = 1 · 1024/1024 / 1024 = 1/1024), the other five are empty and take no prompt: a
+    step carries prompts with s = 1 − (1023/1024)³ = 0.0029268, not 1 − (1023/1024)⁸ =
+    0.0077858."""
+    a = ArchArrays.from_architectures([load_model("Qwen3-30B-A3B")])
+    d = DeployArrays.from_deployments([Deployment(dp=8, ep=8)])
+    _, plan = serving_steps(a, d, np.array([[3.0]]), ServingShape(1024.0, 1024.0, 8192.0),
+                            1024.0)
+    assert float(plan.prompt_step_frac[0, 0]) == pytest.approx(0.0029268, rel=1e-4)
 
 
 def test_prompt_schedule_past_one_chunk_per_step():
