@@ -86,7 +86,7 @@ def test_benchmark_ttft_never_below_the_steady_state(load_model, engine, c, dp, 
     """Every client term is a wait, never a saving: benchmark TTFT ≥ steady-state TTFT, for any
     engine, polling interval and balancer timeout; polling only adds time (the steps are the
     same). The balancer also changes the steps (the groups prefill together,
-    `step.chunk_step_frac`), so it is checked against its own steady state."""
+    `step_load.PromptSchedule`), so it is checked against its own steady state."""
     llama = load_model("Llama-3.1-8B")
     hw = get_hardware("h200")
     base = dict(isl_tokens=1024, osl_tokens=256, engine=engine)

@@ -74,7 +74,7 @@ def deployment_of(draw, arch, precision, max_dp=8):
     return Deployment(tp=tp, dp=dp, pp=pp, precision=precision)
 
 
-# with and without an attention-DP balancer (its groups prefill together, step.chunk_step_frac)
+# with and without an attention-DP balancer (its groups prefill together, step_load.PromptSchedule)
 WORKLOADS = st.builds(Workload, isl_tokens=st.sampled_from([128, 1000, 4096, 20_000]),
                       osl_tokens=st.sampled_from([1, 16, 512, 2048]),
                       adp_balance_timeout_steps=st.sampled_from([0, 60]))
