@@ -93,10 +93,13 @@ def _head_flop_per_key(a: ArchArrays, absorbed: bool, full: bool = False):
 
 def _layer_mean(a: ArchArrays, context, time_fn):
     """Average over attention layers of time_fn(context seen by that layer type, whether it is
-    a full-attention layer)."""
+    a full-attention layer); 0 for a model without attention layers (every mixer linear, or
+    none), whose layers the callers weight by 0."""
     full = a.attention_layers - a.sliding_layers
     sliding = time_fn(np.minimum(context, a.window), False)
-    return (full * time_fn(context, True) + a.sliding_layers * sliding) / a.attention_layers
+    total = full * time_fn(context, True) + a.sliding_layers * sliding
+    return np.divide(total, a.attention_layers, out=np.zeros(np.shape(total)),
+                     where=a.attention_layers > 0)
 
 
 def attended_keys(a: ArchArrays, context):

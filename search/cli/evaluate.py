@@ -74,7 +74,8 @@ def evaluate_document(args: argparse.Namespace) -> dict:
     dep = _deployment(args, formats.fields)
     validate_deployment(arch, dep)
     workload = make_workload(isl_tokens=args.isl, osl_tokens=args.osl,
-                             prefix_cached_frac=args.prefix_cache, engine=args.engine)
+                             prefix_cached_frac=args.prefix_cache, engine=args.engine,
+                             adp_balance_timeout_steps=args.adp_balance_timeout)
     memory = memory_document(arch, dep, hw, workload)
     disaggregated = args.serving == "disaggregated"
     points = (_disaggregated_points(arch, args, dep, hw, workload, formats.fields) if disaggregated
@@ -86,7 +87,8 @@ def evaluate_document(args: argparse.Namespace) -> dict:
         "deployment": deployment_document(dep),
         "workload": {"isl": workload.isl_tokens, "osl": workload.osl_tokens,
                      "prefix_cached_frac": workload.prefix_cached_frac,
-                     "engine": workload.engine},
+                     "engine": workload.engine,
+                     "adp_balance_timeout_steps": workload.adp_balance_timeout_steps},
         "params": params_document(arch),
         "checkpoint_formats": formats_document(formats),
         "assumed_defaults": dict(model.assumed),
@@ -269,6 +271,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="operating points at these concurrencies (default: sweep to memory limit)")
     p.add_argument("--engine", default=None, choices=ENGINES, help="serving engine whose "
                    "benchmark-TTFT terms apply (default: the generic ones)")
+    p.add_argument("--adp-balance-timeout", type=int, default=0, metavar="STEPS",
+                   help="attention-DP balancer: new requests wait until every DP group has one, "
+                   "at most STEPS forward steps, so the groups prefill together (TensorRT-LLM "
+                   "attention_dp_config enable_balance/timeout_iters, SGLang "
+                   "--enable-prefill-delayer); default 0: off")
     p.add_argument("--window", type=float, nargs=2, default=DEFAULT_WINDOW, metavar=("LO", "HI"),
                    help="interactivity window of the frontier area, tokens/s/user "
                         "(default 10 1000)")
