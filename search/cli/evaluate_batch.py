@@ -71,7 +71,6 @@ from search.errors import SearchError
 from search.records.documents import BATCH_COLUMNS as INPUT_COLUMNS
 from search.records.documents import breakdown_ms
 
-INT_COLUMNS = ("tp", "ep", "pp", "dp", "isl", "osl")
 FORMAT_COLUMNS = ("precision", "moe_precision", "kv_precision")
 MAX_PATH_CHARS = 4096  # Linux PATH_MAX: no longer model path or hardware file can be opened
 MAX_NAME_CHARS = 64  # a format or engine name (the longest known is 9 characters)
