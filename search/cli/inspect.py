@@ -42,7 +42,6 @@ from search.study.space import Candidate, sweeps_deployments, swept_candidates
 from search.study.spec import StudySpec, load_spec
 from search.study.storage import check_readable, default_journal_path
 from search.study.trial_index import IndexedTrial, read_trial
-from search.study.journal_file import acknowledged_end
 
 if TYPE_CHECKING:
     import optuna
@@ -87,7 +86,7 @@ def indexed_trial(study_file: Path, spec: StudySpec, number: int) -> IndexedTria
         return None  # the replay's path names what is missing
     check_readable(path)
     try:
-        return read_trial(path, spec.name, number, limit=acknowledged_end(path))
+        return read_trial(path, spec.name, number)
     except (OSError, ValueError, KeyError, TypeError):  # an index that does not match: replay
         return None
 
