@@ -172,7 +172,7 @@ def run_search(args: argparse.Namespace) -> int:
         # The default journal: this process holds its owner lock while its workers run (it
         # checks and repairs it first, and no single run may start beside them).
         path = default_journal_path(Path(args.study), spec.name)
-        lock_fd = None if args.storage else prepare_for_workers(path)
+        lock_fd = None if args.storage else prepare_for_workers(path, spec.name)
         try:
             _run_workers(args, spec, trials, seed)
         finally:

@@ -13,6 +13,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -23,7 +26,6 @@ from optuna.trial import TrialState
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, PendingRollbackError
 
 from search.study.errors import StorageError
-from search.study.storage import WORKER_ATTR
 
 # Optuna re-raises a failed commit as StorageInternalError (with the driver error as its cause).
 RETRYABLE = (OperationalError, InterfaceError, DBAPIError, optuna.exceptions.StorageInternalError)
@@ -31,6 +33,12 @@ RETRY_ATTEMPTS = 8
 FIRST_WAIT_S = 1.0
 MAX_WAIT_S = 30.0
 T = TypeVar("T")
+WORKER_ATTR = "worker"  # user attribute of a trial on a shared storage: the host:pid that ran it
+
+
+def worker_id() -> str:
+    """This process, as the `worker` attribute of the trials it runs on a shared storage."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def settle_running(study: optuna.Study, owner: bool) -> int:
@@ -39,7 +47,8 @@ def settle_running(study: optuna.Study, owner: bool) -> int:
     running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
     stale = [t.number for t in running if owner or WORKER_ATTR in t.user_attrs]
     for number in stale:
-        study.tell(number, state=TrialState.PRUNED, skip_if_finished=True)
+        with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):  # told meanwhile
+            study.tell(number, state=TrialState.PRUNED, skip_if_finished=True)
     if stale:
         print(f"archscout: {len(stale)} trials an interrupted run left RUNNING were settled "
               "as PRUNED (they never count toward --trials)", file=sys.stderr)

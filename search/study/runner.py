@@ -32,10 +32,10 @@ from search.study.distinct_children import FlatNSGAIISampler, adopt, with_distin
 from search.study.errors import SpecError
 from search.study.evaluation import Outcome, evaluate_batch, hard_constraints, stored_attrs
 from search.study.record import store_or_check_spec
-from search.study.resilience import settle_running, with_retries
+from search.study.resilience import WORKER_ATTR, settle_running, with_retries, worker_id
 from search.study.space import build_candidate, design_identity, suggest_params
 from search.study.spec import StudySpec
-from search.study.storage import WORKER_ATTR, StorageHandle, worker_id
+from search.study.storage import StorageHandle
 
 FINISHED = (TrialState.COMPLETE, TrialState.FAIL)
 
@@ -78,9 +78,7 @@ def open_study(spec: StudySpec, handle: StorageHandle, seed: int) -> optuna.Stud
     # restart it logs the SQL it was running and blames "the number of IN variables")
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     with handle.write_batch(spec.name):
-        study = optuna.create_study(study_name=spec.name, storage=handle.storage,
-                                    directions=spec.objectives.directions,
-                                    sampler=make_sampler(spec, seed), load_if_exists=True)
+        study = _load_or_create(spec, handle, make_sampler(spec, seed))
         if study.directions != [optuna.study.StudyDirection[d.upper()]
                                 for d in spec.objectives.directions]:
             raise SpecError(f"study `{spec.name}` exists with other objectives; use another "
@@ -89,6 +87,18 @@ def open_study(spec: StudySpec, handle: StorageHandle, seed: int) -> optuna.Stud
         _name_metrics(study, spec)
         settle_running(study, owner=not handle.shared)
     return study
+
+
+def _load_or_create(spec: StudySpec, handle: StorageHandle,
+                    sampler: optuna.samplers.BaseSampler) -> optuna.Study:
+    """The study, loaded (nothing written) or created (another process may create it at the
+    same moment: Optuna's `load_if_exists` then loads theirs)."""
+    try:
+        return optuna.load_study(study_name=spec.name, storage=handle.storage, sampler=sampler)
+    except KeyError:
+        return optuna.create_study(study_name=spec.name, storage=handle.storage,
+                                   directions=spec.objectives.directions, sampler=sampler,
+                                   load_if_exists=True)
 
 
 def _name_metrics(study: optuna.Study, spec: StudySpec) -> None:

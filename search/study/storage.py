@@ -20,7 +20,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
-import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -40,11 +39,11 @@ from search.study.journal_file import (
     first_line,
     open_journal,
 )
+from search.study.resilience import settle_running
 
 OUTPUT_DIR = "out"  # beside the study file; git-ignored (studies/out/)
 JOURNAL_NAME = "study.journal"
 OWNER_LOCK_NAME = "study.journal.owner"
-WORKER_ATTR = "worker"  # user attribute of a trial on a shared storage: the host:pid that ran it
 # Schema creation on a new database (see _open_rdb): a fixed advisory-lock key (any 64-bit value
 # no other application on the server uses; this is "archscou" in ASCII) and retries for backends
 # without advisory locks.
@@ -89,11 +88,6 @@ class StorageHandle:
 
 def default_journal_path(spec_path: Path, study_name: str) -> Path:
     return spec_path.resolve().parent / OUTPUT_DIR / study_name / JOURNAL_NAME
-
-
-def worker_id() -> str:
-    """This process, as the `worker` attribute of the trials it runs on a shared storage."""
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 # ---- the default journal ------------------------------------------------------------------------
@@ -150,17 +144,19 @@ def _make_folder(path: Path) -> None:
         raise StorageError(f"`storage` {path} cannot be created ({exc.strerror or exc})") from None
 
 
-def prepare_for_workers(path: Path) -> int:
+def prepare_for_workers(path: Path, study_name: str) -> int:
     """For `search --workers N` on the default journal: own it while checking it (a partial last
-    line cut, RUNNING trials an earlier version left settled by the first run to open it as
-    its owner: see `search.study.resilience.settle_running`), then hold the owner lock shared,
-    as each worker does, so that no single run starts beside them; returns its descriptor."""
+    line cut; RUNNING trials an earlier version left settled: `settle_running`), then hold the
+    owner lock shared, as each worker does, so that no single run starts beside them; returns
+    the lock's descriptor."""
     fd = _take_owner_lock(path, fcntl.LOCK_EX)
     try:
         journal = JournalFile(path, sidecars=True)
         with journal.batch():
-            pass
-        open_journal(journal)
+            storage = open_journal(journal)
+            if study_name in optuna.get_all_study_names(storage):
+                settle_running(optuna.load_study(study_name=study_name, storage=storage),
+                               owner=True)
         journal.close()
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BaseException:

@@ -19,6 +19,7 @@ It can never give a wrong trial: records must chain from byte 0 to the journal's
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import zlib
@@ -68,10 +69,10 @@ class _Logs(BaseJournalBackend):
 def decoded_trials(header: list[dict], line: dict) -> dict[str, list[FrozenTrial]]:
     """Study name -> the trials Optuna's replay of the header logs and `line` makes."""
     storage = JournalStorage(_Logs([*header, line]))
-    return {s.study_name: optuna.load_study(study_name=s.study_name, storage=storage,
-                                            sampler=optuna.samplers.RandomSampler()
-                                            ).get_trials(deepcopy=False)
-            for s in optuna.get_all_study_summaries(storage)}
+    return {name: optuna.load_study(study_name=name, storage=storage,
+                                    sampler=optuna.samplers.RandomSampler()
+                                    ).get_trials(deepcopy=False)
+            for name in optuna.get_all_study_names(storage)}
 
 
 @dataclass
@@ -154,6 +155,8 @@ class IndexWriter:
         that many finished trials of the study."""
         try:
             chain = self._loaded()
+            if chain.end > start:  # records of lines cut since (a journal restored): anew
+                chain = self._reset()
             if chain.broken or (chain.end < start and not self._catch_up(chain, start)):
                 return
             lines = _lines(data)
@@ -173,6 +176,11 @@ class IndexWriter:
         self._chain = load_chain(self.journal, self._chain)
         with open(index_path(self.journal), "ab") as f:
             f.truncate(self._chain.good_bytes)
+        return self._chain
+
+    def _reset(self) -> Chain:
+        self._chain = Chain()
+        os.truncate(index_path(self.journal), 0)
         return self._chain
 
     def _append(self, chain: Chain, record: dict) -> None:
@@ -230,11 +238,18 @@ def read_trial(journal: Path, study_name: str, number: int) -> IndexedTrial | No
     last whole line, a study it does not know)."""
     with open(journal, "rb") as f:
         fd = f.fileno()
+        fcntl.flock(fd, fcntl.LOCK_SH)  # no writer mid-write meanwhile
         chain = load_chain(journal)
         if chain.broken or chain.end != last_line_end(fd, os.fstat(fd).st_size):
             return None
-        header = [_read_line(fd, *ref) for ref in chain.header]
-        study = optuna.load_study(study_name=study_name, storage=JournalStorage(_Logs(header)),
+        try:
+            header = [_read_line(fd, *ref) for ref in chain.header]
+        except ValueError:  # the index of another journal
+            return None
+        storage = JournalStorage(_Logs(header))
+        if study_name not in optuna.get_all_study_names(storage):
+            return None
+        study = optuna.load_study(study_name=study_name, storage=storage,
                                   sampler=optuna.samplers.RandomSampler())
         count = chain.counts.get(study_name, 0)
         if not 0 <= number < count:
