@@ -36,6 +36,7 @@ from search.study.evaluation import (
     trial_candidate,
     trial_details,
 )
+from search.cli.secrets import redacting
 from search.study.record import recorded_spec
 from search.study.report import pareto_document
 from search.study.space import Candidate, sweeps_deployments, swept_candidates
@@ -341,7 +342,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     _study_arguments(s)
     s.add_argument("trial", type=int, help="trial number")
     s.add_argument("--json", action="store_true", help="one JSON document on stdout")
-    s.set_defaults(func=run_show)
+    s.set_defaults(func=redacting(run_show))
 
     e = sub.add_parser("export", help="one trial as a Hugging Face config.json, our JSON record "
                        "or vLLM serving arguments")
@@ -353,7 +354,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--interactivity", type=float, default=None, metavar="TOK_S_USER",
                    help="vllm: the deployment of the frontier point of most tokens/s/GPU at "
                    "this interactivity or more (its concurrency becomes max_num_seqs)")
-    e.set_defaults(func=run_export)
+    e.set_defaults(func=redacting(run_export))
 
     p = sub.add_parser("plot", help="plot the study: Pareto frontiers, one trial's time "
                        "breakdown or GEMM roofline, or hypervolume over trials")
@@ -368,4 +369,4 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    "module is imported only when a plot is drawn)")
     p.add_argument("--trial", type=int, default=None, help="breakdown, roofline: the trial "
                    "(default: the top-ranked Pareto architecture)")
-    p.set_defaults(func=run_plot)
+    p.set_defaults(func=redacting(run_plot))

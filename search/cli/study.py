@@ -29,8 +29,9 @@ from search.study.storage import (
     open_default,
     open_url,
     prepare_for_workers,
-    redact_text,
 )
+from search.study.secrets import redact_text
+from search.cli.secrets import redacting
 
 
 def open_storage(spec_path: Path, spec: StudySpec, url: str | None, shared: bool = False,
@@ -256,7 +257,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.add_argument("--json", action="store_true", help="end with the `pareto --json` document "
                    "on stdout instead of the table")
-    s.set_defaults(func=run_search)
+    s.set_defaults(func=redacting(run_search))
 
     p = sub.add_parser("pareto", help="the Pareto-optimal architectures, ranked by frontier area")
     p.add_argument("study", help="study file (TOML)")
@@ -265,4 +266,4 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--parquet", metavar="PATH", default=None, help="also write the table as "
                    "Parquet (versioned schema)")
     p.add_argument("--csv", metavar="PATH", default=None, help="also write the table as CSV")
-    p.set_defaults(func=run_pareto)
+    p.set_defaults(func=redacting(run_pareto))

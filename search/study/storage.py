@@ -26,7 +26,6 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import optuna
 import sqlalchemy
@@ -40,6 +39,7 @@ from search.study.journal_file import (
     open_journal,
 )
 from search.study.resilience import settle_running
+from search.study.secrets import redact, redact_text
 
 OUTPUT_DIR = "out"  # beside the study file; git-ignored (studies/out/)
 JOURNAL_NAME = "study.journal"
@@ -270,47 +270,3 @@ def _batch_lock(engine: sqlalchemy.Engine | None, url: str, study: str) -> Itera
     with open(f"{database}.archscout-lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
-
-
-# ---- passwords never leave the process ---------------------------------------------------------
-
-SECRET_QUERY_KEYS = ("password", "passwd", "pwd", "sslpassword", "token", "secret")
-
-
-def redact(url: str) -> str:
-    """The URL without its password: the one in the authority (`user:***@host`) and any query
-    parameter that carries one (`?password=***`)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "***"
-    netloc = parts.netloc
-    if "@" in netloc:
-        credentials, _, host = netloc.rpartition("@")
-        user = credentials.split(":", 1)[0]
-        netloc = f"{user}:***@{host}" if ":" in credentials else netloc
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        query = urlencode([(k, "***" if k.lower() in SECRET_QUERY_KEYS else v)
-                           for k, v in pairs], safe="*")
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-
-
-def secrets_of(url: str) -> list[str]:
-    """The password strings `url` carries (to cut them from any text that quotes them)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return [url]
-    found = [parts.password] if parts.password else []
-    found += [v for k, v in parse_qsl(parts.query, keep_blank_values=True)
-              if k.lower() in SECRET_QUERY_KEYS and v]
-    return found
-
-
-def redact_text(text: str, url: str | None) -> str:
-    """`text` with every password of `url` replaced by ***."""
-    for secret in secrets_of(url or ""):
-        text = text.replace(secret, "***")
-    return text
