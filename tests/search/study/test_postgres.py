@@ -389,3 +389,69 @@ def test_workers_children_report_one_line_each(tmp_path, fresh_database_url, cap
     assert sorted(line.split(":")[1] for line in lines[:2]) == [" worker 1", " worker 2"]
     assert all("exists with other objectives" in line for line in lines[:2])
     assert "2 of 2 workers failed" in lines[2]
+
+
+# ---- a storage URL's password is never shown ---------------------------------------------------
+
+SECRET = "Zq9-s3cr3t-Pa55"
+SECRET_ROLE = "archscout_secret_tester"
+
+
+@pytest.fixture
+def secret_database_url():
+    """A new database owned by a role whose password is SECRET (created once per server)."""
+    admin = sqlalchemy.create_engine(URL, isolation_level="AUTOCOMMIT",
+                                     poolclass=sqlalchemy.pool.NullPool)
+    with admin.connect() as conn:
+        exists = conn.execute(sqlalchemy.text("SELECT 1 FROM pg_roles WHERE rolname = :r"),
+                              {"r": SECRET_ROLE}).scalar()
+        verb = "ALTER" if exists else "CREATE"
+        conn.execute(sqlalchemy.text(f"{verb} ROLE {SECRET_ROLE} LOGIN PASSWORD '{SECRET}'"))
+    with fresh_database(URL, "secret") as url:
+        with admin.connect() as conn:
+            conn.execute(sqlalchemy.text(f'ALTER DATABASE "{url.rsplit("/", 1)[1]}" OWNER TO '
+                                         f"{SECRET_ROLE}"))
+        admin.dispose()
+        yield url.replace("archscout:archscout@", f"{SECRET_ROLE}:{SECRET}@", 1)
+
+
+def _every_command(study: Path, url: str, out: Path) -> list[list[str]]:
+    s = str(study)
+    return [["search", s, "--storage", url, "--trials", "16", "--no-progress"],
+            ["search", s, "--storage", url, "--trials", "32", "--workers", "2", "--no-progress"],
+            ["search", s, "--storage", url, "--trials", "32", "--json", "--no-progress"],
+            ["pareto", s, "--storage", url],
+            ["pareto", s, "--storage", url, "--json", "--csv", str(out / "p.csv"),
+             "--parquet", str(out / "p.parquet")],
+            ["show", s, "0", "--storage", url], ["show", s, "0", "--storage", url, "--json"],
+            ["show", s, "99999", "--storage", url],
+            *[["export", s, "0", "--storage", url, "--format", f, "-o", str(out / f"e.{f}")]
+              for f in ("json", "hf", "vllm")],
+            ["plot", s, "--storage", url, "-o", str(out / "front.png")],
+            ["dashboard", s, "--storage", url, "-o", str(out / "view.journal")]]
+
+
+@pytest.mark.parametrize("form", ["authority", "query string"])
+def test_no_command_shows_the_storage_password(tmp_path, capfd, secret_database_url, form):
+    """Every command that takes `--storage`, the password given in the URL's authority or in
+    its query string (`?password=`): it appears in no output, error, export, table, plot,
+    dashboard view or `--json` document; also when the server is unreachable or the password
+    wrong (one line each)."""
+    url = secret_database_url
+    if form == "query string":
+        url = url.replace(f":{SECRET}@", "@", 1) + f"?password={SECRET}"
+    study, out = _study_file(tmp_path, batch_size=8), tmp_path / "out"
+    out.mkdir()
+    unreachable = url.replace("127.0.0.1:5432", "127.0.0.1:1", 1)
+    wrong = url.replace(SECRET, SECRET + "x")
+    codes = [main(argv) for argv in _every_command(study, url, out)]
+    assert codes == [0] * len(codes[:7]) + [2] + [0] * (len(codes) - 8)
+    for bad in (unreachable, wrong):
+        for argv in _every_command(study, bad, out)[:2]:
+            assert main(argv) == 2
+    printed = capfd.readouterr()
+    for text in (printed.out, printed.err):
+        assert SECRET not in text and "Traceback" not in text
+    assert "***" in printed.err  # the URL was named, without its password
+    for path in tmp_path.rglob("*"):
+        assert not path.is_file() or SECRET.encode() not in path.read_bytes(), path
