@@ -270,10 +270,12 @@ def check_not_truncated(path: Path) -> None:
                            "written; restore it from a backup or remove its folder to start anew")
 
 
-def check_readable(path: Path) -> None:
+def check_readable(path: Path, sized: bool = True) -> None:
     """A reader's checks before it uses anything derived from the journal at `path`: not
-    truncated, and a partial last line that is the start of a journal line."""
-    check_not_truncated(path)
+    truncated (`sized`: a study's default journal, with its size record), and a partial last
+    line that is the start of a journal line."""
+    if sized:
+        check_not_truncated(path)
     with open(path, "rb") as f:
         fd = f.fileno()
         end = os.fstat(fd).st_size

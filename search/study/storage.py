@@ -190,7 +190,7 @@ def _open_journal_url(path: Path, url: str, read_only: bool) -> StorageHandle:
     if read_only:
         if not path.is_file():
             raise StorageError(f"`--storage` {url!r}: no journal at {path}")
-        check_readable(path)
+        check_readable(path, sized=False)
         journal = JournalFile(path, read_only=True)
     else:
         _make_folder(path)
