@@ -580,3 +580,31 @@ def test_every_study_names_its_metrics(tmp_path):
                                storage=optuna.storages.JournalStorage(backend))
     assert loaded.metric_names == spec.objectives.names
     assert all(isinstance(t.user_attrs.get("feasible"), bool) for t in loaded.trials)
+
+
+SECRET = "Zq9-s3cr3t-Pa55"
+
+
+@pytest.mark.parametrize("url", [f"postgresql://someone:{SECRET}@127.0.0.1:1/db",
+                                 f"postgresql://someone@127.0.0.1:1/db?password={SECRET}",
+                                 f"postgresql://someone@127.0.0.1:1/db?sslmode=disable&"
+                                 f"PassWord={SECRET}"], ids=["authority", "query", "query-case"])
+def test_an_unreachable_storage_never_shows_its_password(tmp_path, capfd, url):
+    """Every command that takes `--storage`, on a server that refuses connections: one line,
+    exit 2, the URL named with *** for its password (the query-string one was echoed). With a
+    reachable server: tests/search/study/test_postgres.py."""
+    study = str(_study(tmp_path))
+    commands = [["search", study, "--trials", "16", "--no-progress"],
+                ["search", study, "--trials", "16", "--workers", "2", "--no-progress"],
+                ["pareto", study, "--json"], ["show", study, "0"],
+                ["export", study, "0", "--format", "json", "-o", str(tmp_path / "e.json")],
+                ["plot", study, "-o", str(tmp_path / "f.png")],
+                ["dashboard", study, "-o", str(tmp_path / "v.journal")]]
+    for argv in commands:
+        assert main([*argv, "--storage", url]) == 2, argv
+        out, err = capfd.readouterr()
+        assert SECRET not in out + err and "***" in err, argv
+        lines = 3 if "--workers" in argv else 1  # --workers: one per worker, one summing up
+        assert len(err.strip().splitlines()) == lines and "Traceback" not in err, err
+    assert not [p for p in tmp_path.rglob("*") if p.is_file() and SECRET.encode() in
+                p.read_bytes()]
