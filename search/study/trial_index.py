@@ -4,14 +4,14 @@ is ~60 MB: 4.4 s replayed, 0.1 s through the index; tests/benchmarks/bench_searc
 --scale).
 
 It knows nothing of Optuna's log format. The journal's writer (`JournalFile`, under its lock)
-appends one record per write: where the write starts, each line's length and CRC, and, when the
+appends a record per write: where the write starts, each line's length and CRC, and, when the
 runner declared the write to be finished trials of a study (`trials_of`), the study and the
-number of its first trial; any other write (the study's creation, its attributes) is a header
-line. A line is decoded by Optuna itself: a `JournalStorage` replaying the header lines and that
-one line gives the trial. Lines a writer did not index (an older archscout, a writer killed
-between its write and its record) are classified the same way when the next writer catches up:
-a line that makes a finished trial is one; one that makes no trial is a header line; anything
-else (a trial asked and told over several lines) ends the index for good (a `broken` record).
+number of its first trial. A line is decoded by Optuna itself: a `JournalStorage` replaying the
+header lines (the study's creation, its attributes) and that one line gives the trial. Any other
+write, and lines a writer did not index (an older archscout, a writer killed between its write
+and its record), are classified line by line the same way: a line that makes a finished trial is
+one; one that makes no trial is a header line; anything else (a trial asked and told over several
+lines) ends the index for good (a `broken` record).
 
 It can never give a wrong trial: records must chain from byte 0 to the journal's last whole line
 (else readers replay), and every line read is checked against its length and CRC.
@@ -157,16 +157,16 @@ class IndexWriter:
             chain = self._loaded()
             if chain.end > start:  # records of lines cut since (a journal restored): anew
                 chain = self._reset()
-            if chain.broken or (chain.end < start and not self._catch_up(chain, start)):
-                return
             lines = _lines(data)
-            study, first = (trials[0], trials[1]) if trials and trials[2] == len(lines) \
-                else (None, None)
-            if trials and study is None or study and first != chain.counts.get(study, 0):
-                self._append(chain, {"start": start, "lines": [], "broken": True})
-                return
-            self._append(chain, {"start": start, "lines": lines, "study": study,
-                                 "first": first})
+            if not trials or trials[2] != len(lines):  # a write of anything: decode each line
+                self._catch_up(chain, start + len(data))
+            elif not chain.broken and self._catch_up(chain, start):
+                study, first, _ = trials
+                if first != chain.counts.get(study, 0):
+                    self._append(chain, {"start": start, "lines": [], "broken": True})
+                    return
+                self._append(chain, {"start": start, "lines": lines, "study": study,
+                                     "first": first})
         except (OSError, ValueError, KeyError, TypeError):  # a cache: readers replay instead
             self._chain = Chain(broken=True)
 
@@ -194,8 +194,10 @@ class IndexWriter:
             _follow(chain, record)
 
     def _catch_up(self, chain: Chain, start: int) -> bool:
-        """Index the lines between the chain's end and `start`, one record each (see the
-        module's docstring); False when one of them cannot be indexed."""
+        """Index the lines between the chain's end and `start`, one record each, each decoded
+        by Optuna (see the module's docstring); False when one of them cannot be indexed."""
+        if chain.broken:
+            return False
         with open(self.journal, "rb") as f:
             fd = f.fileno()
             header = [_read_line(fd, *ref) for ref in chain.header]
