@@ -24,9 +24,11 @@ PostgreSQL worker and restart the server under a run, fill the disk; check the s
     command resumes to exactly N trials.
 
 (d) `--workers 2` on the default journal, the whole process group SIGKILLed at `--worker-tries`
-    random moments, checked as in (a); a last run without a kill must end with exactly N.
-(e) SIGTERM and SIGINT (`--signal-tries` each) at random moments of a single run: the exit code,
-    stderr lines, and the study checked as in (a); the same command then resumes.
+    random moments (within `--after-growth-s` of the run's first durable batch: start-up is
+    slow here), checked as in (a); a last run without a kill must end with exactly N.
+(e) SIGTERM and SIGINT (`--signal-tries` each) at random moments of a single run (timed as in
+    (d)): the exit code, stderr lines, and the study checked as in (a); the same command then
+    resumes.
 (f) a `--workers 2` run killed (its whole process group) right after a worker's `Study.ask`
     returns, before it could name itself on a shared storage: the next `--workers 2` run (the
     resume, +`--resume-trials`) is timed next to the same resume of a study that saw no kill
@@ -460,8 +462,10 @@ def run_worker_kills(folder: Path, tries: int, trials: int, window_s: float,
     study = write_study(folder, trials, batch_size=32)
     report, seen = KillReport(tries=tries, requested=trials), set()
     for i in range(tries):
+        start = time.monotonic()
         proc = subprocess.Popen(workers_command(study, trials), cwd=ROOT, start_new_session=True,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        _first_growth_s(proc, _journal(study), start, RUN_TIMEOUT_S)  # start-up is slow here
         time.sleep(rng.uniform(0.0, window_s))
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -509,6 +513,12 @@ class SignalReport:
     finished: int = 0
 
 
+def _default_sigint() -> None:
+    """A background benchmark's children inherit SIGINT ignored (the shell's job rule), and
+    Python then installs no KeyboardInterrupt handler: restore the default as a terminal has."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_signals(folder: Path, tries: int, trials: int, window_s: float, seed: int
                 ) -> SignalReport:
     rng = random.Random(seed + 2)
@@ -516,9 +526,12 @@ def run_signals(folder: Path, tries: int, trials: int, window_s: float, seed: in
     report, seen = SignalReport(requested=trials), set()
     for _ in range(tries):
         for sig in (signal.SIGTERM, signal.SIGINT):
+            start = time.monotonic()
             proc = subprocess.Popen(search_command(study, trials), cwd=ROOT,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            time.sleep(rng.uniform(0.5, window_s))
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                    preexec_fn=_default_sigint)
+            _first_growth_s(proc, _journal(study), start, RUN_TIMEOUT_S)
+            time.sleep(rng.uniform(0.0, window_s))
             if proc.poll() is None:
                 proc.send_signal(sig)
             _, err = proc.communicate()
@@ -603,8 +616,8 @@ def run_ask_kill(folder: Path, first: int, more: int) -> AskKillReport:
         _timed(workers_command(study, first))
     report.killed_run_s, killed = _timed(workers_command(faulty, first + more), env)
     report.killed_run_exit = killed.returncode
+    report.resume_after_kill_s, _ = _timed(workers_command(faulty, first + more))  # at once
     report.clean_resume_s, _ = _timed(workers_command(clean, first + more))
-    report.resume_after_kill_s, _ = _timed(workers_command(faulty, first + more))
     report.ratio = report.resume_after_kill_s / report.clean_resume_s
     check = check_study(faulty)
     report.running_left, report.duplicates = check.running, check.duplicates
@@ -689,6 +702,8 @@ def main() -> None:
     parser.add_argument("--skip-postgres", action="store_true")
     parser.add_argument("--skip-disk", action="store_true")
     parser.add_argument("--worker-tries", type=int, default=16)
+    parser.add_argument("--after-growth-s", type=float, default=4.0,
+                        help="(d), (e): the kill lands this long at most after a first batch")
     parser.add_argument("--signal-tries", type=int, default=4, help="(e) of each signal")
     parser.add_argument("--resume-trials", type=int, default=32, help="(f) trials a resume adds")
     parser.add_argument("--skip-workers", action="store_true")
@@ -718,10 +733,10 @@ def main() -> None:
                    results["disk"])
         parts = [("workers", "(d) --workers 2, process group SIGKILLed at random moments",
                   lambda f: run_worker_kills(f, args.worker_tries, args.trials,
-                                             args.kill_window_s, args.seed)),
+                                             args.after_growth_s, args.seed)),
                  ("signals", "(e) SIGTERM and SIGINT at random moments",
-                  lambda f: run_signals(f, args.signal_tries, args.trials, args.kill_window_s,
-                                        args.seed)),
+                  lambda f: run_signals(f, args.signal_tries, args.trials,
+                                        args.after_growth_s, args.seed)),
                  ("ask_kill", "(f) a --workers 2 worker killed right after an ask: resume time",
                   lambda f: run_ask_kill(f, 64, args.resume_trials)),
                  ("corrupt", "(g) corrupt journals", run_corrupt)]
