@@ -55,9 +55,10 @@ def open_for_reading(spec_path: Path, spec: StudySpec, url: str | None) -> Stora
     return open_default(path, read_only=True)
 
 
-# One `--workers` process holds the cost model, numpy, Optuna and its copy of the study: 0.25 GiB
-# resident at the quickstart's end (`ps -o rss` of a spawned worker, 1,024 trials); a count whose
-# processes cannot all fit in the machine's memory is refused, one above the cores warns.
+# One `--workers` process holds the cost model, numpy, Optuna and its copy of the study: 178 MiB
+# resident at most (`ps -o rss` of the spawned workers of `search quickstart --trials 512
+# --workers 2`, sampled every 0.5 s); 256 MiB leaves room for a larger study. A count whose
+# processes cannot all fit in the machine's memory is refused; one above the cores warns.
 WORKER_MEMORY_BYTES = 256 * 2**20
 
 
