@@ -28,6 +28,7 @@ from optuna.samplers.nsgaii import PolynomialMutation
 from optuna.trial import FrozenTrial, TrialState
 from tqdm import tqdm
 
+from search.study import optuna_adapter
 from search.study.distinct_children import FlatNSGAIISampler, adopt, with_distinct_children
 from search.study.errors import SpecError
 from search.study.evaluation import Outcome, evaluate_batch, hard_constraints, stored_attrs
@@ -195,7 +196,7 @@ class LocalRun:
             todo = [t for t in batch if t.datetime_start not in stored][:max(room, 0)]
             if journal is not None:
                 journal.trials_of(self.spec.name, len(every), len(todo))
-            self.durable.add_trials(todo)
+            optuna_adapter.add_trials(self.durable, todo)  # Study.add_trials, batched
             every = self.durable.get_trials(deepcopy=False)
         new = every[self._seen:]
         others = [t for t in new if not self._mine(t)]
