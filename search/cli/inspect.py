@@ -40,13 +40,13 @@ from search.study.evaluation import (
     trial_candidate,
     trial_details,
 )
+from search.cli.secrets import redacting
 from search.study.record import recorded_spec
 from search.study.report import pareto_document
 from search.study.space import Candidate, sweeps_deployments, swept_candidates
 from search.study.spec import StudySpec, load_spec
 from search.study.storage import check_readable, default_journal_path
 from search.study.trial_index import IndexedTrial, read_trial
-from search.study.journal_file import acknowledged_end
 
 if TYPE_CHECKING:
     import optuna
@@ -91,7 +91,7 @@ def indexed_trial(study_file: Path, spec: StudySpec, number: int) -> IndexedTria
         return None  # the replay's path names what is missing
     check_readable(path)
     try:
-        return read_trial(path, spec.name, number, limit=acknowledged_end(path))
+        return read_trial(path, spec.name, number)
     except (OSError, ValueError, KeyError, TypeError):  # an index that does not match: replay
         return None
 
@@ -368,7 +368,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     _study_arguments(s)
     s.add_argument("trial", type=int, help="trial number")
     s.add_argument("--json", action="store_true", help="one JSON document on stdout")
-    s.set_defaults(func=run_show)
+    s.set_defaults(func=redacting(run_show))
 
     e = sub.add_parser("export", help="one trial as a Hugging Face config.json, our JSON record "
                        "or vLLM serving arguments")
@@ -385,7 +385,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    "engine's batch; bundle default: the study window's low end)")
     e.add_argument("--force", action="store_true", help="export a trial that breaks a hard "
                    "constraint (each broken one is named in the export's notes)")
-    e.set_defaults(func=run_export)
+    e.set_defaults(func=redacting(run_export))
 
     p = sub.add_parser("plot", help="plot the study: Pareto frontiers, one trial's time "
                        "breakdown or GEMM roofline, or hypervolume over trials")
@@ -400,4 +400,4 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    "module is imported only when a plot is drawn)")
     p.add_argument("--trial", type=int, default=None, help="breakdown, roofline: the trial "
                    "(default: the top-ranked Pareto architecture)")
-    p.set_defaults(func=run_plot)
+    p.set_defaults(func=redacting(run_plot))
