@@ -27,7 +27,6 @@ STUDY_FILES = {
     f"{STUDY_OUT}/study.journal.index": "the study's trial index",
     f"{STUDY_OUT}/study.journal.size": "the study's journal size record",
     f"{STUDY_OUT}/study.journal.owner": "the study's owner lock",
-    f"{STUDY_OUT}/study.journal.lock": "the study's journal lock",  # not there: never made
     f"{STUDY_OUT}/study.pareto.json": "the study's cached Pareto document",
 }
 # every output option of a command that reads a study: (command argv before the path, option)
