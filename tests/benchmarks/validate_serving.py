@@ -1,13 +1,26 @@
 """Compare the cost model's operating points with published serving measurements.
 
 Reads `tests/data/serving_published.csv` (published results, each row with its source URL; see
-tests/data/SOURCES.md), evaluates every aggregated-serving row on a catalog GPU whose model the
-importer supports, and reports the relative error pred/meas − 1 of TPOT, TTFT (the benchmark
-client's TTFT, `benchmark_ttft_s`: what published measurements report) and output
-tokens/s/GPU, by model × GPU, then for dense vs MoE models, then the rows left out and why.
-Nothing here is fitted to these rows, except the benchmark-TTFT terms
-(tests/benchmarks/fit_benchmark_ttft.py) and the host time per scheduled sequence
-(tests/benchmarks/fit_host_overhead.py), each on the declared fit half only (`split_half`).
+tests/data/SOURCES.md), the development set `tests/data/serving/published_ttft_tpot.csv` and the
+grown development set (every other CSV of tests/data/serving/; its SOURCES.md), evaluates every
+aggregated-serving row on a catalog GPU whose model the importer supports, and reports the
+relative error pred/meas − 1 of TPOT, TTFT (the benchmark client's TTFT, `benchmark_ttft_s`:
+what published measurements report) and output tokens/s/GPU.
+
+The headline is leave-one-source-out (tests/benchmarks/serving/loso.py): a source is one
+publisher's run set (`rows.source_of`: InferenceX, each version of TensorRT-LLM's performance
+overview, its v0.14 online table, each MLPerf round, the vLLM blog, NIM, NVIDIA's blogs, ...); for
+each source, every fitted serving term (the host time per scheduled sequence per host CPU kind,
+tests/benchmarks/fit_host_overhead.py; the fused-MoE variant each engine pays,
+`Efficiency.for_engine`; the benchmark-TTFT terms per engine,
+tests/benchmarks/fit_benchmark_ttft.py) is fitted on the other sources' rows and the source's rows
+are scored with that fit. Printed: those left-out figures for dense and MoE models apart, per
+source and per engine, with the in-sample figures (every term fitted on all rows) and the shipped
+constants' beside them; the same with each term switched off or held as shipped (ablations); the
+terms of every fold; the ranking of deployments by tokens/s/GPU (Kendall τ-b); then each CSV's
+figures by model × GPU, dense vs MoE, per source, by statistic, capped per model, the rows left out
+and why, the source table and the format pairs. The declared fit half (`split_half`, still in
+`--json` rows) is no longer the validation: leave-one-source-out is.
 
 Row conventions (the CSV's own notes and TensorRT-LLM's mapping):
 - "max (offline, all requests queued)" rows (trtllm-bench throughput) have no concurrency: they
@@ -30,13 +43,11 @@ Row conventions (the CSV's own notes and TensorRT-LLM's mapping):
   until its slowest slot drains (`benchmark_drain_factor`); their predicted tokens/s/GPU is the
   steady state over that factor.
 
-Also reads the development set `tests/data/serving/published_ttft_tpot.csv` (more published rows
-with TTFT and TPOT; tests/data/serving/SOURCES.md) and reports it apart, then both sets combined;
-`--json` keeps the published set's summary at the top level, with `dev_set` and `combined` beside
-it.
+`--json` keeps the published set's summary at the top level, with `dev_set`, `combined`,
+`grown_set` and `loso` beside it.
 
 Usage: python tests/benchmarks/validate_serving.py [--data DIR] [--dev-set CSV | --no-dev-set]
-[--json]
+[--no-grown] [--no-loso | --no-ablations] [--json]
 """
 
 from __future__ import annotations

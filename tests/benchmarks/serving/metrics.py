@@ -43,7 +43,8 @@ def summarize(results: list[Result], skipped: Counter) -> dict:
         "overall": _by_kind(results),
         "halves": {half: _by_kind([r for r in results if r.half == half]) for half in HALVES},
         "skipped": dict(skipped.most_common()),
-        "rows": [{**r.__dict__, "half": r.half} for r in results],
+        "rows": [{**r.__dict__, "half": r.half, "ttft_statistic": r.statistic.get("ttft")}
+                 for r in results],
     }
 
 
@@ -103,7 +104,7 @@ def _p99_over_mean(rows: list[dict[str, str]]) -> dict[str, float | None]:
 def per_source(results: list[Result]) -> dict:
     groups = defaultdict(list)
     for r in results:
-        groups[r.source_kind or "?"].append(r)
+        groups[r.source or r.source_kind or "?"].append(r)
     return {kind: _by_kind(rs) for kind, rs in sorted(groups.items())}
 
 

@@ -343,6 +343,11 @@ class Prepared:
     def source(self) -> str:
         return source_of(self.row)
 
+    @property
+    def ttft_statistic(self) -> str:
+        """What the row's TTFT is: mean, median or unstated (`_statistic`)."""
+        return _statistic(self.row)["ttft"]
+
 
 def prepare_row(row: dict[str, str], data_dir: Path, archs: dict[Path, Architecture]) -> Prepared:
     """The row read and checked; raises `Skip` with the reason when it cannot be scored."""

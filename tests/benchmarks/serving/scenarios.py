@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Callable
 
@@ -24,7 +25,7 @@ from tests.benchmarks.serving.config import (
     PERF_OVERVIEW_REQUESTS, TRTLLM_BENCH_MAX_BATCH, WEIGHTS_DO_NOT_FIT,
 )
 from tests.benchmarks.serving.rows import (
-    Measured, Prepared, Result, Skip, _describe, _measured, _number, _source_kind, _statistic,
+    Measured, Prepared, Result, Skip, _describe, _measured, _number, _statistic, source_of,
     prepare_row,
 )
 
@@ -45,15 +46,36 @@ def _predict_fixed(r: Prepared, concurrency: float, models: Models) -> dict[str,
         raise Skip(WEIGHTS_DO_NOT_FIT)
     if not p.fits_memory[0, 0]:
         raise Skip("the row's concurrency exceeds the model's memory limit")
-    return {**_ttft_parts(p, 0), "tpot": float(p.tpot_s[0, 0]),
-            "tokens_per_s_per_gpu": float(p.tokens_per_s_per_gpu[0, 0]), "concurrency": concurrency}
+    return {**_ttft_parts(p, 0, r.ttft_statistic), "concurrency": concurrency}
 
 
-def _ttft_parts(p, j: int) -> dict[str, float]:
-    """The benchmark TTFT at column j and the parts the fit of its terms needs."""
-    return {"ttft": float(p.benchmark_ttft_s[0, j]), "steady_ttft": float(p.ttft_s[0, j]),
-            "prompt_queue": float(p.prompt_queue_s[0, j]),
-            "round_wait": float(p.round_wait_s[0, j]), "poll_wait": float(p.poll_wait_s[0, j])}
+def fixed_values(p, statistic: str) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """(the figures at column 0 of every candidate, which candidates fit there): what
+    `_predict_fixed` reads, for a batch of candidates at once (copies)."""
+    fits = (p.max_concurrency[:, 0] >= 1) & p.fits_memory[:, 0]
+    return {name: np.array(values[:, 0])
+            for name, values in _columns(p, statistic).items()}, fits
+
+
+def benchmark_ttft(p, statistic: str) -> np.ndarray:
+    """The benchmark TTFT of the statistic the row reports: the median request's where the
+    model gives it apart (`benchmark_ttft_median_s`) and the row's is not a mean, else the
+    model's (mean) benchmark TTFT."""
+    median = getattr(p, "benchmark_ttft_median_s", None)
+    return p.benchmark_ttft_s if median is None or statistic == "mean" else median
+
+
+def _columns(p, statistic: str) -> dict[str, np.ndarray]:
+    """The benchmark TTFT with the parts the fit of its terms needs, TPOT and tokens/s/GPU."""
+    return {"ttft": benchmark_ttft(p, statistic), "steady_ttft": p.ttft_s,
+            "prompt_queue": p.prompt_queue_s, "round_wait": p.round_wait_s,
+            "poll_wait": p.poll_wait_s, "tpot": p.tpot_s,
+            "tokens_per_s_per_gpu": p.tokens_per_s_per_gpu}
+
+
+def _ttft_parts(p, j: int, statistic: str) -> dict[str, float]:
+    """The figures of `_columns` at column j."""
+    return {name: float(values[0, j]) for name, values in _columns(p, statistic).items()}
 
 
 def _predict_max(r: Prepared, models: Models, requests: int | None = None,
@@ -71,7 +93,7 @@ def _predict_max(r: Prepared, models: Models, requests: int | None = None,
     best = int(np.nanargmax(throughput))
     if requests is not None and requests <= p.concurrency[0, best]:
         return _predict_fixed(r, float(requests), models)  # one wave
-    predicted = {**_ttft_parts(p, best), "tpot": float(p.tpot_s[0, best]),
+    predicted = {**_ttft_parts(p, best, r.ttft_statistic),
                  "tokens_per_s_per_gpu": float(throughput[best]),
                  "concurrency": float(p.concurrency[0, best])}
     if requests is not None:
@@ -108,6 +130,7 @@ def _errors(measured: Measured, predicted: dict[str, float]) -> dict[str, float 
     }
 
 
+@cache
 def benchmark_drain_factor(concurrency: float) -> float:
     """Run length of an InferenceX benchmark over its steady-state share, 1 + CV·√(1/n)·z_C: each
     of the C slots serves n = 10 requests one after another (`--num-prompts 10 × conc`), each
@@ -172,8 +195,7 @@ def _predict_sla(r: Prepared, models: Models) -> dict[str, float]:
                           ttft_limit / MS_PER_S, tpot_limit / MS_PER_S)
     if best is None:
         raise Skip("no modelled concurrency meets the row's TTFT/TPOT limits")
-    return {**_ttft_parts(p, best), "tpot": float(p.tpot_s[0, best]),
-            "tokens_per_s_per_gpu": float(p.tokens_per_s_per_gpu[0, best]),
+    return {**_ttft_parts(p, best, r.ttft_statistic),
             "concurrency": float(p.concurrency[0, best])}
 
 
@@ -195,7 +217,8 @@ def _predict_disaggregated(r: Prepared, models: Models) -> dict[str, float]:
                              PoolLimits(ratio=(x, y)))
     if not p.fits_memory[0, 0]:
         raise Skip("disaggregated: a pool does not fit memory at the row's concurrency")
-    return {"tpot": float(p.tpot_s[0, 0]), "ttft": float(p.benchmark_ttft_s[0, 0]),
+    return {"tpot": float(p.tpot_s[0, 0]),
+            "ttft": float(benchmark_ttft(p, r.ttft_statistic)[0, 0]),
             "steady_ttft": float(p.ttft_s[0, 0]), "prompt_queue": float(p.queue_s[0, 0]),
             "round_wait": 0.0, "poll_wait": 0.0,
             "tokens_per_s_per_gpu": float(p.tokens_per_s_per_gpu[0, 0]),
@@ -210,14 +233,21 @@ def describe(r: Prepared) -> str:
     return f"{x}P {_describe(prefill)} + {y}D {_describe(decode)}"
 
 
-def score_prepared(r: Prepared, models: Models = COST_MODEL) -> Result:
-    """The comparison for one prepared row; raises `Skip` with the reason when it has none."""
+def predict_prepared(r: Prepared, models: Models = COST_MODEL) -> dict[str, float]:
+    """The model's figures for one prepared row as its source measured them (TPOT, benchmark
+    TTFT and its parts, tokens/s/GPU, the concurrency); raises `Skip` when it has none."""
     try:
         predicted = _predict_disaggregated(r, models) if r.pools is not None \
             else _predict(r, models)
     except ConfigError as exc:
         raise Skip(f"cost model refused the row: {exc}") from exc
     _as_measured(r.row, r.regime, predicted)
+    return predicted
+
+
+def score_prepared(r: Prepared, models: Models = COST_MODEL) -> Result:
+    """The comparison for one prepared row; raises `Skip` with the reason when it has none."""
+    predicted = predict_prepared(r, models)
     measured = _measured(r.row)
     return Result(r.workload.engine, r.row["model"], r.row["gpu"], r.regime, r.arch.is_moe,
                   describe(r), r.workload.isl_tokens, r.workload.osl_tokens,
@@ -235,7 +265,7 @@ def evaluate_row(row: dict[str, str], data_dir: Path, archs: dict[Path, Architec
 def _count_skip(row, reason, skipped: Counter, skipped_by_source: Counter | None) -> None:
     skipped[str(reason)] += 1
     if skipped_by_source is not None:
-        skipped_by_source[(_source_kind(row), str(reason))] += 1
+        skipped_by_source[(source_of(row), str(reason))] += 1
 
 
 def evaluate_prepared(rows: list[dict[str, str]], data_dir: Path,
@@ -243,7 +273,7 @@ def evaluate_prepared(rows: list[dict[str, str]], data_dir: Path,
                       ) -> tuple[list[Result], Counter, list[Prepared]]:
     """(the rows' comparisons, the skipped rows by reason, the prepared rows the comparisons
     belong to, one to one); `skipped_by_source`, when given, also counts the skipped rows by
-    (source_kind, reason)."""
+    (source, reason)."""
     results, skipped, kept, archs = [], Counter(), [], {}
     for row in rows:
         try:
@@ -258,6 +288,6 @@ def evaluate_prepared(rows: list[dict[str, str]], data_dir: Path,
 def evaluate_all(rows: list[dict[str, str]], data_dir: Path,
                  skipped_by_source: Counter | None = None) -> tuple[list[Result], Counter]:
     """The rows' comparisons and the skipped rows by reason; `skipped_by_source`, when given,
-    also counts them by (source_kind, reason)."""
+    also counts them by (source, reason)."""
     results, skipped, _ = evaluate_prepared(rows, data_dir, skipped_by_source)
     return results, skipped
