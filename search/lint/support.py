@@ -45,6 +45,14 @@ HEAD_DIM_GRANULE = 8  # head widths move in steps of 8 (every real head_dim is a
 WIDTH_GRANULE = 16  # widths move in steps of 16 (the NVFP4 block, a divisor of every tile)
 COUNT_FIELDS = ("num_layers", "num_attention_heads", "num_kv_heads", "num_experts")
 SEARCH_STEPS = 256  # candidate values tried on each side of the current one
+# policy: the parameter cost a fix may have, the larger of its total and active parameter
+# change as a share of the model's (`archscout lint --max-param-change`); a model's parameter
+# count is a quality choice lint does not remake
+MAX_PARAM_CHANGE_FRAC = 0.05
+REPORT_REACH = 4  # a fix up to this many budgets away is still measured, to say what it costs
+# policy: the least frontier-area gain that counts as raising it (what "+0.1%" prints: below it
+# the change is the sweep's rounding, not a gain)
+MIN_FRONTIER_GAIN_FRAC = 0.001
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,9 @@ class Fix:
 
     arch: Architecture
     dep: Deployment
+    # throughput the cost model does not see, the fix's over the model's (guideline 6: the
+    # stage balance of a layer pattern; the cost model runs ceil(L/PP) average layers a stage)
+    frontier_factor: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -66,6 +77,7 @@ class Draft:
     cost: dict = field(default_factory=dict)
     fixes: tuple[Fix, ...] = ()  # primary first
     note: dict | None = None  # an alternative the cost model does not evaluate
+    why_none: str = ""  # what the search for a fix within the parameter budget found instead
 
 
 def default_precision(hw: HardwareSpec) -> str:
@@ -82,6 +94,7 @@ class LintContext:
     hw: HardwareSpec
     workload: Workload
     window: tuple[float, float] = DEFAULT_WINDOW
+    max_param_change_frac: float = MAX_PARAM_CHANGE_FRAC
 
     @cached_property
     def precision(self) -> Precision:
@@ -114,6 +127,17 @@ class LintContext:
 
     def where(self) -> str:
         return f"{self.precision.name} on {self.hw.name}"
+
+    def within_budget(self, arch: Architecture) -> bool:
+        """`arch`'s parameters within the budget of the model's (`param_change_frac`)."""
+        return param_change_frac(self.arch, arch) <= self.max_param_change_frac
+
+    def budget_text(self, reach: float = 1.0) -> str:
+        """"±5%": the budget (× `reach`: how far a search for a fix goes, `REPORT_REACH`)."""
+        return f"±{self.max_param_change_frac * reach:.0%}"
+
+    def any_within_budget(self, fixes) -> bool:
+        return any(self.within_budget(f.arch) for f in fixes)
 
 
 # ---- shapes ------------------------------------------------------------------------------------
@@ -197,6 +221,12 @@ def is_multiple(size: float, multiple: int) -> bool:
     return float(size).is_integer() and int(size) % multiple == 0
 
 
+def misaligned_fields(arch: Architecture, dep: Deployment, multiple: int = 128) -> set:
+    """The field tuples of the dims after sharding that are not multiples of `multiple` (the
+    alignment floor of guideline 2)."""
+    return {d.fields for d in gemm_dims(arch, dep) if not is_multiple(d.size, multiple)}
+
+
 # ---- modified copies and the nearest compliant one ---------------------------------------------
 
 
@@ -239,24 +269,35 @@ def _granule(field: str) -> int:
     return HEAD_DIM_GRANULE if field.endswith("head_dim") else WIDTH_GRANULE
 
 
-def _nearby(value: int, granule: int, up_only: bool, max_distance: float) -> list[int]:
-    """Multiples of `granule` around `value`, nearest first (up before down on a tie)."""
-    up = (value // granule + 1) * granule
-    down = (-(-value // granule) - 1) * granule
-    ups = [up + j * granule for j in range(SEARCH_STEPS)]
-    downs = [] if up_only else [down - j * granule for j in range(SEARCH_STEPS)]
-    near = [v for v in ups + downs if v >= 1 and abs(v - value) <= max_distance]
-    return sorted(near, key=lambda v: (abs(v - value), v < value))
+def _steps(value: int, granule: int, up: bool, max_distance: float) -> list[int]:
+    """Multiples of `granule` above (or below) `value`, nearest first."""
+    first = (value // granule + 1) * granule if up else (-(-value // granule) - 1) * granule
+    sign = 1 if up else -1
+    steps = (first + sign * j * granule for j in range(SEARCH_STEPS))
+    return [v for v in steps if v >= 1 and abs(v - value) <= max_distance]
 
 
-def nearest_value(arch: Architecture, field: str, ok: Callable[[Architecture], bool],
-                  up_only: bool = False, max_distance: float = math.inf) -> Architecture | None:
-    """The copy of `arch` with `field` nearest its value for which `ok` holds (None if none)."""
-    for value in _nearby(getattr(arch, field), _granule(field), up_only, max_distance):
-        alt = with_fields(arch, **{field: value})
-        if alt is not None and ok(alt):
-            return alt
-    return None
+def nearest_values(ctx: LintContext, field: str, ok: Callable[[Architecture], bool],
+                   up_only: bool = False, max_distance: float = math.inf) -> list[Architecture]:
+    """The copies of the model with `field` nearest its value, one above and one below (nearest
+    first), for which `ok` holds. A direction with none within the parameter budget
+    (`ctx.within_budget`) goes on to `REPORT_REACH` × the budget, so that the nearest one over
+    it is measured and reported, not offered; it stops there (parameters grow with every field,
+    and the search is what makes lint slow)."""
+    value, found = getattr(ctx.arch, field), []
+    reach = REPORT_REACH * ctx.max_param_change_frac
+    for up in (True,) if up_only else (True, False):
+        for step in _steps(value, _granule(field), up, max_distance):
+            alt = with_fields(ctx.arch, **{field: step})
+            if alt is None:
+                continue
+            if param_change_frac(ctx.arch, alt) > reach:
+                break
+            if ok(alt):
+                found.append(alt)
+                break
+    return sorted(found, key=lambda a: (not ctx.within_budget(a),
+                                        abs(getattr(a, field) - value), getattr(a, field) < value))
 
 
 def _divisors(n: int) -> list[int]:
@@ -301,13 +342,22 @@ def measure(pairs: Sequence[tuple[Architecture, Deployment]], hw: HardwareSpec,
                      float(sweep.max_concurrency[i, 0])) for i in range(len(pairs))]
 
 
+def raises_frontier(before: Measured, after: Measured, factor: float = 1.0) -> bool:
+    """`after`'s frontier area (× `factor`, `Fix.frontier_factor`) above `before`'s (any area
+    above none: a model that did not fit)."""
+    if not (math.isfinite(before.frontier_area) and before.frontier_area > 0):
+        return math.isfinite(after.frontier_area) and after.frontier_area > 0
+    return after.frontier_area * factor >= before.frontier_area * (1 + MIN_FRONTIER_GAIN_FRAC)
+
+
 def change_frac(before: float, after: float) -> float:
     ok = math.isfinite(before) and math.isfinite(after) and before > 0
     return after / before - 1.0 if ok else math.nan
 
 
-def change_document(before: Measured, after: Measured) -> dict:
-    """Before → after: TPOT@1, tokens/s/GPU at the throughput end, frontier area, concurrency."""
+def change_document(before: Measured, after: Measured, factor: float = 1.0) -> dict:
+    """Before → after: TPOT@1, tokens/s/GPU at the throughput end, frontier area, concurrency;
+    with `factor` (`Fix.frontier_factor`) ≠ 1, the frontier area change with it too."""
     pairs = {"tpot_ms": (before.tpot_s * MS_PER_S, after.tpot_s * MS_PER_S),
              "tokens_per_s_per_gpu": (before.tokens_per_s_per_gpu, after.tokens_per_s_per_gpu),
              "frontier_area": (before.frontier_area, after.frontier_area),
@@ -316,6 +366,9 @@ def change_document(before: Measured, after: Measured) -> dict:
     doc.update(tpot_change_frac=change_frac(*pairs["tpot_ms"]),
                throughput_change_frac=change_frac(*pairs["tokens_per_s_per_gpu"]),
                frontier_area_change_frac=change_frac(*pairs["frontier_area"]))
+    if factor != 1.0:
+        doc.update(frontier_factor=factor, balanced_frontier_area_change_frac=change_frac(
+            before.frontier_area, after.frontier_area * factor))
     return doc
 
 
@@ -333,9 +386,19 @@ def change_text(doc: dict) -> str:
     area = doc["frontier_area_change_frac"]
     before, after = _number(y0), _number(y1)
     tokens = before if before == after == "no fit" else f"{before}→{after}"
+    balanced = doc.get("balanced_frontier_area_change_frac", math.nan)
     return (f"TPOT@1 {t0:.3g}→{t1:.3g} ms{_pct(doc['tpot_change_frac'])}, {tokens} tok/s/GPU"
             f"{_pct(doc['throughput_change_frac'])}"
-            + (f", frontier area {area:+.1%}" if math.isfinite(area) else ""))
+            + (f", frontier area {area:+.1%}" if math.isfinite(area) else "")
+            + (f" ({balanced:+.1%} with the stage balance the cost model does not see)"
+               if math.isfinite(balanced) else ""))
+
+
+def param_change_frac(before: Architecture, after: Architecture) -> float:
+    """The larger of the total and the active parameter change, as a share of `before`'s."""
+    b, a = count_params(before), count_params(after)
+    return max(abs(a.total_params / b.total_params - 1.0),
+               abs(a.active_params / b.active_params - 1.0))
 
 
 def params_delta(before: Architecture, after: Architecture) -> tuple[int, int]:
