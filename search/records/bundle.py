@@ -15,7 +15,7 @@ import shlex
 from pathlib import Path
 
 from search.atomic import write_text_atomic
-from search.records.benchmarks import predicted_point
+from search.records.comparison import predicted_point
 from search.records.engines import ENGINES, engine_document
 from search.records.export import hf_document, make_folders, remove_folders, write_json
 from search.study.space import Candidate
