@@ -12,8 +12,9 @@ What fires each guideline (every GEMM dim taken *after* sharding):
 3. width vs depth: per-layer collectives and fixed kernels ≥ 25% of TPOT at concurrency 1; the
    alternative is ¾ of the layers at equal total parameters (wider FFN), inside the flat region
    of the loss in H/L (`objectives.accuracy_terms`, Morph runs) (002 §3);
-4. quantization: a K not a multiple of the block of a block-scaled format (16 for NVFP4); a
-   format above the lowest the GPU runs; the BF16 LM head ≥ 5% of TPOT at concurrency 1 (002 §4);
+4. quantization (`lint_quantization`): a K not a multiple of the block of a block-scaled format
+   (16 for NVFP4); a format above the lowest the GPU runs; the BF16 LM head ≥ 5% of TPOT at
+   concurrency 1 (002 §4);
 5. MoE sizing (`lint_parallel`): M_expert = C·k/E at the memory limit below M*, the M at which
    the expert GEMM reaches the ridge; the cost of the imbalance (1+δ) with it (002 §5);
 6. pipeline balance (`lint_parallel`): the slowest stage of a contiguous split ≥ 2% over the mean
@@ -48,12 +49,11 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from constraints import check_alignment, check_nvfp4_block, gemm_dims, padding_waste_frac
+from constraints import check_alignment, gemm_dims, padding_waste_frac
 from cost_model.architecture import Architecture
 from cost_model.deployment import Deployment
 from cost_model.gemm import gemm_cost, intensity_cap_flop_per_byte, tile_efficiency
-from cost_model.precision import get_precision
-from cost_model.units import MS_PER_S, TERA, US_PER_S
+from cost_model.units import MS_PER_S, TERA
 from objectives.accuracy_terms import (
     ASPECT_KAPPA_CENTRAL,
     ASPECT_RATIO_MORPH_RANGE,
@@ -61,25 +61,23 @@ from objectives.accuracy_terms import (
     aspect_ratio_penalty,
 )  # fmt: skip
 from search.lint.hybrid import check_kv_dominated
+from search.lint.quantization import check_quantization
 from search.lint.parallel import (
     check_attention_parallelism,
     check_disaggregation,
     check_moe_sizing,
     check_pipeline_balance,
 )  # fmt: skip
+from search.lint.verdict import Measured, change_document, change_text, raises_frontier
 from search.lint.support import (
     FIX_FIELDS,
     GEMM_PROBE_TOKENS,
     REPORT_REACH,
-    NVFP4,
     Draft,
     Fix,
     Gemm,
     LintContext,
-    Measured,
     Severity,
-    change_document,
-    change_text,
     default_precision,
     deployment_variants,
     describe_fix,
@@ -92,11 +90,9 @@ from search.lint.support import (
     nearest_values,
     param_change_frac,
     params_delta,
-    raises_frontier,
     small_dim_field,
     valid,
     weight_gemms,
-    with_deployment,
     with_fields,
 )  # fmt: skip
 
@@ -107,7 +103,6 @@ INFO_MIN_GAIN_FRAC = 0.01  # policy: a 256/512 alignment worth reporting raises 
 SERIAL_SHARE_LIMIT_FRAC = 0.25  # policy: per-layer collectives + fixed kernels at concurrency 1
 DEPTH_CUT_FRAC = 0.75  # guideline 3's alternative: ¾ of the layers at equal total parameters
 LAYER_CUT_REACH_FRAC = 0.125  # layer counts tried around the ¾ cut (± this share of L)
-BF16_SHARE_LIMIT_FRAC = 0.05  # policy: a BF16 layer worth quantizing
 
 
 @dataclass(frozen=True)
@@ -305,69 +300,6 @@ def _widened(arch: Architecture, layers: int, name: str, granule: int) -> Archit
     per_step, missing = params_delta(short, stepped)[0], params_delta(short, arch)[0]
     target = round((width + missing / per_step * granule) / granule) * granule
     return with_fields(short, **{name: target}) if target > 0 else None
-
-
-# ---- guideline 4: quantization readiness -------------------------------------------------------
-
-
-def check_quantization(ctx: LintContext) -> list[Draft]:
-    """Guideline 4: block-scaled K, the lowest format of the GPU, the BF16 LM head."""
-    return _block_scaling(ctx) + _lower_precision(ctx) + _bf16_lm_head(ctx)
-
-
-def _block_scaling(ctx: LintContext) -> list[Draft]:
-    deployed = ctx.precision.block_size > 1
-    dep = ctx.dep if deployed else with_deployment(ctx.dep, precision=NVFP4)
-    verdict = check_nvfp4_block(ctx.arch, dep)
-    if verdict.feasible:
-        return []
-    block = get_precision(dep.precision).block_size
-    bad = [d for d in gemm_dims(ctx.arch, dep) if d.reduction and not is_multiple(d.size, block)]
-    name = fix_field(bad[0])
-    ok = lambda a: valid(a, ctx.dep) and check_nvfp4_block(a, dep).feasible  # noqa: E731
-    fixes = nearest_values(ctx, name, ok) if name else []
-    why = "" if fixes else f"no `{name}` within {ctx.budget_text(REPORT_REACH)} of the " \
-        f"parameters makes every K a multiple of {block}"
-    severity, code = ("error", "block-k") if deployed else ("warning", "not-nvfp4-ready")
-    message = verdict.message if deployed else f"the model cannot run in NVFP4: {verdict.message}"
-    cost = {"block": block, "k_dims": [d.label for d in bad], "sizes": [d.size for d in bad]}
-    return [Draft(4, code, severity, message, cost, tuple(Fix(a, ctx.dep) for a in fixes),
-                  why_none=why)]
-
-
-def _lower_precision(ctx: LintContext) -> list[Draft]:
-    lowest = get_precision(default_precision(ctx.hw))
-    if lowest.value_bits >= ctx.precision.value_bits:
-        return []
-    speedup = ctx.hw.peak_for(lowest) / ctx.hw.peak_for(ctx.precision)
-    message = (f"linear layers run in {ctx.precision.name} although {ctx.hw.name} has "
-               f"{lowest.name} tensor cores ({speedup:.3g}× the math, "
-               f"{lowest.weight_bytes_per_value / ctx.bytes_per_value:.2g}× the weight bytes)")
-    fix = Fix(ctx.arch, with_deployment(ctx.dep, precision=lowest.name))
-    return [Draft(4, "higher-precision", "info", message, {"lowest_precision": lowest.name},
-                  (fix,))]
-
-
-def _bf16_lm_head(ctx: LintContext) -> list[Draft]:
-    """The LM head stays BF16: a finding only where the linear layers run in a lower format."""
-    if ctx.precision.value_bits >= get_precision("bf16").value_bits:
-        return []
-    n, k = ctx.arch.vocab_size / ctx.dep.tp, ctx.arch.hidden_size
-    high_s = float(gemm_cost(1, n, k, ctx.hw, "bf16").time_s)
-    low_s = float(gemm_cost(1, n, k, ctx.hw, ctx.precision).time_s)
-    share = high_s / ctx.baseline.tpot_s
-    if share < BF16_SHARE_LIMIT_FRAC:
-        return []
-    saving = (high_s - low_s) / ctx.baseline.tpot_s
-    message = (f"lm_head (vocab {ctx.arch.vocab_size:,} × H {k}, N = {n:g} per GPU) stays in "
-               f"BF16 and is {share:.0%} of TPOT at concurrency 1: in {ctx.precision.name} it "
-               f"would take {low_s * US_PER_S:.0f} µs instead of {high_s * US_PER_S:.0f} µs "
-               f"(TPOT {-saving:+.1%})")
-    cost = {"lm_head_share_frac": share, "lm_head_us": [high_s * US_PER_S, low_s * US_PER_S],
-            "tpot_change_frac": -saving}
-    note = {"summary": f"lm_head in {ctx.precision.name} (same params)", "lm_head_precision":
-            ["bf16", ctx.precision.name], "params_delta": 0, "active_params_delta": 0}
-    return [Draft(4, "bf16-lm-head", "info", message, cost, note=note)]
 
 
 # ---- all together ------------------------------------------------------------------------------

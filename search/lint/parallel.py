@@ -19,13 +19,13 @@ from cost_model.deployment import Deployment
 from cost_model.layers import tokens_per_expert
 from cost_model.step import bubble_frac, stage_forward
 from cost_model.units import GIB_BYTES, MS_PER_S
+from search.lint.verdict import change_frac
 from search.lint.support import (
     Draft,
     Fix,
     Gemm,
     REPORT_REACH,
     LintContext,
-    change_frac,
     model_gemms,
     nearest_values,
     param_change_frac,
