@@ -160,8 +160,8 @@ def helix_all_to_all_s(a, d, env: Env, tokens):
 
 def _other_s(a, d, env: Env, load: StepLoad, layers, dense_layers, moe_layers=0.0, host=True):
     """Non-GEMM kernels: elementwise traffic, their launches, the per-step kernels and each MoE
-    layer's fused-MoE overhead on every group's tokens (`layers.moe_overhead_s`, as the step's
-    engine pays it: `Efficiency.for_engine`); with `host`, the scheduler's host time for
+    layer's fused-MoE overhead on every group's tokens (`layers.moe_overhead_s`, on the step's
+    engine's kernels: `Env.moe_terms`); with `host`, the scheduler's host time for
     the sequences of the busiest rank's micro-batch (`cost_model.host`): the first stage waits
     for it before each micro-batch, so a TPOT of PP micro-batches pays it for all c sequences."""
     passes = ELEMENTWISE_HIDDEN_PASSES * a.hidden + ELEMENTWISE_FFN_PASSES * a.ffn / d.ffn_tp * \

@@ -22,6 +22,7 @@ from cost_model.frontier import pareto_mask
 from cost_model.hardware import get_hardware
 from cost_model.hf_config import load_architecture
 from cost_model.units import MS_PER_S
+from search.cli.cost import kernels_document, kernels_line
 from search.cli.errors import CommandError, NoFitError
 from search.records.documents import (
     BATCH_COLUMNS,
@@ -81,6 +82,8 @@ def evaluate_document(args: argparse.Namespace) -> dict:
                      "engine": workload.engine},
         "params": params_document(arch),
         "uncalibrated": uncalibrated_document(arch),
+        "kernels": kernels_document(hw, workload.engine, [dep.precision],
+                                    dep.expert_precision if arch.is_moe else None),
         "memory": {**memory, "max_concurrency": limit},
         "fits_memory": fits,
         "points": [point_document(points, j) for j in range(points.concurrency.shape[1])
@@ -184,6 +187,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
               f"ep{pre['ep']} dp{pre['dp']}); each point names its prefill:decode instance ratio")
     if (line := uncalibrated_line(doc["uncalibrated"])) is not None:
         print(line)
+    print(kernels_line(doc["kernels"], doc["workload"]["engine"]))
+    if doc["kernels"]["uncalibrated"]:
+        print("uncalibrated: " + "; ".join(doc["kernels"]["uncalibrated"]))
     rows = [{k: v for k, v in r.items() if k != "breakdown_ms"} for r in doc["points"]]
     print(format_table(rows))
     if "frontier_area" in doc:
@@ -248,7 +254,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--concurrency", type=int, nargs="+", default=None,
                    help="operating points at these concurrencies (default: sweep to memory limit)")
     p.add_argument("--engine", default=None, choices=ENGINES, help="serving engine whose "
-                   "benchmark-TTFT terms apply (default: the generic ones)")
+                   "measured kernels and benchmark-TTFT terms apply (default: the generic ones)")
     p.add_argument("--window", type=float, nargs=2, default=DEFAULT_WINDOW, metavar=("LO", "HI"),
                    help="interactivity window of the frontier area, tokens/s/user "
                         "(default 10 1000)")
