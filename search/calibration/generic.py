@@ -1,9 +1,13 @@
 """The generic kernels: what a step without a named engine runs (`cost_model/data/efficiency/
 generic/`). Per GPU and part (each format's dense GEMMs, each format's fused MoE, attention, the
 all-reduce), the entry of the engine whose fitted model is the fastest on a fixed reference set of
-shapes (geometric mean of the predicted op: GEMM kernel + activation quantization, the fused MoE
-layer, prefill and decode attention calls, all-reduces), copied with `kernels = "<engine>"` and the
-comparison that chose it. The engines' tables time different libraries for one format (TensorRT-
+shapes (geometric mean of what a serving step pays: the GEMM kernel, the fused MoE layer, prefill
+and decode attention calls, all-reduces), copied with `kernels = "<engine>"` and the comparison
+that chose it. A GEMM entry whose op floor beside the kernel (`quantize_fixed_us`) exceeds
+MAX_QUANTIZE_FIXED_US is no candidate: no quantization kernel takes that long (aiconfigurator-core
+0.12.0's quantize tables, scale + pass at M = 1, K = 8192 on B200: TensorRT-LLM 10.4 µs, vLLM 3.4,
+SGLang 7.1), so its kernel is not separable from the rest of its op (vLLM 0.24.0's block FP8:
+60-360 µs). The engines' tables time different libraries for one format (TensorRT-
 LLM's CUTLASS flows, FlashInfer's CuTe-DSL and TensorRT-LLM-gen kernels, DeepGEMM, sgl-kernel): a
 design without a named engine is priced on the best measured kernel of each part.
 """
@@ -15,7 +19,7 @@ import numpy as np
 
 from cost_model.communication import all_reduce_s
 from cost_model.efficiency import Efficiency
-from cost_model.gemm import GemmRates, gemm_time_s, quantize_time_s
+from cost_model.gemm import GemmRates, gemm_time_s
 from cost_model.hardware import HardwareSpec
 from cost_model.precision import get_precision
 from search.calibration import attention as attention_fit
@@ -32,17 +36,21 @@ ATTENTION_PREFILL = ((1, 4), (1024, 4096, 16384))  # batch, prompt tokens
 ATTENTION_HEADS = (32, 8, 128)  # query heads, KV heads, head width on one GPU
 ALL_REDUCE_BYTES = tuple(2.0 ** np.arange(10, 27, 2))
 ALL_REDUCE_GPUS = (2, 4, 8)
+MAX_QUANTIZE_FIXED_US = 25.0
 
 
 def _geomean(values: np.ndarray) -> float:
     return float(np.exp(np.mean(np.log(np.asarray(values, dtype=np.float64)))))
 
 
-def gemm_score_s(hw: HardwareSpec, eff: Efficiency, fmt: str) -> float:
-    """Geometric mean of the predicted GEMM op (kernel + quantization) over the reference grid."""
+def gemm_score_s(hw: HardwareSpec, eff: Efficiency, fmt: str) -> float | None:
+    """Geometric mean of the predicted GEMM kernel over the reference grid (None: no candidate,
+    module docstring)."""
+    if eff.gemm[fmt].quantize_fixed_s * 1e6 > MAX_QUANTIZE_FIXED_US:
+        return None
     m, n, k = (x.ravel() for x in np.meshgrid(GEMM_M, GEMM_NK, GEMM_NK, indexing="ij"))
     rates = GemmRates.of(hw, get_precision(fmt), eff=eff.gemm[fmt], efficiency=eff)
-    return _geomean(gemm_time_s(m, n, k, 1.0, hw, rates) + quantize_time_s(m, k, 1.0, hw, rates))
+    return _geomean(gemm_time_s(m, n, k, 1.0, hw, rates))
 
 
 def moe_score_s(hw: HardwareSpec, eff: Efficiency, fmt: str) -> float:
@@ -79,7 +87,7 @@ def _choose(scores: dict[str, float]) -> tuple[str, str]:
     """(fastest engine, why): the scores in µs."""
     best = min(scores, key=scores.get)
     listed = ", ".join(f"{e} {s * 1e6:.4g} µs" for e, s in scores.items())
-    return best, f"fastest geometric-mean op on the reference set (search/calibration/" \
+    return best, f"fastest geometric mean on the reference set (search/calibration/" \
                  f"generic.py): {listed}"
 
 

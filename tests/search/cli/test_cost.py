@@ -260,3 +260,31 @@ def test_console_script_runs():
     out = subprocess.run([sys.executable, "-m", "search.cli.main", "hardware"], capture_output=True,
                          text=True, check=True).stdout
     assert "gb300" in out
+
+
+def test_the_batch_engine_column_selects_kernels(capsys, tmp_path):
+    """`evaluate --batch`: rows differing only in `engine` are priced on their engines' kernels
+    (a blank engine: the generic ones)."""
+    rows = tmp_path / "rows.csv"
+    rows.write_text("model,hardware,engine,concurrency\n" + "".join(
+        f"{LLAMA},h200,{engine},16\n" for engine in ("", *ENGINES)))
+    assert main(["evaluate", "--batch", str(rows), "--json"]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    tpot = {r["engine"]: r["tpot_ms"] for r in records}
+    assert len(set(tpot.values())) == 4, tpot
+
+
+def test_a_studys_engine_selects_kernels():
+    """A study's `engine` reaches the kernels its candidates are scored on."""
+    from cost_model.deployment import Deployment
+    from cost_model.hf_config import load_architecture
+    from search.study.evaluation import score_valid
+    from search.study.space import Candidate
+    from search.study.spec import load_spec
+
+    spec = load_spec("studies/quickstart.toml")
+    cand = Candidate({}, load_architecture(LLAMA), Deployment(precision="fp8"))
+    scores = {engine: score_valid(spec.model_copy(update={"engine": engine}), [cand])
+              for engine in (None, *ENGINES)}
+    areas = {e: float(s.frontier_area[0]) for e, s in scores.items()}
+    assert len(set(areas.values())) == 4, areas
