@@ -207,8 +207,8 @@ def _other_kernels(a: ArchArrays, stage: StageLayers):
 def _other_s(a, d, env: Env, load: StepLoad, stage: StageLayers, host=True):
     """Non-GEMM kernels: elementwise traffic (`_elementwise_values`), their launches
     (`_other_kernels`), the per-step kernels and each MoE layer's fused-MoE overhead on every
-    group's tokens (`layers.moe_overhead_s`, as the step's engine pays it:
-    `Efficiency.for_engine`); with `host`, the scheduler's host time for the sequences of the
+    group's tokens (`layers.moe_overhead_s`, on the step's engine's
+    kernels: `Env.moe_terms`); with `host`, the scheduler's host time for the sequences of the
     busiest rank's micro-batch (`cost_model.host`): the first stage waits for it before each
     micro-batch, so a TPOT of PP micro-batches pays it for all c sequences."""
     elementwise = load.group_tokens * _elementwise_values(a, d, stage) * ACTIVATION_BYTES / (
