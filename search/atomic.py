@@ -28,17 +28,23 @@ from search.errors import WriteError
 @dataclass(frozen=True)
 class Protected:
     """Real paths (symbolic links resolved) no output may replace, each with what it is
-    ("the study's journal"): files, and folders whose whole content is protected."""
+    ("the study's journal"): files, folders whose whole content is protected, and name
+    prefixes (`folder/study.journal`: every file of that folder whose name begins so, made
+    yet or not)."""
 
     files: Mapping[Path, str] = field(default_factory=dict)
     folders: Mapping[Path, str] = field(default_factory=dict)
+    prefixes: Mapping[Path, str] = field(default_factory=dict)
 
     def what(self, real: Path) -> str | None:
         """What the real path `real` is, if protected; None otherwise."""
         if real in self.files:
             return self.files[real]
-        return next((what for folder, what in self.folders.items()
-                     if real == folder or folder in real.parents), None)
+        named = next((what for prefix, what in self.prefixes.items()
+                      if real.parent == prefix.parent and real.name.startswith(prefix.name)),
+                     None)
+        return named or next((what for folder, what in self.folders.items()
+                              if real == folder or folder in real.parents), None)
 
 
 _PROTECTED: ContextVar[Protected | None] = ContextVar("archscout_protected_outputs",
@@ -50,7 +56,8 @@ def protecting(protected: Protected) -> Iterator[None]:
     """Refuse writes onto `protected` (besides what an outer `protecting` protects) inside."""
     outer = _PROTECTED.get() or Protected()
     token = _PROTECTED.set(Protected({**outer.files, **protected.files},
-                                     {**outer.folders, **protected.folders}))
+                                     {**outer.folders, **protected.folders},
+                                     {**outer.prefixes, **protected.prefixes}))
     try:
         yield
     finally:

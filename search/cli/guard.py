@@ -25,6 +25,7 @@ DATA_PACKAGES = ("cost_model", "objectives")
 # Commands whose default output is package data today: `calibrate` without `--output` refits the
 # shipped coefficients (helper `kernels` moves that default to a user folder; then drop it here).
 WRITES_PACKAGE_DATA = ("calibrate",)
+JOURNAL = "the study's journal"
 SQLITE_PREFIX = "sqlite:///"
 SQLITE_COMPANIONS = ("", "-journal", "-wal", "-shm")  # SQLite's rollback journal and WAL files
 
@@ -58,7 +59,10 @@ def protected_for(args: argparse.Namespace) -> Protected:
     study = getattr(args, "study", None)
     files = study_files(Path(study), getattr(args, "storage", None)) if study else {}
     folders = {} if args.command in WRITES_PACKAGE_DATA else package_data_folders()
-    return Protected(files, folders)
+    # a journal's companions are named after it: `study.journal.*`, made yet or not
+    prefixes = {path: "a file named after the study's journal"
+                for path, what in files.items() if what == JOURNAL}
+    return Protected(files, folders, prefixes)
 
 
 def package_data_folders() -> dict[Path, str]:
@@ -93,12 +97,13 @@ def study_files(study: Path, storage: str | None) -> dict[Path, str]:
 
 def journal_files(journal: Path) -> dict[Path, str]:
     """A journal, the files the storage keeps beside it (named, whether they exist yet or not)
-    and any other file named after it."""
+    and any other file named after it that exists (`protected_for` guards the names not made
+    yet)."""
     from search.study.report import CACHE_NAME
     from search.study.storage import OWNER_LOCK_NAME, SIZE_RECORD_NAME
     from search.study.trial_index import index_path
 
-    named = {journal: "the study's journal", index_path(journal): "the study's trial index",
+    named = {journal: JOURNAL, index_path(journal): "the study's trial index",
              journal.with_name(SIZE_RECORD_NAME): "the study's journal size record",
              journal.with_name(OWNER_LOCK_NAME): "the study's owner lock",
              journal.with_name(CACHE_NAME): "the study's cached Pareto document"}

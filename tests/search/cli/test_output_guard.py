@@ -27,6 +27,8 @@ STUDY_FILES = {
     f"{STUDY_OUT}/study.journal.index": "the study's trial index",
     f"{STUDY_OUT}/study.journal.size": "the study's journal size record",
     f"{STUDY_OUT}/study.journal.owner": "the study's owner lock",
+    # not made by the storage: any name beginning with the journal's is kept for it
+    f"{STUDY_OUT}/study.journal.lock": "a file named after the study's journal",
     f"{STUDY_OUT}/study.pareto.json": "the study's cached Pareto document",
 }
 # every output option of a command that reads a study: (command argv before the path, option)
