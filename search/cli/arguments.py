@@ -42,3 +42,17 @@ def positive_number(high: float | None = None) -> Callable[[str], float]:
         return value
 
     return parse
+
+
+def add_engine_arguments(p: argparse.ArgumentParser) -> None:
+    """`--engine` and `--adp-balance-timeout`: the serving engine whose kernels a command's
+    times are computed on, and its attention-DP balancer (`evaluate`, `lint`)."""
+    from cost_model.deployment import ENGINES
+
+    p.add_argument("--engine", default=None, choices=ENGINES, help="serving engine whose "
+                   "measured kernels and benchmark-TTFT terms apply (default: the generic ones)")
+    p.add_argument("--adp-balance-timeout", type=whole_number(0), default=0, metavar="STEPS",
+                   help="attention-DP balancer: new requests wait until every DP group has one, "
+                   "at most STEPS forward steps, so the groups prefill together (TensorRT-LLM "
+                   "attention_dp_config enable_balance/timeout_iters, SGLang "
+                   "--enable-prefill-delayer); default 0: off")

@@ -11,7 +11,6 @@ import numpy as np
 from cost_model.deployment import (
     DEFAULT_MAX_BATCH_SEQUENCES,
     DEFAULT_SPEC_ACCEPTANCE_FRAC,
-    ENGINES,
     SPEC_METHODS,
     Deployment,
     make_deployment,
@@ -23,7 +22,7 @@ from cost_model.frontier import pareto_mask
 from cost_model.hardware import get_hardware
 from cost_model.hf import deployment_formats, formats_document, load_model
 from cost_model.units import MS_PER_S
-from search.cli.arguments import positive_number, whole_number
+from search.cli.arguments import add_engine_arguments, positive_number, whole_number
 from search.cli.cost import kernels_document, kernels_line
 from search.cli.errors import CommandError, NoFitError
 from search.records.documents import (
@@ -275,13 +274,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "prompt): not prefilled, stored once (default 0)")
     p.add_argument("--concurrency", type=int, nargs="+", default=None,
                    help="operating points at these concurrencies (default: sweep to memory limit)")
-    p.add_argument("--engine", default=None, choices=ENGINES, help="serving engine whose "
-                   "measured kernels and benchmark-TTFT terms apply (default: the generic ones)")
-    p.add_argument("--adp-balance-timeout", type=int, default=0, metavar="STEPS",
-                   help="attention-DP balancer: new requests wait until every DP group has one, "
-                   "at most STEPS forward steps, so the groups prefill together (TensorRT-LLM "
-                   "attention_dp_config enable_balance/timeout_iters, SGLang "
-                   "--enable-prefill-delayer); default 0: off")
+    add_engine_arguments(p)
     p.add_argument("--window", type=float, nargs=2, default=DEFAULT_WINDOW, metavar=("LO", "HI"),
                    help="interactivity window of the frontier area, tokens/s/user "
                         "(default 10 1000)")

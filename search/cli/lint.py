@@ -1,7 +1,8 @@
-"""`archscout lint CONFIG --hardware NAME [--tp --ep --pp --dp --precision --isl --osl
---max-param-change FRAC] [--json]`: the seven guidelines of NVIDIA, AI Model Co-Design (2026) on a
-real model, one finding per line (`search/lint/guidelines.py`); a fix is offered only within the
-parameter budget and, unless it fixes an error, when it raises the frontier area.
+"""`archscout lint CONFIG --hardware NAME [--tp --ep --pp --dp --precision --isl --osl --engine
+--adp-balance-timeout STEPS --max-param-change FRAC] [--json]`: the seven guidelines of NVIDIA,
+AI Model Co-Design (2026) on a real model, one finding per line (`search/lint/guidelines.py`),
+timed on the engine's kernels; a fix is offered only within the parameter budget and, unless it
+fixes an error, when it raises the frontier area.
 
 Exit code: 1 when any finding is an error (so it can gate a model repository's CI), else 0;
 bad input is a `ConfigError`, one line and exit code 2 through `search.cli.main.main`.
@@ -18,6 +19,8 @@ from cost_model.evaluate import validate_deployment
 from cost_model.hardware import get_hardware
 from cost_model.hf import deployment_formats, load_model
 from cost_model.units import MS_PER_S
+from search.cli.arguments import add_engine_arguments
+from search.cli.cost import kernels_document, kernels_line
 from search.cli.errors import CommandError
 from search.lint.guidelines import Finding, LintContext, default_precision, lint
 from search.lint.support import MAX_PARAM_CHANGE_FRAC
@@ -40,8 +43,9 @@ def lint_context(args: argparse.Namespace) -> LintContext:
     for note in filter(None, (formats.note, model.assumed_note)):
         print(f"archscout: note: {note}", file=sys.stderr)
     validate_deployment(arch, dep)
-    return LintContext(arch, dep, hw, make_workload(isl_tokens=args.isl, osl_tokens=args.osl),
-                       max_param_change_frac=args.max_param_change)
+    workload = make_workload(isl_tokens=args.isl, osl_tokens=args.osl, engine=args.engine,
+                             adp_balance_timeout_steps=args.adp_balance_timeout)
+    return LintContext(arch, dep, hw, workload, max_param_change_frac=args.max_param_change)
 
 
 def _counts(findings: list[Finding]) -> dict[str, int]:
@@ -55,7 +59,11 @@ def lint_document(ctx: LintContext, findings: list[Finding]) -> dict:
         "model": ctx.arch.name, "hardware": ctx.hw.name,
         "deployment": {**dep.model_dump(exclude={"kv_precision"}),
                        "kv_precision": dep.kv_cache_precision, "gpus": dep.gpus},
-        "workload": {"isl": ctx.workload.isl_tokens, "osl": ctx.workload.osl_tokens},
+        "workload": {"isl": ctx.workload.isl_tokens, "osl": ctx.workload.osl_tokens,
+                     "engine": ctx.workload.engine,
+                     "adp_balance_timeout_steps": ctx.workload.adp_balance_timeout_steps},
+        "kernels": kernels_document(ctx.hw, ctx.workload.engine, [dep.precision],
+                                    dep.expert_precision if ctx.arch.is_moe else None),
         "max_param_change_frac": ctx.max_param_change_frac,
         "baseline": {"tpot_ms": base.tpot_s * MS_PER_S,
                      "tokens_per_s_per_gpu": base.tokens_per_s_per_gpu,
@@ -88,6 +96,7 @@ def run_lint(args: argparse.Namespace) -> int:
         print_json(doc)
     else:
         print(_header(doc))
+        print(kernels_line(doc["kernels"], doc["workload"]["engine"]))
         for finding in doc["findings"]:
             print(_line(finding))
         print(f"{doc['errors']} error(s), {doc['warnings']} warning(s), {doc['infos']} info")
@@ -106,6 +115,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "the GPU has FP4 tensor cores, else fp8)")
     p.add_argument("--isl", type=int, default=1024, help="input tokens per request (default 1024)")
     p.add_argument("--osl", type=int, default=1024, help="output tokens per request (default 1024)")
+    add_engine_arguments(p)
     p.add_argument("--max-param-change", type=float, default=MAX_PARAM_CHANGE_FRAC,
                    metavar="FRAC", help="the parameter budget of a fix: the largest change of the "
                    "total or active parameters, as a share (default 0.05); a fix over it, or one "

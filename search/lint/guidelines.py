@@ -158,7 +158,8 @@ def _cap_draft(ctx: LintContext, name: str, gemm: Gemm, cap: float) -> Draft:
     dep_fix = next((v for v in deployment_variants(ctx.arch, ctx.dep) if ok(ctx.arch, v)), None)
     why = "" if arch_fixes or name not in FIX_FIELDS else f"no wider `{name}` within " \
         f"{ctx.budget_text(REPORT_REACH)} of the parameters lifts I∞ to the ridge"
-    rate = float(gemm_cost(GEMM_PROBE_TOKENS, gemm.n, gemm.k, ctx.hw, ctx.precision)
+    rate = float(gemm_cost(GEMM_PROBE_TOKENS, gemm.n, gemm.k, ctx.hw, ctx.precision,
+                           engine=ctx.workload.engine)
                  .achieved_flop_per_s)
     peak_frac = rate / ctx.hw.peak_for(ctx.precision)
     message = (f"{gemm.name} (N={gemm.n:g}, K={gemm.k:g} per GPU): I∞ = (2/b)·NK/(N+K) = "

@@ -68,8 +68,8 @@ def _bf16_lm_head(ctx: LintContext) -> list[Draft]:
     if ctx.precision.value_bits >= get_precision("bf16").value_bits:
         return []
     n, k = ctx.arch.vocab_size / ctx.dep.tp, ctx.arch.hidden_size
-    high_s = float(gemm_cost(1, n, k, ctx.hw, "bf16").time_s)
-    low_s = float(gemm_cost(1, n, k, ctx.hw, ctx.precision).time_s)
+    high_s = float(gemm_cost(1, n, k, ctx.hw, "bf16", engine=ctx.workload.engine).time_s)
+    low_s = float(gemm_cost(1, n, k, ctx.hw, ctx.precision, engine=ctx.workload.engine).time_s)
     share = high_s / ctx.baseline.tpot_s
     if share < BF16_SHARE_LIMIT_FRAC:
         return []

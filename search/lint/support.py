@@ -194,7 +194,8 @@ def gemm_rate_flop_per_s(gemms: list[Gemm], ctx: LintContext) -> float:
     if not gemms:
         return math.nan
     cost = gemm_cost(GEMM_PROBE_TOKENS, np.array([g.n for g in gemms]),
-                     np.array([g.k for g in gemms]), ctx.hw, ctx.precision)
+                     np.array([g.k for g in gemms]), ctx.hw, ctx.precision,
+                     engine=ctx.workload.engine)
     return float(np.sum(cost.flop) / np.sum(cost.time_s))
 
 

@@ -300,7 +300,8 @@ def test_lint_real_config_on_gb300_text(main, capsys):
     code = main(["lint", str(MODEL_CONFIGS / "gemma-2-9b.json"), "--hardware", "gb300"])
     out = capsys.readouterr().out.splitlines()
     assert code == 0 and "nvfp4" in out[0]
-    assert all(line.startswith("G") for line in out[1:-1])  # one finding per line
+    assert out[1].startswith("kernels: ") and "no --engine" in out[1]
+    assert all(line.startswith("G") for line in out[2:-1])  # one finding per line
 
 
 def test_lint_clean_model_exits_0(main, capsys, tmp_path):
@@ -367,3 +368,22 @@ def test_g6_measures_disaggregation_at_long_prompts():
     assert long.guideline == 6 and long.cost["frontier_area_change_frac"] > 0.10
     assert long.alternative["deployment"] == {"serving": ["aggregated", "disaggregated"]}
     assert findings(1024) == []
+
+
+def test_lint_times_on_the_engines_kernels(main, capsys):
+    """`--engine` selects the kernels lint times its findings on (issue 23: everywhere a time is
+    computed): Qwen3-30B-A3B at TP 8 on H200 prices its baseline TPOT and its G1 probe GEMM
+    differently on vLLM's and TensorRT-LLM's fitted kernels; the workload names the engine and
+    the attention-DP balancer's timeout."""
+    docs = {}
+    for engine in ("trtllm", "vllm"):
+        assert main(["lint", str(MODEL_CONFIGS / "Qwen3-30B-A3B.json"), "--hardware", "h200",
+                     "--tp", "8", "--engine", engine, "--adp-balance-timeout", "4",
+                     "--json"]) == 1
+        docs[engine] = json.loads(capsys.readouterr().out)
+    assert docs["vllm"]["baseline"] != docs["trtllm"]["baseline"]
+    g1 = {e: next(f for f in d["findings"] if f["guideline"] == 1) for e, d in docs.items()}
+    assert g1["vllm"]["cost"]["peak_frac_at_probe_tokens"] \
+        != g1["trtllm"]["cost"]["peak_frac_at_probe_tokens"]
+    assert docs["vllm"]["workload"]["engine"] == "vllm"
+    assert docs["vllm"]["workload"]["adp_balance_timeout_steps"] == 4
