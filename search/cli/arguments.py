@@ -51,7 +51,7 @@ def add_engine_arguments(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--engine", default=None, choices=ENGINES, help="serving engine whose "
                    "measured kernels and benchmark-TTFT terms apply (default: the generic ones)")
-    p.add_argument("--adp-balance-timeout", type=whole_number(0), default=0, metavar="STEPS",
+    p.add_argument("--adp-balance-timeout", type=int, default=0, metavar="STEPS",
                    help="attention-DP balancer: new requests wait until every DP group has one, "
                    "at most STEPS forward steps, so the groups prefill together (TensorRT-LLM "
                    "attention_dp_config enable_balance/timeout_iters, SGLang "
