@@ -8,7 +8,7 @@ from constraints.shapes import GemmDim, gemm_dims
 from constraints.sharding import (
     check_alignment, check_divisibility, check_kv_replication, check_nvfp4_block,
     padding_waste_frac,
-)  # fmt: skip
+)
 from constraints.violation import ConstraintRules, Violation
 
 __all__ = [
@@ -16,4 +16,4 @@ __all__ = [
     "check_alignment", "check_aspect_ratio", "check_candidate", "check_divisibility", "check_gpus",
     "check_kv_replication", "check_memory_fit", "check_nvfp4_block", "check_params_budget",
     "gemm_dims", "padding_waste_frac",
-]  # fmt: skip
+]

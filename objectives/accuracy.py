@@ -57,7 +57,7 @@ __all__ = [
     "ranking_loss_nats",
     "shape_loss_nats",
     "summarize_shape",
-]  # fmt: skip
+]
 
 BASE_LAWS: Mapping[str, BaseLaw] = MappingProxyType(
     {"epoch": terms.EPOCH, "hoffmann": terms.HOFFMANN}
@@ -95,7 +95,7 @@ class LossProxy:
                 "compute_equivalence_frac": self.compute_equivalence_frac,
                 "terms": dict(self.penalties), "band_families": list(self.band_families),
                 "flags": list(self.flags), "hard_flags": list(self.hard_flags),
-                "compute_flop": self.compute_flop, "law": self.law}  # fmt: skip
+                "compute_flop": self.compute_flop, "law": self.law}
 
 
 # ---- the prediction ------------------------------------------------------------------------------
@@ -128,7 +128,7 @@ def predict_loss(
         hard_flags=tuple(str(f) for f in flags if f.hard), compute_flop=compute_flop,
         compute_optimum=optimum, law=base_law.name, band_low_nats=low, band_high_nats=high,
         ranked_loss_nats=ranked, band_families=families,
-    )  # fmt: skip
+    )
 
 
 def ranking_loss_nats(
@@ -152,7 +152,7 @@ def active_families(shape: ShapeSummary, penalties: Mapping[str, float]) -> tupl
     whose terms moved, those of its kind (MoE, hybrid, MLA, non-gated FFN), and always depth/width
     (every design picks a width, a depth and an MLP/attention split)."""
     moved = {FAMILY_OF_TERM[name] for name, factor in penalties.items()
-             if abs(math.log(factor)) > TERM_MOVED}  # fmt: skip
+             if abs(math.log(factor)) > TERM_MOVED}
     kinds = {"moe": bool(shape.num_experts), "hybrid": bool(shape.linear_layers
                                                             or shape.sliding_layers),
              "attention": shape.is_mla, "ffn": not shape.gated_ffn, "depth_width": True}
@@ -161,7 +161,7 @@ def active_families(shape: ShapeSummary, penalties: Mapping[str, float]) -> tupl
 
 
 def band_half_width(families: tuple[str, ...], penalties: Mapping[str, float],
-                    fitted: AccuracyCoefficients) -> float:  # fmt: skip
+                    fitted: AccuracyCoefficients) -> float:
     """ln(high/central): the quadrature sum over the families of difference of each family's
     left-out residual width plus the relative width times the family's |ln factor|."""
     log_factor = dict.fromkeys(families, 0.0)
@@ -172,7 +172,7 @@ def band_half_width(families: tuple[str, ...], penalties: Mapping[str, float],
 
 
 def _band(central_nats: float, half: float, flags: list[RangeFlag]
-          ) -> tuple[float, float, float]:  # fmt: skip
+          ) -> tuple[float, float, float]:
     """(low, high, ranked): central · exp(∓half), each end widened by the flags."""
     hard = sum(f.hard for f in flags)
     widen = (
@@ -189,13 +189,13 @@ def _band(central_nats: float, half: float, flags: list[RangeFlag]
 
 def _loss_terms(shape: ShapeSummary, tokens: float, fmt: str, base_law: BaseLaw,
                 fit: AccuracyCoefficients
-                ) -> tuple[float, float, dict[str, float], float]:  # fmt: skip
+                ) -> tuple[float, float, dict[str, float], float]:
     """(N_eff, L_base, terms, L_hat); L_hat = L_base · Π terms exactly."""
     return model.combine(model.parts(shape, tokens), tokens, fmt, base_law, fit)
 
 
 def effective_params(shape: ShapeSummary, training_tokens: float,
-                     fitted: AccuracyCoefficients = SHIPPED) -> float:  # fmt: skip
+                     fitted: AccuracyCoefficients = SHIPPED) -> float:
     """N_eff: the non-embedding size of a dense model of equal loss plus the embeddings' weight."""
     p = model.parts(shape, _check_tokens(training_tokens))
     return model.core_params(p, fitted) + fitted.embedding_weight * p.embeddings
@@ -203,14 +203,14 @@ def effective_params(shape: ShapeSummary, training_tokens: float,
 
 def central_loss_nats(arch: Architecture, training_tokens: float, precision: str,
                       fitted: AccuracyCoefficients, law: str | BaseLaw = DEFAULT_LAW
-                      ) -> tuple[float, float]:  # fmt: skip
+                      ) -> tuple[float, float]:
     """(central L_hat, N_eff) of `arch` under the coefficients `fitted` (the fit's model)."""
     return shape_loss_nats(summarize_shape(arch), training_tokens, precision, fitted, law)
 
 
 def shape_loss_nats(shape: ShapeSummary, training_tokens: float, precision: str,
                     fitted: AccuracyCoefficients, law: str | BaseLaw = DEFAULT_LAW
-                    ) -> tuple[float, float]:  # fmt: skip
+                    ) -> tuple[float, float]:
     """`central_loss_nats` of a summarized shape."""
     n_eff, _, _, loss = _loss_terms(shape, _check_tokens(training_tokens),
                                     _training_format(precision), _base_law(law), fitted)
@@ -272,5 +272,5 @@ def ptq_estimate(serving_precision: str, tokens_per_param: float) -> PtqEstimate
     if name in terms.FP4_FORMATS:
         limit = (0.0, terms.PTQ_MAX_TOKENS_PER_PARAM)
         flags = outside("D/N (tokens per param) with 4-bit PTQ", tokens_per_param, limit,
-                        "Kumar 2024: PTQ damage grows with D")  # fmt: skip
+                        "Kumar 2024: PTQ damage grows with D")
     return PtqEstimate(terms.PTQ_ACCURACY_DELTA_POINTS[name], tuple(str(f) for f in flags))

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 _PACKAGE, _FILE = "objectives.data", "accuracy_coefficients.toml"
 Family = Literal["moe", "depth_width", "mix", "attention", "ffn", "hybrid", "vocabulary",
-                 "precision", "scale", "pooled"]  # fmt: skip
+                 "precision", "scale", "pooled"]
 Method = Literal["least_squares", "left_out_quantile", "cited", "policy"]
 KEPT_METHODS = ("cited", "policy")  # not fitted: the file's value in every fold
 BAND_FAMILIES = ("attention", "depth_width", "ffn", "hybrid", "mix", "moe", "precision",
@@ -117,7 +117,7 @@ def coefficients_from(document: dict) -> AccuracyCoefficients:
 def priors(recs: dict[str, CoefficientRecord]) -> AccuracyCoefficients:
     """Every coefficient at its prior (cited and policy ones at their value)."""
     return AccuracyCoefficients(**{n: (r.value if r.method in KEPT_METHODS else r.prior)
-                                   for n, r in recs.items()})  # fmt: skip
+                                   for n, r in recs.items()})
 
 
 def calibration_set(document: dict) -> CalibrationSet:

@@ -32,7 +32,7 @@ FAMILY_OF_TERM: Mapping[str, str] = MappingProxyType({
     "attention_width": "attention", "kv_width": "attention", "head_dim": "attention",
     "ffn_width": "ffn", "ffn_gating": "ffn", "linear_attention": "hybrid",
     "sliding_window": "hybrid", "precision": "precision",
-})  # fmt: skip
+})
 PENALTY_NAMES = tuple(FAMILY_OF_TERM)
 
 
@@ -76,7 +76,7 @@ def parts(shape: ShapeSummary, tokens: float) -> Parts:
         head_halvings_sq=_halvings(shape.head_dim, cap.HEAD_DIM_FLOOR) ** 2,
         ffn_halvings_sq=_halvings(shape.ffn_width_frac, 1.0) ** 2, gated=shape.gated_ffn,
         attention_share=shape.full_attention_frac, sliding_units=_sliding_units(shape),
-    )  # fmt: skip
+    )
 
 
 def _halvings(value: float, floor: float) -> float:
@@ -107,7 +107,7 @@ def core_params(p: Parts, fit: AccuracyCoefficients) -> float:
 
 
 def combine(p: Parts, tokens: float, fmt: str, law: BaseLaw, fit: AccuracyCoefficients
-            ) -> tuple[float, float, dict[str, float], float]:  # fmt: skip
+            ) -> tuple[float, float, dict[str, float], float]:
     """(N_eff, L_base, terms by PENALTY_NAMES, L_hat) with L_hat = L_base · Π terms exactly."""
     embeddings = fit.embedding_weight * p.embeddings
     n_eff = core_params(p, fit) + embeddings
@@ -126,12 +126,12 @@ def combine(p: Parts, tokens: float, fmt: str, law: BaseLaw, fit: AccuracyCoeffi
                                                         fit.linear_only_coef),
         "sliding_window": 1.0 + fit.sliding_window_coef * p.sliding_units,
         "precision": precision_multiplier(fit, fmt),
-    }  # fmt: skip
+    }
     return n_eff, base, factors, base * math.prod(factors.values())
 
 
 def precision_multiplier(fit: AccuracyCoefficients, fmt: str) -> float:
     """The fitted multiplier (fp8_block shares fp8's); FP32/FP16 carry BF16's 1."""
     fitted = {"fp8": fit.precision_fp8, "fp8_block": fit.precision_fp8,
-              "nvfp4": fit.precision_nvfp4, "mxfp4": fit.precision_mxfp4}  # fmt: skip
+              "nvfp4": fit.precision_nvfp4, "mxfp4": fit.precision_mxfp4}
     return fitted.get(fmt, 1.0)

@@ -153,7 +153,7 @@ def recalibrate_base_law(
     """
     design = np.stack([np.ones_like(model_params, dtype=float),
                        np.asarray(model_params, dtype=float) ** -law.alpha,
-                       np.asarray(training_tokens, dtype=float) ** -law.beta], axis=1)  # fmt: skip
+                       np.asarray(training_tokens, dtype=float) ** -law.beta], axis=1)
     (e_nats, a_coef, b_coef), *_ = np.linalg.lstsq(
         design, np.asarray(losses_nats, float), rcond=None
     )
@@ -204,7 +204,7 @@ class ClarkLaw:
 CLARK_S_BASE = ClarkLaw(
     a=-0.082, b=-0.108, c=0.009, d=1.104, e_start=1.847, e_max=314.5,
     source="Clark et al. 2022 (arXiv 2202.01169) S-BASE fit [S]; notes §3.1",
-)  # fmt: skip
+)
 CLARK_MAX_DENSE_PARAMS = 1.3e9  # largest dense size of Clark's runs (notes §3.1)
 
 
@@ -277,11 +277,11 @@ BIAN_TASK3 = MixLaw(
     "task3", b0=0.3870, b1=0.0063, b2=0.0065,
     source="Bian et al. 2025b (arXiv 2510.18245) Eq. 3, Task-3 fit on 80M–297M models [V]; "
            "r* = 1.03",
-)  # fmt: skip
+)
 BIAN_1B_REFIT = MixLaw(
     "1b_refit", b0=0.5104, b1=0.0051, b2=0.0062,
     source="Bian et al. 2025b Eq. 3 refit on the 1B variants [V]; b2/b1 = 1.22 (paper: r* = 1.23)",
-)  # fmt: skip
+)
 MIX_LAWS = MappingProxyType({law.name: law for law in (BIAN_TASK3, BIAN_1B_REFIT)})
 MIX_RATIO_RANGE = (0.5, 5.0)  # Bian 2025b excluded r outside [0.5, 5] as outliers [V] (soft flag)
 MIX_RATIO_HARD_RANGE = (0.2, 12.0)  # §7.2 hard flag
@@ -317,15 +317,15 @@ PRECISION_MULTIPLIER_CENTRAL: Mapping[str, float] = MappingProxyType({
     "fp32": 1.0, "bf16": 1.0, "fp16": 1.0,
     "fp8": SHIPPED.precision_fp8, "fp8_block": SHIPPED.precision_fp8,  # the same recipe
     "nvfp4": SHIPPED.precision_nvfp4, "mxfp4": SHIPPED.precision_mxfp4,
-})  # fmt: skip
+})
 PRECISION_MULTIPLIER_UPPER: Mapping[str, float] = MappingProxyType({
     "fp32": 1.0, "bf16": 1.0, "fp16": 1.0, "fp8": 1.0025, "fp8_block": 1.0025,
     "nvfp4": 1.0175, "mxfp4": 1.03,
-})  # §7.1 item 7, upper end of each band; NVFP4: 1.5% over FP8's 0.25% [D]  # fmt: skip
+})  # §7.1 item 7, upper end of each band; NVFP4: 1.5% over FP8's 0.25% [D]
 PRECISION_MULTIPLIER_LOWER: Mapping[str, float] = MappingProxyType({
     "fp32": 1.0, "bf16": 1.0, "fp16": 1.0, "fp8": 1.0, "fp8_block": 1.0,
     "nvfp4": 1.010, "mxfp4": 1.02,
-})  # §7.1 item 7, lower end of each band  # fmt: skip
+})  # §7.1 item 7, lower end of each band
 FP4_FORMATS = frozenset({"nvfp4", "mxfp4"})
 FP4_TESTED_PARAMS_RANGE = (8e9, 1.2e10)  # the NVFP4 paper's 8B and 12B runs (§7.1 item 7)
 FINE_GRAINED_FP8 = "fp8_block"  # the recipe behind the FP8 multiplier
@@ -336,7 +336,7 @@ PTQ_ACCURACY_DELTA_POINTS: Mapping[str, tuple[float, float]] = MappingProxyType(
     "fp32": (0.0, 0.0), "bf16": (0.0, 0.0), "fp16": (0.0, 0.0),
     "fp8": (-0.5, 0.0), "fp8_block": (-0.5, 0.0),  # §7.1 item 8: "about 0 to -0.5 points"
     "nvfp4": (-1.2, 0.0),  # NVIDIA DeepSeek-R1 NVFP4 model card vs FP8: worst MATH-500 -1.2 [V2]
-})  # fmt: skip
+})
 PTQ_MAX_TOKENS_PER_PARAM = 1000.0  # Kumar et al. 2024 PTQ law [S]: damage grows with D/N
 
 
@@ -356,7 +356,7 @@ class DownstreamMapping:
 CEREBRAS_GPT_ZERO_SHOT = DownstreamMapping(
     eps_frac=0.750, k_frac=4.156, gamma_per_nat=1.625,
     source="notes §6.4 [D]: Cerebras-GPT Pile loss vs 7-task 0-shot average error; Pile only",
-)  # fmt: skip
+)
 
 
 def downstream_error_frac(loss_nats: float, mapping: DownstreamMapping) -> float:

@@ -61,7 +61,7 @@ class JointMoELaw:
         hat = self.saturated_experts(experts)
         log_hat = math.log(hat)
         return (self.a * hat**self.delta, self.alpha + self.gamma * log_hat,
-                self.b * hat**self.omega, self.beta + self.zeta * log_hat)  # fmt: skip
+                self.b * hat**self.omega, self.beta + self.zeta * log_hat)
 
     def loss(self, params: float, tokens: float, experts: float) -> float:
         m, mu, n, nu = self.loss_terms(experts)
@@ -71,7 +71,7 @@ class JointMoELaw:
 JOINT_MOE = JointMoELaw(
     a=35.91, alpha=-0.1889, delta=-0.2285, gamma=0.0098, b=35.98, beta=-0.1775, omega=0.5529,
     zeta=-0.0259, e_start=2.0732, e_max=290.4521, c=1.3637,
-)  # fmt: skip  # App. B Table 3 [S: full-text transcription; Table 4's E = 1 row reproduces]
+)  # App. B Table 3 [S: full-text transcription; Table 4's E = 1 row reproduces]
 # The runs of App. E: Switch (top-1) MoE with E <= 32 experts of the dense FFN's size, 79M–2.7B
 # active parameters, at most 80B tokens on 1.1B (73 tokens per active parameter) [S].
 JOINT_MOE_EXPANSION_RANGE = (1.0, 32.0)
@@ -80,7 +80,7 @@ JOINT_MOE_MAX_TOKENS_PER_PARAM = 73.0
 
 
 def joint_moe_multiplier(expansion: float, active_params: float, tokens: float,
-                         law: JointMoELaw = JOINT_MOE) -> float:  # fmt: skip
+                         law: JointMoELaw = JOINT_MOE) -> float:
     """N_eq/N: the dense size the law gives the loss of an MoE with `expansion` routed experts per
     active expert, at the same active size and tokens. Depends on tokens (the law's ζ, ω: the MoE's
     gain grows with training) and on N (γ). Inputs clamped to the runs (`JOINT_MOE_*`)."""
@@ -109,7 +109,7 @@ class KrajewskiLaw:
 KRAJEWSKI = KrajewskiLaw(
     a=18.1, alpha=0.115, g=2.1, gamma=0.58,
     source="Krajewski et al. 2024 fitted coefficients (docs/accuracy_proxy.md §3.2) [S]",
-)  # fmt: skip
+)
 KRAJEWSKI_GRANULARITY_RANGE = (1.0, 16.0)  # G of the runs, 1–16 [R]; clamped beyond
 COARSE_GRANULARITY_MAX = 1.5  # "G = 1" read as G rounding to 1 (notes §7.1 item 2)
 REFERENCE_FFN_EXPANSION = 4.0  # Krajewski's dense FFN is 4·d_model; G = 4·H / d_expert without one
@@ -167,14 +167,14 @@ class GemstonesLaw:
         return (self.e_nats + self.a_width * width**-self.width_exp
                 + self.a_depth * depth**-self.depth_exp
                 + self.a_params * params**-self.params_exp
-                + self.b_tokens * tokens**-self.tokens_exp)  # fmt: skip
+                + self.b_tokens * tokens**-self.tokens_exp)
 
 
 GEMSTONES = GemstonesLaw(
     e_nats=math.exp(0.3966), a_width=math.exp(1.0739), width_exp=0.2053,
     a_depth=math.exp(-0.2098), depth_exp=0.4741, a_params=math.exp(6.2175), params_exp=0.3721,
     b_tokens=math.exp(10.904), tokens_exp=0.5116,
-)  # fmt: skip  # parameters_delta-3/approach_3_width_depth_..._hot_100b+.json (notes §2.5) [V]
+)  # parameters_delta-3/approach_3_width_depth_..._hot_100b+.json (notes §2.5) [V]
 GEMSTONES_DEPTH_RANGE = (3, 80)  # depths of the 22 Gemstones models [V]
 # Width seen by the law: sqrt(per-layer params / 12), the 12·w² of a standard block, so that a
 # narrow attention or FFN at a large d_model does not buy the width term (Gemstones' models are
@@ -200,10 +200,10 @@ def depth_penalty(non_embedding_params: float, layers: float, training_tokens: f
     ref = reference_layers(non_embedding_params)
     depth = clamp(layers, GEMSTONES_DEPTH_RANGE)
     actual = GEMSTONES.loss_nats(capacity_width(non_embedding_params / layers), depth,
-                                 non_embedding_params, training_tokens)  # fmt: skip
+                                 non_embedding_params, training_tokens)
     standard = GEMSTONES.loss_nats(capacity_width(non_embedding_params / ref),
                                    clamp(ref, GEMSTONES_DEPTH_RANGE), non_embedding_params,
-                                   training_tokens)  # fmt: skip
+                                   training_tokens)
     return actual / standard
 
 

@@ -39,7 +39,7 @@ HARD_MIN_WINDOW_TOKENS = MIN_WINDOW_TOKENS // 4
 
 
 def linear_mixer_log_factor(full_attention_frac: float, hybrid_coef: float,
-                            linear_only_coef: float) -> float:  # fmt: skip
+                            linear_only_coef: float) -> float:
     """ln P_lin at attention share f (1: no linear layer, 0: no attention layer)."""
     low, high = HYBRID_ATTENTION_SHARE_RANGE
     share = min(max(full_attention_frac, 0.0), 1.0)
@@ -51,7 +51,7 @@ def linear_mixer_log_factor(full_attention_frac: float, hybrid_coef: float,
 
 
 def linear_attention_factor(full_attention_frac: float, hybrid_coef: float,
-                            linear_only_coef: float) -> float:  # fmt: skip
+                            linear_only_coef: float) -> float:
     return math.exp(linear_mixer_log_factor(full_attention_frac, hybrid_coef, linear_only_coef))
 
 

@@ -85,7 +85,7 @@ def test_gpus():
 
 @pytest.mark.parametrize("low, high, value", [
     (64, 256, -0.5), (150, 300, (150 - 128) / 150), (None, 100, 0.28), (None, None, 0.0),
-], ids=["inside", "below", "above-max-only", "unset"])  # fmt: skip
+], ids=["inside", "below", "above-max-only", "unset"])
 def test_aspect_ratio(low, high, value):
     violation = check_aspect_ratio(_model("Llama-3.1-8B"), low, high)  # 4096/32 = 128
     assert violation.value == pytest.approx(value)

@@ -59,7 +59,7 @@ ARCHETYPES = (
     # head_dim 32 with one KV head, layers matched (38 × 185M)
     Archetype("head32-one-kv", "H=4096 L=38 q=32 kv=1 dh=32 ff=14336 V=128256", LLAMA_3_8B,
               DENSE_TOKENS),
-)  # fmt: skip
+)
 
 
 def ranked(shape: str, tokens: float, precision: str = "bf16") -> float:
@@ -94,7 +94,7 @@ def degeneracies(arch) -> list[str]:
 # ---- loss-only optimum of a study's space -------------------------------------------------------
 
 ARCH_DIMS = tuple(name for name in Space.model_fields
-                  if name not in ("tp", "ep", "pp", "dp", "precision", "kv_precision"))  # fmt: skip
+                  if name not in ("tp", "ep", "pp", "dp", "precision", "kv_precision"))
 
 
 def _options(spec: StudySpec) -> dict[str, list]:

@@ -21,7 +21,7 @@ from objectives.accuracy import (
     ptq_estimate,
     ranking_loss_nats,
     summarize_shape,
-)  # fmt: skip
+)
 from objectives.accuracy_coefficients import SHIPPED, SHIPPED_RECORDS, AccuracyCoefficients
 from objectives.accuracy_terms import (
     BIAN_1B_REFIT,
@@ -43,7 +43,7 @@ from objectives.accuracy_terms import (
     moe_effective_params,
     recalibrate_base_law,
     training_compute_flop,
-)  # fmt: skip
+)
 from objectives.capacity_terms import granularity_multiplier, joint_moe_multiplier
 from tests.data_paths import MODEL_CONFIGS
 
@@ -56,12 +56,12 @@ def _model(stem: str) -> Architecture:
 
 
 def _dense(hidden: int, layers: int, heads: int, kv_heads: int, head_dim: int, ffn: int,
-           vocab: int = 128256, tied: bool = False, **extra) -> Architecture:  # fmt: skip
+           vocab: int = 128256, tied: bool = False, **extra) -> Architecture:
     return Architecture(
         name=f"dense-{hidden}x{layers}", vocab_size=vocab, hidden_size=hidden, num_layers=layers,
         num_attention_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim,
         max_position_embeddings=4096, intermediate_size=ffn, tie_word_embeddings=tied, **extra,
-    )  # fmt: skip
+    )
 
 
 def _llama_3_2_1b(**changes) -> Architecture:
@@ -75,11 +75,11 @@ def _llama_3_2_1b(**changes) -> Architecture:
 TABLE_A3 = [  # (C in FLOPs, notes' N_opt, half a unit of its last digit, paper's Table A3 N_opt)
     (5.76e23, 40.3 * B, 0.05 * B, 40 * B), (1.62e20, 0.96 * B, 0.005 * B, 1 * B),
     (2.46e22, 9.56 * B, 0.005 * B, 10 * B), (1.71e24, 66.2 * B, 0.05 * B, 67 * B),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("compute_flop, notes_params, printed_params, paper_params", TABLE_A3,
-                         ids=[f"{row[0]:.3g}" for row in TABLE_A3])  # fmt: skip
+                         ids=[f"{row[0]:.3g}" for row in TABLE_A3])
 def test_hoffmann_reproduces_chinchilla_table_a3(
     compute_flop, notes_params, printed_params, paper_params
 ):
@@ -116,7 +116,7 @@ def test_epoch_optimum_at_gopher_budget_matches_chinchilla():
 
 @pytest.mark.parametrize("law, chinchilla_nats, gopher_nats",
                          [(EPOCH, 1.9739, 1.9996), (HOFFMANN_PRINTED, 1.9366, 1.9933)],
-                         ids=["epoch", "hoffmann_printed"])  # fmt: skip
+                         ids=["epoch", "hoffmann_printed"])
 def test_chinchilla_beats_gopher(law, chinchilla_nats, gopher_nats):
     chinchilla = base_loss_nats(law, 70 * B, 1.4 * T)
     gopher = base_loss_nats(law, 280 * B, 300 * B)
@@ -294,7 +294,7 @@ def test_granular_experts_gain_krajewski_s_multiplier():
         counted = SHIPPED.embedding_weight * shape.vocab_params
         joint = joint_moe_multiplier(shape.expansion, shape.active_params, 1 * T)
         return ((predict_loss(arch, 1 * T).effective_params - counted)
-                / shape.active_non_embedding_params / joint**SHIPPED.moe_scale)  # fmt: skip
+                / shape.active_non_embedding_params / joint**SHIPPED.moe_scale)
 
     expected = (granularity_multiplier(8) / granularity_multiplier(2)) ** SHIPPED.granularity_scale
     assert gain(fine, b) / gain(coarse, a) == pytest.approx(expected, rel=1e-9)
@@ -306,7 +306,7 @@ CLARK_AT_1_3B = [(8, 2.0, 1.6), (64, 3.7, 2.9), (512, 5.6, 4.4)]  # E, EPC/N wit
 
 
 @pytest.mark.parametrize("experts, ratio_k1, ratio_k0", CLARK_AT_1_3B,
-                         ids=[f"E{row[0]}" for row in CLARK_AT_1_3B])  # fmt: skip
+                         ids=[f"E{row[0]}" for row in CLARK_AT_1_3B])
 def test_clark_epc_at_1_3b(experts, ratio_k1, ratio_k0):
     # source: notes §7.4 case 8 (one decimal printed; tolerance 0.05)
     assert clark_epc_ratio(CLARK_S_BASE, 1.3 * B, experts, 1) == pytest.approx(ratio_k1, abs=0.05)
@@ -372,7 +372,7 @@ KV_COEF = 0.004  # a KV-width coefficient to pin the formula with (the shipped o
 
 @pytest.mark.parametrize("kv_heads, halvings, expected", [(64, 0, 1 / 1.008), (8, 3, 1.012 / 1.008),
                                                           (1, 6, 1.024 / 1.008)],
-                         ids=["mha", "gqa8", "mqa"])  # fmt: skip
+                         ids=["mha", "gqa8", "mqa"])
 def test_kv_width_penalty(kv_heads, halvings, expected):
     """(1 + c·log2(H/(n_kv·d_h)))/(1 + 2c) at H 8192 with c = 0.004: MHA 0 halvings (1/1.008 =
     0.992063), GQA-8 3 (1.012/1.008 = 1.003968), MQA 6 (1.024/1.008 = 1.015873): the ordering
@@ -413,10 +413,10 @@ def test_mla_at_parity_reads_as_mha_and_low_ranks_narrower():
     ranks = {r: predict_loss(_dense(4096, 32, 32, 32, 192, 14336, attention_kind="mla",
                                     kv_lora_rank=r, q_lora_rank=0, qk_nope_head_dim=128,
                                     qk_rope_head_dim=64, v_head_dim=128), 1 * T, fitted=fitted)
-             for r in (16, 256, 512)}  # fmt: skip
+             for r in (16, 256, 512)}
     assert ranks[512].penalties["kv_width"] == pytest.approx(1 / 1.008, rel=1e-12)
     assert ranks[16].penalties["kv_width"] == pytest.approx((1 + 0.004 * 4.678072) / 1.008,
-                                                            rel=1e-6)  # fmt: skip
+                                                            rel=1e-6)
     assert [bool(ranks[r].hard_flags) for r in (16, 256, 512)] == [True, True, False]
     assert ranks[256].ranked_loss_nats > ranks[512].ranked_loss_nats
 
@@ -464,7 +464,7 @@ CEREBRAS = {  # model card: params (by name), tokens, Pile test cross-entropy, 7
     "590M": (590e6, 1.18e10, 2.184, 0.370), "1.3B": (1.3e9, 2.63e10, 1.996, 0.410),
     "2.7B": (2.7e9, 5.30e10, 1.834, 0.462), "6.7B": (6.7e9, 1.33e11, 1.704, 0.512),
     "13B": (13e9, 2.57e11, 1.575, 0.570),
-}  # fmt: skip
+}
 CEREBRAS_PARAMS, CEREBRAS_TOKENS, CEREBRAS_LOSS, CEREBRAS_ACCURACY = map(
     np.array, zip(*CEREBRAS.values())
 )
@@ -586,7 +586,7 @@ OUTSIDE = {  # id: (arch, tokens, precision), (flag prefix, validated range in t
                        ("soft: precision = fp8 (per-tensor scaling)", "fp8_block", False)),
     "fp4-small": ((LLAMA_1B, 1e11, "nvfp4"),
                   ("soft: total params trained in nvfp4", "[8e+09, 1.2e+10]", False)),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("inputs, expected", OUTSIDE.values(), ids=OUTSIDE.keys())
@@ -604,7 +604,7 @@ def _moe(experts: int, top_k: int) -> Architecture:
         num_attention_heads=16, num_kv_heads=4, head_dim=128, max_position_embeddings=4096,
         intermediate_size=0, num_experts=experts, experts_per_token=top_k,
         moe_intermediate_size=256,
-    )  # fmt: skip
+    )
 
 
 def test_moe_flags():
@@ -662,7 +662,7 @@ def test_band_brackets_the_central_loss(stem):
     # outside the data (here: 40,000 tokens/param for the smallest) the band widens
     far = predict_loss(_model(stem), 1e15)
     assert (far.band_high_nats - far.band_low_nats) / far.loss_nats > (
-        proxy.band_high_nats - proxy.band_low_nats) / proxy.loss_nats  # fmt: skip
+        proxy.band_high_nats - proxy.band_low_nats) / proxy.loss_nats
 
 
 def test_hoffmann_law_is_selectable():

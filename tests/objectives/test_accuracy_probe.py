@@ -17,7 +17,7 @@ from tests.objectives.probe import (
     load_studies,
     loss_only_optimum,
     ranked,
-)  # fmt: skip
+)
 from tests.objectives.shapes import build
 
 SPECS = load_studies()

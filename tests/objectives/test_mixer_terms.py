@@ -19,7 +19,7 @@ TOKENS = 1e12
 @pytest.mark.parametrize("share, expected", [
     (1.0, 0.0), (0.75, -0.005), (0.5, -0.01), (0.25, -0.01), (0.125, -0.01), (1 / 16, 0.005),
     (0.0, 0.02),
-], ids=str)  # fmt: skip
+], ids=str)
 def test_linear_mixer_log_factor_golden(share, expected):
     """hybrid −0.01, linear-only +0.02: flat on the hybrids' 1/8–1/2; at 3/4 half-way to 0
     (−0.01·0.25/0.5); at 1/16 half-way to the linear-only end (0.02 − 0.03·0.5 = 0.005)."""

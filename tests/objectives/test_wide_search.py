@@ -45,7 +45,7 @@ def test_wide_optimum_stays_inside_the_data(size):
     assert result.optimum.hard_flags == ()
     total = count_params(build(result.optimum_shape)).total_params
     assert (abs(total / size.total_params - 1) <= BUDGET_FRAC
-            or result.optimum_shape in size.published.values())  # fmt: skip
+            or result.optimum_shape in size.published.values())
 
 
 def test_support_is_the_largest_verified_gain_per_family():
@@ -58,7 +58,7 @@ def test_support_is_the_largest_verified_gain_per_family():
     effects = largest_published_effects()
     assert effects == pytest.approx({"depth_width": 0.0028674, "ffn": 0.031905, "mix": 0.0075200,
                                      "moe": 0.098373, "hybrid": 0.012064, "precision": 0.0},
-                                    abs=2e-6)  # fmt: skip
+                                    abs=2e-6)
 
 
 def test_an_unsupported_term_fails_the_check():

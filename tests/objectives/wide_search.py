@@ -55,7 +55,7 @@ SIZES = (
     Size("moe-30b-a3b", 30.5e9, 36e12, {  # Qwen3's 36T tokens
         "Qwen3-30B-A3B": "H=2048 L=48 q=32 kv=4 dh=128 E=128 k=8 de=768 V=151936",
     }, active_params=3.34e9),
-)  # fmt: skip
+)
 
 DENSE_OPTIONS: Mapping[str, tuple] = {
     "H": tuple(range(512, 8193, 256)), "L": (4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 48, 56, 64,
@@ -66,9 +66,9 @@ DENSE_OPTIONS: Mapping[str, tuple] = {
     "tied": (0, 1), "gated": (0, 1), "mla": (0, 16, 64, 256, 512, 1024),
     "mix": (0, 1, 2, 3), "full": (0, 2, 3, 4, 6, 8, 16), "sw": (0, 1024, 4096),
     "swp": (0, 2, 6),
-}  # fmt: skip
+}
 MOE_OPTIONS: Mapping[str, tuple] = {**DENSE_OPTIONS, "E": (8, 16, 32, 64, 128, 256, 512, 1024),
-                                    "k": (1, 2, 4, 6, 8, 16, 32), "sh": (0, 1, 2)}  # fmt: skip
+                                    "k": (1, 2, 4, 6, 8, 16, 32), "sh": (0, 1, 2)}
 RANDOM_STARTS = 6
 ROUNDS = 3
 
@@ -77,7 +77,7 @@ def shape_text(d: Mapping[str, int], width: int) -> str:
     """The shape string of dimensions `d` with FFN (dense) or expert (MoE) width `width`."""
     heads = max(1, round(d["width"] * d["H"] / (192 if d["mla"] else d["dh"])))
     parts = [f"H={d['H']} L={d['L']} q={heads}", f"V={d['V']} tied={d['tied']}",
-             f"gated={d['gated']}"]  # fmt: skip
+             f"gated={d['gated']}"]
     if d["mla"]:
         parts.append(f"dh=192 mla={d['mla']}")
     else:
@@ -139,7 +139,7 @@ def _start_points(size: Size, options: Mapping[str, tuple], seed: int) -> list[d
     for text in size.published.values():
         s = summarize_shape(build(text))
         point = {name: min(values, key=lambda v, n=name: abs(v - _published_value(s, n)))
-                 for name, values in options.items()}  # fmt: skip
+                 for name, values in options.items()}
         starts.append(point)
     return starts + [_random_point(options, rng) for _ in range(RANDOM_STARTS)]
 
@@ -150,7 +150,7 @@ def _published_value(s, name: str) -> float:
             "tied": 1.0 if s.vocab_params == s.vocab_size * s.hidden_size else 0.0,
             "gated": float(s.gated_ffn), "mla": 0.0, "mix": 0.0, "full": 0.0, "sw": 0.0,
             "swp": 0.0, "E": s.num_experts, "k": s.experts_per_token,
-            "sh": 0.0}[name]  # fmt: skip
+            "sh": 0.0}[name]
 
 
 def _descend(point: dict, options: Mapping[str, tuple], size: Size) -> tuple[float, dict]:
@@ -201,7 +201,7 @@ def wide_search(size: Size, seed: int = 0) -> SearchResult:
         text, optimum = size.published[name], published[name]
     contributions = family_contributions(published[name], optimum)
     return SearchResult(size, text, optimum, name, published[name], contributions,
-                        supported_gains(contributions))  # fmt: skip
+                        supported_gains(contributions))
 
 
 def family_contributions(published: LossProxy, optimum: LossProxy) -> dict[str, float]:
@@ -236,4 +236,4 @@ def supported_gains(contributions: Mapping[str, float]) -> dict[str, float]:
     ranking end's (hard flags) none."""
     effects = {**largest_published_effects(), "base": math.inf, "ranking": 0.0}
     return {family: min(max(gain, 0.0), effects.get(family, 0.0))
-            for family, gain in contributions.items()}  # fmt: skip
+            for family, gain in contributions.items()}
