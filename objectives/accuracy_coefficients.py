@@ -48,17 +48,6 @@ class CoefficientRecord(BaseModel):
         return self.method == "least_squares"
 
 
-class CalibrationSet(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: str
-    version: int = Field(ge=1)
-    rows: int = Field(ge=0)
-    sources: int = Field(ge=0)
-    fit_rms_log_error: dict[str, float]  # per family, in sample
-    left_out_rms_log_error: dict[str, float]  # per family, each source scored by the others' fit
-
-
 class AccuracyCoefficients(BaseModel):
     """Values the proxy's terms read; `records` keeps what the file says about each."""
 
@@ -118,10 +107,6 @@ def priors(recs: dict[str, CoefficientRecord]) -> AccuracyCoefficients:
     """Every coefficient at its prior (cited and policy ones at their value)."""
     return AccuracyCoefficients(**{n: (r.value if r.method in KEPT_METHODS else r.prior)
                                    for n, r in recs.items()})
-
-
-def calibration_set(document: dict) -> CalibrationSet:
-    return CalibrationSet(**document["calibration_set"])
 
 
 SHIPPED_DOCUMENT = load_document()

@@ -31,11 +31,10 @@ import numpy as np
 
 from cost_model.errors import ConfigError
 from objectives import accuracy_coefficients as coef
-from cost_model.precision import get_precision
 from objectives import accuracy_model as model
-from objectives.accuracy import BASE_LAWS, DEFAULT_LAW, shape_loss_nats, summarize_shape
+from objectives.accuracy import BASE_LAWS, DEFAULT_LAW, summarize_shape, training_inputs
 from objectives.accuracy_coefficients import AccuracyCoefficients, CoefficientRecord
-from objectives.shapes import build
+from objectives.shapes import architecture_from_shape
 
 METRICS = ("loss", "ppl", "params")  # magnitudes: what a fit can use
 SIGN_METRICS = ("accuracy", "tie")  # comparison rows: sign or tie only
@@ -155,10 +154,9 @@ def predicted(row: CalibrationRow, fitted: AccuracyCoefficients) -> float:
 
 @lru_cache(maxsize=1024)
 def _parts(shape: str, tokens: float, precision: str) -> tuple[model.Parts, str]:
-    """The coefficient-free parts of a row's shape (checked once: `shape_loss_nats`)."""
-    summary = summarize_shape(build(shape))
-    shape_loss_nats(summary, tokens, precision, coef.SHIPPED)  # validates tokens and format
-    return model.parts(summary, tokens), get_precision(precision).name
+    """The coefficient-free parts of a row's shape, its tokens and format checked once."""
+    tokens, fmt = training_inputs(tokens, precision)
+    return model.parts(summarize_shape(architecture_from_shape(shape)), tokens), fmt
 
 
 def residuals(rows: Sequence[CalibrationRow], fitted: AccuracyCoefficients) -> np.ndarray:

@@ -213,13 +213,14 @@ def depth_penalty(non_embedding_params: float, layers: float, training_tokens: f
 # n_q·d_h below d_model; Kaplan 2020 Fig. 5 keeps n_q·d_h = d_model).
 
 
-def _halvings_below(value: float, floor: float) -> float:
+def halvings_below(value: float, floor: float) -> float:
+    """log2(floor/value) below `floor`, 0 at or above it: how many times `value` halved."""
     return max(0.0, math.log2(floor / value))
 
 
 def attention_width_penalty(attention_width_frac: float, kappa: float) -> float:
     """1 + κ·log2(H/(n_q·d_h))² below H; 1 at or above (Llama-3-8B: n_q·d_h = H)."""
-    return 1.0 + kappa * _halvings_below(attention_width_frac, 1.0) ** 2
+    return 1.0 + kappa * halvings_below(attention_width_frac, 1.0) ** 2
 
 
 # MLA: DeepSeek-V2 App. D.2 Table 9 [V]: MoE with MLA (latent rank 512) scores at least as MHA at
@@ -235,7 +236,7 @@ def mla_kv_width_frac(kv_lora_rank: float, hidden_size: float) -> float:
 def kv_width_penalty(kv_width_frac: float, coef: float) -> float:
     """(1 + c·log2(H/(n_kv·d_h)))/(1 + c·log2(4)), the log clipped at 0: at most MHA's KV width
     earns a bonus (GQA-4 at H, Llama-3-8B, is 1; MHA is (1/(1+2c))."""
-    halvings = max(math.log2(1.0 / kv_width_frac), 0.0)
+    halvings = halvings_below(kv_width_frac, 1.0)
     reference = 1.0 + coef * math.log2(1.0 / REFERENCE_KV_WIDTH_FRAC)
     return (1.0 + coef * halvings) / reference
 
@@ -244,7 +245,7 @@ HEAD_DIM_FLOOR = 64  # no penalty in [64, 256] (notes §4.3)
 
 
 def head_dim_penalty(head_dim: float, kappa: float) -> float:
-    return 1.0 + kappa * _halvings_below(head_dim, HEAD_DIM_FLOOR) ** 2
+    return 1.0 + kappa * halvings_below(head_dim, HEAD_DIM_FLOOR) ** 2
 
 
 # ---- FFN width and gating -----------------------------------------------------------------------
@@ -255,7 +256,7 @@ def head_dim_penalty(head_dim: float, kappa: float) -> float:
 
 
 def ffn_width_penalty(ffn_width_frac: float, kappa: float) -> float:
-    return 1.0 + kappa * _halvings_below(ffn_width_frac, 1.0) ** 2
+    return 1.0 + kappa * halvings_below(ffn_width_frac, 1.0) ** 2
 
 
 def ffn_gating_penalty(gated: bool, coef: float) -> float:

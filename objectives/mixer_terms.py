@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import math
 
+from objectives.capacity_terms import halvings_below
+
 HYBRID_ATTENTION_SHARE_RANGE = (1.0 / 8.0, 1.0 / 2.0)  # Kimi Linear 7:1 … 1:1, MiniMax-01 7:1
 # Smallest window with published parity: Gemma 3 (arXiv 2503.19786) Fig. 4, 4,096 down to 512 tokens
 # at 1:1 and 3:1 local:global "without impacting perplexity" (Δppl within ±0.01) [V].
@@ -55,10 +57,6 @@ def linear_attention_factor(full_attention_frac: float, hybrid_coef: float,
     return math.exp(linear_mixer_log_factor(full_attention_frac, hybrid_coef, linear_only_coef))
 
 
-def _window_halvings(window_tokens: float, floor_tokens: float) -> float:
-    return max(0.0, math.log2(floor_tokens / window_tokens))
-
-
 def sliding_window_penalty(
     window_tokens: float, sliding_frac: float, has_global_layer: bool, coef: float
 ) -> float:
@@ -67,4 +65,4 @@ def sliding_window_penalty(
     if sliding_frac <= 0.0:
         return 1.0
     floor = MIN_WINDOW_TOKENS if has_global_layer else MIN_ALL_SLIDING_WINDOW_TOKENS
-    return 1.0 + coef * sliding_frac * _window_halvings(window_tokens, floor) ** 2
+    return 1.0 + coef * sliding_frac * halvings_below(window_tokens, floor) ** 2

@@ -91,7 +91,8 @@ def _sliding_fields(f: dict[str, int]) -> dict:
     return dict(sliding_window=f["sw"], layer_types=types)
 
 
-def build(text: str, name: str | None = None) -> Architecture:
+def architecture_from_shape(text: str, name: str | None = None) -> Architecture:
+    """The architecture a shape string describes (keys above; `name` defaults to the string)."""
     f = parse_shape(text)
     kv = f["q"] if f.get("mla") else f.get("kv", f["q"])
     return make_architecture(

@@ -53,7 +53,7 @@ import cost_model.batch
 import search.study.evaluation
 import search.study.runner
 from cost_model.params import count_params
-from objectives.accuracy import summarize_shape
+from objectives import summarize_shape
 from search.study.runner import finished_trials, open_study, run_study
 from search.study.spec import StudySpec, load_spec
 from search.study.storage import StorageHandle, open_default, open_url

@@ -11,13 +11,12 @@ from pathlib import Path
 
 import numpy as np
 
-from constraints.budget import check_aspect_ratio, check_params_budget
+from constraints import check_aspect_ratio, check_params_budget
 from cost_model.errors import ConfigError
-from objectives.accuracy import ranking_loss_nats, summarize_shape
+from objectives import architecture_from_shape, ranking_loss_nats, summarize_shape
 from search.study.evaluation import constraint_rules
 from search.study.space import build_architecture
 from search.study.spec import Space, StudySpec, load_spec
-from tests.objectives.shapes import build
 
 STUDIES = sorted((Path(__file__).resolve().parents[2] / "studies").glob("*.toml"))
 LLAMA_3_8B = "H=4096 L=32 q=32 kv=8 dh=128 ff=14336 V=128256"
@@ -63,7 +62,7 @@ ARCHETYPES = (
 
 
 def ranked(shape: str, tokens: float, precision: str = "bf16") -> float:
-    return ranking_loss_nats(build(shape), tokens, precision)
+    return ranking_loss_nats(architecture_from_shape(shape), tokens, precision)
 
 
 # ---- degeneracy by the list ------------------------------------------------------------

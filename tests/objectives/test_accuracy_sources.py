@@ -4,7 +4,7 @@ of them for a result, by arXiv id or title, and the list holds the nine the issu
 import pytest
 
 from objectives.accuracy_fit import METRICS, SIGN_METRICS, read_rows, shipped_calibration_set
-from objectives.accuracy_sources import RESERVED_SOURCES, reserved_citations
+from tests.objectives.reserved_sources import RESERVED_SOURCES, reserved_citations
 from tests.data_paths import TEST_DATA
 
 ROWS = [*read_rows(shipped_calibration_set(), unverified=True),
@@ -20,7 +20,7 @@ def test_the_reserved_list_is_the_issues():
 
 @pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
 def test_no_row_cites_a_reserved_source(row):
-    assert row.source_id not in RESERVED_SOURCES
+    assert row.source_id not in RESERVED_SOURCES, RESERVED_SOURCES[row.source_id].citation
     assert reserved_citations(f"{row.source} {row.source_id}") == []
 
 

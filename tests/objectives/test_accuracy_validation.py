@@ -8,7 +8,7 @@ import pytest
 
 from objectives.accuracy_coefficients import SHIPPED
 from objectives.accuracy_fit import CalibrationRow
-from objectives.accuracy_validation import RowScore, score_row, summarize
+from tests.objectives.accuracy_validation import RowScore, score_row, summarize
 
 LLAMA = "H=4096 L=32 q=32 kv=8 dh=128 ff=14336 V=128256"
 PRED = math.log(SHIPPED.precision_nvfp4)  # ln 1.01627 = 0.016138

@@ -9,7 +9,7 @@ import pytest
 from objectives.accuracy import predict_loss
 from objectives.accuracy_coefficients import SHIPPED
 from objectives.mixer_terms import linear_mixer_log_factor, sliding_window_penalty
-from objectives.shapes import build
+from objectives import architecture_from_shape
 
 LLAMA = "H=4096 L=32 q=32 kv=8 dh=128 ff=14336 V=128256"
 MLA = "H=4096 L=32 q=32 dh=192 mla=512 ff=14336 V=128256"
@@ -52,7 +52,7 @@ def test_sliding_window_penalty_falls_with_the_window(window, has_global):
 
 
 def _proxy(base: str, extra: str):
-    return predict_loss(build(f"{base} {extra}".strip()), TOKENS)
+    return predict_loss(architecture_from_shape(f"{base} {extra}".strip()), TOKENS)
 
 
 @pytest.mark.parametrize("mixer", [1, 2, 3], ids=["gated_deltanet", "kimi_delta", "mamba2"])

@@ -23,7 +23,7 @@ from cost_model.errors import ConfigError
 from cost_model.params import count_params
 from objectives.accuracy import FAMILY_OF_TERM, LossProxy, predict_loss, summarize_shape
 from objectives.accuracy_fit import CalibrationRow, read_rows, shipped_calibration_set
-from objectives.shapes import build
+from objectives import architecture_from_shape
 
 MAX_UNSUPPORTED_GAP = 0.005  # issue 28 item 5: 0.5% past what a cited comparison supports
 # Total (and MoE active) parameters within ±5% of the size: "a shape of that size" (the base law's
@@ -95,7 +95,7 @@ def shape_text(d: Mapping[str, int], width: int) -> str:
 
 @lru_cache(maxsize=8192)
 def _total(text: str) -> float:
-    return float(count_params(build(text)).total_params)
+    return float(count_params(architecture_from_shape(text)).total_params)
 
 
 def solve_width(d: Mapping[str, int], size: Size) -> str | None:
@@ -117,7 +117,7 @@ def score(d: Mapping[str, int], size: Size) -> tuple[float, str | None, LossProx
     if text is None:
         return math.inf, None, None
     try:
-        arch = build(text)
+        arch = architecture_from_shape(text)
     except ConfigError:
         return math.inf, None, None
     shape = summarize_shape(arch)
@@ -137,7 +137,7 @@ def _start_points(size: Size, options: Mapping[str, tuple], seed: int) -> list[d
     """The published shapes' nearest grid points, then random points."""
     rng, starts = np.random.default_rng(seed), []
     for text in size.published.values():
-        s = summarize_shape(build(text))
+        s = summarize_shape(architecture_from_shape(text))
         point = {name: min(values, key=lambda v, n=name: abs(v - _published_value(s, n)))
                  for name, values in options.items()}
         starts.append(point)
@@ -195,7 +195,8 @@ def wide_search(size: Size, seed: int = 0) -> SearchResult:
         if loss < best:
             best, point = loss, found
     _, text, optimum = score(point, size)
-    published = {name: predict_loss(build(t), size.tokens) for name, t in size.published.items()}
+    published = {name: predict_loss(architecture_from_shape(t), size.tokens)
+                 for name, t in size.published.items()}
     name = min(published, key=lambda n: published[n].ranked_loss_nats)
     if published[name].ranked_loss_nats < optimum.ranked_loss_nats:  # a published shape wins
         text, optimum = size.published[name], published[name]

@@ -1,6 +1,7 @@
 """Score the accuracy proxy against published comparisons, each row by a fit that never saw its
 source (the headline) and by the all-source fit (in sample, beside it): sign agreement, size within
-2× and whether the band of the difference covers the published one.
+2× and whether the band of the difference covers the published one. A research tool of
+`tests/benchmarks/validate_accuracy.py` and `fit_accuracy.py` (the search never scores rows).
 
 Rows: the calibration set (`objectives/data/accuracy_calibration.csv`, magnitudes) and the
 comparison set (`tests/data/accuracy/comparisons.csv`: accuracy points, ties, bounds and the base
@@ -102,7 +103,8 @@ def summarize(scores: Sequence[RowScore]) -> dict[str, dict[str, int]]:
         rows = groups[family]
         sized = [s for s in rows if s.within_2x is not None]
         banded = [s for s in rows if s.covered is not None]
-        summary[family] = {"rows": len(rows), "sign": sum(s.sign_agrees for s in rows),
-                           "sized": len(sized), "within_2x": sum(s.within_2x for s in sized),
-                           "banded": len(banded), "covered": sum(s.covered for s in banded)}
+        summary[family] = {
+            "rows": len(rows), "sign": sum(s.sign_agrees for s in rows), "sized": len(sized),
+            "within_2x": sum(s.within_2x is True for s in sized), "banded": len(banded),
+            "covered": sum(s.covered is True for s in banded)}
     return summary
