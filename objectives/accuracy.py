@@ -59,7 +59,7 @@ class LossProxy:
     effective_params: float  # N_eff: the dense non-embedding size of equal loss (MoE, vocabulary)
     delta_loss_nats: float  # L_hat - L*(C), against the compute-optimal dense model
     compute_equivalence_frac: float  # CEF = C*/C
-    penalties: Mapping[str, float]  # the multiplicative factors by name (PENALTY_NAMES)
+    penalties: Mapping[str, float]  # the multiplicative factors by name (FAMILY_OF_TERM's)
     flags: tuple[str, ...]  # every out-of-range warning, hard and soft
     hard_flags: tuple[str, ...]  # the subset that puts the ranked loss at the band's high end
     compute_flop: float  # C = 6·N_act·D

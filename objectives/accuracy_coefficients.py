@@ -49,7 +49,7 @@ class CoefficientRecord(BaseModel):
 
 
 class AccuracyCoefficients(BaseModel):
-    """Values the proxy's terms read; `records` keeps what the file says about each."""
+    """Values the proxy's terms read (`SHIPPED_RECORDS`: what the file says about each)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -88,19 +88,17 @@ class AccuracyCoefficients(BaseModel):
         return getattr(self, f"band_{family}") + self.band_relative * abs(log_factor)
 
 
-def load_document(text: str | None = None) -> dict:
-    """The data file as a dict (`text` overrides the shipped file)."""
-    if text is None:
-        text = resources.files(_PACKAGE).joinpath(_FILE).read_text()
-    return tomllib.loads(text)
+def _load_document() -> dict:
+    """The shipped data file as a dict."""
+    return tomllib.loads(resources.files(_PACKAGE).joinpath(_FILE).read_text())
 
 
-def records(document: dict) -> dict[str, CoefficientRecord]:
+def _records(document: dict) -> dict[str, CoefficientRecord]:
     return {name: CoefficientRecord(**fields) for name, fields in document["coefficients"].items()}
 
 
-def coefficients_from(document: dict) -> AccuracyCoefficients:
-    return AccuracyCoefficients(**{name: rec.value for name, rec in records(document).items()})
+def _coefficients_from(document: dict) -> AccuracyCoefficients:
+    return AccuracyCoefficients(**{name: rec.value for name, rec in _records(document).items()})
 
 
 def priors(recs: dict[str, CoefficientRecord]) -> AccuracyCoefficients:
@@ -109,6 +107,6 @@ def priors(recs: dict[str, CoefficientRecord]) -> AccuracyCoefficients:
                                    for n, r in recs.items()})
 
 
-SHIPPED_DOCUMENT = load_document()
-SHIPPED = coefficients_from(SHIPPED_DOCUMENT)
-SHIPPED_RECORDS = records(SHIPPED_DOCUMENT)
+SHIPPED_DOCUMENT = _load_document()
+SHIPPED = _coefficients_from(SHIPPED_DOCUMENT)
+SHIPPED_RECORDS = _records(SHIPPED_DOCUMENT)

@@ -145,11 +145,17 @@ def _row(f: Mapping[str, str], path: Path | str, line: int) -> CalibrationRow:
 
 def predicted(row: CalibrationRow, fitted: AccuracyCoefficients) -> float:
     """The proxy's ratio b/a for the row's quantity (N_eff for `params`, else the loss)."""
-    (a, fmt_a), (b, fmt_b) = _parts(row.shape_a, row.tokens_a, row.precision_a), _parts(
-        row.shape_b, row.tokens_b, row.precision_b)
-    law, index = BASE_LAWS[DEFAULT_LAW], 0 if row.metric == "params" else 3
-    return (model.combine(b, row.tokens_b, fmt_b, law, fitted)[index]
-            / model.combine(a, row.tokens_a, fmt_a, law, fitted)[index])
+    a = _quantity(row.shape_a, row.tokens_a, row.precision_a, row.metric, fitted)
+    b = _quantity(row.shape_b, row.tokens_b, row.precision_b, row.metric, fitted)
+    return b / a
+
+
+def _quantity(shape: str, tokens: float, precision: str, metric: str,
+              fitted: AccuracyCoefficients) -> float:
+    """N_eff (`params` rows) or the central loss of one side of a row."""
+    parts, fmt = _parts(shape, tokens, precision)
+    got = model.combine(parts, tokens, fmt, BASE_LAWS[DEFAULT_LAW], fitted)
+    return got.effective_params if metric == "params" else got.loss_nats
 
 
 @lru_cache(maxsize=1024)
@@ -251,7 +257,7 @@ def fit_terms(rows: Sequence[CalibrationRow],
     return current
 
 
-def fit_by_source(rows: Sequence[CalibrationRow],
+def _fit_by_source(rows: Sequence[CalibrationRow],
                   records: Mapping[str, CoefficientRecord] = coef.SHIPPED_RECORDS
                   ) -> dict[str, AccuracyCoefficients]:
     """The fit without each source's rows, by source id."""
@@ -264,7 +270,7 @@ def fit_coefficients(
     records: Mapping[str, CoefficientRecord] = coef.SHIPPED_RECORDS,
 ) -> AccuracyFit:
     """Fit on every source, and with each left out; band widths from the left-out residuals."""
-    full, folds = fit_terms(rows, records), fit_by_source(rows, records)
+    full, folds = fit_terms(rows, records), _fit_by_source(rows, records)
     in_sample = dict(zip((r.id for r in rows), residuals(rows, full).tolist(), strict=True))
     pred = {r.id: math.log(predicted(r, folds[r.source_id])) for r in rows}
     left_out = {r.id: pred[r.id] - math.log(r.published) for r in rows}

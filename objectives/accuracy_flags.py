@@ -9,11 +9,13 @@ is the usual inference-driven choice and is not hard until far past Sardana et a
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from objectives import accuracy_terms as terms
 from objectives import capacity_terms as cap
 from objectives import mixer_terms as mix
+from objectives.accuracy_shape import ShapeSummary
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,7 @@ NON_GATED_SOURCE = "Narang 2021 Table 1: ReLU/GeLU/Swish vs GLU FFNs at 223M, 34
 VOCAB_HARD_MAX = 262_144  # largest production vocabulary of the validation models (Gemma 2) [V]
 
 
-def base_law_flags(n_eff: float, tokens: float) -> list[RangeFlag]:
+def _base_law_flags(n_eff: float, tokens: float) -> list[RangeFlag]:
     per_param, source = tokens / n_eff, "Chinchilla/Epoch fit data"
     flags = outside("N_eff (params)", n_eff, terms.BASE_LAW_PARAMS_RANGE, source)
     hard = outside("D/N_eff (tokens per param)", per_param, (0.0, TOKENS_PER_PARAM_HARD_MAX),
@@ -76,7 +78,7 @@ def base_law_flags(n_eff: float, tokens: float) -> list[RangeFlag]:
                                     "Chinchilla data"))
 
 
-def depth_flags(shape) -> list[RangeFlag]:
+def _depth_flags(shape: ShapeSummary) -> list[RangeFlag]:
     layers, ratio, name = shape.num_layers, shape.aspect_ratio, "R (d_model/n_layers)"
     flags = outside(
         "L (layers)", layers, (MIN_LAYERS, math.inf), "Kaplan 2020 Fig. 6; Gemstones", True
@@ -87,7 +89,7 @@ def depth_flags(shape) -> list[RangeFlag]:
     return flags + (hard or outside(name, ratio, ASPECT_RATIO_SOFT_RANGE, "Gemstones, Morph runs"))
 
 
-def attention_flags(shape) -> list[RangeFlag]:
+def _attention_flags(shape: ShapeSummary) -> list[RangeFlag]:
     flags = outside("n_q·d_h / H (attention width)", shape.attention_width_frac,
                     (MIN_ATTENTION_WIDTH_FRAC, MAX_ATTENTION_WIDTH_FRAC),
                     "trained models span H/8 (none below) to 2.3·H", hard=True)
@@ -97,14 +99,14 @@ def attention_flags(shape) -> list[RangeFlag]:
     head = outside("d_h (head dim)", shape.head_dim, (MIN_HEAD_DIM_HARD, math.inf), no_law, True)
     flags += head or outside("d_h (head dim)", shape.head_dim, terms.HEAD_DIM_RANGE, no_law)
     if shape.is_mla:
-        flags += mla_flags(shape.mla_rank_frac)
+        flags += _mla_flags(shape.mla_rank_frac)
     elif shape.num_kv_heads == 1:
         flags.append(RangeFlag("n_kv (KV heads)", 1.0, "[2, n_q]",
                                "MQA: training instability (Ainslie 2023)", False))
     return flags
 
 
-def mla_flags(rank_frac: float) -> list[RangeFlag]:
+def _mla_flags(rank_frac: float) -> list[RangeFlag]:
     """MLA itself (one lab's evidence) and its latent rank against the trained ones."""
     flags = [RangeFlag("attention", "MLA", "MHA/GQA/MQA",
                        "DeepSeek-V2 Table 9: MLA >= MHA, one lab", hard=False)]
@@ -115,7 +117,7 @@ def mla_flags(rank_frac: float) -> list[RangeFlag]:
                                     "DeepSeek-V2 Table 9 parity with MHA at rank H/10"))
 
 
-def mixer_flags(shape) -> list[RangeFlag]:
+def _mixer_flags(shape: ShapeSummary) -> list[RangeFlag]:
     """Where the linear-attention and sliding-window evidence ends (`mixer_terms`)."""
     flags: list[RangeFlag] = []
     if shape.linear_layers:
@@ -137,7 +139,7 @@ def mixer_flags(shape) -> list[RangeFlag]:
     return flags
 
 
-def ffn_flags(shape, penalties) -> list[RangeFlag]:
+def _ffn_flags(shape: ShapeSummary, penalties: Mapping[str, float]) -> list[RangeFlag]:
     flags = outside("FFN width / H (SwiGLU-equivalent, active)", shape.ffn_width_frac,
                     (MIN_FFN_WIDTH_FRAC, math.inf), "Bian 2025b: narrowest d_ff = d_model",
                     True)
@@ -152,7 +154,7 @@ def ffn_flags(shape, penalties) -> list[RangeFlag]:
     return flags
 
 
-def moe_flags(shape, tokens: float) -> list[RangeFlag]:
+def _moe_flags(shape: ShapeSummary, tokens: float) -> list[RangeFlag]:
     if not shape.num_experts:
         return []
     flags = outside("E (routed experts)", shape.num_experts, (1, terms.MOE_MAX_EXPERTS),
@@ -181,14 +183,14 @@ def moe_flags(shape, tokens: float) -> list[RangeFlag]:
                            (0.0, cap.JOINT_MOE_MAX_TOKENS_PER_PARAM), joint)
 
 
-def vocab_flags(shape) -> list[RangeFlag]:
+def _vocab_flags(shape: ShapeSummary) -> list[RangeFlag]:
     flags = outside("V (vocabulary)", shape.vocab_size, (0, VOCAB_HARD_MAX),
                     "largest production vocabulary (Gemma 2: 256K)", hard=True)
     return flags + outside("V (vocabulary)", shape.vocab_size, (cap.TAO_VOCAB_RANGE[0], math.inf),
                            "Tao 2024 runs from 4K; text per token held at 4K")
 
 
-def precision_flags(shape, fmt: str) -> list[RangeFlag]:
+def _precision_flags(shape: ShapeSummary, fmt: str) -> list[RangeFlag]:
     if fmt == "fp8":
         fine = f"{terms.FINE_GRAINED_FP8} (1×128 / 128×128 scales)"
         recipe = "DeepSeek-V3 §3.3: the recipe behind the FP8 term"
@@ -201,7 +203,8 @@ def precision_flags(shape, fmt: str) -> list[RangeFlag]:
     )
 
 
-def all_flags(shape, n_eff: float, tokens: float, fmt: str, penalties) -> list[RangeFlag]:
-    return [*base_law_flags(n_eff, tokens), *moe_flags(shape, tokens), *depth_flags(shape),
-            *attention_flags(shape), *mixer_flags(shape), *ffn_flags(shape, penalties),
-            *vocab_flags(shape), *precision_flags(shape, fmt)]
+def all_flags(shape: ShapeSummary, n_eff: float, tokens: float, fmt: str,
+              penalties: Mapping[str, float]) -> list[RangeFlag]:
+    return [*_base_law_flags(n_eff, tokens), *_moe_flags(shape, tokens), *_depth_flags(shape),
+            *_attention_flags(shape), *_mixer_flags(shape), *_ffn_flags(shape, penalties),
+            *_vocab_flags(shape), *_precision_flags(shape, fmt)]

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from types import MappingProxyType
+from typing import NamedTuple
 
 from objectives import accuracy_terms as terms
 from objectives import capacity_terms as cap
@@ -33,7 +34,6 @@ FAMILY_OF_TERM: Mapping[str, str] = MappingProxyType({
     "ffn_width": "ffn", "ffn_gating": "ffn", "linear_attention": "hybrid",
     "sliding_window": "hybrid", "precision": "precision",
 })
-PENALTY_NAMES = tuple(FAMILY_OF_TERM)
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def _mix_factor(shape: ShapeSummary) -> float:
     return terms.BIAN_TASK3.factor(ratio) / terms.BIAN_TASK3.factor(cap.REFERENCE_MIX_RATIO)
 
 
-def core_params(p: Parts, fit: AccuracyCoefficients) -> float:
+def _core_params(p: Parts, fit: AccuracyCoefficients) -> float:
     """N_core: the non-embedding size of a dense model of equal loss (MoE: capped at the total;
     DeepSeekMoE Table 2: Dense×16 ≈ DeepSeekMoE 2B, the MoE upper bound)."""
     if not p.moe_share:
@@ -98,11 +98,20 @@ def core_params(p: Parts, fit: AccuracyCoefficients) -> float:
     return min(p.active * gain**p.moe_share, p.total)
 
 
+class Combined(NamedTuple):
+    """One prediction: L_hat = L_base · Π factors exactly."""
+
+    effective_params: float  # N_eff
+    base_loss_nats: float  # L_base(N_act,ne + w_emb·N_emb,counted, D)
+    factors: dict[str, float]  # the multiplicative terms, in FAMILY_OF_TERM's order
+    loss_nats: float  # L_hat
+
+
 def combine(p: Parts, tokens: float, fmt: str, law: BaseLaw, fit: AccuracyCoefficients
-            ) -> tuple[float, float, dict[str, float], float]:
-    """(N_eff, L_base, terms by PENALTY_NAMES, L_hat) with L_hat = L_base · Π terms exactly."""
+            ) -> Combined:
+    """The prediction of `p` trained on `tokens` in `fmt` under the coefficients `fit`."""
     embeddings = fit.embedding_weight * p.embeddings
-    n_eff = core_params(p, fit) + embeddings
+    n_eff = _core_params(p, fit) + embeddings
     base = terms.base_loss_nats(law, p.active + embeddings, tokens)
     at_eff = terms.base_loss_nats(law, n_eff, tokens)
     factors = {
@@ -119,12 +128,12 @@ def combine(p: Parts, tokens: float, fmt: str, law: BaseLaw, fit: AccuracyCoeffi
                                                         fit.linear_only_coef),
         "sliding_window": mix.sliding_window_penalty(p.sliding_window, p.sliding_frac,
                                                      p.has_global_layer, fit.sliding_window_coef),
-        "precision": precision_multiplier(fit, fmt),
+        "precision": _precision_multiplier(fit, fmt),
     }
-    return n_eff, base, factors, base * math.prod(factors.values())
+    return Combined(n_eff, base, factors, base * math.prod(factors.values()))
 
 
-def precision_multiplier(fit: AccuracyCoefficients, fmt: str) -> float:
+def _precision_multiplier(fit: AccuracyCoefficients, fmt: str) -> float:
     """The fitted multiplier of training in `fmt` against BF16 (calibration rows `fp8-*`,
     `nvfp4-*`, `mxfp4-*`; fp8_block shares fp8's recipe); FP32/FP16 carry BF16's 1."""
     fitted = {"fp8": fit.precision_fp8, "fp8_block": fit.precision_fp8,

@@ -182,14 +182,14 @@ GEMSTONES_DEPTH_RANGE = (3, 80)  # depths of the 22 Gemstones models [V]
 PARAMS_PER_WIDTH_SQ = 12.0
 
 
-def capacity_width(params_per_layer: float) -> float:
+def _capacity_width(params_per_layer: float) -> float:
     return math.sqrt(params_per_layer / PARAMS_PER_WIDTH_SQ)
 
 
 def reference_layers(non_embedding_params: float) -> float:
     """Layers of the reference aspect ratio (Llama-3-8B's width/depth) at `non_embedding_params`:
     w/L = R_ref with w = sqrt(N/(12·L)) gives L = (sqrt(N/12)/R_ref)^(2/3)."""
-    ref_width = capacity_width(REFERENCE_NON_EMBEDDING_PARAMS / REFERENCE_LAYERS)
+    ref_width = _capacity_width(REFERENCE_NON_EMBEDDING_PARAMS / REFERENCE_LAYERS)
     ref_ratio = ref_width / REFERENCE_LAYERS
     return (math.sqrt(non_embedding_params / PARAMS_PER_WIDTH_SQ) / ref_ratio) ** (2.0 / 3.0)
 
@@ -199,9 +199,9 @@ def depth_penalty(non_embedding_params: float, layers: float, training_tokens: f
     (depth clamped to the Gemstones models' 3–80): steep below a few layers, flat for deep-thin."""
     ref = reference_layers(non_embedding_params)
     depth = clamp(layers, GEMSTONES_DEPTH_RANGE)
-    actual = GEMSTONES.loss_nats(capacity_width(non_embedding_params / layers), depth,
+    actual = GEMSTONES.loss_nats(_capacity_width(non_embedding_params / layers), depth,
                                  non_embedding_params, training_tokens)
-    standard = GEMSTONES.loss_nats(capacity_width(non_embedding_params / ref),
+    standard = GEMSTONES.loss_nats(_capacity_width(non_embedding_params / ref),
                                    clamp(ref, GEMSTONES_DEPTH_RANGE), non_embedding_params,
                                    training_tokens)
     return actual / standard

@@ -36,7 +36,7 @@ KEYS = ("H", "L", "q", "kv", "dh", "ff", "V", "tied", "E", "k", "de", "sh", "fd"
 CONTEXT_TOKENS = 4096  # max_position_embeddings of every parsed shape
 
 
-def parse_shape(text: str) -> dict[str, int]:
+def _parse_shape(text: str) -> dict[str, int]:
     fields = {}
     for item in text.split():
         key, _, value = item.partition("=")
@@ -93,7 +93,7 @@ def _sliding_fields(f: dict[str, int]) -> dict:
 
 def architecture_from_shape(text: str, name: str | None = None) -> Architecture:
     """The architecture a shape string describes (keys above; `name` defaults to the string)."""
-    f = parse_shape(text)
+    f = _parse_shape(text)
     kv = f["q"] if f.get("mla") else f.get("kv", f["q"])
     return make_architecture(
         name=name or text.replace(" ", "_"), vocab_size=f.get("V", 128256), hidden_size=f["H"],

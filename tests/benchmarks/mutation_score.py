@@ -190,6 +190,21 @@ MUTATIONS = (
              "return 1.0 * np.multiply(", "1 MAC = 2 FLOP"),
     Mutation("cost_model/benchmark_ttft.py", "+ terms.queue_share_frac * queue_s", "+ queue_s",
              "benchmark TTFT queue share"),
+    # the accuracy proxy (objectives/): each pinned by a hand-derived golden test of predict_loss
+    Mutation("objectives/accuracy_model.py", "p.active * gain**p.moe_share", "p.active * gain",
+             "MoE gain on every layer (without ** moe_layer_frac)"),
+    Mutation("objectives/accuracy_model.py",
+             "counted = cap.clamp(cap.TAO_VOCAB_RANGE[1] / shape.vocab_size, (0.0, 1.0))",
+             "counted = 1.0", "embeddings counted past the 96K vocabulary"),
+    Mutation("objectives/accuracy_model.py",
+             "ratio = cap.clamp(shape.mlp_attention_ratio, terms.MIX_RATIO_RANGE)",
+             "ratio = shape.mlp_attention_ratio", "MLP/attention ratio not clamped to Bian's fit"),
+    Mutation("objectives/accuracy_model.py", "terms.BIAN_TASK3.factor(cap.REFERENCE_MIX_RATIO)",
+             "terms.BIAN_TASK3.factor(terms.BIAN_TASK3.b2 / terms.BIAN_TASK3.b1)",
+             "mix term normalized at r* instead of the reference shape"),
+    Mutation("objectives/accuracy_model.py",
+             "has_global_layer=shape.sliding_layers < shape.num_layers - shape.linear_layers",
+             "has_global_layer=True", "every sliding design read as having a global layer"),
 )
 
 

@@ -17,7 +17,7 @@ from objectives.accuracy import (
     BASE_LAWS, DEFAULT_LAW, predict_loss, ptq_estimate, ranking_loss_nats, summarize_shape,
 )
 from objectives.accuracy_coefficients import SHIPPED, SHIPPED_RECORDS, AccuracyCoefficients
-from objectives.accuracy_model import PENALTY_NAMES
+from objectives.accuracy_model import FAMILY_OF_TERM
 from objectives.accuracy_terms import (
     EPOCH, HOFFMANN, aspect_ratio_penalty, base_loss_nats, compute_equivalence_frac,
     compute_for_loss_flop, compute_optimum, training_compute_flop,
@@ -339,7 +339,7 @@ def test_predicted_loss_falls_with_tokens_and_depth():
 
 def test_penalties_multiply_to_the_loss():
     proxy = predict_loss(model("Qwen3-30B-A3B"), 36 * T, "fp8_block")
-    assert tuple(proxy.penalties) == PENALTY_NAMES
+    assert tuple(proxy.penalties) == tuple(FAMILY_OF_TERM)
     assert proxy.loss_nats == pytest.approx(
         proxy.base_loss_nats * math.prod(proxy.penalties.values())
     )
