@@ -5,7 +5,8 @@ window. The term applies to every attention kind (GQA, MLA) and every linear mix
 spans GQA/MQA (Griffin, xLSTM's Llama), MLA (Kimi Linear) and the selective-SSM and gated
 linear-attention families (the comparison rows in `tests/data/accuracy/SOURCES.md`).
 
-Evidence (calibration family `hybrid`, none of it from the reserved sources of `accuracy_sources`):
+Evidence (calibration family `hybrid`, none of it from the reserved sources listed in
+`tests/objectives/reserved_sources.py`):
 - Hybrids keeping 1/8 to 1/2 of the mixer layers as attention match or beat the all-attention model
   trained identically: Kimi Linear (arXiv 2510.26692) Table 1, KDA:MLA 1:1/3:1/7:1 validation
   perplexity 5.66/5.65/5.70 vs 5.77 for all-MLA, 15:1 worse (5.82) [V] (the fitted rows); signs
