@@ -11,6 +11,7 @@ from pathlib import Path
 
 from search.cli.arguments import whole_number
 from search.cli.errors import CommandError
+from search.cli.secrets import redacting
 from search.cli.study import load_study, open_for_reading
 from search.records.dashboard import VIEW_NAME, DashboardView, default_view_path, write_view
 from search.study.record import recorded_spec
@@ -107,4 +108,4 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    f"{DEFAULT_HOST})")
     d.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"--serve: port (default "
                    f"{DEFAULT_PORT})")
-    d.set_defaults(func=run_dashboard)
+    d.set_defaults(func=redacting(run_dashboard))

@@ -24,6 +24,7 @@ from cost_model.hardware import get_hardware
 from cost_model.hf import deployment_formats, formats_document, load_model
 from cost_model.units import MS_PER_S
 from search.cli.arguments import positive_number, whole_number
+from search.cli.cost import kernels_document, kernels_line
 from search.cli.errors import CommandError, NoFitError
 from search.records.documents import (
     BATCH_COLUMNS,
@@ -74,7 +75,8 @@ def evaluate_document(args: argparse.Namespace) -> dict:
     dep = _deployment(args, formats.fields)
     validate_deployment(arch, dep)
     workload = make_workload(isl_tokens=args.isl, osl_tokens=args.osl,
-                             prefix_cached_frac=args.prefix_cache, engine=args.engine)
+                             prefix_cached_frac=args.prefix_cache, engine=args.engine,
+                             adp_balance_timeout_steps=args.adp_balance_timeout)
     memory = memory_document(arch, dep, hw, workload)
     disaggregated = args.serving == "disaggregated"
     points = (_disaggregated_points(arch, args, dep, hw, workload, formats.fields) if disaggregated
@@ -86,12 +88,15 @@ def evaluate_document(args: argparse.Namespace) -> dict:
         "deployment": deployment_document(dep),
         "workload": {"isl": workload.isl_tokens, "osl": workload.osl_tokens,
                      "prefix_cached_frac": workload.prefix_cached_frac,
-                     "engine": workload.engine},
+                     "engine": workload.engine,
+                     "adp_balance_timeout_steps": workload.adp_balance_timeout_steps},
         "params": params_document(arch),
         "checkpoint_formats": formats_document(formats),
         "assumed_defaults": dict(model.assumed),
         "notes": [n for n in (formats.note, model.assumed_note) if n],
         "uncalibrated": uncalibrated_document(arch),
+        "kernels": kernels_document(hw, workload.engine, [dep.precision],
+                                    dep.expert_precision if arch.is_moe else None),
         "memory": {**memory, "max_concurrency": limit},
         "fits_memory": fits,
         "points": [point_document(points, j) for j in range(points.concurrency.shape[1])
@@ -202,6 +207,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
               f"ep{pre['ep']} dp{pre['dp']}); each point names its prefill:decode instance ratio")
     if (line := uncalibrated_line(doc["uncalibrated"])) is not None:
         print(line)
+    print(kernels_line(doc["kernels"], doc["workload"]["engine"]))
+    if doc["kernels"]["uncalibrated"]:
+        print("uncalibrated: " + "; ".join(doc["kernels"]["uncalibrated"]))
     rows = [{k: v for k, v in r.items() if k != "breakdown_ms"} for r in doc["points"]]
     print(format_table(rows))
     if "frontier_area" in doc:
@@ -268,7 +276,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--concurrency", type=int, nargs="+", default=None,
                    help="operating points at these concurrencies (default: sweep to memory limit)")
     p.add_argument("--engine", default=None, choices=ENGINES, help="serving engine whose "
-                   "benchmark-TTFT terms apply (default: the generic ones)")
+                   "measured kernels and benchmark-TTFT terms apply (default: the generic ones)")
+    p.add_argument("--adp-balance-timeout", type=int, default=0, metavar="STEPS",
+                   help="attention-DP balancer: new requests wait until every DP group has one, "
+                   "at most STEPS forward steps, so the groups prefill together (TensorRT-LLM "
+                   "attention_dp_config enable_balance/timeout_iters, SGLang "
+                   "--enable-prefill-delayer); default 0: off")
     p.add_argument("--window", type=float, nargs=2, default=DEFAULT_WINDOW, metavar=("LO", "HI"),
                    help="interactivity window of the frontier area, tokens/s/user "
                         "(default 10 1000)")

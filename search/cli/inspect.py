@@ -30,7 +30,7 @@ from search.records.export import (
     trial_record,
     write_export,
 )
-from search.records.documents import uncalibrated_document, uncalibrated_line
+from search.records.documents import FLAGS_NOTE, uncalibrated_document, uncalibrated_line
 from search.records.tables import format_table, print_json
 from search.study.errors import NoFeasibleError
 from search.study.evaluation import (
@@ -40,13 +40,13 @@ from search.study.evaluation import (
     trial_candidate,
     trial_details,
 )
+from search.cli.secrets import redacting
 from search.study.record import recorded_spec
 from search.study.report import pareto_document
 from search.study.space import Candidate, sweeps_deployments, swept_candidates
 from search.study.spec import StudySpec, load_spec
 from search.study.storage import check_readable, default_journal_path
 from search.study.trial_index import IndexedTrial, read_trial
-from search.study.journal_file import acknowledged_end
 
 if TYPE_CHECKING:
     import optuna
@@ -91,7 +91,7 @@ def indexed_trial(study_file: Path, spec: StudySpec, number: int) -> IndexedTria
         return None  # the replay's path names what is missing
     check_readable(path)
     try:
-        return read_trial(path, spec.name, number, limit=acknowledged_end(path))
+        return read_trial(path, spec.name, number)
     except (OSError, ValueError, KeyError, TypeError):  # an index that does not match: replay
         return None
 
@@ -207,7 +207,9 @@ def print_record(rec: dict) -> None:
     loss = rec["loss"]
     print(f"loss proxy {loss.get('loss_proxy', float('nan')):.4f} nats (the ranked loss: the "
           f"pessimistic end of the band when a hard flag fires)")
-    for flag in loss.get("loss_flags", []):
+    flags = loss.get("loss_flags", [])
+    print(f"{len(flags)} flag(s) (the `flags` column of `pareto`): {FLAGS_NOTE}")
+    for flag in flags:
         print(f"  flag: {flag}")
 
 
@@ -368,7 +370,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     _study_arguments(s)
     s.add_argument("trial", type=int, help="trial number")
     s.add_argument("--json", action="store_true", help="one JSON document on stdout")
-    s.set_defaults(func=run_show)
+    s.set_defaults(func=redacting(run_show))
 
     e = sub.add_parser("export", help="one trial as a Hugging Face config.json, our JSON record "
                        "or vLLM serving arguments")
@@ -385,7 +387,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    "engine's batch; bundle default: the study window's low end)")
     e.add_argument("--force", action="store_true", help="export a trial that breaks a hard "
                    "constraint (each broken one is named in the export's notes)")
-    e.set_defaults(func=run_export)
+    e.set_defaults(func=redacting(run_export))
 
     p = sub.add_parser("plot", help="plot the study: Pareto frontiers, one trial's time "
                        "breakdown or GEMM roofline, or hypervolume over trials")
@@ -393,11 +395,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", required=True, help="image file (.png, .svg, .pdf)")
     p.add_argument("--kind", choices=PLOT_KINDS, default="frontier", help="frontier: throughput "
                    "vs interactivity of the Pareto set (default); breakdown: TPOT by part at "
-                   "latency- and throughput-first serving; roofline: a trial's GEMMs on the GPU "
+                   "latency- and throughput-first serving, for the study's workload and, when "
+                   "its ISL is shorter, at ISL 32,768 (the long-context column of NVIDIA's "
+                   "co-design post, Figure 2); roofline: a trial's GEMMs on the GPU "
                    "roofline; history: hypervolume and feasible trials over trials")
     p.add_argument("--top", type=int, default=None, help="frontier: architectures drawn, by "
                    "frontier area (default: search.plots.frontier.DEFAULT_TOP; the plotting "
                    "module is imported only when a plot is drawn)")
     p.add_argument("--trial", type=int, default=None, help="breakdown, roofline: the trial "
                    "(default: the top-ranked Pareto architecture)")
-    p.set_defaults(func=run_plot)
+    p.set_defaults(func=redacting(run_plot))

@@ -13,7 +13,7 @@ constraint <= 0, the test
 study has the study's name, directions, metric names (`study.metric_names`) and user
 attributes, and `archscout_view` saying what it is a view of. A journal file because the
 dashboard opens one by path (`optuna-dashboard PATH`), it is written in one append and one
-fsync (`BatchedJournalBackend`), and any storage (journal or PostgreSQL) can be viewed this
+fsync (`JournalFile.batch`), and any storage (journal or PostgreSQL) can be viewed this
 way. The view is rebuilt from scratch on each call and replaces the old one atomically
 (`search.atomic.write_atomic`): refresh it by writing it again (a dashboard serving the old
 file must be restarted).
@@ -31,7 +31,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from search.atomic import write_atomic
-from search.study.journal_file import BatchedJournalBackend, SafeJournalFileBackend
+from search.study.journal_file import JournalFile
 from search.study.report import load_records
 from search.study.spec import StudySpec
 from search.study.storage import default_journal_path
@@ -86,7 +86,14 @@ def _view_trial(trial: FrozenTrial) -> FrozenTrial:
 
 def _fill(path: Path, spec: StudySpec, study: optuna.Study, trials: list[FrozenTrial],
           about: dict) -> None:
-    backend = BatchedJournalBackend(SafeJournalFileBackend(path), 0, indexed=False)
+    backend = JournalFile(path)
+    with backend.batch():  # one append, one fsync
+        _fill_view(backend, spec, study, trials, about)
+    backend.close()
+
+
+def _fill_view(backend: JournalFile, spec: StudySpec, study: optuna.Study,
+               trials: list[FrozenTrial], about: dict) -> None:
     verbosity = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # no "A new study created" line
     try:
@@ -100,7 +107,6 @@ def _fill(path: Path, spec: StudySpec, study: optuna.Study, trials: list[FrozenT
     for key, value in {**study.user_attrs, VIEW_ATTR: about}.items():
         view.set_user_attr(key, value)
     view.add_trials(trials)
-    backend.flush()
 
 
 def write_view(spec: StudySpec, study: optuna.Study, path: Path, source: str,

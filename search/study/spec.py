@@ -253,6 +253,9 @@ class WorkloadSpec(BaseModel):
     interactivity_max: float = Field(default=1000.0, gt=0, le=INTERACTIVITY_MAX)  # the window
     x_scale: Literal["log", "linear"] = "log"
     prefix_cached_frac: float = Field(default=0.0, ge=0.0, lt=1.0)  # prompt share reused (cached)
+    # attention-DP balancer's timeout in forward steps (0: off): new requests wait until every
+    # DP group has one, so the groups prefill together (cost_model.deployment.Workload)
+    adp_balance_timeout_steps: int = Field(default=0, ge=0, le=100_000)
 
     @model_validator(mode="after")
     def _window(self) -> WorkloadSpec:

@@ -7,8 +7,11 @@ on a quickstart study per storage; (a) and (b) `--repeats` times interleaved (th
 this machine is shared and noisy), then (c) once:
   (a) in memory (Optuna's InMemoryStorage);
   (b) the default: the batching journal (`open_default(path, shared=False)`, one fsync a batch);
-  (c) Optuna's plain JournalFileBackend (`open_url("journal:PATH")`, fsync per operation), the
-      reference for what batching saves.
+  (c) Optuna's own storage used directly: the same loop (`run_batch`: ask, evaluate the batch,
+      tell) on `JournalStorage(JournalFileBackend(PATH))`, one write and fsync per operation,
+      the reference for what sampling in memory and one write per batch save;
+  with `--postgres URL` also, each on a new database: (d) archscout on PostgreSQL (`open_url`,
+  `run_study`: one locked write per batch) and (e) Optuna's own `RDBStorage` used directly.
 For each: trials/s, the ratio to (a) and the overhead (1 − ratio), and the share of the wall
 time spent inside `evaluate_batch` (the cost model) and `build_candidate` (shapes), measured by
 timing wrappers patched into `search.study.runner`.
@@ -54,9 +57,11 @@ import search.study.evaluation
 import search.study.runner
 from cost_model.params import count_params
 from objectives import summarize_shape
-from search.study.runner import finished_trials, open_study, run_study
+from search.study.evaluation import hard_constraints
+from search.study.runner import RunSummary, finished_trials, open_study, run_batch, run_study
 from search.study.spec import StudySpec, load_spec
 from search.study.storage import StorageHandle, open_default, open_url
+from tests.fresh_database import fresh_database
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "studies" / "quickstart.toml"
 # bucket -> the functions timed for it, as (module, name) patched in place during a run.
@@ -144,17 +149,40 @@ def clear_caches() -> None:
 def timed_run(label: str, spec: StudySpec, handle: StorageHandle, trials: int,
               seed: int) -> Result:
     """`run_study` to `trials` with the TIMED functions timed, caches cold; closes `handle`."""
+    return _timed(label, lambda: run_study(spec, handle, trials, seed, show_progress=False).ran,
+                  handle)
+
+
+def _timed(label: str, run: Callable[[], int], handle: StorageHandle | None = None) -> Result:
     clear_caches()
     timers = _patch()
     try:
         start = time.perf_counter()
-        summary = run_study(spec, handle, trials, seed, show_progress=False)
-        handle.close()
+        ran = run()
+        if handle is not None:
+            handle.close()
         wall_s = time.perf_counter() - start
     finally:
         _unpatch(timers)
     bucket_s = {bucket: sum(t.total_s for t in ts) for bucket, ts in timers.items()}
-    return Result(label, summary.ran, wall_s, bucket_s, _journal_lines(handle))
+    return Result(label, ran, wall_s, bucket_s, _journal_lines(handle) if handle else 0)
+
+
+def optunas_own_run(label: str, spec: StudySpec, storage, trials: int, seed: int) -> Result:
+    """The runner's loop (`run_batch`: ask, evaluate the batch, tell) on `storage` itself:
+    Optuna's own storage, every operation written as it happens."""
+    from search.study.runner import make_sampler
+
+    def run() -> int:
+        study = optuna.create_study(study_name=spec.name, storage=storage,
+                                    directions=spec.objectives.directions,
+                                    sampler=make_sampler(spec, seed))
+        hard, summary = hard_constraints(spec), RunSummary()
+        while summary.ran < trials:
+            run_batch(study, spec, min(spec.batch_size, trials - summary.ran), hard, summary)
+        return summary.ran
+
+    return _timed(label, run)
 
 
 def memory_handle() -> StorageHandle:
@@ -177,10 +205,22 @@ def storage_runs(spec: StudySpec, args: argparse.Namespace, folder: Path) -> lis
         memory.append(timed_run("(a) in memory", spec, memory_handle(), trials, seed))
         default.append(timed_run("(b) default: batching journal", spec, open_default(
             folder / f"default{i}" / "study.journal", shared=False), trials, seed))
-    plain = timed_run("(c) plain JournalFileBackend", spec,
-                      open_url(f"journal:{folder / 'plain' / 'study.journal'}"),
-                      args.plain_trials or trials, seed)
-    return [_fastest(memory), _fastest(default), _fastest([plain])]
+    (folder / "plain").mkdir()
+    path = str(folder / "plain" / "study.journal")
+    plain = optunas_own_run("(c) Optuna's own JournalStorage", spec,
+                            optuna.storages.JournalStorage(
+                                optuna.storages.journal.JournalFileBackend(path)),
+                            args.plain_trials or trials, seed)
+    plain.journal_lines = sum(1 for _ in open(path, "rb"))
+    results = [_fastest(memory), _fastest(default), plain]
+    if args.postgres:
+        with fresh_database(args.postgres, "speed") as url:
+            results.append(timed_run("(d) archscout on PostgreSQL", spec, open_url(url),
+                                     trials, seed))
+        with fresh_database(args.postgres, "speed") as url:
+            results.append(optunas_own_run("(e) Optuna's own RDBStorage", spec, url,
+                                           args.plain_trials or trials, seed))
+    return results
 
 
 def print_storage_table(results: list[Result]) -> None:
@@ -197,9 +237,13 @@ def print_storage_table(results: list[Result]) -> None:
     for r in results:
         print(f"{r.label:<32} {r.optuna_share:>14.1%} "
               + " ".join(f"{r.share(b):>11.1%}" for b in TIMED))
-    a, b, c = results
+    a, b, c = results[:3]
     print(f"\ngoal 1: the default storage costs {1 - b.rate / a.rate:.1%} of the in-memory rate "
-          f"(goal ≤ 25%); batching runs {b.rate / c.rate:.1f}× the plain journal's rate")
+          f"(goal ≤ 25%); it runs {b.rate / c.rate:.1f}× the rate of Optuna's own journal")
+    if len(results) == 5:
+        d, e = results[3:]
+        print(f"PostgreSQL: archscout {d.rate:.1f} trials/s, {d.rate / e.rate:.1f}× Optuna's own "
+              f"RDBStorage used directly ({e.rate:.1f})")
     gpu_model = b.share("serving") + b.share("params")
     print(f"goal 2: the GPU cost model (serving scores + parameter counts) is {gpu_model:.1%} of a "
           f"trial with the default storage ({b.bucket_s['serving'] / b.trials * 1e3:.3f} ms/trial "
@@ -212,7 +256,7 @@ def print_storage_table(results: list[Result]) -> None:
 # ---- several processes on one shared journal (`archscout search --workers N`) -------------------
 
 def _worker(spec: StudySpec, path: str, trials: int, seed: int, out) -> None:
-    handle = open_default(Path(path), shared=True)
+    handle = open_default(Path(path), worker=True)
     start = time.perf_counter()  # CLOCK_MONOTONIC on Linux: comparable between processes
     summary = run_study(spec, handle, trials, seed, show_progress=False)
     handle.close()
@@ -287,13 +331,17 @@ class Checkpoint:
 
 
 def _batch_timer(times: list[tuple[int, float]]) -> Callable:
-    """A wrapper of `runner._one_batch` recording (trials in the batch, seconds)."""
-    inner = search.study.runner._one_batch
+    """A wrapper of `LocalRun.persist` recording (trials in the batch, seconds since the last
+    batch was written: ask, evaluate, tell and the write)."""
+    inner = search.study.runner.LocalRun.persist
+    last = [time.perf_counter()]
 
-    def timed(space, spec, size, *args, **kwargs):
-        start = time.perf_counter()
-        inner(space, spec, size, *args, **kwargs)
-        times.append((size, time.perf_counter() - start))
+    def timed(run, batch, target):
+        done = inner(run, batch, target)
+        now = time.perf_counter()
+        times.append((len(batch), now - last[0]))
+        last[0] = now
+        return done
     timed.inner = inner
     return timed
 
@@ -381,7 +429,7 @@ def scale_run(source: Path, trials: int, seed: int, folder: Path) -> None:
     spec = load_spec(study_file)
     journal = folder / "out" / spec.name / "study.journal"
     times: list[tuple[int, float]] = []
-    search.study.runner._one_batch = _batch_timer(times)
+    search.study.runner.LocalRun.persist = _batch_timer(times)
     checkpoints = []
     try:
         for target in (*[c for c in SCALE_CHECKPOINTS if c < trials], trials):
@@ -391,7 +439,7 @@ def scale_run(source: Path, trials: int, seed: int, folder: Path) -> None:
             print(f"  {target:,} trials: {os.path.getsize(journal) / 1e6:.1f} MB journal",
                   flush=True)
     finally:
-        search.study.runner._one_batch = search.study.runner._one_batch.inner
+        search.study.runner.LocalRun.persist = search.study.runner.LocalRun.persist.inner
     first, last = _window_rate(times, True), _window_rate(times, False)
     print(f"\nrate: first {RATE_WINDOW_TRIALS:,} trials {first:.1f} trials/s, last "
           f"{RATE_WINDOW_TRIALS:,} of {trials:,} {last:.1f} trials/s: {last / first:.0%} "
@@ -415,7 +463,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=3,
                         help="runs of (a) and (b), interleaved; the fastest of each is kept")
     parser.add_argument("--plain-trials", type=int, default=None,
-                        help="trials for (c), the plain journal (default: --trials)")
+                        help="trials for (c) and (e), Optuna's own storages (default: --trials)")
+    parser.add_argument("--postgres", default=None, metavar="URL",
+                        help="also (d) and (e) on new databases of this PostgreSQL server")
     parser.add_argument("--workers", type=int, default=0,
                         help="also compare N processes on one shared journal with 1 (0: skip)")
     parser.add_argument("--worker-trials", type=int, default=500,

@@ -6,6 +6,7 @@ import pytest
 from optuna.distributions import IntDistribution
 
 import search.study.runner as runner
+from search.study import optuna_adapter
 from search.study.distinct_children import DistinctChildren
 from search.study.runner import make_sampler, run_study
 from search.study.spec import load_spec
@@ -65,7 +66,8 @@ def test_attempts_must_be_positive():
 
 def test_default_sampler_repeats_fewer_designs(monkeypatch):
     spec = load_spec(REPO / "studies" / "quickstart.toml")
-    assert isinstance(make_sampler(spec, 0)._child_generation_strategy, DistinctChildren)
+    assert isinstance(optuna_adapter.child_generation_strategy(make_sampler(spec, 0)),
+                      DistinctChildren)
 
     def distinct_designs() -> int:
         handle = StorageHandle(optuna.storages.InMemoryStorage(), "memory", shared=False)
@@ -142,12 +144,12 @@ def test_flat_nsga2_index_reads_each_trial_once_finished():
     running = study.ask(SPACE)
     done = study.ask({**SPACE, "c": IntDistribution(0, 1)})
     done.set_user_attr("u", 1)
-    study._storage.set_trial_system_attr(done._trial_id, "g", 0)
+    optuna_adapter.set_trial_system_attr(study, done, "g", 0)
     study.tell(done, 1.0)
     index.update(study)
     assert [t.number for t in index.population(0)] == [done.number]
     assert set(index.search_space) == {"a", "b", "c"}
-    study._storage.set_trial_system_attr(running._trial_id, "g", 0)
+    optuna_adapter.set_trial_system_attr(study, running, "g", 0)
     study.tell(running, 2.0)
     index.update(study).update(study)  # read twice: added once
     assert [t.number for t in index.population(0)] == [running.number, done.number]
