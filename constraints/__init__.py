@@ -1,19 +1,25 @@
 """archscout layer 1: feasibility of a candidate as violation floats (<= 0 feasible) with
-messages: one `Violation` per name in `CONSTRAINT_NAMES`, from `check_candidate`."""
+messages: one `Violation` per name in `CONSTRAINT_NAMES`, from `check_candidate`; the serving
+engines' rules (`engine_violations`, `format_refusal`) and the layer-pattern rules a search space
+filters by; the GEMM dims after sharding and their alignment checks, which `archscout lint` prices.
 
-from constraints.budget import check_aspect_ratio, check_gpus, check_memory_fit, check_params_budget
+`__all__` is what other packages and users call; the modules are this package's own."""
+
+from constraints.budget import check_aspect_ratio, check_params_budget
 from constraints.check import CONSTRAINT_NAMES, check_candidate
+from constraints.engines import ENGINE_LABELS, ENGINE_NAMES, engine_violations, format_refusal
 from constraints.errors import ConstraintError
 from constraints.shapes import GemmDim, gemm_dims
 from constraints.sharding import (
-    check_alignment, check_divisibility, check_kv_replication, check_nvfp4_block,
-    padding_waste_frac,
-)  # fmt: skip
+    check_alignment, check_kv_replication, check_nvfp4_block, linear_attention_violations,
+    padding_waste_frac, pattern_stage_violations,
+)
 from constraints.violation import ConstraintRules, Violation
 
 __all__ = [
-    "CONSTRAINT_NAMES", "ConstraintError", "ConstraintRules", "GemmDim", "Violation",
-    "check_alignment", "check_aspect_ratio", "check_candidate", "check_divisibility", "check_gpus",
-    "check_kv_replication", "check_memory_fit", "check_nvfp4_block", "check_params_budget",
-    "gemm_dims", "padding_waste_frac",
-]  # fmt: skip
+    "CONSTRAINT_NAMES", "ConstraintError", "ConstraintRules", "ENGINE_LABELS", "ENGINE_NAMES",
+    "GemmDim", "Violation", "check_alignment", "check_aspect_ratio", "check_candidate",
+    "check_kv_replication", "check_nvfp4_block", "check_params_budget", "engine_violations",
+    "format_refusal", "gemm_dims", "linear_attention_violations", "padding_waste_frac",
+    "pattern_stage_violations",
+]

@@ -52,13 +52,17 @@ def check_memory_fit(max_concurrency: float) -> Violation:
 
 
 def check_gpus(dep: Deployment, max_gpus: int | None) -> Violation:
-    """GPUs per model instance (TP·DP·PP) at most `max_gpus`; value = gpus − max_gpus."""
+    """GPUs per model instance (TP·DP·PP, ·KVP under Helix) at most `max_gpus`;
+    value = gpus − max_gpus."""
     if max_gpus is None:
         return unconstrained("gpus")
     value = float(dep.gpus - max_gpus)
     verdict = "ok: " if value <= 0 else ""
     relation = "<=" if value <= 0 else "exceeds"
-    return Violation("gpus", value, f"{verdict}TP·DP·PP = {dep.tp}·{dep.dp}·{dep.pp} = {dep.gpus} "
+    names, sizes = "TP·DP·PP", f"{dep.tp}·{dep.dp}·{dep.pp}"
+    if dep.kvp > 1:
+        names, sizes = f"{names}·KVP", f"{sizes}·{dep.kvp}"
+    return Violation("gpus", value, f"{verdict}{names} = {sizes} = {dep.gpus} "
                      f"GPUs {relation} `max_gpus` ({max_gpus})")
 
 

@@ -7,13 +7,13 @@ from cost_model.deployment import Deployment
 from constraints.budget import check_aspect_ratio, check_gpus, check_memory_fit, check_params_budget
 from constraints.sharding import (
     check_alignment, check_divisibility, check_kv_replication, check_nvfp4_block,
-)  # fmt: skip
+)
 from constraints.violation import ConstraintRules, Violation
 
 CONSTRAINT_NAMES: tuple[str, ...] = (
     "params_budget", "alignment", "divisibility", "kv_replication", "nvfp4_block", "memory_fit",
     "gpus", "aspect_ratio",
-)  # fmt: skip
+)
 
 
 def check_candidate(arch: Architecture, dep: Deployment, rules: ConstraintRules,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from cost_model.architecture import Architecture
 from cost_model.deployment import Deployment
-from cost_model.sharded_gemms import WeightGemm, per_gpu_n, rows_of
+from cost_model.sharded_gemms import Term, WeightGemm, per_gpu_n, rows_of
 
 TP_LABEL = "TP"
 HELIX_TP_LABEL = "(TP·KVP)"  # Helix: the output projection, FFN and vocabulary over tp·kvp GPUs
@@ -81,10 +81,10 @@ def _row_dim(arch: Architecture, dep: Deployment, row: WeightGemm, which: str) -
     if shards == 1:
         return GemmDim(label, numbers, float(total), reduction, model_dim.fields)
     if row.kv_heads:  # ⌈n_kv/TP⌉ whole KV heads per GPU
-        heads, rest = model_dim.terms[0].factors[0], model_dim.terms[0].factors[1:]
-        inner = "·".join(f"`{f}`" for f in rest)
-        widths = "·".join(str(getattr(arch, f)) for f in rest)
-        return GemmDim(f"⌈`{heads}`/TP⌉·{inner}", f"⌈{getattr(arch, heads)}/{shards}⌉·{widths}",
+        head_factors = model_dim.terms[0].factors
+        heads, rest = Term(head_factors[:1]), Term(head_factors[1:])
+        return GemmDim(f"⌈{heads.label()}/TP⌉·{rest.label()}",
+                       f"⌈{heads.numbers(arch)}/{shards}⌉·{rest.numbers(arch)}",
                        float(per_gpu_n(row, arch, dep)), reduction, model_dim.fields)
     factors = numbers if numbers != str(total) else None
     return sharded(label, total, shards, _shard_label(row, dep), reduction, factors,

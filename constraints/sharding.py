@@ -74,16 +74,16 @@ def check_nvfp4_block(arch: Architecture, dep: Deployment) -> Violation:
                      f"{len(bad)} K dim(s) are not multiples of {block}: {listed}")
 
 
-def layer_kinds(arch: Architecture) -> tuple[str, ...]:
+def _layer_kinds(arch: Architecture) -> tuple[str, ...]:
     """Each layer's token mixer, sliding-window attention named apart ("attention/sliding")."""
     mixers = arch.layer_mixers or (ATTENTION_MIXER,) * arch.num_layers
     return tuple(f"{m}/sliding" if sliding else m
                  for m, sliding in zip(mixers, arch.layer_is_sliding, strict=True))
 
 
-def stage_kind_counts(arch: Architecture, stages: int) -> list[Counter]:
+def _stage_kind_counts(arch: Architecture, stages: int) -> list[Counter]:
     """The layer kinds each of `stages` contiguous, equally long PP stages holds."""
-    kinds, size = layer_kinds(arch), arch.num_layers // stages
+    kinds, size = _layer_kinds(arch), arch.num_layers // stages
     return [Counter(kinds[s * size:(s + 1) * size]) for s in range(stages)]
 
 
@@ -91,11 +91,11 @@ def pattern_stage_violations(arch: Architecture, dep: Deployment) -> list[str]:
     """NVIDIA, AI Model Co-Design (2026), Guideline 6 ("regular, repeatable layer patterns that are
     easy to split into balanced pipeline stages"): PP stages of whole, equal layer counts must
     also hold the same mixers (full, sliding, linear, none), i.e. a repeating unit of the layer
-    pattern divides the layers per stage (part of `pipeline_violations`)."""
+    pattern divides the layers per stage (part of `_pipeline_violations`)."""
     pp, layers = dep.pp, arch.num_layers
-    if pp == 1 or pp > layers or layers % pp or len(set(layer_kinds(arch))) == 1:
+    if pp == 1 or pp > layers or layers % pp or len(set(_layer_kinds(arch))) == 1:
         return []
-    counts = stage_kind_counts(arch, pp)
+    counts = _stage_kind_counts(arch, pp)
     if all(c == counts[0] for c in counts):
         return []
     shown = "; ".join(f"stage {s}: " + " + ".join(f"{n} {kind}" for kind, n in sorted(c.items()))
@@ -104,7 +104,7 @@ def pattern_stage_violations(arch: Architecture, dep: Deployment) -> list[str]:
             f"a repeating unit of the pattern must divide the {layers // pp} layers per stage"]
 
 
-def pipeline_violations(arch: Architecture, dep: Deployment) -> list[str]:
+def _pipeline_violations(arch: Architecture, dep: Deployment) -> list[str]:
     """A balanced PP split: whole layers per stage, (MoE) as many MoE layers per stage, and
     (layer patterns) the same mixers in every stage."""
     pp, layers = dep.pp, arch.num_layers
@@ -127,9 +127,9 @@ def linear_attention_violations(arch: Architecture, dep: Deployment) -> list[str
     heads, and its B/C groups unless there is one group, which every rank then holds whole
     (vllm/model_executor/layers/mamba/mamba_mixer2.py: "Tensor parallel world size must divide
     num heads"; "... does not divide num_groups, then num_groups must equal 1")."""
-    if arch.num_linear_attention_layers == 0 or dep.tp == 1:
-        return []
     kind, tp = arch.linear_mixer_kind, dep.tp
+    if kind is None or tp == 1:  # no linear-attention layer, or nothing sharded
+        return []
     heads, groups = arch.linear_num_value_heads, arch.linear_num_key_heads
     what = {MAMBA2_MIXER: ("Mamba-2 heads", "B/C groups")}.get(kind, ("value heads", "key heads"))
     broken = []
@@ -149,7 +149,7 @@ def check_divisibility(arch: Architecture, dep: Deployment) -> Violation:
     """Heads by TP, KV heads vs TP, linear-attention heads by TP, experts by EP, expert H′ by
     moe_tp, a balanced PP split; value = number of broken rules."""
     broken = (deployment_violations(arch, dep) + linear_attention_violations(arch, dep)
-              + pipeline_violations(arch, dep))
+              + _pipeline_violations(arch, dep))
     if not broken:
         return Violation("divisibility", 0.0, f"ok: heads, experts and layers divide evenly "
                          f"under TP={dep.tp}, EP={dep.ep}, PP={dep.pp}, DP={dep.dp}")

@@ -37,27 +37,9 @@ from objectives import accuracy_model as model
 from objectives import accuracy_terms as terms
 from objectives.accuracy_coefficients import SHIPPED, AccuracyCoefficients
 from objectives.accuracy_flags import RangeFlag, all_flags, outside
-from objectives.accuracy_model import FAMILY_OF_TERM, PENALTY_NAMES
+from objectives.accuracy_model import FAMILY_OF_TERM
 from objectives.accuracy_shape import ShapeSummary, summarize_shape
 from objectives.accuracy_terms import BaseLaw, ComputeOptimum
-
-__all__ = [
-    "BASE_LAWS",
-    "DEFAULT_LAW",
-    "FAMILY_OF_TERM",
-    "PENALTY_NAMES",
-    "LossProxy",
-    "RangeFlag",
-    "ShapeSummary",
-    "active_families",
-    "central_loss_nats",
-    "effective_params",
-    "predict_loss",
-    "ptq_estimate",
-    "ranking_loss_nats",
-    "shape_loss_nats",
-    "summarize_shape",
-]  # fmt: skip
 
 BASE_LAWS: Mapping[str, BaseLaw] = MappingProxyType(
     {"epoch": terms.EPOCH, "hoffmann": terms.HOFFMANN}
@@ -77,7 +59,7 @@ class LossProxy:
     effective_params: float  # N_eff: the dense non-embedding size of equal loss (MoE, vocabulary)
     delta_loss_nats: float  # L_hat - L*(C), against the compute-optimal dense model
     compute_equivalence_frac: float  # CEF = C*/C
-    penalties: Mapping[str, float]  # the multiplicative factors by name (PENALTY_NAMES)
+    penalties: Mapping[str, float]  # the multiplicative factors by name (FAMILY_OF_TERM's)
     flags: tuple[str, ...]  # every out-of-range warning, hard and soft
     hard_flags: tuple[str, ...]  # the subset that puts the ranked loss at the band's high end
     compute_flop: float  # C = 6·N_act·D
@@ -95,7 +77,7 @@ class LossProxy:
                 "compute_equivalence_frac": self.compute_equivalence_frac,
                 "terms": dict(self.penalties), "band_families": list(self.band_families),
                 "flags": list(self.flags), "hard_flags": list(self.hard_flags),
-                "compute_flop": self.compute_flop, "law": self.law}  # fmt: skip
+                "compute_flop": self.compute_flop, "law": self.law}
 
 
 # ---- the prediction ------------------------------------------------------------------------------
@@ -112,12 +94,13 @@ def predict_loss(
     """L_hat, its band and ranked value, ΔL, CEF, the term breakdown and the range flags of `arch`
     trained on `training_tokens` in `precision` (a `cost_model.precision` name). Raises
     `ConfigError` for tokens <= 0, an unknown precision or an unknown law."""
-    tokens, fmt = _check_tokens(training_tokens), _training_format(precision)
+    tokens, fmt = training_inputs(training_tokens, precision)
     base_law, shape = _base_law(law), summarize_shape(arch)
-    n_eff, base_nats, penalties, loss_nats = _loss_terms(shape, tokens, fmt, base_law, fitted)
+    parts = model.parts(shape, tokens)
+    n_eff, base_nats, penalties, loss_nats = model.combine(parts, tokens, fmt, base_law, fitted)
     flags = all_flags(shape, n_eff, tokens, fmt, penalties)
-    families = active_families(shape, penalties)
-    low, high, ranked = _band(loss_nats, band_half_width(families, penalties, fitted), flags)
+    families = _active_families(shape, penalties)
+    low, high, ranked = _band(loss_nats, _band_half_width(families, penalties, fitted), flags)
     compute_flop = terms.training_compute_flop(shape.active_params, tokens)
     optimum = terms.compute_optimum(base_law, compute_flop)
     return LossProxy(
@@ -128,7 +111,7 @@ def predict_loss(
         hard_flags=tuple(str(f) for f in flags if f.hard), compute_flop=compute_flop,
         compute_optimum=optimum, law=base_law.name, band_low_nats=low, band_high_nats=high,
         ranked_loss_nats=ranked, band_families=families,
-    )  # fmt: skip
+    )
 
 
 def ranking_loss_nats(
@@ -147,12 +130,12 @@ def ranking_loss_nats(
     return proxy.ranked_loss_nats
 
 
-def active_families(shape: ShapeSummary, penalties: Mapping[str, float]) -> tuple[str, ...]:
+def _active_families(shape: ShapeSummary, penalties: Mapping[str, float]) -> tuple[str, ...]:
     """The families of difference between this design and a standard dense Transformer: those
     whose terms moved, those of its kind (MoE, hybrid, MLA, non-gated FFN), and always depth/width
     (every design picks a width, a depth and an MLP/attention split)."""
     moved = {FAMILY_OF_TERM[name] for name, factor in penalties.items()
-             if abs(math.log(factor)) > TERM_MOVED}  # fmt: skip
+             if abs(math.log(factor)) > TERM_MOVED}
     kinds = {"moe": bool(shape.num_experts), "hybrid": bool(shape.linear_layers
                                                             or shape.sliding_layers),
              "attention": shape.is_mla, "ffn": not shape.gated_ffn, "depth_width": True}
@@ -160,8 +143,8 @@ def active_families(shape: ShapeSummary, penalties: Mapping[str, float]) -> tupl
     return tuple(sorted(moved))
 
 
-def band_half_width(families: tuple[str, ...], penalties: Mapping[str, float],
-                    fitted: AccuracyCoefficients) -> float:  # fmt: skip
+def _band_half_width(families: tuple[str, ...], penalties: Mapping[str, float],
+                    fitted: AccuracyCoefficients) -> float:
     """ln(high/central): the quadrature sum over the families of difference of each family's
     left-out residual width plus the relative width times the family's |ln factor|."""
     log_factor = dict.fromkeys(families, 0.0)
@@ -172,7 +155,7 @@ def band_half_width(families: tuple[str, ...], penalties: Mapping[str, float],
 
 
 def _band(central_nats: float, half: float, flags: list[RangeFlag]
-          ) -> tuple[float, float, float]:  # fmt: skip
+          ) -> tuple[float, float, float]:
     """(low, high, ranked): central · exp(∓half), each end widened by the flags."""
     hard = sum(f.hard for f in flags)
     widen = (
@@ -184,40 +167,12 @@ def _band(central_nats: float, half: float, flags: list[RangeFlag]
     return low, high, high if hard else central_nats
 
 
-# ---- the model (objectives.accuracy_model) -----------------------------------------------------
-
-
-def _loss_terms(shape: ShapeSummary, tokens: float, fmt: str, base_law: BaseLaw,
-                fit: AccuracyCoefficients
-                ) -> tuple[float, float, dict[str, float], float]:  # fmt: skip
-    """(N_eff, L_base, terms, L_hat); L_hat = L_base · Π terms exactly."""
-    return model.combine(model.parts(shape, tokens), tokens, fmt, base_law, fit)
-
-
-def effective_params(shape: ShapeSummary, training_tokens: float,
-                     fitted: AccuracyCoefficients = SHIPPED) -> float:  # fmt: skip
-    """N_eff: the non-embedding size of a dense model of equal loss plus the embeddings' weight."""
-    p = model.parts(shape, _check_tokens(training_tokens))
-    return model.core_params(p, fitted) + fitted.embedding_weight * p.embeddings
-
-
-def central_loss_nats(arch: Architecture, training_tokens: float, precision: str,
-                      fitted: AccuracyCoefficients, law: str | BaseLaw = DEFAULT_LAW
-                      ) -> tuple[float, float]:  # fmt: skip
-    """(central L_hat, N_eff) of `arch` under the coefficients `fitted` (the fit's model)."""
-    return shape_loss_nats(summarize_shape(arch), training_tokens, precision, fitted, law)
-
-
-def shape_loss_nats(shape: ShapeSummary, training_tokens: float, precision: str,
-                    fitted: AccuracyCoefficients, law: str | BaseLaw = DEFAULT_LAW
-                    ) -> tuple[float, float]:  # fmt: skip
-    """`central_loss_nats` of a summarized shape."""
-    n_eff, _, _, loss = _loss_terms(shape, _check_tokens(training_tokens),
-                                    _training_format(precision), _base_law(law), fitted)
-    return loss, n_eff
-
-
 # ---- argument checks -----------------------------------------------------------------------------
+
+
+def training_inputs(training_tokens: float, precision: str) -> tuple[float, str]:
+    """(tokens, format name) checked as `predict_loss` checks them (`ConfigError` otherwise)."""
+    return _check_tokens(training_tokens), _training_format(precision)
 
 
 def _check_tokens(training_tokens: float) -> float:
@@ -234,8 +189,8 @@ def _training_format(precision: str) -> str:
     if not isinstance(precision, str):
         raise ConfigError(f"`precision` must be a format name (str); got {precision!r}")
     name = get_precision(precision, field="precision").name
-    if name not in terms.PRECISION_MULTIPLIER_CENTRAL:
-        known = ", ".join(sorted(terms.PRECISION_MULTIPLIER_CENTRAL))
+    if name not in terms.TRAINING_FORMATS:
+        known = ", ".join(sorted(terms.TRAINING_FORMATS))
         raise ConfigError(
             f"`precision` must be a training format with a loss term ({known}); got {precision!r}"
         )
@@ -272,5 +227,5 @@ def ptq_estimate(serving_precision: str, tokens_per_param: float) -> PtqEstimate
     if name in terms.FP4_FORMATS:
         limit = (0.0, terms.PTQ_MAX_TOKENS_PER_PARAM)
         flags = outside("D/N (tokens per param) with 4-bit PTQ", tokens_per_param, limit,
-                        "Kumar 2024: PTQ damage grows with D")  # fmt: skip
+                        "Kumar 2024: PTQ damage grows with D")
     return PtqEstimate(terms.PTQ_ACCURACY_DELTA_POINTS[name], tuple(str(f) for f in flags))

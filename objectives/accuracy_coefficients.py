@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 _PACKAGE, _FILE = "objectives.data", "accuracy_coefficients.toml"
 Family = Literal["moe", "depth_width", "mix", "attention", "ffn", "hybrid", "vocabulary",
-                 "precision", "scale", "pooled"]  # fmt: skip
+                 "precision", "scale", "pooled"]
 Method = Literal["least_squares", "left_out_quantile", "cited", "policy"]
 KEPT_METHODS = ("cited", "policy")  # not fitted: the file's value in every fold
 BAND_FAMILIES = ("attention", "depth_width", "ffn", "hybrid", "mix", "moe", "precision",
@@ -48,19 +48,8 @@ class CoefficientRecord(BaseModel):
         return self.method == "least_squares"
 
 
-class CalibrationSet(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: str
-    version: int = Field(ge=1)
-    rows: int = Field(ge=0)
-    sources: int = Field(ge=0)
-    fit_rms_log_error: dict[str, float]  # per family, in sample
-    left_out_rms_log_error: dict[str, float]  # per family, each source scored by the others' fit
-
-
 class AccuracyCoefficients(BaseModel):
-    """Values the proxy's terms read; `records` keeps what the file says about each."""
+    """Values the proxy's terms read (`SHIPPED_RECORDS`: what the file says about each)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -99,31 +88,25 @@ class AccuracyCoefficients(BaseModel):
         return getattr(self, f"band_{family}") + self.band_relative * abs(log_factor)
 
 
-def load_document(text: str | None = None) -> dict:
-    """The data file as a dict (`text` overrides the shipped file)."""
-    if text is None:
-        text = resources.files(_PACKAGE).joinpath(_FILE).read_text()
-    return tomllib.loads(text)
+def _load_document() -> dict:
+    """The shipped data file as a dict."""
+    return tomllib.loads(resources.files(_PACKAGE).joinpath(_FILE).read_text())
 
 
-def records(document: dict) -> dict[str, CoefficientRecord]:
+def _records(document: dict) -> dict[str, CoefficientRecord]:
     return {name: CoefficientRecord(**fields) for name, fields in document["coefficients"].items()}
 
 
-def coefficients_from(document: dict) -> AccuracyCoefficients:
-    return AccuracyCoefficients(**{name: rec.value for name, rec in records(document).items()})
+def _coefficients_from(document: dict) -> AccuracyCoefficients:
+    return AccuracyCoefficients(**{name: rec.value for name, rec in _records(document).items()})
 
 
 def priors(recs: dict[str, CoefficientRecord]) -> AccuracyCoefficients:
     """Every coefficient at its prior (cited and policy ones at their value)."""
     return AccuracyCoefficients(**{n: (r.value if r.method in KEPT_METHODS else r.prior)
-                                   for n, r in recs.items()})  # fmt: skip
+                                   for n, r in recs.items()})
 
 
-def calibration_set(document: dict) -> CalibrationSet:
-    return CalibrationSet(**document["calibration_set"])
-
-
-SHIPPED_DOCUMENT = load_document()
-SHIPPED = coefficients_from(SHIPPED_DOCUMENT)
-SHIPPED_RECORDS = records(SHIPPED_DOCUMENT)
+SHIPPED_DOCUMENT = _load_document()
+SHIPPED = _coefficients_from(SHIPPED_DOCUMENT)
+SHIPPED_RECORDS = _records(SHIPPED_DOCUMENT)

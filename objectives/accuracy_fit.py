@@ -31,11 +31,10 @@ import numpy as np
 
 from cost_model.errors import ConfigError
 from objectives import accuracy_coefficients as coef
-from cost_model.precision import get_precision
 from objectives import accuracy_model as model
-from objectives.accuracy import BASE_LAWS, DEFAULT_LAW, shape_loss_nats, summarize_shape
+from objectives.accuracy import BASE_LAWS, DEFAULT_LAW, summarize_shape, training_inputs
 from objectives.accuracy_coefficients import AccuracyCoefficients, CoefficientRecord
-from objectives.shapes import build
+from objectives.shapes import architecture_from_shape
 
 METRICS = ("loss", "ppl", "params")  # magnitudes: what a fit can use
 SIGN_METRICS = ("accuracy", "tie")  # comparison rows: sign or tie only
@@ -97,7 +96,7 @@ def shipped_calibration_set() -> Path:
 
 
 def read_rows(path: Path | str, metrics: Sequence[str] = METRICS,
-              unverified: bool = False) -> list[CalibrationRow]:  # fmt: skip
+              unverified: bool = False) -> list[CalibrationRow]:
     """The verified rows of a comparison CSV (`unverified`: the `U` rows too; extra columns, e.g.
     `locus` and `note`, ignored). A file that cannot be read, a missing column, a bad number,
     metric or confidence tag is one `ConfigError` line naming the file, the line and the field."""
@@ -138,7 +137,7 @@ def _row(f: Mapping[str, str], path: Path | str, line: int) -> CalibrationRow:
         precision_a=f["precision_a"] or "bf16", precision_b=f["precision_b"] or "bf16",
         value_a=number("value_a"), value_b=number("value_b"), source=f["source"],
         source_id=f["source_id"], confidence=f["confidence"],
-    )  # fmt: skip
+    )
 
 
 # ---- the model of one row ------------------------------------------------------------------------
@@ -146,19 +145,24 @@ def _row(f: Mapping[str, str], path: Path | str, line: int) -> CalibrationRow:
 
 def predicted(row: CalibrationRow, fitted: AccuracyCoefficients) -> float:
     """The proxy's ratio b/a for the row's quantity (N_eff for `params`, else the loss)."""
-    (a, fmt_a), (b, fmt_b) = _parts(row.shape_a, row.tokens_a, row.precision_a), _parts(
-        row.shape_b, row.tokens_b, row.precision_b)
-    law, index = BASE_LAWS[DEFAULT_LAW], 0 if row.metric == "params" else 3
-    return (model.combine(b, row.tokens_b, fmt_b, law, fitted)[index]
-            / model.combine(a, row.tokens_a, fmt_a, law, fitted)[index])  # fmt: skip
+    a = _quantity(row.shape_a, row.tokens_a, row.precision_a, row.metric, fitted)
+    b = _quantity(row.shape_b, row.tokens_b, row.precision_b, row.metric, fitted)
+    return b / a
+
+
+def _quantity(shape: str, tokens: float, precision: str, metric: str,
+              fitted: AccuracyCoefficients) -> float:
+    """N_eff (`params` rows) or the central loss of one side of a row."""
+    parts, fmt = _parts(shape, tokens, precision)
+    got = model.combine(parts, tokens, fmt, BASE_LAWS[DEFAULT_LAW], fitted)
+    return got.effective_params if metric == "params" else got.loss_nats
 
 
 @lru_cache(maxsize=1024)
 def _parts(shape: str, tokens: float, precision: str) -> tuple[model.Parts, str]:
-    """The coefficient-free parts of a row's shape (checked once: `shape_loss_nats`)."""
-    summary = summarize_shape(build(shape))
-    shape_loss_nats(summary, tokens, precision, coef.SHIPPED)  # validates tokens and format
-    return model.parts(summary, tokens), get_precision(precision).name
+    """The coefficient-free parts of a row's shape, its tokens and format checked once."""
+    tokens, fmt = training_inputs(tokens, precision)
+    return model.parts(summarize_shape(architecture_from_shape(shape)), tokens), fmt
 
 
 def residuals(rows: Sequence[CalibrationRow], fitted: AccuracyCoefficients) -> np.ndarray:
@@ -177,7 +181,7 @@ def huber_residuals(raw: np.ndarray, delta: float = HUBER_DELTA) -> np.ndarray:
 
 
 def least_squares(residual: Callable[[np.ndarray], np.ndarray], start: np.ndarray,
-                  lower: np.ndarray, upper: np.ndarray) -> np.ndarray:  # fmt: skip
+                  lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
     """argmin ||residual(x)||² inside [lower, upper]: Levenberg–Marquardt steps with a central-
     difference Jacobian, each step clipped to the bounds."""
     x, damping = np.clip(np.asarray(start, float), lower, upper), 1e-3
@@ -203,7 +207,7 @@ def least_squares(residual: Callable[[np.ndarray], np.ndarray], start: np.ndarra
 
 
 def _jacobian(residual: Callable[[np.ndarray], np.ndarray], x: np.ndarray, lower: np.ndarray,
-              upper: np.ndarray) -> np.ndarray:  # fmt: skip
+              upper: np.ndarray) -> np.ndarray:
     columns = []
     for i in range(x.size):
         step = max(abs(x[i]) * _STEP_FRAC, _STEP_FLOOR)
@@ -243,7 +247,7 @@ class AccuracyFit:
 
 def fit_terms(rows: Sequence[CalibrationRow],
               records: Mapping[str, CoefficientRecord] = coef.SHIPPED_RECORDS
-              ) -> AccuracyCoefficients:  # fmt: skip
+              ) -> AccuracyCoefficients:
     """Each family's least-squares coefficients on that family's rows, from the priors."""
     current = coef.priors(dict(records))
     for family in sorted({r.family for r in rows}):
@@ -253,12 +257,12 @@ def fit_terms(rows: Sequence[CalibrationRow],
     return current
 
 
-def fit_by_source(rows: Sequence[CalibrationRow],
+def _fit_by_source(rows: Sequence[CalibrationRow],
                   records: Mapping[str, CoefficientRecord] = coef.SHIPPED_RECORDS
-                  ) -> dict[str, AccuracyCoefficients]:  # fmt: skip
+                  ) -> dict[str, AccuracyCoefficients]:
     """The fit without each source's rows, by source id."""
     return {source: fit_terms([r for r in rows if r.source_id != source], records)
-            for source in sorted({r.source_id for r in rows})}  # fmt: skip
+            for source in sorted({r.source_id for r in rows})}
 
 
 def fit_coefficients(
@@ -266,18 +270,18 @@ def fit_coefficients(
     records: Mapping[str, CoefficientRecord] = coef.SHIPPED_RECORDS,
 ) -> AccuracyFit:
     """Fit on every source, and with each left out; band widths from the left-out residuals."""
-    full, folds = fit_terms(rows, records), fit_by_source(rows, records)
+    full, folds = fit_terms(rows, records), _fit_by_source(rows, records)
     in_sample = dict(zip((r.id for r in rows), residuals(rows, full).tolist(), strict=True))
     pred = {r.id: math.log(predicted(r, folds[r.source_id])) for r in rows}
     left_out = {r.id: pred[r.id] - math.log(r.published) for r in rows}
     bands = band_widths(rows, left_out, pred)
     full = full.with_values(**{f"band_{family}": width for family, width in bands.items()})
     return AccuracyFit(full, _family_fits(rows, records, in_sample, left_out), len(rows), folds,
-                       left_out, in_sample, pred)  # fmt: skip
+                       left_out, in_sample, pred)
 
 
 def band_widths(rows: Sequence[CalibrationRow], left_out: Mapping[str, float],
-                pred: Mapping[str, float]) -> dict[str, float]:  # fmt: skip
+                pred: Mapping[str, float]) -> dict[str, float]:
     """The band h = width_f + relative·|predicted ln ratio| from left-out residuals r: `relative`
     is the `BAND_QUANTILE` quantile of |r|/|pred| over every row predicting a difference of at
     least `MIN_RELATIVE_PRED`; width_f that of (|r| − relative·|pred|)₊ over family f's rows. A
@@ -286,11 +290,11 @@ def band_widths(rows: Sequence[CalibrationRow], left_out: Mapping[str, float],
     `BAND_FLOOR`."""
     rows = [r for r in rows if r.id in left_out]
     relative = _quantile([abs(left_out[r.id] / pred[r.id]) for r in rows
-                          if abs(pred[r.id]) >= MIN_RELATIVE_PRED])  # fmt: skip
+                          if abs(pred[r.id]) >= MIN_RELATIVE_PRED])
 
     def excess(subset: Sequence[CalibrationRow]) -> float:
         return max(BAND_FLOOR, _quantile([max(0.0, abs(left_out[r.id]) - relative
-                                              * abs(pred[r.id])) for r in subset]))  # fmt: skip
+                                              * abs(pred[r.id])) for r in subset]))
 
     pooled, widths = excess(rows), {"relative": relative}
     for family in coef.BAND_FAMILIES:
@@ -306,7 +310,7 @@ def _quantile(values: Sequence[float]) -> float:
 
 def _family_fits(rows: Sequence[CalibrationRow], records: Mapping[str, CoefficientRecord],
                  in_sample: Mapping[str, float], left_out: Mapping[str, float]
-                 ) -> dict[str, FamilyFit]:  # fmt: skip
+                 ) -> dict[str, FamilyFit]:
     fits = {}
     for family in sorted({r.family for r in rows}):
         ids = tuple(r.id for r in rows if r.family == family)
@@ -314,13 +318,13 @@ def _family_fits(rows: Sequence[CalibrationRow], records: Mapping[str, Coefficie
         names = tuple(n for n, rec in records.items() if rec.family == family and rec.fitted)
         fits[family] = FamilyFit(family, names, ids, float(np.sqrt(np.mean(errors**2))),
                                  float(np.max(np.abs(errors))),
-                                 float(np.sqrt(np.mean(out**2))))  # fmt: skip
+                                 float(np.sqrt(np.mean(out**2))))
     return fits
 
 
 def _fit_family(rows: Sequence[CalibrationRow], names: tuple[str, ...],
                 records: Mapping[str, CoefficientRecord],
-                current: AccuracyCoefficients) -> AccuracyCoefficients:  # fmt: skip
+                current: AccuracyCoefficients) -> AccuracyCoefficients:
     lower = np.array([records[n].lower for n in names])
     upper = np.array([records[n].upper for n in names])
 
@@ -337,7 +341,7 @@ def _fit_family(rows: Sequence[CalibrationRow], names: tuple[str, ...],
 
 
 def coefficients_toml(fit: AccuracyFit, records: Mapping[str, CoefficientRecord],
-                      set_name: str, version: int = CALIBRATION_SET_VERSION) -> str:  # fmt: skip
+                      set_name: str, version: int = CALIBRATION_SET_VERSION) -> str:
     """The data file's text: the calibration set, its errors per family, every coefficient."""
     def errors(attr: str) -> str:
         return ", ".join(f"{f} = {getattr(ff, attr):.6g}" for f, ff in fit.families.items())
@@ -346,13 +350,13 @@ def coefficients_toml(fit: AccuracyFit, records: Mapping[str, CoefficientRecord]
              "--write); do not edit by hand.", "", "[calibration_set]",
              f'name = "{set_name}"', f"version = {version}", f"rows = {fit.rows}",
              f"sources = {fit.sources}", f"fit_rms_log_error = {{ {errors('rms_log_error')} }}",
-             f"left_out_rms_log_error = {{ {errors('left_out_rms_log_error')} }}"]  # fmt: skip
+             f"left_out_rms_log_error = {{ {errors('left_out_rms_log_error')} }}"]
     for name, rec in records.items():
         family = fit.families.get(rec.family)
         rows = rec.rows if rec.method in coef.KEPT_METHODS else family.rows if family else ()
         lines += ["", f"[coefficients.{name}]",
                   *_record_lines(rec.model_copy(update={"rows": rows}),
-                                 getattr(fit.coefficients, name))]  # fmt: skip
+                                 getattr(fit.coefficients, name))]
     return "\n".join(lines) + "\n"
 
 
@@ -360,7 +364,7 @@ def _record_lines(rec: CoefficientRecord, value: float) -> list[str]:
     rows = ", ".join(f'"{r}"' for r in rec.rows)
     return [f"value = {value:.6g}", f'family = "{rec.family}"', f'method = "{rec.method}"',
             f"prior = {rec.prior:.6g}", f"lower = {rec.lower:.6g}", f"upper = {rec.upper:.6g}",
-            f"rows = [{rows}]", f"source = {_quoted(rec.source)}"]  # fmt: skip
+            f"rows = [{rows}]", f"source = {_quoted(rec.source)}"]
 
 
 def _quoted(text: str) -> str:

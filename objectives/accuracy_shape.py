@@ -80,7 +80,7 @@ def summarize_shape(arch: Architecture) -> ShapeSummary:
     hidden, mla = arch.hidden_size, arch.attention_kind == "mla"
     q_width = arch.num_attention_heads * (arch.value_head_dim if mla else arch.head_dim)
     kv_width = (cap.mla_kv_width_frac(arch.kv_lora_rank, hidden) if mla
-                else arch.num_kv_heads * arch.head_dim / hidden)  # fmt: skip
+                else arch.num_kv_heads * arch.head_dim / hidden)
     return ShapeSummary(
         total_params=float(counts.total_params), active_params=float(counts.active_params),
         vocab_params=float(counts.embedding_params + counts.lm_head_params),
@@ -91,7 +91,7 @@ def summarize_shape(arch: Architecture) -> ShapeSummary:
         ffn_width_frac=_ffn_width_frac(arch), gated_ffn=arch.gated_mlp, is_mla=mla,
         mla_rank_frac=arch.kv_lora_rank / hidden if mla else 0.0, **_mixer_summary(arch),
         **_moe_summary(arch),
-    )  # fmt: skip
+    )
 
 
 def _mixer_summary(arch: Architecture) -> dict:
@@ -99,7 +99,7 @@ def _mixer_summary(arch: Architecture) -> dict:
     return dict(sliding_layers=sliding, sliding_window=arch.sliding_window or 0,
                 sliding_attention_frac=sliding / attention if attention else 0.0,
                 full_attention_frac=attention / max(arch.num_mixer_layers, 1),
-                linear_layers=arch.num_linear_attention_layers)  # fmt: skip
+                linear_layers=arch.num_linear_attention_layers)
 
 
 def _active_mlp_params(arch: Architecture, counts: Mapping[str, int]) -> float:
@@ -133,4 +133,4 @@ def _moe_summary(arch: Architecture) -> dict:
                 expansion=(arch.num_experts + shared) / (k + shared),
                 granularity=max(1.0, min(k, dense_width / arch.moe_intermediate_size)),
                 activation_frac=(k + shared) / (arch.num_experts + shared),
-                moe_layer_frac=arch.num_moe_layers / arch.num_layers)  # fmt: skip
+                moe_layer_frac=arch.num_moe_layers / arch.num_layers)

@@ -61,7 +61,7 @@ class JointMoELaw:
         hat = self.saturated_experts(experts)
         log_hat = math.log(hat)
         return (self.a * hat**self.delta, self.alpha + self.gamma * log_hat,
-                self.b * hat**self.omega, self.beta + self.zeta * log_hat)  # fmt: skip
+                self.b * hat**self.omega, self.beta + self.zeta * log_hat)
 
     def loss(self, params: float, tokens: float, experts: float) -> float:
         m, mu, n, nu = self.loss_terms(experts)
@@ -71,7 +71,7 @@ class JointMoELaw:
 JOINT_MOE = JointMoELaw(
     a=35.91, alpha=-0.1889, delta=-0.2285, gamma=0.0098, b=35.98, beta=-0.1775, omega=0.5529,
     zeta=-0.0259, e_start=2.0732, e_max=290.4521, c=1.3637,
-)  # fmt: skip  # App. B Table 3 [S: full-text transcription; Table 4's E = 1 row reproduces]
+)  # App. B Table 3 [S: full-text transcription; Table 4's E = 1 row reproduces]
 # The runs of App. E: Switch (top-1) MoE with E <= 32 experts of the dense FFN's size, 79M–2.7B
 # active parameters, at most 80B tokens on 1.1B (73 tokens per active parameter) [S].
 JOINT_MOE_EXPANSION_RANGE = (1.0, 32.0)
@@ -80,7 +80,7 @@ JOINT_MOE_MAX_TOKENS_PER_PARAM = 73.0
 
 
 def joint_moe_multiplier(expansion: float, active_params: float, tokens: float,
-                         law: JointMoELaw = JOINT_MOE) -> float:  # fmt: skip
+                         law: JointMoELaw = JOINT_MOE) -> float:
     """N_eq/N: the dense size the law gives the loss of an MoE with `expansion` routed experts per
     active expert, at the same active size and tokens. Depends on tokens (the law's ζ, ω: the MoE's
     gain grows with training) and on N (γ). Inputs clamped to the runs (`JOINT_MOE_*`)."""
@@ -109,7 +109,7 @@ class KrajewskiLaw:
 KRAJEWSKI = KrajewskiLaw(
     a=18.1, alpha=0.115, g=2.1, gamma=0.58,
     source="Krajewski et al. 2024 fitted coefficients (docs/accuracy_proxy.md §3.2) [S]",
-)  # fmt: skip
+)
 KRAJEWSKI_GRANULARITY_RANGE = (1.0, 16.0)  # G of the runs, 1–16 [R]; clamped beyond
 COARSE_GRANULARITY_MAX = 1.5  # "G = 1" read as G rounding to 1 (notes §7.1 item 2)
 REFERENCE_FFN_EXPANSION = 4.0  # Krajewski's dense FFN is 4·d_model; G = 4·H / d_expert without one
@@ -167,14 +167,14 @@ class GemstonesLaw:
         return (self.e_nats + self.a_width * width**-self.width_exp
                 + self.a_depth * depth**-self.depth_exp
                 + self.a_params * params**-self.params_exp
-                + self.b_tokens * tokens**-self.tokens_exp)  # fmt: skip
+                + self.b_tokens * tokens**-self.tokens_exp)
 
 
 GEMSTONES = GemstonesLaw(
     e_nats=math.exp(0.3966), a_width=math.exp(1.0739), width_exp=0.2053,
     a_depth=math.exp(-0.2098), depth_exp=0.4741, a_params=math.exp(6.2175), params_exp=0.3721,
     b_tokens=math.exp(10.904), tokens_exp=0.5116,
-)  # fmt: skip  # parameters_delta-3/approach_3_width_depth_..._hot_100b+.json (notes §2.5) [V]
+)  # parameters_delta-3/approach_3_width_depth_..._hot_100b+.json (notes §2.5) [V]
 GEMSTONES_DEPTH_RANGE = (3, 80)  # depths of the 22 Gemstones models [V]
 # Width seen by the law: sqrt(per-layer params / 12), the 12·w² of a standard block, so that a
 # narrow attention or FFN at a large d_model does not buy the width term (Gemstones' models are
@@ -182,14 +182,14 @@ GEMSTONES_DEPTH_RANGE = (3, 80)  # depths of the 22 Gemstones models [V]
 PARAMS_PER_WIDTH_SQ = 12.0
 
 
-def capacity_width(params_per_layer: float) -> float:
+def _capacity_width(params_per_layer: float) -> float:
     return math.sqrt(params_per_layer / PARAMS_PER_WIDTH_SQ)
 
 
 def reference_layers(non_embedding_params: float) -> float:
     """Layers of the reference aspect ratio (Llama-3-8B's width/depth) at `non_embedding_params`:
     w/L = R_ref with w = sqrt(N/(12·L)) gives L = (sqrt(N/12)/R_ref)^(2/3)."""
-    ref_width = capacity_width(REFERENCE_NON_EMBEDDING_PARAMS / REFERENCE_LAYERS)
+    ref_width = _capacity_width(REFERENCE_NON_EMBEDDING_PARAMS / REFERENCE_LAYERS)
     ref_ratio = ref_width / REFERENCE_LAYERS
     return (math.sqrt(non_embedding_params / PARAMS_PER_WIDTH_SQ) / ref_ratio) ** (2.0 / 3.0)
 
@@ -199,11 +199,11 @@ def depth_penalty(non_embedding_params: float, layers: float, training_tokens: f
     (depth clamped to the Gemstones models' 3–80): steep below a few layers, flat for deep-thin."""
     ref = reference_layers(non_embedding_params)
     depth = clamp(layers, GEMSTONES_DEPTH_RANGE)
-    actual = GEMSTONES.loss_nats(capacity_width(non_embedding_params / layers), depth,
-                                 non_embedding_params, training_tokens)  # fmt: skip
-    standard = GEMSTONES.loss_nats(capacity_width(non_embedding_params / ref),
+    actual = GEMSTONES.loss_nats(_capacity_width(non_embedding_params / layers), depth,
+                                 non_embedding_params, training_tokens)
+    standard = GEMSTONES.loss_nats(_capacity_width(non_embedding_params / ref),
                                    clamp(ref, GEMSTONES_DEPTH_RANGE), non_embedding_params,
-                                   training_tokens)  # fmt: skip
+                                   training_tokens)
     return actual / standard
 
 
@@ -213,13 +213,14 @@ def depth_penalty(non_embedding_params: float, layers: float, training_tokens: f
 # n_q·d_h below d_model; Kaplan 2020 Fig. 5 keeps n_q·d_h = d_model).
 
 
-def _halvings_below(value: float, floor: float) -> float:
+def halvings_below(value: float, floor: float) -> float:
+    """log2(floor/value) below `floor`, 0 at or above it: how many times `value` halved."""
     return max(0.0, math.log2(floor / value))
 
 
 def attention_width_penalty(attention_width_frac: float, kappa: float) -> float:
     """1 + κ·log2(H/(n_q·d_h))² below H; 1 at or above (Llama-3-8B: n_q·d_h = H)."""
-    return 1.0 + kappa * _halvings_below(attention_width_frac, 1.0) ** 2
+    return 1.0 + kappa * halvings_below(attention_width_frac, 1.0) ** 2
 
 
 # MLA: DeepSeek-V2 App. D.2 Table 9 [V]: MoE with MLA (latent rank 512) scores at least as MHA at
@@ -235,7 +236,7 @@ def mla_kv_width_frac(kv_lora_rank: float, hidden_size: float) -> float:
 def kv_width_penalty(kv_width_frac: float, coef: float) -> float:
     """(1 + c·log2(H/(n_kv·d_h)))/(1 + c·log2(4)), the log clipped at 0: at most MHA's KV width
     earns a bonus (GQA-4 at H, Llama-3-8B, is 1; MHA is (1/(1+2c))."""
-    halvings = max(math.log2(1.0 / kv_width_frac), 0.0)
+    halvings = halvings_below(kv_width_frac, 1.0)
     reference = 1.0 + coef * math.log2(1.0 / REFERENCE_KV_WIDTH_FRAC)
     return (1.0 + coef * halvings) / reference
 
@@ -244,7 +245,7 @@ HEAD_DIM_FLOOR = 64  # no penalty in [64, 256] (notes §4.3)
 
 
 def head_dim_penalty(head_dim: float, kappa: float) -> float:
-    return 1.0 + kappa * _halvings_below(head_dim, HEAD_DIM_FLOOR) ** 2
+    return 1.0 + kappa * halvings_below(head_dim, HEAD_DIM_FLOOR) ** 2
 
 
 # ---- FFN width and gating -----------------------------------------------------------------------
@@ -255,7 +256,7 @@ def head_dim_penalty(head_dim: float, kappa: float) -> float:
 
 
 def ffn_width_penalty(ffn_width_frac: float, kappa: float) -> float:
-    return 1.0 + kappa * _halvings_below(ffn_width_frac, 1.0) ** 2
+    return 1.0 + kappa * halvings_below(ffn_width_frac, 1.0) ** 2
 
 
 def ffn_gating_penalty(gated: bool, coef: float) -> float:

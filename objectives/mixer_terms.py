@@ -5,7 +5,8 @@ window. The term applies to every attention kind (GQA, MLA) and every linear mix
 spans GQA/MQA (Griffin, xLSTM's Llama), MLA (Kimi Linear) and the selective-SSM and gated
 linear-attention families (the comparison rows in `tests/data/accuracy/SOURCES.md`).
 
-Evidence (calibration family `hybrid`, none of it from the reserved sources of `accuracy_sources`):
+Evidence (calibration family `hybrid`, none of it from the reserved sources listed in
+`tests/objectives/reserved_sources.py`):
 - Hybrids keeping 1/8 to 1/2 of the mixer layers as attention match or beat the all-attention model
   trained identically: Kimi Linear (arXiv 2510.26692) Table 1, KDA:MLA 1:1/3:1/7:1 validation
   perplexity 5.66/5.65/5.70 vs 5.77 for all-MLA, 15:1 worse (5.82) [V] (the fitted rows); signs
@@ -28,6 +29,8 @@ from __future__ import annotations
 
 import math
 
+from objectives.capacity_terms import halvings_below
+
 HYBRID_ATTENTION_SHARE_RANGE = (1.0 / 8.0, 1.0 / 2.0)  # Kimi Linear 7:1 … 1:1, MiniMax-01 7:1
 # Smallest window with published parity: Gemma 3 (arXiv 2503.19786) Fig. 4, 4,096 down to 512 tokens
 # at 1:1 and 3:1 local:global "without impacting perplexity" (Δppl within ±0.01) [V].
@@ -39,7 +42,7 @@ HARD_MIN_WINDOW_TOKENS = MIN_WINDOW_TOKENS // 4
 
 
 def linear_mixer_log_factor(full_attention_frac: float, hybrid_coef: float,
-                            linear_only_coef: float) -> float:  # fmt: skip
+                            linear_only_coef: float) -> float:
     """ln P_lin at attention share f (1: no linear layer, 0: no attention layer)."""
     low, high = HYBRID_ATTENTION_SHARE_RANGE
     share = min(max(full_attention_frac, 0.0), 1.0)
@@ -51,12 +54,8 @@ def linear_mixer_log_factor(full_attention_frac: float, hybrid_coef: float,
 
 
 def linear_attention_factor(full_attention_frac: float, hybrid_coef: float,
-                            linear_only_coef: float) -> float:  # fmt: skip
+                            linear_only_coef: float) -> float:
     return math.exp(linear_mixer_log_factor(full_attention_frac, hybrid_coef, linear_only_coef))
-
-
-def _window_halvings(window_tokens: float, floor_tokens: float) -> float:
-    return max(0.0, math.log2(floor_tokens / window_tokens))
 
 
 def sliding_window_penalty(
@@ -67,4 +66,4 @@ def sliding_window_penalty(
     if sliding_frac <= 0.0:
         return 1.0
     floor = MIN_WINDOW_TOKENS if has_global_layer else MIN_ALL_SLIDING_WINDOW_TOKENS
-    return 1.0 + coef * sliding_frac * _window_halvings(window_tokens, floor) ** 2
+    return 1.0 + coef * sliding_frac * halvings_below(window_tokens, floor) ** 2

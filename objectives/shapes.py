@@ -32,11 +32,11 @@ LINEAR_HEADS_DEFAULT = 16  # Qwen3-Next-80B-A3B: 16 q/k heads of 128 (its config
 LINEAR_HEAD_DIM_DEFAULT = 128
 LINEAR_CONV_KERNEL = 4  # Qwen3-Next / Nemotron-H / Kimi Linear configs: 4 taps
 KEYS = ("H", "L", "q", "kv", "dh", "ff", "V", "tied", "E", "k", "de", "sh", "fd", "mla", "qlora",
-        "mix", "full", "lh", "ld", "sw", "swp", "gated")  # fmt: skip
+        "mix", "full", "lh", "ld", "sw", "swp", "gated")
 CONTEXT_TOKENS = 4096  # max_position_embeddings of every parsed shape
 
 
-def parse_shape(text: str) -> dict[str, int]:
+def _parse_shape(text: str) -> dict[str, int]:
     fields = {}
     for item in text.split():
         key, _, value = item.partition("=")
@@ -56,7 +56,7 @@ def _moe_fields(f: dict[str, int]) -> dict:
     shared = f.get("sh", 0)
     return dict(num_experts=f["E"], experts_per_token=f["k"], moe_intermediate_size=f["de"],
                 num_shared_experts=shared, shared_expert_intermediate_size=shared * f["de"],
-                first_dense_layers=f.get("fd", 0))  # fmt: skip
+                first_dense_layers=f.get("fd", 0))
 
 
 def _mla_fields(f: dict[str, int]) -> dict:
@@ -64,7 +64,7 @@ def _mla_fields(f: dict[str, int]) -> dict:
         return {}
     nope = f["dh"] - MLA_ROPE_DIM
     return dict(attention_kind="mla", kv_lora_rank=f["mla"], q_lora_rank=f.get("qlora", 0),
-                qk_nope_head_dim=nope, qk_rope_head_dim=MLA_ROPE_DIM, v_head_dim=nope)  # fmt: skip
+                qk_nope_head_dim=nope, qk_rope_head_dim=MLA_ROPE_DIM, v_head_dim=nope)
 
 
 def _periodic(layers: int, period: int, every: str, last: str) -> tuple[str, ...]:
@@ -80,7 +80,7 @@ def _linear_fields(f: dict[str, int]) -> dict:
     mixers = _periodic(f["L"], f.get("full", 0), kind, ATTENTION_MIXER)
     return dict(layer_mixers=mixers, linear_num_key_heads=heads, linear_key_head_dim=dim,
                 linear_num_value_heads=heads, linear_value_head_dim=dim,
-                linear_conv_kernel=LINEAR_CONV_KERNEL)  # fmt: skip
+                linear_conv_kernel=LINEAR_CONV_KERNEL)
 
 
 def _sliding_fields(f: dict[str, int]) -> dict:
@@ -91,8 +91,9 @@ def _sliding_fields(f: dict[str, int]) -> dict:
     return dict(sliding_window=f["sw"], layer_types=types)
 
 
-def build(text: str, name: str | None = None) -> Architecture:
-    f = parse_shape(text)
+def architecture_from_shape(text: str, name: str | None = None) -> Architecture:
+    """The architecture a shape string describes (keys above; `name` defaults to the string)."""
+    f = _parse_shape(text)
     kv = f["q"] if f.get("mla") else f.get("kv", f["q"])
     return make_architecture(
         name=name or text.replace(" ", "_"), vocab_size=f.get("V", 128256), hidden_size=f["H"],
@@ -101,4 +102,4 @@ def build(text: str, name: str | None = None) -> Architecture:
         tie_word_embeddings=bool(f.get("tied", 0)), **_ffn_fields(f), **_moe_fields(f),
         **_mla_fields(f),
         **_linear_fields(f), **_sliding_fields(f),
-    )  # fmt: skip
+    )

@@ -324,22 +324,24 @@ def run_accuracy(args: argparse.Namespace) -> int:
     """`--part accuracy`: refit the loss proxy on the declared (or a given) calibration set."""
     from importlib import resources
 
-    from objectives import accuracy_coefficients as coef
-    from objectives import accuracy_fit
+    from objectives import (
+        CALIBRATION_SET_FILE, SHIPPED_RECORDS, coefficients_toml, fit_coefficients, read_rows,
+        shipped_calibration_set,
+    )
 
-    rows_path = (accuracy_fit.shipped_calibration_set() if args.source == AIC_SOURCE
+    rows_path = (shipped_calibration_set() if args.source == AIC_SOURCE
                  else Path(args.source))
     folder = output_folder(args, Path(str(resources.files(ACCURACY_PACKAGE))))
-    fit = accuracy_fit.fit_coefficients(accuracy_fit.read_rows(rows_path))
+    fit = fit_coefficients(read_rows(rows_path))
     target = folder / ACCURACY_FILE
-    set_name = (f"objectives/data/{accuracy_fit.CALIBRATION_SET_FILE}"
+    set_name = (f"objectives/data/{CALIBRATION_SET_FILE}"
                 if args.source == AIC_SOURCE else str(rows_path))
-    write_text_atomic(target, accuracy_fit.coefficients_toml(fit, coef.SHIPPED_RECORDS, set_name),
+    write_text_atomic(target, coefficients_toml(fit, SHIPPED_RECORDS, set_name),
                       "--output", mode=0o644, make_parents=True)
     families = [{"family": f, "rows": len(ff.rows), "fitted": ", ".join(ff.coefficients) or "-",
                  "rms_log_error": ff.rms_log_error, "max_abs_log_error": ff.max_abs_log_error}
                 for f, ff in fit.families.items()]
-    coefficients = {name: getattr(fit.coefficients, name) for name in coef.SHIPPED_RECORDS}
+    coefficients = {name: getattr(fit.coefficients, name) for name in SHIPPED_RECORDS}
     if args.json:
         print_json({"output": str(target), "calibration_set": set_name, "rows": fit.rows,
                     "families": families, "coefficients": coefficients})

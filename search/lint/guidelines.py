@@ -54,12 +54,9 @@ from cost_model.architecture import Architecture
 from cost_model.deployment import Deployment
 from cost_model.gemm import gemm_cost, intensity_cap_flop_per_byte, tile_efficiency
 from cost_model.units import MS_PER_S, TERA
-from objectives.accuracy_terms import (
-    ASPECT_KAPPA_CENTRAL,
-    ASPECT_RATIO_MORPH_RANGE,
-    ASPECT_RATIO_OPT_CENTRAL,
-    aspect_ratio_penalty,
-)  # fmt: skip
+from objectives import (
+    ASPECT_KAPPA_CENTRAL, ASPECT_RATIO_MORPH_RANGE, ASPECT_RATIO_OPT_CENTRAL, aspect_ratio_penalty,
+)
 from search.lint.hybrid import check_kv_dominated
 from search.lint.quantization import check_quantization
 from search.lint.parallel import (

@@ -20,7 +20,7 @@ import json
 import math
 import shlex
 
-from constraints.engines import engine_violations
+from constraints import engine_violations
 from cost_model.architecture import Architecture
 from cost_model.deployment import DEFAULT_PREFILL_CHUNK_TOKENS, Deployment
 from cost_model.hardware import get_hardware

@@ -16,8 +16,7 @@ from pathlib import Path
 import numpy as np
 from optuna.trial import FrozenTrial
 
-from constraints import CONSTRAINT_NAMES
-from constraints.engines import ENGINE_LABELS
+from constraints import CONSTRAINT_NAMES, ENGINE_LABELS
 from cost_model.deployment import Deployment
 from cost_model.evaluate import OperatingPoints
 from cost_model.hf_config import (
@@ -26,7 +25,7 @@ from cost_model.hf_config import (
     architecture_to_json_dict,
 )
 from cost_model.units import MS_PER_S
-from objectives.serving import ServingScores
+from objectives import ServingScores
 from search.atomic import write_text_atomic
 from search.records.documents import breakdown_ms, params_document
 from search.records.engines import ENGINES, MTP_DRAFT_KEYS, MTP_DRAFT_LAYERS, engine_document

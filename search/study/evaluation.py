@@ -20,8 +20,9 @@ from cost_model.errors import ConfigError
 from cost_model.frontier import frontier_area, pareto_mask
 from cost_model.hardware import get_hardware
 from cost_model.params import count_params
-from objectives.accuracy import LossProxy, predict_loss, ptq_estimate, ranking_loss_nats
-from objectives.serving import ServingScores, Window, serving_scores
+from objectives import (
+    LossProxy, ServingScores, Window, predict_loss, ptq_estimate, ranking_loss_nats, serving_scores,
+)
 from search.study.space import (
     DEPLOYMENT_PARAMS,
     Candidate,

@@ -36,7 +36,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from constraints import check_candidate
-from objectives.serving import ServingScores
+from objectives import ServingScores
 from search.study.convergence import bounds_reached, convergence
 from search.study.evaluation import (
     DEPLOYMENT_PARAMS_ATTR,

@@ -15,14 +15,15 @@ from dataclasses import dataclass
 
 import optuna
 
-from constraints.engines import ENGINE_LABELS, engine_violations
+from constraints import (
+    ENGINE_LABELS, engine_violations, linear_attention_violations, pattern_stage_violations,
+)
 from cost_model.architecture import (
     ATTENTION_MIXER, GATED_DELTANET_MIXER, MAMBA2_MIXER, Architecture, design_name,
     make_architecture, periodic_layer_types,
 )  # fmt: skip
 from cost_model.deployment import Deployment, make_deployment
 from cost_model.errors import ConfigError
-from constraints.sharding import linear_attention_violations, pattern_stage_violations
 from cost_model.evaluate import deployment_violations
 from cost_model.hf.export import export_gap
 from search.study.spec import SAME_FORMAT, Dimension, Space, StudySpec

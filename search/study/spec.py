@@ -28,12 +28,11 @@ from pydantic import (
     model_validator,
 )  # fmt: skip
 
-from constraints import CONSTRAINT_NAMES
-from constraints.engines import ENGINE_NAMES, format_refusal
+from constraints import CONSTRAINT_NAMES, ENGINE_NAMES, format_refusal
 from cost_model.deployment import SERVING_MODES, Deployment
 from cost_model.hardware import get_hardware
 from cost_model.precision import get_precision
-from objectives.serving import OBJECTIVES
+from objectives import OBJECTIVES
 from search.study.dimension import (  # noqa: F401 - Dimension and SAME_FORMAT re-exported
     FROZEN,
     SAME_FORMAT,

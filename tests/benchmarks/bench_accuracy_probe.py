@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from objectives.accuracy import predict_loss
+from objectives import predict_loss
 from tests.objectives.probe import (
     ARCHETYPES,
     _options,
@@ -32,7 +32,7 @@ from tests.objectives.probe import (
     load_studies,
     loss_only_optimum,
 )  # fmt: skip
-from tests.objectives.shapes import build
+from objectives import architecture_from_shape
 
 
 def _moved(proxy) -> dict:
@@ -45,8 +45,8 @@ def archetype_rows() -> list[dict]:
     rows = []
     for a in ARCHETYPES:
         deg, std = (
-            predict_loss(build(a.degenerate), a.tokens),
-            predict_loss(build(a.standard), a.tokens),
+            predict_loss(architecture_from_shape(a.degenerate), a.tokens),
+            predict_loss(architecture_from_shape(a.standard), a.tokens),
         )
         rows.append({"archetype": a.name, "degenerate": a.degenerate, "standard": a.standard,
                      "central": [deg.loss_nats, std.loss_nats],

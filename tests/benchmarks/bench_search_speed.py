@@ -56,7 +56,7 @@ import cost_model.batch
 import search.study.evaluation
 import search.study.runner
 from cost_model.params import count_params
-from objectives.accuracy import summarize_shape
+from objectives import summarize_shape
 from search.study.evaluation import hard_constraints
 from search.study.runner import RunSummary, finished_trials, open_study, run_batch, run_study
 from search.study.spec import StudySpec, load_spec

@@ -22,8 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from objectives import accuracy_coefficients as coef
-from objectives.accuracy_fit import coefficients_toml, fit_coefficients, read_rows
+from objectives import SHIPPED_RECORDS, coefficients_toml, fit_coefficients, read_rows
 from search.atomic import write_text_atomic
 from tests.benchmarks.validate_accuracy import CALIBRATION, print_summary, score
 
@@ -33,7 +32,7 @@ COEFFICIENTS = ROOT / "objectives" / "data" / "accuracy_coefficients.toml"
 
 def report(fit) -> dict:
     coefficients = {}
-    for name, rec in coef.SHIPPED_RECORDS.items():
+    for name, rec in SHIPPED_RECORDS.items():
         folds = [getattr(f, name) for f in fit.folds.values()]
         coefficients[name] = {"family": rec.family, "method": rec.method, "prior": rec.prior,
                               "shipped": rec.value, "refit": getattr(fit.coefficients, name),
@@ -69,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     fit = fit_coefficients(read_rows(CALIBRATION))
     if args.write:
-        write_text_atomic(COEFFICIENTS, coefficients_toml(fit, coef.SHIPPED_RECORDS, SET_NAME))
+        write_text_atomic(COEFFICIENTS, coefficients_toml(fit, SHIPPED_RECORDS, SET_NAME))
     doc = report(fit)
     _, summary = score(fit)
     doc["validation"] = summary

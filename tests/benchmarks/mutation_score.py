@@ -1,4 +1,5 @@
-"""Mutation testing of the core cost-model formulas: does the suite notice a one-line change?
+"""Mutation testing of the core formulas (cost model, loss proxy, constraints): does the suite
+notice a one-line change?
 
 Each mutation replaces one exact snippet of one file (a formula's factor, a dropped term, a
 ceiling removed). For each, a private copy of the repository (never the working tree: other
@@ -9,6 +10,7 @@ run and listed. A mutation whose snippet is not in the revision scored is
 reported as not applicable (so an older revision can be scored with the same list).
 
 Usage: python tests/benchmarks/mutation_score.py [--rev REV] [--only SUBSTRING]
+  --only S    only the mutations whose file or description contains S (e.g. `objectives/`)
   --rev REV   score a git revision instead of the working tree (e.g. 2e381df, before the
               formula tests were added)
 """
@@ -233,6 +235,42 @@ MUTATIONS = (
                                               "+ terms.queue_share(statistic) * queue_s"),
              ("+ queue_s",) * 2,
              "benchmark TTFT queue share"),
+    # the accuracy proxy (objectives/): each pinned by a hand-derived golden test of predict_loss
+    Mutation("objectives/accuracy_model.py", "p.active * gain**p.moe_share", "p.active * gain",
+             "MoE gain on every layer (without ** moe_layer_frac)"),
+    Mutation("objectives/accuracy_model.py",
+             "counted = cap.clamp(cap.TAO_VOCAB_RANGE[1] / shape.vocab_size, (0.0, 1.0))",
+             "counted = 1.0", "embeddings counted past the 96K vocabulary"),
+    Mutation("objectives/accuracy_model.py",
+             "ratio = cap.clamp(shape.mlp_attention_ratio, terms.MIX_RATIO_RANGE)",
+             "ratio = shape.mlp_attention_ratio", "MLP/attention ratio not clamped to Bian's fit"),
+    Mutation("objectives/accuracy_model.py", "terms.BIAN_TASK3.factor(cap.REFERENCE_MIX_RATIO)",
+             "terms.BIAN_TASK3.factor(terms.BIAN_TASK3.b2 / terms.BIAN_TASK3.b1)",
+             "mix term normalized at r* instead of the reference shape"),
+    Mutation("objectives/accuracy_model.py",
+             "has_global_layer=shape.sliding_layers < shape.num_layers - shape.linear_layers",
+             "has_global_layer=True", "every sliding design read as having a global layer"),
+    # the constraints (constraints/): each pinned by a test of the check's value at its boundary
+    Mutation("constraints/budget.py", "    if value <= 0:\n        return Violation(\"memory_fit\"",
+             "    if value < 0:\n        return Violation(\"memory_fit\"",
+             "memory fit refuses exactly one sequence (<= → <)"),
+    Mutation("constraints/budget.py", 'Violation("params_budget", worst - tolerance,',
+             'Violation("params_budget", worst,', "params budget without its tolerance"),
+    Mutation("constraints/budget.py", "distances = [(low - ratio) / low]",
+             "distances = [(low - ratio) / ratio]", "aspect-ratio distance relative to the ratio"),
+    Mutation("constraints/budget.py", "value = float(dep.gpus - max_gpus)",
+             "value = float(dep.tp * dep.pp - max_gpus)", "GPU count without DP"),
+    Mutation("constraints/sharding.py", "    return (padded - size) / padded",
+             "    return (padded - size) / size", "padding waste relative to the unpadded dim"),
+    Mutation("constraints/sharding.py", "copies = math.ceil(n_kv / tp) * tp / n_kv",
+             "copies = tp / n_kv", "KV copies without the ceiling"),
+    Mutation("constraints/sharding.py", "if arch.is_moe and arch.num_moe_layers % pp:",
+             "if arch.is_moe and arch.num_layers % pp:", "PP split ignores the dense layers"),
+    Mutation("constraints/sharding.py", "groups_replicated = kind == MAMBA2_MIXER and groups == 1",
+             "groups_replicated = groups == 1", "one key head replicated for every linear kind"),
+    Mutation("constraints/sharding.py", "reductions = [dim for dim in gemm_dims(arch, dep) if "
+             "dim.reduction]", "reductions = list(gemm_dims(arch, dep))",
+             "block scaling checked on every dim, not only K"),
 )
 
 
@@ -257,9 +295,12 @@ def _tree(rev: str | None, into: Path) -> None:
             shutil.copy2(src, dst)
 
 
-def _pytest(root: Path, *extra: str) -> subprocess.CompletedProcess:
+def _pytest(root: Path, *extra: str, first: str = "") -> subprocess.CompletedProcess:
+    """The fast suite, the tests of package `first` (the mutated one) run first: the same tests
+    either way, but a mutant the package's own tests kill stops `-x` sooner."""
+    tests = sorted(TESTS, key=lambda folder: folder != f"tests/{first}")
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "-rf", *extra, *TESTS], cwd=root, capture_output=True, text=True)
+                           "-rf", *extra, *tests], cwd=root, capture_output=True, text=True)
 
 
 def _baseline_failures(root: Path) -> list[str] | None:
@@ -273,9 +314,9 @@ def _baseline_failures(root: Path) -> list[str] | None:
     return [line.split()[1] for line in run.stdout.splitlines() if line.startswith("FAILED ")]
 
 
-def _suite_fails(root: Path, deselect: list[str]) -> bool:
+def _suite_fails(root: Path, deselect: list[str], first: str) -> bool:
     flags = [f"--deselect={test}" for test in deselect]
-    return _pytest(root, "-x", *flags).returncode != 0
+    return _pytest(root, "-x", *flags, first=first).returncode != 0
 
 
 def score(rev: str | None, only: str | None) -> int:
@@ -290,9 +331,8 @@ def score(rev: str | None, only: str | None) -> int:
         for test in broken:
             print(f"  (fails unmutated, left out: {test})")
         killed = applicable = 0
-        for m in MUTATIONS:
-            if only and only not in m.path + m.what:
-                continue
+        chosen = [m for m in MUTATIONS if not only or only in m.path + m.what]
+        for m in chosen:
             path = root / m.path
             text = path.read_text() if path.exists() else ""
             found = [(a, b) for a, b in m.pairs() if text.count(a) == 1]
@@ -302,13 +342,13 @@ def score(rev: str | None, only: str | None) -> int:
             applicable += 1
             path.write_text(text.replace(*found[0]))
             start = time.monotonic()
-            dead = _suite_fails(root, broken)
+            dead = _suite_fails(root, broken, m.path.split("/")[0])
             path.write_text(text)
             killed += dead
             print(f"  {'killed' if dead else 'SURVIVED':8}  {m.path}: {m.what} "
                   f"({time.monotonic() - start:.0f} s)")
         print(f"{killed} of {applicable} applicable mutations killed "
-              f"({killed / max(applicable, 1):.0%}); {len(MUTATIONS) - applicable} not applicable")
+              f"({killed / max(applicable, 1):.0%}); {len(chosen) - applicable} not applicable")
     return 0
 
 

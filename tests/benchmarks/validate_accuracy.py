@@ -3,7 +3,8 @@
 Rows: the calibration set (`objectives/data/accuracy_calibration.csv`) and the comparison set
 (`tests/data/accuracy/comparisons.csv`). Each row is predicted by the fit that left its source out
 (the headline) and by the all-source fit (in sample, in parentheses), with the band of its family
-of difference (`objectives.accuracy_validation`: sign agreement, size within 2×, band coverage).
+of difference (`tests/objectives/accuracy_validation.py`: sign agreement, size within 2×, band
+coverage).
 Prints every row and, per family, the left-out and in-sample figures.
 
 Rows tagged `U` (unverified: no stored copy of the source confirmed them) are neither fitted nor
@@ -23,10 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from objectives.accuracy_fit import (
-    METRICS, SIGN_METRICS, UNVERIFIED, fit_coefficients, read_rows,
-)  # fmt: skip
-from objectives.accuracy_validation import score_in_sample, score_left_out, summarize
+from objectives import METRICS, SIGN_METRICS, UNVERIFIED, fit_coefficients, read_rows
+from tests.objectives.accuracy_validation import score_in_sample, score_left_out, summarize
 
 CALIBRATION = ROOT / "objectives" / "data" / "accuracy_calibration.csv"
 COMPARISONS = ROOT / "tests" / "data" / "accuracy" / "comparisons.csv"

@@ -80,12 +80,24 @@ def test_gpus():
     assert check_gpus(Deployment(tp=8), 8).value == 0.0
 
 
+@pytest.mark.parametrize("dep, value, shown", [
+    (Deployment(tp=2, dp=4, pp=2), 16.0 - 8.0, "TP·DP·PP = 2·4·2 = 16 GPUs exceeds"),
+    (Deployment(tp=1, dp=8, ep=8), 8.0 - 8.0, "ok: TP·DP·PP = 1·8·1 = 8 GPUs <="),
+    (Deployment(tp=4, kvp=4), 16.0 - 8.0, "TP·DP·PP·KVP = 4·1·1·4 = 16 GPUs exceeds"),
+], ids=["dp-and-pp", "attention-dp-at-the-limit", "helix-kvp"])
+def test_gpus_count_every_parallel_dimension(dep, value, shown):
+    """Every GPU of an instance counts, DP and Helix KVP too: 2·4·2 = 16 and 4·4 = 16 GPUs are
+    8 over `max_gpus` = 8; 8 DP ranks are exactly at it (feasible, value 0)."""
+    violation = check_gpus(dep, 8)
+    assert violation.value == value and shown in violation.message
+
+
 # ---- aspect_ratio -------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("low, high, value", [
     (64, 256, -0.5), (150, 300, (150 - 128) / 150), (None, 100, 0.28), (None, None, 0.0),
-], ids=["inside", "below", "above-max-only", "unset"])  # fmt: skip
+], ids=["inside", "below", "above-max-only", "unset"])
 def test_aspect_ratio(low, high, value):
     violation = check_aspect_ratio(_model("Llama-3.1-8B"), low, high)  # 4096/32 = 128
     assert violation.value == pytest.approx(value)

@@ -43,7 +43,7 @@ def test_no_engine_named_constrains_nothing():
 @pytest.mark.parametrize("tp, dp, kvp, ep, runs", [
     (1, 8, 1, 8, True), (2, 4, 1, 8, True), (2, 2, 1, 1, True),  # EP off: experts TP over all 4
     (1, 8, 1, 4, False), (2, 2, 1, 2, False), (2, 2, 2, 8, True), (2, 2, 2, 4, False),
-])  # fmt: skip
+])
 def test_vllm_expert_parallel_is_off_or_spans_tp_dp(tp, dp, kvp, ep, runs):
     """EP ∈ {1, tp·dp·kvp}: e.g. tp 2 dp 2 ep 2 (expert-TP 2) is TensorRT-LLM's, not vLLM's."""
     broken = _broken("vllm", MOE, tp=tp, dp=dp, kvp=kvp, ep=ep)
@@ -86,7 +86,7 @@ def test_sglang_refuses_helix():
     ("vllm", "precision", {"precision": "mxfp4", "kv_precision": "bf16"}, False),
     ("trtllm", "precision", {"precision": "mxfp4", "kv_precision": "bf16"}, False),
     ("vllm", "precision", {"precision": "nvfp4"}, True),
-])  # fmt: skip
+])
 def test_formats(engine, field, fields, runs):
     broken = _broken(engine, DENSE, tp=8, **fields)
     assert (broken == []) == runs

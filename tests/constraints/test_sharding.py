@@ -8,7 +8,7 @@ import pytest
 from constraints.sharding import (
     check_alignment, check_divisibility, check_kv_replication, check_nvfp4_block,
     padding_waste_frac,
-)  # fmt: skip
+)
 from cost_model.architecture import Architecture
 from cost_model.deployment import Deployment
 from cost_model.hf_config import load_architecture
@@ -35,7 +35,7 @@ def _arch(**fields) -> Architecture:
 
 @pytest.mark.parametrize("size, multiple, waste", [
     (256, 128, 0.0), (64, 128, 0.5), (1792, 512, 256 / 2048), (8192 / 6, 128, 1.0),
-])  # fmt: skip
+])
 def test_padding_waste_frac(size, multiple, waste):
     assert padding_waste_frac(size, multiple) == pytest.approx(waste)
 
@@ -96,7 +96,7 @@ def test_block_check_is_silent_for_unscaled_formats():
 
 @pytest.mark.parametrize("precision, fires", [
     ("nvfp4", False), ("mxfp4", True), ("fp8_block", True),
-])  # fmt: skip
+])
 def test_block_size_of_each_format(precision, fires):
     arch = _arch(intermediate_size=1040 * 8)  # H′/TP = 1040 = 16·65: nvfp4 ok, 32 and 128 not
     violation = check_nvfp4_block(arch, Deployment(tp=8, precision=precision))

@@ -50,3 +50,13 @@ def test_models_without_linear_layers_are_untouched():
         ("linear_num_key_heads", "linear_key_head_dim", "linear_num_value_heads",
          "linear_value_head_dim", "linear_conv_kernel"), 0)})
     assert linear_attention_violations(plain, Deployment(tp=32)) == []
+
+
+def test_one_gated_deltanet_key_head_is_not_replicated():
+    """Only Mamba-2 holds a single B/C group whole on every rank: vLLM's Gated DeltaNet splits its
+    key heads (`num_k_heads // tp_size`), so one key head under TP 2 is a broken rule (the 32
+    value heads still divide)."""
+    one_key_head = QWEN35.model_copy(update={"linear_num_key_heads": 1})
+    assert linear_attention_violations(one_key_head, Deployment(tp=2)) == [
+        "`tp` (2) must divide `linear_num_key_heads` (1): the key heads of the gated_deltanet "
+        "layers are sharded over TP"]

@@ -11,13 +11,12 @@ from pathlib import Path
 
 import numpy as np
 
-from constraints.budget import check_aspect_ratio, check_params_budget
+from constraints import check_aspect_ratio, check_params_budget
 from cost_model.errors import ConfigError
-from objectives.accuracy import ranking_loss_nats, summarize_shape
+from objectives import architecture_from_shape, ranking_loss_nats, summarize_shape
 from search.study.evaluation import constraint_rules
 from search.study.space import build_architecture
 from search.study.spec import Space, StudySpec, load_spec
-from tests.objectives.shapes import build
 
 STUDIES = sorted((Path(__file__).resolve().parents[2] / "studies").glob("*.toml"))
 LLAMA_3_8B = "H=4096 L=32 q=32 kv=8 dh=128 ff=14336 V=128256"
@@ -59,11 +58,11 @@ ARCHETYPES = (
     # head_dim 32 with one KV head, layers matched (38 × 185M)
     Archetype("head32-one-kv", "H=4096 L=38 q=32 kv=1 dh=32 ff=14336 V=128256", LLAMA_3_8B,
               DENSE_TOKENS),
-)  # fmt: skip
+)
 
 
 def ranked(shape: str, tokens: float, precision: str = "bf16") -> float:
-    return ranking_loss_nats(build(shape), tokens, precision)
+    return ranking_loss_nats(architecture_from_shape(shape), tokens, precision)
 
 
 # ---- degeneracy by the list ------------------------------------------------------------
@@ -94,7 +93,7 @@ def degeneracies(arch) -> list[str]:
 # ---- loss-only optimum of a study's space -------------------------------------------------------
 
 ARCH_DIMS = tuple(name for name in Space.model_fields
-                  if name not in ("tp", "ep", "pp", "dp", "precision", "kv_precision"))  # fmt: skip
+                  if name not in ("tp", "ep", "pp", "dp", "precision", "kv_precision"))
 
 
 def _options(spec: StudySpec) -> dict[str, list]:

@@ -15,7 +15,7 @@ from objectives import accuracy_coefficients as coef
 from objectives.accuracy_fit import (
     BAND_FLOOR, BAND_QUANTILE, METRICS, SIGN_METRICS, band_widths, fit_coefficients, fit_terms,
     huber_residuals, least_squares, read_rows, residuals, shipped_calibration_set,
-)  # fmt: skip
+)
 from tests.data_paths import TEST_DATA
 
 CALIBRATION = shipped_calibration_set()
@@ -28,7 +28,7 @@ FIT = fit_coefficients(ROWS)
 def test_refit_reproduces_the_shipped_coefficients(name):
     """Deterministic fit: the same CSV gives the file's values (the file prints 6 digits)."""
     assert getattr(FIT.coefficients, name) == pytest.approx(getattr(coef.SHIPPED, name),
-                                                            rel=1e-5, abs=1e-9)  # fmt: skip
+                                                            rel=1e-5, abs=1e-9)
 
 
 def test_policy_and_cited_coefficients_are_kept_in_every_fold():
@@ -39,12 +39,12 @@ def test_policy_and_cited_coefficients_are_kept_in_every_fold():
 
 
 def test_shipped_errors_match_the_file():
-    shipped = coef.calibration_set(coef.SHIPPED_DOCUMENT)
-    assert shipped.rows == len(ROWS) and shipped.sources == len({r.source_id for r in ROWS})
+    shipped = coef.SHIPPED_DOCUMENT["calibration_set"]
+    assert shipped["rows"] == len(ROWS) and shipped["sources"] == len({r.source_id for r in ROWS})
     for family, fit in FIT.families.items():
-        assert fit.rms_log_error == pytest.approx(shipped.fit_rms_log_error[family], abs=1e-6)
+        assert fit.rms_log_error == pytest.approx(shipped["fit_rms_log_error"][family], abs=1e-6)
         assert fit.left_out_rms_log_error == pytest.approx(
-            shipped.left_out_rms_log_error[family], abs=1e-6)
+            shipped["left_out_rms_log_error"][family], abs=1e-6)
 
 
 def test_every_coefficient_inside_its_bounds_and_listing_its_rows():
@@ -81,14 +81,14 @@ def test_band_widths_are_left_out_quantiles():
     one source (hybrid: Kimi Linear only) takes the quantile pooled over every row; floored."""
     widths = band_widths(ROWS, FIT.left_out, FIT.left_out_pred)
     ratios = [abs(FIT.left_out[r.id] / FIT.left_out_pred[r.id]) for r in ROWS
-              if abs(FIT.left_out_pred[r.id]) >= 0.005]  # fmt: skip
+              if abs(FIT.left_out_pred[r.id]) >= 0.005]
     assert widths["relative"] == pytest.approx(np.quantile(ratios, BAND_QUANTILE), rel=1e-12)
     assert FIT.coefficients.band_relative == pytest.approx(widths["relative"], rel=1e-12)
 
     def excess(rows):
         return max(BAND_FLOOR, np.quantile([max(0.0, abs(FIT.left_out[r.id]) - widths["relative"]
                                                 * abs(FIT.left_out_pred[r.id])) for r in rows],
-                                           BAND_QUANTILE))  # fmt: skip
+                                           BAND_QUANTILE))
 
     assert widths["moe"] == pytest.approx(excess([r for r in ROWS if r.family == "moe"]))
     assert len({r.source_id for r in ROWS if r.family == "hybrid"}) == 1
@@ -117,7 +117,7 @@ def test_least_squares_finds_a_known_minimum():
 def test_a_coefficient_no_row_moves_stays_put():
     """r(x) = x0 − 3, x1 absent: the step leaves x1 where it started (a rank-deficient system)."""
     best = least_squares(lambda x: np.array([x[0] - 3.0]), np.array([0.0, 0.7]),
-                         np.array([-5.0, 0.0]), np.array([5.0, 1.0]))  # fmt: skip
+                         np.array([-5.0, 0.0]), np.array([5.0, 1.0]))
     np.testing.assert_allclose(best, [3.0, 0.7], atol=1e-6)
 
 
@@ -145,7 +145,7 @@ def test_calibration_and_comparison_sets_are_disjoint_and_sourced():
     assert len(ids) == len(set(ids))
     assert all(r.source and r.source_id for r in [*ROWS, *comparisons])
     assert {r.family for r in ROWS} >= {"moe", "depth_width", "mix", "ffn", "hybrid",
-                                        "precision"}  # fmt: skip
+                                        "precision"}
     assert {r.metric for r in comparisons} >= {"accuracy", "tie"}
 
 

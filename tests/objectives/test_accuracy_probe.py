@@ -17,8 +17,8 @@ from tests.objectives.probe import (
     load_studies,
     loss_only_optimum,
     ranked,
-)  # fmt: skip
-from tests.objectives.shapes import build
+)
+from objectives import architecture_from_shape
 
 SPECS = load_studies()
 STUDY_IDS = [path.stem for path in STUDIES]
@@ -26,8 +26,9 @@ STUDY_IDS = [path.stem for path in STUDIES]
 
 @pytest.mark.parametrize("archetype", ARCHETYPES, ids=[a.name for a in ARCHETYPES])
 def test_degenerate_archetype_never_ranks_better(archetype):
-    assert degeneracies(build(archetype.degenerate))  # the probe is degenerate by the list
-    assert not degeneracies(build(archetype.standard))
+    # the probe is degenerate by the list
+    assert degeneracies(architecture_from_shape(archetype.degenerate))
+    assert not degeneracies(architecture_from_shape(archetype.standard))
     assert ranked(archetype.degenerate, archetype.tokens) > ranked(
         archetype.standard, archetype.tokens
     )
@@ -35,8 +36,9 @@ def test_degenerate_archetype_never_ranks_better(archetype):
 
 @pytest.mark.parametrize("archetype", ARCHETYPES, ids=[a.name for a in ARCHETYPES])
 def test_degenerate_archetype_raises_a_hard_flag(archetype):
-    assert predict_loss(build(archetype.degenerate), archetype.tokens).hard_flags
-    assert not predict_loss(build(archetype.standard), archetype.tokens).hard_flags
+    assert predict_loss(architecture_from_shape(archetype.degenerate), archetype.tokens).hard_flags
+    standard = architecture_from_shape(archetype.standard)
+    assert not predict_loss(standard, archetype.tokens).hard_flags
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=STUDY_IDS)

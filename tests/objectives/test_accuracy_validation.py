@@ -8,7 +8,7 @@ import pytest
 
 from objectives.accuracy_coefficients import SHIPPED
 from objectives.accuracy_fit import CalibrationRow
-from objectives.accuracy_validation import RowScore, score_row, summarize
+from tests.objectives.accuracy_validation import RowScore, score_row, summarize
 
 LLAMA = "H=4096 L=32 q=32 kv=8 dh=128 ff=14336 V=128256"
 PRED = math.log(SHIPPED.precision_nvfp4)  # ln 1.01627 = 0.016138
@@ -16,7 +16,7 @@ PRED = math.log(SHIPPED.precision_nvfp4)  # ln 1.01627 = 0.016138
 
 def _row(metric: str, value_a: float, value_b: float) -> CalibrationRow:
     return CalibrationRow("r", "precision", metric, LLAMA, LLAMA, 1e12, 1e12, "bf16", "nvfp4",
-                          value_a, value_b, "test", "0000.00000")  # fmt: skip
+                          value_a, value_b, "test", "0000.00000")
 
 
 def test_loss_row_sign_size_and_band():
@@ -58,7 +58,7 @@ def test_tie_row():
 
 def test_a_family_without_a_band_is_not_banded():
     row = CalibrationRow("s", "scale", "loss", LLAMA, LLAMA, 1e12, 2e12, "bf16", "bf16", 2.0, 1.9,
-                         "test", "0000.00000")  # fmt: skip
+                         "test", "0000.00000")
     assert score_row(row, SHIPPED, {"relative": 0.1}).covered is None
 
 
@@ -68,6 +68,6 @@ def test_summarize_counts():
               RowScore("c", "ffn", "tie", "s3", 0.02, math.nan, math.nan, False, None, None)]
     summary = summarize(scores)
     assert summary["moe"] == {"rows": 2, "sign": 2, "sized": 1, "within_2x": 1, "banded": 2,
-                              "covered": 1}  # fmt: skip
+                              "covered": 1}
     assert summary["all"]["rows"] == 3 and summary["all"]["banded"] == 2
     assert list(summary)[-1] == "all"

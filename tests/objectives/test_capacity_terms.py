@@ -27,7 +27,7 @@ from objectives.capacity_terms import (
     reference_layers,
     tokens_per_char,
     vocab_tokens_frac,
-)  # fmt: skip
+)
 
 N_8B = REFERENCE_NON_EMBEDDING_PARAMS
 T = 1e12
@@ -38,7 +38,7 @@ TABLE_4 = [  # E, m, µ, n, ν: the paper's Eq. 6 reduced to Chinchilla's form p
     (1, 30.3640, -0.1817, 53.9838, -0.1965), (2, 27.7982, -0.1780, 66.8401, -0.2065),
     (4, 24.8462, -0.1731, 87.7022, -0.2192), (8, 21.8330, -0.1676, 119.9126, -0.2338),
     (16, 19.0159, -0.1617, 167.5073, -0.2494), (32, 16.5424, -0.1557, 234.6726, -0.2652),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("experts, m, mu, n, nu", TABLE_4, ids=[f"E{r[0]}" for r in TABLE_4])

@@ -9,7 +9,7 @@ import pytest
 from objectives.accuracy import predict_loss
 from objectives.accuracy_coefficients import SHIPPED
 from objectives.mixer_terms import linear_mixer_log_factor, sliding_window_penalty
-from objectives.shapes import build
+from objectives import architecture_from_shape
 
 LLAMA = "H=4096 L=32 q=32 kv=8 dh=128 ff=14336 V=128256"
 MLA = "H=4096 L=32 q=32 dh=192 mla=512 ff=14336 V=128256"
@@ -19,7 +19,7 @@ TOKENS = 1e12
 @pytest.mark.parametrize("share, expected", [
     (1.0, 0.0), (0.75, -0.005), (0.5, -0.01), (0.25, -0.01), (0.125, -0.01), (1 / 16, 0.005),
     (0.0, 0.02),
-], ids=str)  # fmt: skip
+], ids=str)
 def test_linear_mixer_log_factor_golden(share, expected):
     """hybrid −0.01, linear-only +0.02: flat on the hybrids' 1/8–1/2; at 3/4 half-way to 0
     (−0.01·0.25/0.5); at 1/16 half-way to the linear-only end (0.02 − 0.03·0.5 = 0.005)."""
@@ -52,7 +52,7 @@ def test_sliding_window_penalty_falls_with_the_window(window, has_global):
 
 
 def _proxy(base: str, extra: str):
-    return predict_loss(build(f"{base} {extra}".strip()), TOKENS)
+    return predict_loss(architecture_from_shape(f"{base} {extra}".strip()), TOKENS)
 
 
 @pytest.mark.parametrize("mixer", [1, 2, 3], ids=["gated_deltanet", "kimi_delta", "mamba2"])

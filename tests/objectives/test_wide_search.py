@@ -8,7 +8,7 @@ import math
 import pytest
 
 from cost_model.params import count_params
-from objectives.shapes import build
+from objectives import architecture_from_shape
 from tests.objectives.wide_search import (
     BUDGET_FRAC,
     MAX_UNSUPPORTED_GAP,
@@ -43,9 +43,9 @@ def test_wide_optimum_stays_inside_the_data(size):
     budget (or the published shape itself, when no searched design beats it)."""
     result = _result(size)
     assert result.optimum.hard_flags == ()
-    total = count_params(build(result.optimum_shape)).total_params
+    total = count_params(architecture_from_shape(result.optimum_shape)).total_params
     assert (abs(total / size.total_params - 1) <= BUDGET_FRAC
-            or result.optimum_shape in size.published.values())  # fmt: skip
+            or result.optimum_shape in size.published.values())
 
 
 def test_support_is_the_largest_verified_gain_per_family():
@@ -58,7 +58,7 @@ def test_support_is_the_largest_verified_gain_per_family():
     effects = largest_published_effects()
     assert effects == pytest.approx({"depth_width": 0.0028674, "ffn": 0.031905, "mix": 0.0075200,
                                      "moe": 0.098373, "hybrid": 0.012064, "precision": 0.0},
-                                    abs=2e-6)  # fmt: skip
+                                    abs=2e-6)
 
 
 def test_an_unsupported_term_fails_the_check():
@@ -74,6 +74,7 @@ def test_contributions_split_the_gap_exactly():
     from objectives.accuracy import predict_loss
 
     size = SIZES[1]
-    a, b = (predict_loss(build(t), size.tokens) for t in list(size.published.values())[:2])
+    a, b = (predict_loss(architecture_from_shape(t), size.tokens)
+            for t in list(size.published.values())[:2])
     parts = family_contributions(a, b)
     assert sum(parts.values()) == pytest.approx(math.log(a.ranked_loss_nats / b.ranked_loss_nats))

@@ -23,7 +23,7 @@ from cost_model.errors import ConfigError
 from cost_model.params import count_params
 from objectives.accuracy import FAMILY_OF_TERM, LossProxy, predict_loss, summarize_shape
 from objectives.accuracy_fit import CalibrationRow, read_rows, shipped_calibration_set
-from objectives.shapes import build
+from objectives import architecture_from_shape
 
 MAX_UNSUPPORTED_GAP = 0.005  # issue 28 item 5: 0.5% past what a cited comparison supports
 # Total (and MoE active) parameters within ±5% of the size: "a shape of that size" (the base law's
@@ -55,7 +55,7 @@ SIZES = (
     Size("moe-30b-a3b", 30.5e9, 36e12, {  # Qwen3's 36T tokens
         "Qwen3-30B-A3B": "H=2048 L=48 q=32 kv=4 dh=128 E=128 k=8 de=768 V=151936",
     }, active_params=3.34e9),
-)  # fmt: skip
+)
 
 DENSE_OPTIONS: Mapping[str, tuple] = {
     "H": tuple(range(512, 8193, 256)), "L": (4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 48, 56, 64,
@@ -66,9 +66,9 @@ DENSE_OPTIONS: Mapping[str, tuple] = {
     "tied": (0, 1), "gated": (0, 1), "mla": (0, 16, 64, 256, 512, 1024),
     "mix": (0, 1, 2, 3), "full": (0, 2, 3, 4, 6, 8, 16), "sw": (0, 1024, 4096),
     "swp": (0, 2, 6),
-}  # fmt: skip
+}
 MOE_OPTIONS: Mapping[str, tuple] = {**DENSE_OPTIONS, "E": (8, 16, 32, 64, 128, 256, 512, 1024),
-                                    "k": (1, 2, 4, 6, 8, 16, 32), "sh": (0, 1, 2)}  # fmt: skip
+                                    "k": (1, 2, 4, 6, 8, 16, 32), "sh": (0, 1, 2)}
 RANDOM_STARTS = 6
 ROUNDS = 3
 
@@ -77,7 +77,7 @@ def shape_text(d: Mapping[str, int], width: int) -> str:
     """The shape string of dimensions `d` with FFN (dense) or expert (MoE) width `width`."""
     heads = max(1, round(d["width"] * d["H"] / (192 if d["mla"] else d["dh"])))
     parts = [f"H={d['H']} L={d['L']} q={heads}", f"V={d['V']} tied={d['tied']}",
-             f"gated={d['gated']}"]  # fmt: skip
+             f"gated={d['gated']}"]
     if d["mla"]:
         parts.append(f"dh=192 mla={d['mla']}")
     else:
@@ -95,7 +95,7 @@ def shape_text(d: Mapping[str, int], width: int) -> str:
 
 @lru_cache(maxsize=8192)
 def _total(text: str) -> float:
-    return float(count_params(build(text)).total_params)
+    return float(count_params(architecture_from_shape(text)).total_params)
 
 
 def solve_width(d: Mapping[str, int], size: Size) -> str | None:
@@ -117,7 +117,7 @@ def score(d: Mapping[str, int], size: Size) -> tuple[float, str | None, LossProx
     if text is None:
         return math.inf, None, None
     try:
-        arch = build(text)
+        arch = architecture_from_shape(text)
     except ConfigError:
         return math.inf, None, None
     shape = summarize_shape(arch)
@@ -137,9 +137,9 @@ def _start_points(size: Size, options: Mapping[str, tuple], seed: int) -> list[d
     """The published shapes' nearest grid points, then random points."""
     rng, starts = np.random.default_rng(seed), []
     for text in size.published.values():
-        s = summarize_shape(build(text))
+        s = summarize_shape(architecture_from_shape(text))
         point = {name: min(values, key=lambda v, n=name: abs(v - _published_value(s, n)))
-                 for name, values in options.items()}  # fmt: skip
+                 for name, values in options.items()}
         starts.append(point)
     return starts + [_random_point(options, rng) for _ in range(RANDOM_STARTS)]
 
@@ -150,7 +150,7 @@ def _published_value(s, name: str) -> float:
             "tied": 1.0 if s.vocab_params == s.vocab_size * s.hidden_size else 0.0,
             "gated": float(s.gated_ffn), "mla": 0.0, "mix": 0.0, "full": 0.0, "sw": 0.0,
             "swp": 0.0, "E": s.num_experts, "k": s.experts_per_token,
-            "sh": 0.0}[name]  # fmt: skip
+            "sh": 0.0}[name]
 
 
 def _descend(point: dict, options: Mapping[str, tuple], size: Size) -> tuple[float, dict]:
@@ -195,13 +195,14 @@ def wide_search(size: Size, seed: int = 0) -> SearchResult:
         if loss < best:
             best, point = loss, found
     _, text, optimum = score(point, size)
-    published = {name: predict_loss(build(t), size.tokens) for name, t in size.published.items()}
+    published = {name: predict_loss(architecture_from_shape(t), size.tokens)
+                 for name, t in size.published.items()}
     name = min(published, key=lambda n: published[n].ranked_loss_nats)
     if published[name].ranked_loss_nats < optimum.ranked_loss_nats:  # a published shape wins
         text, optimum = size.published[name], published[name]
     contributions = family_contributions(published[name], optimum)
     return SearchResult(size, text, optimum, name, published[name], contributions,
-                        supported_gains(contributions))  # fmt: skip
+                        supported_gains(contributions))
 
 
 def family_contributions(published: LossProxy, optimum: LossProxy) -> dict[str, float]:
@@ -236,4 +237,4 @@ def supported_gains(contributions: Mapping[str, float]) -> dict[str, float]:
     ranking end's (hard flags) none."""
     effects = {**largest_published_effects(), "base": math.inf, "ranking": 0.0}
     return {family: min(max(gain, 0.0), effects.get(family, 0.0))
-            for family, gain in contributions.items()}  # fmt: skip
+            for family, gain in contributions.items()}

@@ -5,7 +5,7 @@ exactly what the command writes, so a refit is reproducible byte for byte."""
 import csv
 import json
 
-from objectives.accuracy_fit import shipped_calibration_set
+from objectives import shipped_calibration_set
 from search.cli.main import main
 from search.errors import EXIT_BAD_INPUT
 

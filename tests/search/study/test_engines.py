@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from constraints.engines import ENGINE_NAMES, engine_violations
+from constraints import ENGINE_NAMES, engine_violations
 from search.study.errors import SpecError
 from search.study.space import build_candidate, complete_params, swept_candidates
 from search.study.spec import spec_from_dict

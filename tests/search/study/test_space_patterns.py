@@ -13,7 +13,7 @@ import pytest
 from cost_model.deployment import make_deployment
 from cost_model.errors import ConfigError
 from cost_model.hf_config import architecture_to_hf_config
-from constraints.sharding import pattern_stage_violations
+from constraints import pattern_stage_violations
 from cost_model.params import count_params
 from search.study.errors import SpecError
 from search.study.evaluation import score_batch

@@ -42,11 +42,11 @@ RESERVED_SOURCES = MappingProxyType({s.arxiv_id: s for s in (
     ReservedSource("2101.03961", "Fedus et al. 2021 (Switch Transformer)",
                    "Switch Transformers: Scaling to Trillion Parameter Models with Simple and "
                    "Efficient Sparsity"),
-)})  # fmt: skip
+)})
 
 
 def reserved_citations(text: str) -> list[str]:
     """The reserved sources `text` cites, by arXiv id or title (case-insensitive)."""
     lowered = text.lower()
     return [s.arxiv_id for s in RESERVED_SOURCES.values()
-            if s.arxiv_id in lowered or s.title.lower() in lowered]  # fmt: skip
+            if s.arxiv_id in lowered or s.title.lower() in lowered]

@@ -1,6 +1,7 @@
 """Score the accuracy proxy against published comparisons, each row by a fit that never saw its
 source (the headline) and by the all-source fit (in sample, beside it): sign agreement, size within
-2× and whether the band of the difference covers the published one.
+2× and whether the band of the difference covers the published one. A research tool of
+`tests/benchmarks/validate_accuracy.py` and `fit_accuracy.py` (the search never scores rows).
 
 Rows: the calibration set (`objectives/data/accuracy_calibration.csv`, magnitudes) and the
 comparison set (`tests/data/accuracy/comparisons.csv`: accuracy points, ties, bounds and the base
@@ -46,11 +47,11 @@ class RowScore:
 
 
 def score_row(row: CalibrationRow, fitted: AccuracyCoefficients,
-              widths: Mapping[str, float]) -> RowScore:  # fmt: skip
+              widths: Mapping[str, float]) -> RowScore:
     """`widths`: the families' band widths and `relative` (as `band_widths` returns them)."""
     pred = math.log(predicted(row, fitted))
     band = widths[row.family] + widths["relative"] * abs(pred) if row.family in widths \
-        else math.nan  # fmt: skip
+        else math.nan
     if row.metric in ("loss", "ppl", "params"):
         published = math.log(row.published)
         tie = abs(published) < 1e-12
@@ -62,17 +63,17 @@ def score_row(row: CalibrationRow, fitted: AccuracyCoefficients,
         sign = abs(pred) <= TIE_FRAC if published == 0 else pred * published < 0
         within = None
         covered = (pred - band < 0) if published > 0 else (pred + band > 0) if published < 0 \
-            else abs(pred) <= band + TIE_FRAC  # fmt: skip
+            else abs(pred) <= band + TIE_FRAC
     else:  # tie
         published, within = math.nan, None
         sign = abs(pred) <= TIE_FRAC
         covered = abs(pred) <= band + TIE_FRAC
     return RowScore(row.id, row.family, row.metric, row.source_id, pred, published, band, sign,
-                    within, None if math.isnan(band) else covered)  # fmt: skip
+                    within, None if math.isnan(band) else covered)
 
 
 def score_left_out(fit: AccuracyFit, calibration: Sequence[CalibrationRow],
-                   comparisons: Sequence[CalibrationRow]) -> list[RowScore]:  # fmt: skip
+                   comparisons: Sequence[CalibrationRow]) -> list[RowScore]:
     """Each row by the fit without its source, banded by the other sources' residuals."""
     scores = []
     for row in [*calibration, *comparisons]:
@@ -83,7 +84,7 @@ def score_left_out(fit: AccuracyFit, calibration: Sequence[CalibrationRow],
 
 
 def score_in_sample(fit: AccuracyFit, calibration: Sequence[CalibrationRow],
-                    comparisons: Sequence[CalibrationRow]) -> list[RowScore]:  # fmt: skip
+                    comparisons: Sequence[CalibrationRow]) -> list[RowScore]:
     """Each row by the all-source fit and its shipped band widths."""
     c = fit.coefficients
     widths = {"relative": c.band_relative, **{f: c.band(f) for f in BAND_FAMILIES}}
@@ -102,7 +103,8 @@ def summarize(scores: Sequence[RowScore]) -> dict[str, dict[str, int]]:
         rows = groups[family]
         sized = [s for s in rows if s.within_2x is not None]
         banded = [s for s in rows if s.covered is not None]
-        summary[family] = {"rows": len(rows), "sign": sum(s.sign_agrees for s in rows),
-                           "sized": len(sized), "within_2x": sum(s.within_2x for s in sized),
-                           "banded": len(banded), "covered": sum(s.covered for s in banded)}
+        summary[family] = {
+            "rows": len(rows), "sign": sum(s.sign_agrees for s in rows), "sized": len(sized),
+            "within_2x": sum(s.within_2x is True for s in sized), "banded": len(banded),
+            "covered": sum(s.covered is True for s in banded)}
     return summary
