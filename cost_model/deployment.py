@@ -45,7 +45,9 @@ DEFAULT_MAX_BATCH_SEQUENCES = 4096
 # 85% and 90%" for its one-token MTP module; the lower end.
 DEFAULT_SPEC_ACCEPTANCE_FRAC = 0.85
 SPEC_METHODS = ("mtp", "eagle")  # both draft with one transformer block and the model's LM head
-SERVING_MODES = ("aggregated", "disaggregated")  # in-flight batching, or prefill/decode pools
+# in-flight batching, or prefill and decode pools of instances (cost_model/disaggregated.py)
+AGGREGATED, DISAGGREGATED = "aggregated", "disaggregated"
+SERVING_MODES = (AGGREGATED, DISAGGREGATED)
 FP8_BITS = 8  # activations this narrow (FP8, FP4) get an FP8 KV cache by default
 # Serving engines whose scheduling the benchmark-TTFT terms know (cost_model/benchmark_ttft.py);
 # None: a generic engine. The engines' mapping rules are in constraints/engines.py.
@@ -76,7 +78,7 @@ class Deployment(BaseModel):
     kvp: int = Field(default=1, ge=1, le=1024)
     # aggregated in-flight batching, or disaggregated prefill and decode pools of instances of
     # this shape (cost_model/disaggregated.py sizes the xPyD ratio per operating point)
-    serving: str = "aggregated"
+    serving: str = AGGREGATED
 
     @model_validator(mode="after")
     def _check(self) -> Deployment:

@@ -12,10 +12,15 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from cost_model.attention import decode_attention_s, prefill_attention_s
+from cost_model.architecture import Architecture
+from cost_model.attention import (
+    SPARSE_ATTENTION_CALIBRATED, decode_attention_s, prefill_attention_s,
+)
 from cost_model.hardware import HardwareSpec
 from cost_model.host import host_step_s
-from cost_model.linear_attention import linear_decode_s, linear_prefill_s
+from cost_model.linear_attention import (
+    LINEAR_ATTENTION_CALIBRATED, linear_decode_s, linear_prefill_s,
+)
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.communication import all_gather_s, all_reduce_s, all_to_all_s, point_to_point_s
 from cost_model.layers import GemmList, layer_gemms, moe_overhead_s
@@ -288,3 +293,13 @@ def draft_pass(a: ArchArrays, d: DeployArrays, env: Env, concurrency, context) -
     single = replace(d, pp=np.ones_like(d.pp))
     return stage_forward(block, single, env, micro_batch_seqs(concurrency, d), context, 0.0, 0.0,
                          host=False)
+
+
+def uncalibrated_components(arch: Architecture) -> tuple[str, ...]:
+    """The parts of `arch`'s step time costed by a roofline with cited efficiencies instead of
+    calibrated kernel tables: "linear_attention" (any linear layer) and "sparse_attention" (DSA);
+    () when every part is calibrated. What outputs flag as `uncalibrated`."""
+    parts = (("linear_attention", arch.num_linear_attention_layers > 0,
+              LINEAR_ATTENTION_CALIBRATED),
+             ("sparse_attention", arch.is_sparse_attention, SPARSE_ATTENTION_CALIBRATED))
+    return tuple(name for name, used, calibrated in parts if used and not calibrated)

@@ -29,9 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from cost_model.errors import ConfigError
+from cost_model import ConfigError, get_precision
 from objectives import accuracy_coefficients as coef
-from cost_model.precision import get_precision
 from objectives import accuracy_model as model
 from objectives.accuracy import BASE_LAWS, DEFAULT_LAW, shape_loss_nats, summarize_shape
 from objectives.accuracy_coefficients import AccuracyCoefficients, CoefficientRecord

@@ -21,7 +21,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from cost_model.units import FLOP_PER_MAC
+from cost_model import FLOP_PER_MAC
 from objectives.accuracy_coefficients import SHIPPED
 
 # ---- base law: L(N, D) = E + A / N^alpha + B / D^beta (notes §1.1, §7.1 item 3) ------------------

@@ -15,7 +15,8 @@ from typing import Any
 
 from cost_model.architecture import FULL_ATTENTION, SLIDING_ATTENTION
 from cost_model.errors import ConfigError
-from cost_model.hf.schema import nearest_key, shown
+from cost_model.hf.schema import nearest_key
+from cost_model.sourced import shown
 
 _COMMON_KEYS = (
     "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",

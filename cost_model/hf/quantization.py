@@ -33,7 +33,7 @@ from typing import Any
 from cost_model.errors import ConfigError
 from cost_model.hf.modules import COMPONENTS, EXPERTS, components_of
 from cost_model.hf.modules import excluded_components as _excluded
-from cost_model.hf.schema import shown
+from cost_model.sourced import shown
 
 # ModelOpt / TensorRT-LLM QuantAlgo -> our format (weight-only variants by their weight width)
 MODELOPT_ALGOS = {

@@ -19,6 +19,7 @@ from cost_model.architecture import (
     MAX_EXPERTS, MAX_HEADS, MAX_LAYERS, MAX_TOKENS, MAX_VOCAB, MAX_WIDTH,
 )  # fmt: skip
 from cost_model.errors import ConfigError
+from cost_model.sourced import shown
 
 # A config.json is a few kB; ModelOpt's largest (nvidia/MiniMax-M3-NVFP4, 22,422
 # `quantized_layers`) is 3.1 MB: 64 MiB is 20x that.
@@ -26,7 +27,6 @@ MAX_CONFIG_BYTES = 64 << 20
 # Nesting: a quantization_config's group weights sit 5 levels deep under a multimodal wrapper's
 # text_config (text_config.quantization_config.config_groups.group_0.weights); 32 is 6x that.
 MAX_NESTING = 32
-_SHOWN_CHARS = 60  # a bad value is shown up to this many characters
 
 _LAYER_KEYS = ("num_hidden_layers", "first_k_dense_replace", "decoder_sparse_step",
                "interleave_moe_layer_step", "max_window_layers", "no_rope_layer_interval",
@@ -56,12 +56,6 @@ BOUNDS: dict[str, tuple[int, str]] = {
     "vocab_size": (MAX_VOCAB, "vocabulary: 16x Gemma 3's 262,144"),
 }
 ROPE_KEYS = ("rope_scaling", "rope_parameters")
-
-
-def shown(value: Any) -> str:
-    """`repr(value)`, cut to a readable length."""
-    text = repr(value)
-    return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 1] + "…"
 
 
 def read_json_document(path: Path) -> dict[str, Any]:

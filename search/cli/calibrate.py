@@ -27,8 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cost_model.efficiency import DEFAULT_FILE, POINTS_FILE
-from cost_model.hardware import get_hardware
+from cost_model import DEFAULT_FILE, POINTS_FILE, get_hardware
 from search.atomic import write_text_atomic
 from search.calibration.gemm import (
     AIC_SYSTEMS,
@@ -271,7 +270,7 @@ def _aic_source(hardware: str, folder: str, version: str) -> str:
 
 
 def _fit_attention(args: argparse.Namespace, name: str) -> dict[str, tuple[float, str]]:
-    from cost_model.efficiency import get_efficiency
+    from cost_model import get_efficiency
     from search.calibration.attention import (
         aiconfigurator_attention_tables,
         fit_attention,
@@ -300,7 +299,7 @@ def _fit_attention(args: argparse.Namespace, name: str) -> dict[str, tuple[float
 
 
 def _fit_comm(args: argparse.Namespace, name: str) -> dict[str, tuple[float, str]]:
-    from cost_model.efficiency import get_efficiency
+    from cost_model import get_efficiency
     from search.calibration.comm import (
         aiconfigurator_comm_table,
         fit_all_reduce,
@@ -319,7 +318,7 @@ def _fit_comm(args: argparse.Namespace, name: str) -> dict[str, tuple[float, str
 
 
 def _fit_moe(args: argparse.Namespace, name: str) -> dict[str, tuple[float, str]]:
-    from cost_model.efficiency import get_efficiency
+    from cost_model import get_efficiency
     from search.calibration.moe import aiconfigurator_moe_table, fit_moe, fit_source, measured_moe
 
     path, version = aiconfigurator_moe_table(name, args.framework, args.framework_version)

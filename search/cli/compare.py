@@ -8,9 +8,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from cost_model.deployment import make_deployment
-from cost_model.evaluate import validate_deployment
-from cost_model.hf_config import load_architecture
+from cost_model import load_architecture, make_deployment, validate_deployment
 from search.cli.errors import CommandError
 from search.records.benchmarks import compare_row, read_benchmark_output
 from search.records.tables import format_table, print_json

@@ -44,11 +44,10 @@ import math
 from dataclasses import dataclass
 
 from constraints import check_alignment, check_nvfp4_block, gemm_dims, padding_waste_frac
-from cost_model.architecture import Architecture
-from cost_model.deployment import Deployment
-from cost_model.gemm import gemm_cost, intensity_cap_flop_per_byte, tile_efficiency
-from cost_model.precision import get_precision
-from cost_model.units import MS_PER_S, TERA, US_PER_S
+from cost_model import (
+    MS_PER_S, TERA, US_PER_S, Architecture, Deployment, gemm_cost, get_precision,
+    intensity_cap_flop_per_byte, tile_efficiency,
+)
 from objectives.accuracy_terms import (
     ASPECT_KAPPA_CENTRAL,
     ASPECT_RATIO_MORPH_RANGE,

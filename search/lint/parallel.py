@@ -10,15 +10,11 @@ import math
 import numpy as np
 
 from constraints import check_kv_replication
-from cost_model.architecture import (
-    ATTENTION_MIXER, LINEAR_MIXERS, NO_MIXER, PARALLEL_MAMBA2_MIXER, Architecture,
-)  # fmt: skip
-from cost_model.attention import kv_cache_bytes_per_sequence
-from cost_model.batch import ArchArrays, DeployArrays
-from cost_model.deployment import Deployment
-from cost_model.layers import tokens_per_expert
-from cost_model.step import bubble_frac, stage_forward
-from cost_model.units import GIB_BYTES, MS_PER_S
+from cost_model import (
+    ATTENTION_MIXER, GIB_BYTES, LINEAR_MIXERS, MS_PER_S, NO_MIXER, PARALLEL_MAMBA2_MIXER,
+    ArchArrays, Architecture, DeployArrays, Deployment, bubble_frac, kv_cache_bytes_per_sequence,
+    stage_forward, tokens_per_expert,
+)
 from search.lint.support import (
     Draft,
     Fix,

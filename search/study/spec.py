@@ -30,9 +30,7 @@ from pydantic import (
 
 from constraints import CONSTRAINT_NAMES
 from constraints.engines import ENGINE_NAMES, format_refusal
-from cost_model.deployment import SERVING_MODES, Deployment
-from cost_model.hardware import get_hardware
-from cost_model.precision import get_precision
+from cost_model import SERVING_MODES, Deployment, get_hardware, get_precision
 from objectives.serving import OBJECTIVES
 from search.study.dimension import (  # noqa: F401 - Dimension and SAME_FORMAT re-exported
     FROZEN,

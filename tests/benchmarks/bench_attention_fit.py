@@ -15,8 +15,7 @@ import importlib.util
 import numpy as np
 import pyarrow.parquet as pq
 
-from cost_model.efficiency import get_efficiency
-from cost_model.hardware import get_hardware
+from cost_model import get_efficiency, get_hardware
 from search.calibration.gemm import AIC_PACKAGE, AIC_SYSTEMS, abs_error_quantiles
 from search.calibration.attention import (
     aiconfigurator_attention_tables,

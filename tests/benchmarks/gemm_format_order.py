@@ -110,8 +110,8 @@ def _quantize_table_s(hardware: str, version: str, table: str) -> dict[tuple[int
 
 def print_kernels() -> None:
     """Implied kernel-only geometric means per GPU and regime (module docstring)."""
-    from cost_model.gemm import gemm_cost
-    from cost_model.hardware import get_hardware
+    from cost_model import gemm_cost
+    from cost_model import get_hardware
 
     for hardware in AIC_SYSTEMS:
         version = shipped_points().get(hardware, {}).get("framework_version")

@@ -54,15 +54,11 @@ from pathlib import Path
 import numpy as np
 from pydantic import ValidationError
 
-from cost_model.architecture import Architecture, config_error_from
-from cost_model.deployment import Deployment, Workload
-from cost_model.errors import ConfigError
-from cost_model.disaggregated import PoolLimits, evaluate_disaggregated
-from cost_model.evaluate import deployment_violations, evaluate_points
-from cost_model.hardware import HardwareSpec, catalog_names, get_hardware
-from cost_model.hf_config import load_architecture
-from cost_model.order_statistics import expected_largest_z
-from cost_model.units import MS_PER_S
+from cost_model import (
+    MS_PER_S, Architecture, ConfigError, Deployment, HardwareSpec, PoolLimits, Workload,
+    catalog_names, config_error_from, deployment_violations, evaluate_disaggregated,
+    evaluate_points, expected_largest_z, get_hardware, load_architecture,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repository root: tests.data_paths
 from tests.data_paths import HF_CONFIGS, TEST_DATA  # noqa: E402

@@ -7,9 +7,7 @@ import itertools
 import pytest
 
 from constraints.engines import ENGINE_FORMATS, ENGINE_NAMES, engine_violations, format_refusal
-from cost_model.architecture import Architecture
-from cost_model.deployment import Deployment
-from cost_model.precision import PRECISIONS
+from cost_model import PRECISIONS, Architecture, Deployment
 
 DENSE = Architecture(name="dense", vocab_size=32000, hidden_size=4096, num_layers=32,
                      num_attention_heads=32, num_kv_heads=8, head_dim=128,

@@ -9,7 +9,7 @@ from cost_model.architecture import (
     FULL_ATTENTION, SLIDING_ATTENTION, Architecture, make_architecture, periodic_layer_types,
 )  # fmt: skip
 from cost_model.errors import ConfigError, CostModelError
-from cost_model.hf_config import load_architecture
+from cost_model.hf import load_architecture
 
 from tests.data_paths import MODEL_CONFIGS
 

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cost_model.architecture import Architecture, design_name, mixer_pattern_name
-from cost_model.hf_config import load_architecture
+from cost_model.hf import load_architecture
 
 from tests.data_paths import HF_CONFIGS
 

@@ -9,7 +9,7 @@ from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.deployment import Deployment, Workload
 from cost_model.evaluate import evaluate_points
 from cost_model.hardware import get_hardware
-from cost_model.hf_config import load_architecture
+from cost_model.hf import load_architecture
 from cost_model.host import request_step_s
 from cost_model.layers import GemmList, lm_head_gemm
 from cost_model.memory import max_concurrency, weight_bytes_per_gpu, workspace_bytes_per_gpu

@@ -11,7 +11,7 @@ from cost_model import step
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.deployment import Deployment
 from cost_model.hardware import get_hardware
-from cost_model.hf_config import load_architecture
+from cost_model.hf import load_architecture
 from cost_model.layers import GemmList, attention_gemms, layer_gemms
 from cost_model.step_load import StepLoad
 from tests.data_paths import HF_CONFIGS, MODEL_CONFIGS

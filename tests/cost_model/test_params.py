@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from cost_model.architecture import Architecture
-from cost_model.hf_config import load_architecture
+from cost_model.hf import load_architecture
 from cost_model.params import (
     BREAKDOWN_KEYS, attention_flop_per_token, count_params, flops_per_token, matmul_flop_per_token,
 )  # fmt: skip

@@ -39,7 +39,7 @@ from cost_model.step_load import StepLoad
 
 from tests.conftest import MODEL_CONFIGS
 from tests.data_paths import SERVING_DEV_SET_CSV
-from cost_model.hf_config import load_architecture
+from cost_model.hf import load_architecture
 
 GPUS = catalog_names()
 DENSE = ("Llama-3.1-8B", "Mistral-7B-v0.1", "gemma-2-9b", "Phi-3-mini-4k-instruct")

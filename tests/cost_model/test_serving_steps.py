@@ -25,9 +25,10 @@ from cost_model.architecture import Architecture, make_architecture
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.deployment import Deployment, Workload
 from cost_model.errors import ConfigError
-from cost_model.evaluate import OperatingPoints, deployment_violations, evaluate_points
+from cost_model.evaluate import deployment_violations, evaluate_points
+from cost_model.operating_points import OperatingPoints
 from cost_model.hardware import catalog_names, get_hardware
-from cost_model.hf_config import load_architecture
+from cost_model.hf import load_architecture
 from cost_model.precision import PRECISIONS
 from cost_model.serving_steps import ServingShape, rank_budget_tokens, serving_steps
 from cost_model.step import stage_forward_load

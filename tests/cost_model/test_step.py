@@ -18,7 +18,7 @@ from cost_model.layers import (
     GemmList, attention_gemms, ffn_gemms, moe_overhead_s, tokens_per_expert,
     touched_expert_frac,
 )
-from cost_model.hf_config import load_architecture
+from cost_model.hf import load_architecture
 from cost_model.serving_steps import ServingShape, rank_budget_tokens, serving_steps
 from cost_model.step import bubble_frac, stage_forward, stage_forward_load
 from cost_model.step_load import PromptSchedule, StepLoad

@@ -9,10 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from cost_model.architecture import Architecture
-from cost_model.errors import ConfigError
-from cost_model.hf_config import load_architecture
-from cost_model.precision import PRECISIONS
+from cost_model import PRECISIONS, Architecture, ConfigError, load_architecture
 from objectives.accuracy import (
     BASE_LAWS,
     DEFAULT_LAW,
