@@ -124,16 +124,12 @@ class Deployment(BaseModel):
     def moe_tp(self) -> int:
         return self.tp * self.dp * self.kvp // self.ep
 
-    @property
-    def tokens_per_step(self) -> float:
-        """Expected tokens each sequence gains per decode step: 1 + a + a² + … + a^k for k
-        speculative tokens at per-token acceptance a (a token counts only if all before it
-        were accepted; the verified step always yields one)."""
-        return expected_tokens_per_step(self.spec_tokens, self.spec_acceptance_frac)
-
 
 def expected_tokens_per_step(spec_tokens, acceptance_frac):
-    """Σ_{i=0..k} a^i (arrays broadcast): k+1 at a = 1, 1 at a = 0."""
+    """Expected tokens each sequence gains per decode step with k speculative tokens at
+    per-token acceptance a: Σ_{i=0..k} a^i = 1 + a + … + a^k (a token counts only if all before
+    it were accepted; the verified step always yields one); k+1 at a = 1, 1 at a = 0. Arrays
+    broadcast."""
     k = np.asarray(spec_tokens, dtype=np.float64)
     a = np.asarray(acceptance_frac, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -77,12 +77,6 @@ def request_lifetime_s(ttft_s, tpot_s, osl_tokens):
     return np.maximum(ttft_s + (osl_tokens - 1.0) * tpot_s, osl_tokens * tpot_s)
 
 
-def _shape(workload: Workload) -> ServingShape:
-    return ServingShape(float(workload.isl_tokens), float(workload.osl_tokens),
-                        float(workload.prefill_chunk_tokens), float(workload.cached_prefix_tokens),
-                        workload.adp_balance_timeout_steps > 0, workload.engine)
-
-
 @dataclass(frozen=True)
 class _Groups:
     """How `in_flight` requests sit on the attention groups: lockstep groups share one step (one
@@ -163,7 +157,7 @@ def _points(a: ArchArrays, d: DeployArrays, env: Env, workload: Workload, concur
     """Operating points at `concurrency`: at most `limits.in_flight_seqs` requests in flight
     (the rest wait for a slot), on lockstep or independent attention groups (`_Groups`); TPOT
     and TTFT are means over the requests, throughput the sum over the groups."""
-    shape = _shape(workload)
+    shape = ServingShape.of(workload)
     osl = shape.osl_tokens
     c = np.where(np.isfinite(concurrency), concurrency, 1.0)
     cap = limits.in_flight_seqs
@@ -260,7 +254,7 @@ def concurrency_limits(a: ArchArrays, d: DeployArrays, env: Env,
     """The `ConcurrencyLimits` of aggregated serving; the workspace is one prompt chunk of the
     rank's budget (`serving_steps.rank_budget_tokens`)."""
     memory_seqs = max_concurrency(a, d, env, float(workload.max_context_tokens),
-                                  rank_budget_tokens(a, d, _shape(workload)),
+                                  rank_budget_tokens(a, d, ServingShape.of(workload)),
                                   float(workload.cached_prefix_tokens))
     return ConcurrencyLimits(memory_seqs,
                              np.minimum(memory_seqs, workload.max_batch_sequences * d.dp))

@@ -21,9 +21,10 @@ from __future__ import annotations
 import numpy as np
 
 from cost_model.batch import ArchArrays, DeployArrays, Env
+from cost_model.units import BF16_BYTES
 
 LINEAR_STATE_BYTES = 4.0  # fp32 recurrent state (FLA kernels, vLLM's mamba_ssm_dtype float32)
-CONV_STATE_BYTES = 2.0  # BF16 past inputs of the short conv
+CONV_STATE_BYTES = BF16_BYTES  # the short conv's past inputs, BF16
 SCAN_CHUNK_TOKENS = 64.0  # FLA chunk_gated_delta_rule's chunk size
 STATE_MACS_PER_ELEM = 3.0  # q·S, k·S (delta rule's prediction) and the rank-1 state update
 # No measured kernel table: the time is a roofline, flagged as uncalibrated whenever a candidate

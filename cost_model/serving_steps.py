@@ -21,7 +21,7 @@ import numpy as np
 
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.benchmark_ttft import prompt_queue_s
-from cost_model.deployment import expected_tokens_per_step
+from cost_model.deployment import Workload, expected_tokens_per_step
 from cost_model.step import StageTime, draft_pass, micro_batch_seqs, stage_forward_load
 from cost_model.step_load import (
     PromptSchedule, StepLoad, busiest_group_seqs, lockstep_groups, rank_chunk_tokens,
@@ -54,15 +54,24 @@ class ServingTimes:
 
 @dataclass(frozen=True)
 class ServingShape:
-    """The request shape and the engine's budget: ISL/OSL, the cached prefix, the configured
-    prompt budget and whether an attention-DP balancer runs."""
+    """The request shape and the engine's budget, as the serving steps read them (floats): ISL,
+    OSL, the context a decoding sequence attends to on average, the configured prompt budget,
+    the cached prefix, whether an attention-DP balancer runs and the engine."""
 
     isl_tokens: float
     osl_tokens: float
+    decode_context_tokens: float  # `Workload.mean_decode_context_tokens`
     chunk_tokens: float  # the engine's configured prompt budget per step
     cached_tokens: float = 0.0
     balanced: bool = False
     engine: str | None = None
+
+    @classmethod
+    def of(cls, workload: Workload) -> ServingShape:
+        return cls(float(workload.isl_tokens), float(workload.osl_tokens),
+                   workload.mean_decode_context_tokens, float(workload.prefill_chunk_tokens),
+                   float(workload.cached_prefix_tokens), workload.adp_balance_timeout_steps > 0,
+                   workload.engine)
 
     @property
     def new_tokens(self) -> float:
@@ -106,8 +115,8 @@ def serving_steps(a: ArchArrays, d: DeployArrays, concurrency, shape: ServingSha
                                others_instance * tps + plan.chunk_tokens,
                                others_instance * tps + np.where(lockstep, d.dp, 1.0) * budget),
         decode_tokens_per_seq=tps)
-    context = shape.isl_tokens + shape.osl_tokens / 2.0
-    return ServingSteps(load, context, shape.cached_tokens + shape.new_tokens / 2.0), plan
+    return ServingSteps(load, shape.decode_context_tokens,
+                        shape.cached_tokens + shape.new_tokens / 2.0), plan
 
 
 def serving_times(a, d, env: Env, concurrency, shape: ServingShape) -> ServingTimes:

@@ -34,8 +34,6 @@ Factor = str | tuple[str, ...]  # a field, or a sum of fields (shown in parenthe
 LayerSet = Literal["attention", "global", "linear", "dense", "moe", "model"]
 Shard = Literal["tp", "ffn_tp", "moe_tp", "none"]
 PrecisionClass = Literal["linear", "experts", "high"]  # the deployment's format, the experts', BF16
-LAYER_SETS: tuple[LayerSet, ...] = ("attention", "global", "linear", "dense", "moe", "model")
-SHARD_LABELS = {"tp": "TP", "ffn_tp": "TP", "moe_tp": "(TP·DP/EP)"}
 
 
 @dataclass(frozen=True)
@@ -339,7 +337,7 @@ class ArchColumns:
         attention_k_eq_v="k_eq_v",
         linear_num_value_heads="linear_heads",
         linear_key_head_dim="linear_key_dim", linear_value_head_dim="linear_value_dim",
-    )  # fmt: skip
+    )
 
     def __init__(self, a: ArchArrays):
         self.a = a
@@ -447,7 +445,7 @@ def rows_of(arch) -> tuple[WeightGemm, ...]:
 
 
 @dataclass(frozen=True)
-class DenseWidth:
+class _DenseWidth:
     """`arch` with one dense layer's FFN width (Puzzle's per-layer widths)."""
 
     arch: object
@@ -465,6 +463,6 @@ def layer_sources(arch, layers: LayerSet) -> Iterator[tuple[object, int]]:
         for width in arch.layer_ffn_widths:
             if width:
                 widths[width] = widths.get(width, 0) + 1
-        yield from ((DenseWidth(arch, w), count) for w, count in widths.items())
+        yield from ((_DenseWidth(arch, w), count) for w, count in widths.items())
         return
     yield arch, layer_count(arch, layers)

@@ -11,11 +11,11 @@ from typing import Any
 from cost_model.architecture import (
     ATTENTION_MIXER, FULL_ATTENTION, GATED_DELTANET_MIXER, KIMI_DELTA_MIXER, MAMBA2_MIXER, NO_MIXER,
     PARALLEL_MAMBA2_MIXER,
-)  # fmt: skip
+)
 from cost_model.errors import ConfigError
 from cost_model.hf.common import (
     Family, biases, defaults, mamba2_heads, moe_fields, qwen_shared_moe, read_int,
-)  # fmt: skip
+)
 from cost_model.hf.mla import read_deepseek_v3
 
 
@@ -338,4 +338,4 @@ FAMILIES: dict[str, Family] = {
         }),
         fixed={"mamba_proj_bias": (False,), "projectors_bias": (False,)},
     ),
-}  # fmt: skip
+}

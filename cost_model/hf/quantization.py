@@ -41,7 +41,7 @@ MODELOPT_ALGOS = {
     "NVFP4": "nvfp4", "NVFP4_AWQ": "nvfp4", "MXFP4": "mxfp4", "W4A16": "w4a16",
     "W4A16_AWQ": "w4a16", "W4A16_GPTQ": "w4a16", "W4A16_MXFP4": "w4a16", "W4A16_NVFP4": "w4a16",
     "W8A16": "w8a16", "W8A16_GPTQ": "w8a16",
-}  # fmt: skip
+}
 KV_ALGOS = {"FP8": "fp8", "NVFP4": "nvfp4"}
 WEIGHT_ONLY = {4: "w4a16", 8: "w8a16"}  # weight bits -> weight-only format (BF16 activations)
 FP4_GROUPS = {16: "nvfp4", 32: "mxfp4"}  # FP4 block size -> format (NVFP4: 16, OCP MX: 32)

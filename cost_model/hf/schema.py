@@ -17,7 +17,7 @@ from typing import Any
 
 from cost_model.architecture import (
     MAX_EXPERTS, MAX_HEADS, MAX_LAYERS, MAX_TOKENS, MAX_VOCAB, MAX_WIDTH,
-)  # fmt: skip
+)
 from cost_model.errors import ConfigError
 from cost_model.sourced import shown
 
@@ -38,7 +38,7 @@ _WIDTH_KEYS = (
     "linear_key_head_dim", "linear_value_head_dim", "linear_head_dim", "mamba_d_ssm",
     "mamba_d_state", "ssm_state_size", "mamba_head_dim", "hidden_size_per_layer_input",
     "global_head_dim", "conv_kernel", "linear_conv_kernel_dim", "mamba_d_conv", "mamba_expand",
-)  # fmt: skip
+)
 _HEAD_KEYS = ("num_attention_heads", "num_key_value_heads", "index_n_heads",
               "linear_num_key_heads", "linear_num_value_heads", "linear_num_heads",
               "mamba_n_heads", "mamba_num_heads", "n_groups", "mamba_n_groups",
@@ -87,11 +87,11 @@ def parse_json_document(raw: bytes, label: str) -> dict[str, Any]:
                           "(rule: a config nests at most that deep)") from None
     if not isinstance(doc, dict):
         raise ConfigError(f"`{label}` must hold a JSON object; got {type(doc).__name__}")
-    check_nesting(doc, label)
+    _check_nesting(doc, label)
     return doc
 
 
-def check_nesting(doc: Any, label: str) -> None:
+def _check_nesting(doc: Any, label: str) -> None:
     """Refuse a document nested deeper than MAX_NESTING (iteratively: no recursion limit)."""
     stack = [(doc, 1)]
     while stack:

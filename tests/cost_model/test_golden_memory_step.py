@@ -13,7 +13,7 @@ from cost_model.hf import load_architecture
 from cost_model.host import request_step_s
 from cost_model.layers import GemmList, lm_head_gemm
 from cost_model.memory import max_concurrency, weight_bytes_per_gpu, workspace_bytes_per_gpu
-from cost_model.step import StageLayers, _elementwise_values, _other_kernels, _other_s
+from cost_model.step import StageLayers, elementwise_values, other_kernel_launches, stage_other_s
 from cost_model.step_load import StepLoad
 
 from tests.data_paths import HF_CONFIGS
@@ -83,7 +83,7 @@ def test_other_time_by_hand(load_model):
     launch = H200.kernel_launch_s
     rate = H200.hbm_bytes_per_s * env.eff.for_rate("bf16").bandwidth_ceiling_frac
     expected = 32 * (64 * 92_160 * 2 / rate + 4 * launch) + 8 * launch + 64 * request_step_s("x86")
-    got = _other_s(a, d, env, StepLoad.single_group(64.0), StageLayers.of(a, d))
+    got = stage_other_s(a, d, env, StepLoad.single_group(64.0), StageLayers.of(a, d))
     assert float(np.asarray(got).reshape(-1)[0]) == pytest.approx(expected, rel=1e-9)
 
 
@@ -96,8 +96,8 @@ def test_single_mixer_layers_pay_one_sub_block_each():
     23,199,744); launches 118 norms + 10 RoPE + 54 activations = 182 (not 4 · 118 = 472)."""
     a, d = _arrays(load_architecture(HF_CONFIGS / "Nemotron-H-56B-Base-8K.json"), Deployment())
     stage = StageLayers.of(a, d)
-    assert float(_elementwise_values(a, d, stage)[0, 0]) == 8_536_064
-    assert float(_other_kernels(a, stage)[0, 0]) == 182
+    assert float(elementwise_values(a, d, stage)[0, 0]) == 8_536_064
+    assert float(other_kernel_launches(a, stage)[0, 0]) == 182
 
 
 def test_shared_experts_pay_their_activation_not_the_routed_ones(load_model):
@@ -107,8 +107,8 @@ def test_shared_experts_pay_their_activation_not_the_routed_ones(load_model):
     + (3 + 58) = 244 (the routed experts' activation is the fused MoE's, `moe_overhead_s`)."""
     a, d = _arrays(load_model("DeepSeek-V3"), Deployment())
     stage = StageLayers.of(a, d)
-    assert float(_elementwise_values(a, d, stage)[0, 0]) == 5_769_216
-    assert float(_other_kernels(a, stage)[0, 0]) == 244
+    assert float(elementwise_values(a, d, stage)[0, 0]) == 5_769_216
+    assert float(other_kernel_launches(a, stage)[0, 0]) == 244
 
 
 def test_lm_head_runs_on_decode_tokens_and_one_per_prompt(load_model):
@@ -140,7 +140,7 @@ def test_step_overhead_is_shared_by_pipeline_stages(load_model):
     rate = H200.hbm_bytes_per_s * env.eff.for_rate("bf16").bandwidth_ceiling_frac
     expected = 16 * (64 * 92_160 * 2 / rate + 4 * launch) + 8 * launch / 2 \
         + 64 * request_step_s("x86")
-    got = _other_s(a, d, env, StepLoad.single_group(64.0), StageLayers.of(a, d))
+    got = stage_other_s(a, d, env, StepLoad.single_group(64.0), StageLayers.of(a, d))
     assert float(np.asarray(got).reshape(-1)[0]) == pytest.approx(expected, rel=1e-9)
 
 
@@ -148,11 +148,11 @@ def test_tp_all_reduces_by_hand(load_model):
     """Llama-3.1-8B at TP 2, 64 tokens: one all-reduce of 64·4096·2 bytes (BF16 activations)
     after attention and one after the FFN in each of the 32 layers: 64 all-reduces."""
     from cost_model.communication import all_reduce_s
-    from cost_model.step import _communication_s
+    from cost_model.step import stage_communication_s
 
     a, d = _arrays(load_model("Llama-3.1-8B"), Deployment(tp=2))
     env = Env.create(H200, "fp8", "fp8")
-    got = _communication_s(a, d, env, StepLoad.single_group(64.0), 32.0, 0.0, 32.0)
+    got = stage_communication_s(a, d, env, StepLoad.single_group(64.0), 32.0, 0.0, 32.0)
     one = all_reduce_s(64 * 4096 * 2.0, 2, H200, env.eff)
     assert float(np.asarray(got).reshape(-1)[0]) == pytest.approx(64 * float(one), rel=1e-9)
 
@@ -160,12 +160,12 @@ def test_tp_all_reduces_by_hand(load_model):
 def _moe_communication_s(arch, dep: Deployment, hw, tokens_per_group: float) -> float:
     """Communication of 48 MoE layers (no attention or dense layers) for a decode step of
     `tokens_per_group` tokens in each attention group, FP8."""
-    from cost_model.step import _communication_s
+    from cost_model.step import stage_communication_s
 
     a, d = _arrays(arch, dep)
     env = Env.create(hw, "fp8", "fp8")
     load = StepLoad.of(d, dep.dp * tokens_per_group, 0.0)
-    return float(np.ravel(_communication_s(a, d, env, load, 0.0, 48.0, 48.0))[0])
+    return float(np.ravel(stage_communication_s(a, d, env, load, 0.0, 48.0, 48.0))[0])
 
 
 def _fp8_there_bf16_back_s(collective, values: float, gpus: int, hw) -> float:

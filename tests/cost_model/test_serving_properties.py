@@ -266,8 +266,7 @@ def _checkpoint_tpot_ratio(hw, tp, ep, dp, workload, concurrency):
     order is a property of equal batches)."""
     arch = model("DeepSeek-V3")
     a = ArchArrays.from_architectures([arch])
-    shape = ServingShape(float(workload.isl_tokens), float(workload.osl_tokens),
-                         float(workload.prefill_chunk_tokens))
+    shape = ServingShape.of(workload)
     tpot = []
     for formats in (FP4_CHECKPOINT, FP8_CHECKPOINT):
         dep = Deployment(tp=tp, ep=ep, dp=dp, **formats)

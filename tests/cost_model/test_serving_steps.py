@@ -123,8 +123,7 @@ def test_the_balancer_never_raises_moe_tpot(hw_format, stem, dp, data, workload,
 def _decode_step_s(arch, dep, hw, workload, concurrency):
     """The decode-only step of the serving schedule (no prompt), per candidate."""
     a, d = ArchArrays.from_architectures([arch]), DeployArrays.from_deployments([dep])
-    shape = ServingShape(float(workload.isl_tokens), float(workload.osl_tokens),
-                         float(workload.prefill_chunk_tokens), engine=workload.engine)
+    shape = ServingShape.of(workload)
     steps, _ = serving_steps(a, d, np.asarray([[concurrency]], float), shape,
                              float(workload.osl_tokens))
     env = Env.for_deployments(hw, [dep], workload.engine)
@@ -136,8 +135,7 @@ def _boundaries(arch, dep, workload) -> list[int]:
     """Concurrencies just below where a prompt share reaches one chunk: the micro-batch's
     (m · ISL/OSL = chunk) and the busiest group's (n · ISL/OSL = chunk)."""
     a, d = ArchArrays.from_architectures([arch]), DeployArrays.from_deployments([dep])
-    shape = ServingShape(float(workload.isl_tokens), float(workload.osl_tokens),
-                         float(workload.prefill_chunk_tokens), engine=workload.engine)
+    shape = ServingShape.of(workload)
     budget = float(rank_budget_tokens(a, d, shape)[0, 0])
     chunk = shape.isl_tokens / np.ceil(shape.isl_tokens / budget)
     per_seq = shape.isl_tokens / shape.osl_tokens  # prompt tokens per sequence per step

@@ -287,7 +287,6 @@ def test_prompt_schedule_of_lockstep_groups_by_hand():
     With the balancer the groups prefill together: s = ρ = 0.125, P/s = 1023/0.125 = 8,184."""
     plan = PromptSchedule.of(128.0, 1023.0, 8.0, 1024.0, 1024.0, 8192.0, False)
     assert plan.chunk_tokens == pytest.approx(1024.0)
-    assert plan.occupancy_frac == pytest.approx(0.125)
     assert plan.prompt_step_frac == pytest.approx(0.6563910842, rel=1e-9)
     assert plan.group_step_tokens == pytest.approx(1024.0)
     assert plan.instance_step_tokens == pytest.approx(1558.522083, rel=1e-9)
@@ -306,8 +305,8 @@ def test_only_groups_holding_requests_prefill(load_model):
     0.0077858."""
     a = ArchArrays.from_architectures([load_model("Qwen3-30B-A3B")])
     d = DeployArrays.from_deployments([Deployment(dp=8, ep=8)])
-    _, plan = serving_steps(a, d, np.array([[3.0]]), ServingShape(1024.0, 1024.0, 8192.0),
-                            1024.0)
+    shape = ServingShape.of(Workload(isl_tokens=1024, osl_tokens=1024, prefill_chunk_tokens=8192))
+    _, plan = serving_steps(a, d, np.array([[3.0]]), shape, 1024.0)
     assert float(plan.prompt_step_frac[0, 0]) == pytest.approx(0.0029268, rel=1e-4)
 
 
@@ -337,8 +336,8 @@ def test_sglang_attention_dp_ranks_split_the_prompt_budget(load_model):
     deepseek, llama = load_model("DeepSeek-V3"), load_model("Llama-3.1-8B")
     a = ArchArrays.from_architectures([deepseek, llama])
     d = DeployArrays.from_deployments([Deployment(dp=8, ep=8), Deployment(dp=8)])
-    budget = lambda engine: rank_budget_tokens(a, d, ServingShape(  # noqa: E731
-        8192.0, 1024.0, 16_384.0, engine=engine))[:, 0]
+    budget = lambda engine: rank_budget_tokens(a, d, ServingShape.of(Workload(  # noqa: E731
+        isl_tokens=8192, osl_tokens=1024, prefill_chunk_tokens=16_384, engine=engine)))[:, 0]
     assert list(budget("sglang")) == [2048.0, 16_384.0]
     assert list(budget("trtllm")) == [16_384.0, 16_384.0]
 
@@ -402,7 +401,7 @@ def test_pipeline_send_crosses_the_scale_out_network_between_domains(load_model)
     fraction); at TP 4, PP 2 (8 GPUs, one domain) over NVLink: scale-up latency + bytes /
     (scale-up bandwidth × its fraction). With no layer on the stage the send is all the
     communication there is."""
-    from cost_model.step import _communication_s, stages_span_domains
+    from cost_model.step import stage_communication_s, stages_span_domains
 
     h100 = get_hardware("h100-sxm")
     arch = load_architecture(HF_CONFIGS / "Llama-3.1-70B.json")
@@ -410,7 +409,7 @@ def test_pipeline_send_crosses_the_scale_out_network_between_domains(load_model)
     d = DeployArrays.from_deployments([Deployment(tp=8, pp=2), Deployment(tp=4, pp=2)])
     assert list(stages_span_domains(d, h100)[:, 0]) == [True, False]
     env = Env.create(h100, "fp8", "fp8")
-    got = _communication_s(a, d, env, StepLoad.single_group(np.full((2, 1), 64.0)), 0.0, 0.0,
+    got = stage_communication_s(a, d, env, StepLoad.single_group(np.full((2, 1), 64.0)), 0.0, 0.0,
                            0.0)[:, 0]
     eff, message = env.eff, 64 * 8192 * 2.0
     out = h100.scale_out_latency_s + message / (h100.scale_out_bytes_per_s
