@@ -17,7 +17,8 @@ import numpy as np
 from cost_model.attention import kv_cache_bytes_per_sequence
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.sharded_gemms import (
-    LM_HEAD, ROWS, ArchColumns, active, column_layer_counts, per_gpu_count, per_gpu_k, per_gpu_n,
+    LM_HEAD, ROWS, ArchColumns, PrecisionClass, active, column_layer_counts, per_gpu_count,
+    per_gpu_k, per_gpu_n,
 )
 from cost_model.units import BF16_BYTES
 
@@ -27,14 +28,15 @@ RESERVED_MEMORY_FRAC = 0.10
 WORKSPACE_HIDDEN_MULTIPLE = 8.0  # live activations per token of a max-size step, in units of H
 
 
-def _layer_weight_elems_per_gpu(a: ArchArrays, d: DeployArrays) -> dict[str, np.ndarray]:
+def _layer_weight_elems_per_gpu(a: ArchArrays,
+                                d: DeployArrays) -> dict[PrecisionClass, np.ndarray | float]:
     """Weights of every layer (before the stage's share) on one GPU by precision class
     (`linear`, `experts`, `high`): each row of the table on the layers of its kind."""
     src = ArchColumns(a)
     layers = column_layer_counts(a, a.attention_layers, a.linear_layers, a.dense_layers,
                                  a.moe_layers)
     layers.pop("model")  # the vocabulary: `_vocab_elems_per_gpu`
-    elems = dict.fromkeys(("linear", "experts", "high"), 0.0)
+    elems: dict[PrecisionClass, np.ndarray | float] = {"linear": 0.0, "experts": 0.0, "high": 0.0}
     for row in ROWS:
         if row.layers in layers:
             elems[row.precision] = elems[row.precision] + layers[row.layers] * active(row, src) \

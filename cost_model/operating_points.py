@@ -50,9 +50,10 @@ class OperatingPoints:
 
     def ratio(self, i: int, j: int) -> str | None:
         """`3P5D` for a disaggregated point, None for an aggregated one."""
-        if self.prefill_instances is None or not np.isfinite(self.prefill_instances[i, j]):
+        prefill, decode = self.prefill_instances, self.decode_instances
+        if prefill is None or decode is None or not np.isfinite(prefill[i, j]):
             return None
-        return f"{self.prefill_instances[i, j]:.0f}P{self.decode_instances[i, j]:.0f}D"
+        return f"{prefill[i, j]:.0f}P{decode[i, j]:.0f}D"
 
     def pareto_mask(self) -> np.ndarray:
         y = np.where(self.fits_memory, self.tokens_per_s_per_gpu, np.nan)

@@ -71,6 +71,34 @@ def test_max_concurrency_llama_8b_by_hand(load_model):
     assert max_concurrency(a, d2, env, 2048.0, 8192.0)[0, 0] == 1884
 
 
+def test_a_pipeline_stage_holds_its_whole_layers(load_model):
+    """Llama-3.1-8B FP8 (per layer 218,103,808 bytes of linear weights, above) at PP 3: the
+    busiest stage holds ⌈32/3⌉ = 11 whole layers, 11 · 218,103,808 = 2,399,141,888 bytes (not a
+    third of 32 layers), plus one of the embedding and the LM head (they sit on different stages
+    under PP): 128,256 · 4096 · 2 = 1,050,673,152; total 3,449,815,040."""
+    a, d = _arrays(load_model("Llama-3.1-8B"), Deployment(precision="fp8", pp=3))
+    env = Env.create(H200, "fp8", "fp8")
+    assert weight_bytes_per_gpu(a, d, env)[0, 0] == 3_449_815_040
+
+
+def test_the_engine_batch_cap_is_per_attention_group(load_model):
+    """`max_batch_sequences` caps each attention group (an engine rank's scheduler): Llama-3.1-8B
+    FP8 on H200 at DP 2 holds 1,884 sequences of 2,048 tokens in memory (above), the cap of 100
+    per group keeps 100 · 2 = 200 in flight."""
+    workload = Workload(isl_tokens=1024, osl_tokens=1024, max_batch_sequences=100)
+    points = evaluate_points([load_model("Llama-3.1-8B")], [Deployment(precision="fp8", dp=2)],
+                             H200, workload, np.array([1.0]))
+    assert points.max_concurrency[0, 0] == 200
+
+
+def test_the_memory_limit_itself_fits(load_model):
+    """Llama-3.1-8B FP8 on one H200 holds exactly 942 sequences of ISL + OSL = 2,048 tokens
+    beside its weights and an 8,192-token chunk of workspace (above): 942 fits, 943 does not."""
+    points = evaluate_points([load_model("Llama-3.1-8B")], [Deployment(precision="fp8")], H200,
+                             Workload(isl_tokens=1024, osl_tokens=1024), np.array([942.0, 943.0]))
+    assert points.fits_memory[0].tolist() == [True, False]
+
+
 def test_other_time_by_hand(load_model):
     """Non-GEMM time of 64 tokens of Llama-3.1-8B at TP 1: per layer two sub-blocks (attention,
     FFN) of 5·H (norm read + write, residual add two reads + one write), RoPE 2·H and the

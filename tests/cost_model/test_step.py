@@ -13,13 +13,13 @@ from cost_model.deployment import Deployment, Workload, make_deployment
 from cost_model.errors import ConfigError
 from cost_model.evaluate import deployment_violations, evaluate_points
 from cost_model.hardware import get_hardware
-from cost_model.gemm import gemm_cost
 from cost_model.layers import (
     GemmList, attention_gemms, ffn_gemms, moe_overhead_s, tokens_per_expert,
     touched_expert_frac,
 )
 from cost_model.hf import load_architecture
 from cost_model.serving_steps import ServingShape, rank_budget_tokens, serving_steps
+from cost_model.gemm import HOT_DTYPE, gemm_cost, gemm_time_s
 from cost_model.step import bubble_frac, stage_forward, stage_forward_load
 from cost_model.step_load import PromptSchedule, StepLoad
 
@@ -461,3 +461,27 @@ def test_moe_imbalance_scales_the_busiest_experts_only_with_ep(load_model):
     ffn_gemms(gemms, a, d, StepLoad.single_group(np.full((2, 1), 4096.0)), 0.0, 1.0)
     m_expert = gemms.dims[gemms.names.index("moe/experts_up")][0]
     assert m_expert.reshape(-1) == pytest.approx([281.6, 256.0], rel=1e-9)
+
+
+def test_stage_gemm_time_runs_the_layers_shapes_by_hand(load_model):
+    """Llama-3.1-8B (H 4,096, 32 q / 8 KV heads of 128, FFN 14,336 gated, vocab 128,256) at
+    TP 2, PP 2, FP8: a 64-token decode step of the busiest stage runs ⌈32/2⌉ = 16 layers of
+    - qkv: per GPU 32/2 = 16 query heads and ⌈8/2⌉ = 4 key and 4 value heads, N = 24 · 128 =
+      3,072, K = 4,096;
+    - o_proj: N = 4,096, K = 4,096/2 = 2,048;
+    - gate + up fused: N = 2 · 14,336/2 = 14,336, K = 4,096; down: N = 4,096, K = 7,168;
+    each with M = 64 in FP8, and the LM head once (BF16 weights, vocabulary over TP): M = 64
+    logit tokens, N = 128,256/2 = 64,128, K = 4,096. Each GEMM's time is the GEMM model's
+    (`gemm.gemm_time_s`, in the step's float32); the step's GEMM time is their sum."""
+    a = ArchArrays.from_architectures([load_model("Llama-3.1-8B")])
+    d = DeployArrays.from_deployments([Deployment(tp=2, pp=2, precision="fp8")])
+    env = Env.create(H200, "fp8", "fp8")
+
+    def t(n, k, rates):
+        return float(gemm_time_s(64.0, n, k, 1.0, H200, rates, HOT_DTYPE))
+
+    per_layer = sum(t(n, k, env.linear_rates)
+                    for n, k in ((3072, 4096), (4096, 2048), (14_336, 4096), (4096, 7168)))
+    expected = 16 * per_layer + t(64_128, 4096, env.high_rates)
+    got = stage_forward_load(a, d, env, StepLoad.single_group(64.0), 2048.0, 0.0).gemm_s
+    assert float(np.ravel(got)[0]) == pytest.approx(expected, rel=1e-6)
