@@ -30,16 +30,15 @@ if TYPE_CHECKING:
     from cost_model.communication import all_reduce_s
     from cost_model.deployment import (
         DEFAULT_MAX_BATCH_SEQUENCES, DEFAULT_PREFILL_CHUNK_TOKENS, DEFAULT_SPEC_ACCEPTANCE_FRAC,
-        ENGINES, SERVING_MODES, SPEC_METHODS, Deployment, Workload, make_deployment, make_workload,
+        ENGINES, SERVING_MODES, SPEC_METHODS, Deployment, Workload, deployment_violations,
+        make_deployment, make_workload, validate_deployment,
     )
     from cost_model.disaggregated import DisaggregatedPoints, PoolLimits, evaluate_disaggregated
     from cost_model.efficiency import (
         DEFAULT_FILE, POINTS_FILE, Efficiency, GemmEfficiency, efficiency_from_toml, get_efficiency,
     )
     from cost_model.errors import ConfigError, CostModelError
-    from cost_model.evaluate import (
-        concurrency_limits, deployment_violations, evaluate_points, validate_deployment,
-    )
+    from cost_model.evaluate import concurrency_limits, evaluate_points
     from cost_model.frontier import frontier_area, pareto_mask
     from cost_model.gemm import (
         DEFAULT_OUT_PRECISION, HOT_DTYPE, GemmRates, gemm_cost, gemm_time_s,
@@ -83,7 +82,8 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "deployment": (
         "DEFAULT_MAX_BATCH_SEQUENCES", "DEFAULT_PREFILL_CHUNK_TOKENS",
         "DEFAULT_SPEC_ACCEPTANCE_FRAC", "ENGINES", "SERVING_MODES", "SPEC_METHODS", "Deployment",
-        "Workload", "make_deployment", "make_workload",
+        "Workload", "deployment_violations", "make_deployment", "make_workload",
+        "validate_deployment",
     ),
     "disaggregated": ("DisaggregatedPoints", "PoolLimits", "evaluate_disaggregated"),
     "efficiency": (
@@ -91,9 +91,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "get_efficiency",
     ),
     "errors": ("ConfigError", "CostModelError"),
-    "evaluate": (
-        "concurrency_limits", "deployment_violations", "evaluate_points", "validate_deployment",
-    ),
+    "evaluate": ("concurrency_limits", "evaluate_points"),
     "frontier": ("frontier_area", "pareto_mask"),
     "gemm": (
         "DEFAULT_OUT_PRECISION", "HOT_DTYPE", "GemmRates", "gemm_cost", "gemm_time_s",

@@ -33,48 +33,107 @@ from cost_model.step import StageTime
 from cost_model.step_load import busiest_group_seqs, lockstep_groups
 
 
-def validate_deployment(arch: Architecture, dep: Deployment) -> None:
-    """Raise `ConfigError` naming the first sharding rule `dep` breaks for `arch`."""
-    for message in deployment_violations(arch, dep):
-        raise ConfigError(message)
+def evaluate_points(archs: Sequence[Architecture], deps: Sequence[Deployment], hw: HardwareSpec,
+                    workload: Workload, concurrency=None) -> OperatingPoints:
+    """Operating points of candidate i = (archs[i], deps[i]). `concurrency`: a 1-D array used for
+    every candidate, a (candidates, k) array of each candidate's own, or None for the sweep 1, 2,
+    4, … up to each candidate's memory limit. Deployments whose `serving` is "disaggregated"
+    are prefill and decode pools of instances of that shape (`cost_model.disaggregated`, the
+    xPyD ratio sized per point); their concurrency is per decode instance."""
+    if len(archs) != len(deps):
+        raise ConfigError(f"`deployments` must match `architectures` one to one; got "
+                          f"{len(deps)} and {len(archs)}")
+    if all(d.serving == AGGREGATED for d in deps):
+        return _aggregated_points(archs, deps, hw, workload, concurrency)
+    return _mixed_modes(archs, deps, hw, workload, concurrency)
 
 
-def deployment_violations(arch: Architecture, dep: Deployment) -> list[str]:
-    """Every divisibility rule of the deployment that the architecture breaks, as messages."""
-    rules = [
-        (arch.num_attention_heads % dep.tp == 0,
-         f"`tp` ({dep.tp}) must divide `num_attention_heads` ({arch.num_attention_heads})"),
-        (arch.num_kv_heads % dep.tp == 0 or dep.tp % arch.num_kv_heads == 0,
-         f"`tp` ({dep.tp}) and `num_kv_heads` ({arch.num_kv_heads}) must divide one another"),
-        (arch.num_dense_layers == 0 or arch.intermediate_size % dep.ffn_tp == 0,
-         f"`tp`{'·`kvp`' if dep.kvp > 1 else ''} ({dep.ffn_tp}) must divide "
-         f"`intermediate_size` ({arch.intermediate_size})"),
-        (dep.kvp == 1 or arch.num_attention_heads % dep.ffn_tp == 0,
-         f"`tp`·`kvp` ({dep.ffn_tp}) must divide `num_attention_heads` "
-         f"({arch.num_attention_heads}): the output projection is sharded over them"),
-        (dep.pp <= arch.num_layers,
-         f"`pp` ({dep.pp}) must not exceed `num_layers` ({arch.num_layers})"),
-    ]
-    if arch.is_moe:
-        rules += [
-            (arch.num_experts % dep.ep == 0,
-             f"`ep` ({dep.ep}) must divide `num_experts` ({arch.num_experts})"),
-            (arch.moe_intermediate_size % dep.moe_tp == 0,
-             f"`tp`·`dp`{'·`kvp`' if dep.kvp > 1 else ''}/`ep` ({dep.moe_tp}) must divide "
-             f"`moe_intermediate_size` "
-             f"({arch.moe_intermediate_size})"),
-        ]
-    elif dep.ep > 1:
-        rules.append((False, f"`ep` ({dep.ep}) must be 1 for a dense model"))
-    return [message for ok, message in rules if not ok]
+def _mixed_modes(archs, deps, hw, workload, concurrency) -> OperatingPoints:
+    """Aggregated and disaggregated candidates evaluated apart, rows merged back in order."""
+    rows = {mode: [i for i, d in enumerate(deps) if d.serving == mode] for mode in SERVING_MODES}
+    per_row = concurrency is not None and np.ndim(concurrency) == 2
+
+    def own(index: list[int]):
+        return np.asarray(concurrency)[index] if per_row else concurrency
+
+    parts = {}
+    for mode, index in rows.items():
+        if not index:
+            continue
+        mode_archs, mode_deps = [archs[i] for i in index], [deps[i] for i in index]
+        if mode == AGGREGATED:
+            parts[mode] = _aggregated_points(mode_archs, mode_deps, hw, workload, own(index))
+        else:
+            parts[mode] = evaluate_disaggregated(mode_archs, mode_deps, mode_deps, hw, workload,
+                                                 own(index)).as_operating_points()
+    return merge_rows(parts, rows, len(deps))
 
 
-def request_lifetime_s(ttft_s, tpot_s, osl_tokens):
-    """How long a request holds its slot in aggregated serving: its own path, TTFT + (OSL−1)·TPOT,
-    and never less than the OSL steps in which the engine does the work of every request in
-    flight (TPOT amortizes their prompts: c·ISL/OSL prompt tokens per step), so that a short OSL
-    cannot claim prefill throughput above what the steps carry (work conservation)."""
-    return np.maximum(ttft_s + (osl_tokens - 1.0) * tpot_s, osl_tokens * tpot_s)
+def _aggregated_points(archs, deps, hw: HardwareSpec, workload: Workload, concurrency
+                       ) -> OperatingPoints:
+    env = Env.for_deployments(hw, deps, workload.engine)
+    a = ArchArrays.from_architectures(archs)
+    d = DeployArrays.from_deployments(deps)
+    limits = concurrency_limits(a, d, env, workload)
+    if concurrency is None:
+        grid = concurrency_grid(limits.in_flight_seqs)
+    elif np.ndim(concurrency) == 2:
+        grid = np.broadcast_to(np.asarray(concurrency, float),
+                               (len(archs), np.shape(concurrency)[1]))
+    else:
+        grid = np.broadcast_to(np.asarray(concurrency, float).reshape(1, -1),
+                               (len(archs), np.size(concurrency)))
+    return _points(a, d, env, workload, grid, limits)
+
+
+@dataclass(frozen=True)
+class ConcurrencyLimits:
+    """Per candidate, shape (n, 1): the sequences the KV cache holds beside the weights and the
+    workspace, and the requests the engine keeps in flight (that, and its batch cap of
+    `max_batch_sequences` per attention group)."""
+
+    memory_seqs: np.ndarray
+    in_flight_seqs: np.ndarray
+
+
+def concurrency_limits(a: ArchArrays, d: DeployArrays, env: Env,
+                       workload: Workload) -> ConcurrencyLimits:
+    """The `ConcurrencyLimits` of aggregated serving; the workspace is one prompt chunk of the
+    rank's budget (`serving_steps.rank_budget_tokens`)."""
+    memory_seqs = max_concurrency(a, d, env, float(workload.max_context_tokens),
+                                  rank_budget_tokens(a, d, ServingShape.of(workload)),
+                                  float(workload.cached_prefix_tokens))
+    return ConcurrencyLimits(memory_seqs,
+                             np.minimum(memory_seqs, workload.max_batch_sequences * d.dp))
+
+
+def _points(a: ArchArrays, d: DeployArrays, env: Env, workload: Workload, concurrency,
+            limits: ConcurrencyLimits) -> OperatingPoints:
+    """Operating points at `concurrency`: at most `limits.in_flight_seqs` requests in flight
+    (the rest wait for a slot), on lockstep or independent attention groups (`_Groups`); TPOT
+    and TTFT are means over the requests, throughput the sum over the groups."""
+    shape = ServingShape.of(workload)
+    osl = shape.osl_tokens
+    c = np.where(np.isfinite(concurrency), concurrency, 1.0)
+    cap = limits.in_flight_seqs
+    in_flight = np.where(cap >= 1, np.minimum(c, cap), c)
+    groups = _Groups.of(a, d, in_flight)
+    parts = _replica_times(a, groups, env, shape)
+    times = mixed_times(parts.both, groups.shares)
+    lifetimes = [request_lifetime_s(p.ttft_s, p.tpot.total_s, osl) for p in parts.both]
+    requests_per_s = in_flight * sum(w / life for w, life in zip(groups.shares, lifetimes))
+    step_s = times.tpot.total_s * expected_tokens_per_step(d.spec_tokens, d.spec_acceptance)
+    rounds = adp_round_wait_s(step_s, d.dp, in_flight, in_flight / requests_per_s,
+                              workload.adp_balance_timeout_steps)
+    poll = recv_poll_wait_s(step_s, workload.scheduler_recv_interval_steps, c)
+    slot = slot_wait_s(c, in_flight, requests_per_s)
+    terms = shipped_terms(workload.engine)
+    client = {s: benchmark_ttft_s(times.ttft_s, times.prompt_queue_s, terms, rounds, s)
+              + poll + slot for s in STATISTICS}
+    fits = (c <= limits.memory_seqs) & (limits.memory_seqs >= 1)
+    return _operating_points(concurrency, times, requests_per_s * osl / d.gpus,
+                             _ClientWaits(rounds, poll, slot, client["mean"], client["median"]),
+                             fits, cap)
 
 
 @dataclass(frozen=True)
@@ -139,6 +198,14 @@ def _with_columns(base: ServingTimes, part: ServingTimes, columns, shape) -> Ser
                                 for name in ("ttft_s", "prompt_queue_s", "prompt_s")))
 
 
+def request_lifetime_s(ttft_s, tpot_s, osl_tokens):
+    """How long a request holds its slot in aggregated serving: its own path, TTFT + (OSL−1)·TPOT,
+    and never less than the OSL steps in which the engine does the work of every request in
+    flight (TPOT amortizes their prompts: c·ISL/OSL prompt tokens per step), so that a short OSL
+    cannot claim prefill throughput above what the steps carry (work conservation)."""
+    return np.maximum(ttft_s + (osl_tokens - 1.0) * tpot_s, osl_tokens * tpot_s)
+
+
 @dataclass(frozen=True)
 class _ClientWaits:
     """What a benchmark client waits beyond the engine's steady-state TTFT
@@ -150,35 +217,6 @@ class _ClientWaits:
     slot_s: np.ndarray
     mean_ttft_s: np.ndarray
     median_ttft_s: np.ndarray
-
-
-def _points(a: ArchArrays, d: DeployArrays, env: Env, workload: Workload, concurrency,
-            limits: ConcurrencyLimits) -> OperatingPoints:
-    """Operating points at `concurrency`: at most `limits.in_flight_seqs` requests in flight
-    (the rest wait for a slot), on lockstep or independent attention groups (`_Groups`); TPOT
-    and TTFT are means over the requests, throughput the sum over the groups."""
-    shape = ServingShape.of(workload)
-    osl = shape.osl_tokens
-    c = np.where(np.isfinite(concurrency), concurrency, 1.0)
-    cap = limits.in_flight_seqs
-    in_flight = np.where(cap >= 1, np.minimum(c, cap), c)
-    groups = _Groups.of(a, d, in_flight)
-    parts = _replica_times(a, groups, env, shape)
-    times = mixed_times(parts.both, groups.shares)
-    lifetimes = [request_lifetime_s(p.ttft_s, p.tpot.total_s, osl) for p in parts.both]
-    requests_per_s = in_flight * sum(w / life for w, life in zip(groups.shares, lifetimes))
-    step_s = times.tpot.total_s * expected_tokens_per_step(d.spec_tokens, d.spec_acceptance)
-    rounds = adp_round_wait_s(step_s, d.dp, in_flight, in_flight / requests_per_s,
-                              workload.adp_balance_timeout_steps)
-    poll = recv_poll_wait_s(step_s, workload.scheduler_recv_interval_steps, c)
-    slot = slot_wait_s(c, in_flight, requests_per_s)
-    terms = shipped_terms(workload.engine)
-    client = {s: benchmark_ttft_s(times.ttft_s, times.prompt_queue_s, terms, rounds, s)
-              + poll + slot for s in STATISTICS}
-    fits = (c <= limits.memory_seqs) & (limits.memory_seqs >= 1)
-    return _operating_points(concurrency, times, requests_per_s * osl / d.gpus,
-                             _ClientWaits(rounds, poll, slot, client["mean"], client["median"]),
-                             fits, cap)
 
 
 def _operating_points(concurrency, times: ServingTimes, throughput, waits: _ClientWaits, fits,
@@ -201,77 +239,3 @@ def _operating_points(concurrency, times: ServingTimes, throughput, waits: _Clie
         poll_wait_s=nan(waits.poll_s), benchmark_ttft_median_s=nan(waits.median_ttft_s),
         slot_wait_s=nan(waits.slot_s),
     )
-
-
-def evaluate_points(archs: Sequence[Architecture], deps: Sequence[Deployment], hw: HardwareSpec,
-                    workload: Workload, concurrency=None) -> OperatingPoints:
-    """Operating points of candidate i = (archs[i], deps[i]). `concurrency`: a 1-D array used for
-    every candidate, a (candidates, k) array of each candidate's own, or None for the sweep 1, 2,
-    4, … up to each candidate's memory limit. Deployments whose `serving` is "disaggregated"
-    are prefill and decode pools of instances of that shape (`cost_model.disaggregated`, the
-    xPyD ratio sized per point); their concurrency is per decode instance."""
-    if len(archs) != len(deps):
-        raise ConfigError(f"`deployments` must match `architectures` one to one; got "
-                          f"{len(deps)} and {len(archs)}")
-    if all(d.serving == AGGREGATED for d in deps):
-        return _aggregated_points(archs, deps, hw, workload, concurrency)
-    return _mixed_modes(archs, deps, hw, workload, concurrency)
-
-
-def _mixed_modes(archs, deps, hw, workload, concurrency) -> OperatingPoints:
-    """Aggregated and disaggregated candidates evaluated apart, rows merged back in order."""
-    rows = {mode: [i for i, d in enumerate(deps) if d.serving == mode] for mode in SERVING_MODES}
-    per_row = concurrency is not None and np.ndim(concurrency) == 2
-
-    def own(index: list[int]):
-        return np.asarray(concurrency)[index] if per_row else concurrency
-
-    parts = {}
-    for mode, index in rows.items():
-        if not index:
-            continue
-        mode_archs, mode_deps = [archs[i] for i in index], [deps[i] for i in index]
-        if mode == AGGREGATED:
-            parts[mode] = _aggregated_points(mode_archs, mode_deps, hw, workload, own(index))
-        else:
-            parts[mode] = evaluate_disaggregated(mode_archs, mode_deps, mode_deps, hw, workload,
-                                                 own(index)).as_operating_points()
-    return merge_rows(parts, rows, len(deps))
-
-
-@dataclass(frozen=True)
-class ConcurrencyLimits:
-    """Per candidate, shape (n, 1): the sequences the KV cache holds beside the weights and the
-    workspace, and the requests the engine keeps in flight (that, and its batch cap of
-    `max_batch_sequences` per attention group)."""
-
-    memory_seqs: np.ndarray
-    in_flight_seqs: np.ndarray
-
-
-def concurrency_limits(a: ArchArrays, d: DeployArrays, env: Env,
-                       workload: Workload) -> ConcurrencyLimits:
-    """The `ConcurrencyLimits` of aggregated serving; the workspace is one prompt chunk of the
-    rank's budget (`serving_steps.rank_budget_tokens`)."""
-    memory_seqs = max_concurrency(a, d, env, float(workload.max_context_tokens),
-                                  rank_budget_tokens(a, d, ServingShape.of(workload)),
-                                  float(workload.cached_prefix_tokens))
-    return ConcurrencyLimits(memory_seqs,
-                             np.minimum(memory_seqs, workload.max_batch_sequences * d.dp))
-
-
-def _aggregated_points(archs, deps, hw: HardwareSpec, workload: Workload, concurrency
-                       ) -> OperatingPoints:
-    env = Env.for_deployments(hw, deps, workload.engine)
-    a = ArchArrays.from_architectures(archs)
-    d = DeployArrays.from_deployments(deps)
-    limits = concurrency_limits(a, d, env, workload)
-    if concurrency is None:
-        grid = concurrency_grid(limits.in_flight_seqs)
-    elif np.ndim(concurrency) == 2:
-        grid = np.broadcast_to(np.asarray(concurrency, float),
-                               (len(archs), np.shape(concurrency)[1]))
-    else:
-        grid = np.broadcast_to(np.asarray(concurrency, float).reshape(1, -1),
-                               (len(archs), np.size(concurrency)))
-    return _points(a, d, env, workload, grid, limits)

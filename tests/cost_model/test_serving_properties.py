@@ -27,9 +27,9 @@ from hypothesis import strategies as st
 
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.communication import all_gather_s, all_reduce_s, all_to_all_s
-from cost_model.deployment import Deployment, Workload
+from cost_model.deployment import Deployment, Workload, deployment_violations
 from cost_model.efficiency import get_efficiency
-from cost_model.evaluate import deployment_violations, evaluate_points
+from cost_model.evaluate import evaluate_points
 from cost_model.hardware import catalog_names, get_hardware
 from cost_model.memory import weight_bytes_per_gpu
 from cost_model.params import count_params

@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 from cost_model.architecture import _LINEAR_FIELDS as LINEAR_FIELDS
 from cost_model.architecture import Architecture, make_architecture
 from cost_model.batch import ArchArrays, DeployArrays, Env
-from cost_model.deployment import Deployment, Workload
+from cost_model.deployment import Deployment, Workload, deployment_violations
 from cost_model.errors import ConfigError
-from cost_model.evaluate import deployment_violations, evaluate_points
+from cost_model.evaluate import evaluate_points
 from cost_model.operating_points import OperatingPoints
 from cost_model.hardware import catalog_names, get_hardware
 from cost_model.hf import load_architecture
@@ -124,7 +124,7 @@ def _decode_step_s(arch, dep, hw, workload, concurrency):
     """The decode-only step of the serving schedule (no prompt), per candidate."""
     a, d = ArchArrays.from_architectures([arch]), DeployArrays.from_deployments([dep])
     shape = ServingShape.of(workload)
-    steps, _ = serving_steps(a, d, np.asarray([[concurrency]], float), shape,
+    steps = serving_steps(a, d, np.asarray([[concurrency]], float), shape,
                              float(workload.osl_tokens))
     env = Env.for_deployments(hw, [dep], workload.engine)
     return float(stage_forward_load(a, d, env, steps.load, steps.decode_context_tokens,

@@ -9,9 +9,9 @@ import pytest
 from cost_model.architecture import Architecture
 from cost_model.attention import kv_cache_bytes_per_sequence
 from cost_model.batch import ArchArrays, DeployArrays, Env
-from cost_model.deployment import Deployment, Workload, make_deployment
+from cost_model.deployment import Deployment, Workload, deployment_violations, make_deployment
 from cost_model.errors import ConfigError
-from cost_model.evaluate import deployment_violations, evaluate_points
+from cost_model.evaluate import evaluate_points
 from cost_model.hardware import get_hardware
 from cost_model.layers import (
     GemmList, attention_gemms, ffn_gemms, moe_overhead_s, tokens_per_expert,
@@ -306,7 +306,7 @@ def test_only_groups_holding_requests_prefill(load_model):
     a = ArchArrays.from_architectures([load_model("Qwen3-30B-A3B")])
     d = DeployArrays.from_deployments([Deployment(dp=8, ep=8)])
     shape = ServingShape.of(Workload(isl_tokens=1024, osl_tokens=1024, prefill_chunk_tokens=8192))
-    _, plan = serving_steps(a, d, np.array([[3.0]]), shape, 1024.0)
+    plan = serving_steps(a, d, np.array([[3.0]]), shape, 1024.0).schedule
     assert float(plan.prompt_step_frac[0, 0]) == pytest.approx(0.0029268, rel=1e-4)
 
 
