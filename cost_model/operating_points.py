@@ -33,7 +33,7 @@ class OperatingPoints:
     prefill_instances: np.ndarray | None = None
     decode_instances: np.ndarray | None = None
     # of `attention_s`, the linear-attention layers' state updates and scans (a roofline:
-    # `cost_model.linear_attention.uncalibrated_components`); None where not split out
+    # `cost_model.step.uncalibrated_components`); None where not split out
     linear_attention_s: np.ndarray | None = None
     # parts of `benchmark_ttft_s` (cost_model.benchmark_ttft): the attention-DP balancer's round
     # wait W_round before its fitted share, and the request-queue polling wait W_poll

@@ -7,7 +7,7 @@ sweeping concurrency from 1 to each candidate's memory limit. A model's throughp
 output tokens/s/GPU over the pair's deployments (each model in its own best deployment, as the
 publications compare tuned deployments), prefill included (aggregated serving). The ratio is
 hybrid / full-attention model. Linear-attention layers are costed by a roofline (no measured
-kernel table: `cost_model.linear_attention.uncalibrated_components`), so these ratios carry the
+kernel table: `cost_model.step.uncalibrated_components`), so these ratios carry the
 roofline's uncertainty on the Mamba-2 / Gated DeltaNet share.
 
 Published figures:
