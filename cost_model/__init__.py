@@ -26,7 +26,7 @@ if TYPE_CHECKING:
         decode_attention_s, kv_cache_bytes_per_sequence, prefill_attention_s,
     )
     from cost_model.batch import ArchArrays, DeployArrays, Env
-    from cost_model.benchmark_ttft import GENERIC_ENGINE
+    from cost_model.benchmark_ttft import BenchmarkTerms
     from cost_model.communication import all_reduce_s
     from cost_model.deployment import (
         DEFAULT_MAX_BATCH_SEQUENCES, DEFAULT_PREFILL_CHUNK_TOKENS, DEFAULT_SPEC_ACCEPTANCE_FRAC,
@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     )
     from cost_model.disaggregated import DisaggregatedPoints, PoolLimits, evaluate_disaggregated
     from cost_model.efficiency import (
-        DEFAULT_FILE, POINTS_FILE, Efficiency, GemmEfficiency, efficiency_from_toml, get_efficiency,
+        CALIBRATION_DIR_ENV, DEFAULT_FILE, GENERIC, POINTS_FILE, Efficiency, GemmEfficiency,
+        efficiency_from_toml, get_efficiency,
     )
     from cost_model.errors import ConfigError, CostModelError
     from cost_model.evaluate import concurrency_limits, evaluate_points
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
     from cost_model.hf import (
         ARCHSCOUT_RECORD_KEY, LoadedModel, architecture_from_hf_config, architecture_from_json_dict,
         architecture_to_hf_config, architecture_to_json_dict, deployment_formats, export_gap,
-        formats_document, load_architecture, load_model,
+        formats_document, load_architecture, load_model, quantization_config_for,
     )
     from cost_model.layers import (
         GemmList, ffn_gemms, layer_gemms, moe_overhead_s, tokens_per_expert,
@@ -77,7 +78,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     ),
     "attention": ("decode_attention_s", "kv_cache_bytes_per_sequence", "prefill_attention_s"),
     "batch": ("ArchArrays", "DeployArrays", "Env"),
-    "benchmark_ttft": ("GENERIC_ENGINE",),
+    "benchmark_ttft": ("BenchmarkTerms",),
     "communication": ("all_reduce_s",),
     "deployment": (
         "DEFAULT_MAX_BATCH_SEQUENCES", "DEFAULT_PREFILL_CHUNK_TOKENS",
@@ -87,8 +88,8 @@ _HOMES: dict[str, tuple[str, ...]] = {
     ),
     "disaggregated": ("DisaggregatedPoints", "PoolLimits", "evaluate_disaggregated"),
     "efficiency": (
-        "DEFAULT_FILE", "POINTS_FILE", "Efficiency", "GemmEfficiency", "efficiency_from_toml",
-        "get_efficiency",
+        "CALIBRATION_DIR_ENV", "DEFAULT_FILE", "GENERIC", "POINTS_FILE", "Efficiency",
+        "GemmEfficiency", "efficiency_from_toml", "get_efficiency",
     ),
     "errors": ("ConfigError", "CostModelError"),
     "evaluate": ("concurrency_limits", "evaluate_points"),
@@ -102,6 +103,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "ARCHSCOUT_RECORD_KEY", "LoadedModel", "architecture_from_hf_config",
         "architecture_from_json_dict", "architecture_to_hf_config", "architecture_to_json_dict",
         "deployment_formats", "export_gap", "formats_document", "load_architecture", "load_model",
+        "quantization_config_for",
     ),
     "layers": ("GemmList", "ffn_gemms", "layer_gemms", "moe_overhead_s", "tokens_per_expert"),
     "memory": (
@@ -130,7 +132,9 @@ __all__ = [
     "architecture_to_json_dict",
     "ARCHSCOUT_RECORD_KEY",
     "ATTENTION_MIXER",
+    "BenchmarkTerms",
     "bubble_frac",
+    "CALIBRATION_DIR_ENV",
     "catalog_names",
     "concurrency_limits",
     "config_error_from",
@@ -169,7 +173,7 @@ __all__ = [
     "GemmEfficiency",
     "GemmList",
     "GemmRates",
-    "GENERIC_ENGINE",
+    "GENERIC",
     "get_efficiency",
     "get_hardware",
     "get_precision",
@@ -204,6 +208,7 @@ __all__ = [
     "Precision",
     "PRECISIONS",
     "prefill_attention_s",
+    "quantization_config_for",
     "quantize_time_s",
     "rows_of",
     "SERVING_MODES",

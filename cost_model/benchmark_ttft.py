@@ -51,12 +51,14 @@ from importlib import resources
 
 import numpy as np
 
+# GENERIC: the table used when no engine is named, or one without its own terms (the same name
+# as the engine-less kernels of cost_model.efficiency)
+from cost_model.efficiency import GENERIC
 from cost_model.sourced import sourced_value
 from cost_model.units import MS_PER_S
 
 _PACKAGE = "cost_model.data.serving"
 _FILE = "benchmark.toml"
-GENERIC_ENGINE = "generic"  # the table used when no engine is named, or one without its own terms
 
 
 STATISTICS = ("mean", "median")  # over a benchmark's requests
@@ -94,7 +96,7 @@ def shipped_terms(engine: str | None = None) -> BenchmarkTerms:
     """The fitted terms shipped with the package for `engine` (None or one without a table of
     its own: the generic terms)."""
     doc = _document()
-    table = engine if engine in doc else GENERIC_ENGINE
+    table = engine if engine in doc else GENERIC
     value = lambda key, default=0.0: float(  # noqa: E731
         sourced_value(doc, f"{table}.{key}", {}, "benchmark", default))
     optional = lambda key: sourced_value(doc, f"{table}.{key}", {}, "benchmark", None)  # noqa

@@ -213,8 +213,8 @@ def other_kernel_launches(a: ArchArrays, stage: StageLayers):
 def stage_other_s(a, d, env: Env, load: StepLoad, stage: StageLayers, host=True):
     """Non-GEMM kernels: elementwise traffic (`elementwise_values`), their launches
     (`other_kernel_launches`), the per-step kernels and each MoE layer's fused-MoE overhead on every
-    group's tokens (`layers.moe_overhead_s`, as the step's engine pays it:
-    `Efficiency.for_engine`); with `host`, the scheduler's host time for the sequences of the
+    group's tokens (`layers.moe_overhead_s`, on the step's engine's kernels: `Env.moe_terms`);
+    with `host`, the scheduler's host time for the sequences of the
     busiest rank's micro-batch (`cost_model.host`): the first stage waits for it before each
     micro-batch, so a TPOT of PP micro-batches pays it for all c sequences."""
     elementwise = load.group_tokens * elementwise_values(a, d, stage) * ACTIVATION_BYTES / (

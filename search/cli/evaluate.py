@@ -15,6 +15,7 @@ from cost_model import (
     make_deployment, make_workload, pareto_mask, validate_deployment,
 )
 from search.cli.arguments import positive_number, whole_number
+from search.cli.cost import kernels_document, kernels_line
 from search.cli.errors import CommandError, NoFitError
 from search.records.documents import (
     BATCH_COLUMNS,
@@ -85,6 +86,8 @@ def evaluate_document(args: argparse.Namespace) -> dict:
         "assumed_defaults": dict(model.assumed),
         "notes": [n for n in (formats.note, model.assumed_note) if n],
         "uncalibrated": uncalibrated_document(arch),
+        "kernels": kernels_document(hw, workload.engine, [dep.precision],
+                                    dep.expert_precision if arch.is_moe else None),
         "memory": {**memory, "max_concurrency": limit},
         "fits_memory": fits,
         "points": [point_document(points, j) for j in range(points.concurrency.shape[1])
@@ -195,6 +198,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
               f"ep{pre['ep']} dp{pre['dp']}); each point names its prefill:decode instance ratio")
     if (line := uncalibrated_line(doc["uncalibrated"])) is not None:
         print(line)
+    print(kernels_line(doc["kernels"], doc["workload"]["engine"]))
+    if doc["kernels"]["uncalibrated"]:
+        print("uncalibrated: " + "; ".join(doc["kernels"]["uncalibrated"]))
     rows = [{k: v for k, v in r.items() if k != "breakdown_ms"} for r in doc["points"]]
     print(format_table(rows))
     if "frontier_area" in doc:
@@ -261,7 +267,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--concurrency", type=int, nargs="+", default=None,
                    help="operating points at these concurrencies (default: sweep to memory limit)")
     p.add_argument("--engine", default=None, choices=ENGINES, help="serving engine whose "
-                   "benchmark-TTFT terms apply (default: the generic ones)")
+                   "measured kernels and benchmark-TTFT terms apply (default: the generic ones)")
     p.add_argument("--adp-balance-timeout", type=int, default=0, metavar="STEPS",
                    help="attention-DP balancer: new requests wait until every DP group has one, "
                    "at most STEPS forward steps, so the groups prefill together (TensorRT-LLM "

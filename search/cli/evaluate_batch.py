@@ -14,8 +14,8 @@ column takes the value of the command's flag of the same name):
     kv_precision   KV cache (default: fp8 when precision computes in 8 bits or less, else bf16)
     isl, osl       input / output tokens per request
     concurrency    requests in flight; blank: the most that fit (memory and the engine's cap)
-    engine         serving engine (vllm, sglang, trtllm) whose benchmark-TTFT terms apply;
-                   blank: the generic ones
+    engine         serving engine (vllm, sglang, trtllm) whose measured kernels and
+                   benchmark-TTFT terms apply; blank: the generic ones
     adp_balance_timeout_steps
                    attention-DP balancer's timeout in forward steps (0: off), as
                    `--adp-balance-timeout`

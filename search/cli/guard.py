@@ -93,15 +93,14 @@ def study_files(study: Path, storage: str | None) -> dict[Path, str]:
 
 def journal_files(journal: Path) -> dict[Path, str]:
     """A journal, the files the storage keeps beside it (named, whether they exist yet or not)
-    and any other file named after it (Optuna's lock, a stale lock)."""
+    and any other file named after it."""
     from search.study.report import CACHE_NAME
-    from search.study.storage import LOCK_FILE_SUFFIX, OWNER_LOCK_NAME, SIZE_RECORD_NAME
+    from search.study.storage import OWNER_LOCK_NAME, SIZE_RECORD_NAME
     from search.study.trial_index import index_path
 
     named = {journal: "the study's journal", index_path(journal): "the study's trial index",
              journal.with_name(SIZE_RECORD_NAME): "the study's journal size record",
              journal.with_name(OWNER_LOCK_NAME): "the study's owner lock",
-             journal.with_name(journal.name + LOCK_FILE_SUFFIX): "the study's journal lock",
              journal.with_name(CACHE_NAME): "the study's cached Pareto document"}
     if journal.parent.is_dir():
         named = {**{p: "a file of the study's journal"

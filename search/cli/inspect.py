@@ -30,7 +30,7 @@ from search.records.export import (
     trial_record,
     write_export,
 )
-from search.records.documents import uncalibrated_document, uncalibrated_line
+from search.records.documents import FLAGS_NOTE, uncalibrated_document, uncalibrated_line
 from search.records.tables import format_table, print_json
 from search.study.errors import NoFeasibleError
 from search.study.evaluation import (
@@ -207,7 +207,9 @@ def print_record(rec: dict) -> None:
     loss = rec["loss"]
     print(f"loss proxy {loss.get('loss_proxy', float('nan')):.4f} nats (the ranked loss: the "
           f"pessimistic end of the band when a hard flag fires)")
-    for flag in loss.get("loss_flags", []):
+    flags = loss.get("loss_flags", [])
+    print(f"{len(flags)} flag(s) (the `flags` column of `pareto`): {FLAGS_NOTE}")
+    for flag in flags:
         print(f"  flag: {flag}")
 
 
@@ -393,7 +395,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", required=True, help="image file (.png, .svg, .pdf)")
     p.add_argument("--kind", choices=PLOT_KINDS, default="frontier", help="frontier: throughput "
                    "vs interactivity of the Pareto set (default); breakdown: TPOT by part at "
-                   "latency- and throughput-first serving; roofline: a trial's GEMMs on the GPU "
+                   "latency- and throughput-first serving, for the study's workload and, when "
+                   "its ISL is shorter, at ISL 32,768 (the long-context column of NVIDIA's "
+                   "co-design post, Figure 2); roofline: a trial's GEMMs on the GPU "
                    "roofline; history: hypervolume and feasible trials over trials")
     p.add_argument("--top", type=int, default=None, help="frontier: architectures drawn, by "
                    "frontier area (default: search.plots.frontier.DEFAULT_TOP; the plotting "

@@ -36,7 +36,7 @@ COMMANDS = (
                               "costs and the nearest compliant alternative")),
     ("loss", "loss", ("the accuracy proxy of one architecture: loss, band, ranked loss, "
                               "each term and the flags")),
-    ("calibrate", "calibrate", "fit the GEMM efficiency layer to measured kernels"),
+    ("calibrate", "calibrate", "fit the efficiency layer to measured kernels, per serving engine"),
     ("show", "inspect", ("one trial: shape, deployment, frontier, time breakdown, "
                                   "constraints")),
     ("export", "inspect", ("one trial as a Hugging Face config.json, our JSON record "

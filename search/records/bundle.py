@@ -1,12 +1,13 @@
 """`export --format bundle -o DIR`: what boots a design with random weights and measures it.
 
 DIR/config.json is the HF export (transformers loads it; the model it builds has exactly the
-reported parameters; MTP draft layers named when the deployment speculates with MTP), with a
-`quantization_config` for a quantized format so that the engines build the quantized layers
-and fill them with random values (`--load-format dummy`). For each engine the study allows:
-`serve_<engine>.sh` (one command per node and role), its config files, and
-`bench_<engine>.sh`, the client command that reproduces the frontier point (ISL, OSL,
-concurrency, requests). README.md says what each number should come out near.
+reported parameters; MTP draft layers named when the deployment speculates with MTP), with the
+`quantization_config` of a checkpoint in the deployment's formats, so that the engines build
+the quantized layers and fill them with random values (`--load-format dummy`); the serve
+commands then name no `--quantization`: each engine reads the method from config.json. For
+each engine the study allows: `serve_<engine>.sh` (one command per node and role), its config
+files, and `bench_<engine>.sh`, the client command that reproduces the frontier point (ISL,
+OSL, concurrency, requests). README.md says what each number should come out near.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+from cost_model import quantization_config_for
 from search.atomic import write_text_atomic
-from search.records.benchmarks import predicted_point
+from search.records.comparison import predicted_point
 from search.records.engines import ENGINES, engine_document
 from search.records.export import hf_document, make_folders, remove_folders, write_json
 from search.study.space import Candidate
@@ -23,23 +25,17 @@ from search.study.spec import StudySpec
 
 REQUESTS_PER_SLOT = 8  # requests per concurrent slot: the steady state outlasts ramp-up/down
 MIN_REQUESTS = 64
-# quantization_config the engines read from config.json, per linear-layer format (DeepSeek-V3's
-# block FP8 config.json; ModelOpt's NVFP4 export; a per-tensor FP8 checkpoint)
-QUANTIZATION_CONFIGS = {
-    "fp8": {"quant_method": "fp8", "activation_scheme": "dynamic"},
-    "fp8_block": {"quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3",
-                  "weight_block_size": [128, 128]},
-    "nvfp4": {"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16},
-}
-
-
 def bundle_config(spec: StudySpec, cand: Candidate) -> dict:
+    """The HF export with the `quantization_config` a checkpoint in the deployment's weight
+    formats carries (`cost_model.hf.quantization_config_for`: block FP8 as DeepSeek-V3, MXFP4
+    experts as gpt-oss, FP8/NVFP4 as ModelOpt, mixtures as compressed-tensors); the KV cache
+    format is the serve command's flag, not the checkpoint's."""
     config = hf_document(spec, cand)
     dep = cand.deployment
-    fmt = dep.expert_precision if cand.arch.is_moe and dep.expert_precision == "nvfp4" \
-        else dep.precision
-    if fmt in QUANTIZATION_CONFIGS:
-        config["quantization_config"] = QUANTIZATION_CONFIGS[fmt]
+    experts = dep.expert_precision if cand.arch.is_moe else None
+    quantization = quantization_config_for(dep.precision, experts)
+    if quantization is not None:
+        config["quantization_config"] = quantization
     return config
 
 

@@ -17,6 +17,10 @@ from cost_model import (
 BATCH_COLUMNS = ("model", "hardware", "tp", "ep", "pp", "dp", "precision", "kv_precision",
                  "moe_precision", "isl", "osl", "concurrency", "engine",
                  "adp_balance_timeout_steps")
+# what the `flags` column of `pareto` counts (and `show` lists): objectives/accuracy_flags.py
+FLAGS_NOTE = ("the loss proxy's range flags: design quantities outside what its published "
+              "evidence covers; each widens the loss band, a hard one ranks the design at the "
+              "band's high end")
 DEFAULT_WINDOW = (10.0, 1000.0)  # tokens/s/user: from batch-style serving to very fast chat
 # TPOT by part (NVIDIA, AI Model Co-Design (2026), Figure 2, with the linear-attention layers'
 # state updates and scans as their own part): `attention` is full and sliding attention only

@@ -1,9 +1,10 @@
-"""tests/benchmarks/validate_serving.py: the benchmark-run formulas its comparison applies."""
+"""tests/benchmarks/serving/ (validate_serving.py): the benchmark-run formulas its comparison
+applies."""
 
 import pytest
 
-from tests.benchmarks.validate_serving import (
-    PERF_OVERVIEW,
+from tests.benchmarks.serving.config import PERF_OVERVIEW
+from tests.benchmarks.serving.scenarios import (
     benchmark_drain_factor,
     offline_requests,
     offline_run_tokens_per_s,
@@ -45,23 +46,23 @@ import numpy as np  # noqa: E402
 
 from collections import Counter  # noqa: E402
 
-from tests.benchmarks.validate_serving import (  # noqa: E402
-    DEFAULT_DATA_DIR,
+from tests.benchmarks.serving.config import DEFAULT_DATA_DIR  # noqa: E402
+from tests.benchmarks.serving.metrics import model_cap  # noqa: E402
+from tests.benchmarks.serving.pairs import format_pair_ratio_errors, pair_groups  # noqa: E402
+from tests.benchmarks.serving.rows import (  # noqa: E402
     Result,
     Skip,
     _run_settings,
     _statistic,
     engine_of,
-    pair_groups,
-    scored_totals,
-    source_table,
-    evaluate_row,
-    format_pair_ratio_errors,
     little_concurrency,
-    model_cap,
+)
+from tests.benchmarks.serving.scenarios import (  # noqa: E402
+    evaluate_row,
     offline_requests as _offline_requests,
     sla_best_index,
 )
+from tests.benchmarks.serving.sources import scored_totals, source_table  # noqa: E402
 
 SERVING = Path(__file__).resolve().parents[1] / "data" / "serving"
 

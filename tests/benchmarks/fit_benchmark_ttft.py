@@ -43,7 +43,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import validate_serving  # noqa: E402
 
-from cost_model import GENERIC_ENGINE  # noqa: E402
+from cost_model import GENERIC  # noqa: E402
 
 TOML = REPO / "cost_model" / "data" / "serving" / "benchmark.toml"
 OVERHEAD_GRID_S = np.arange(0.0, 0.3005, 0.002)
@@ -122,16 +122,16 @@ def fit(rows: list[dict]) -> tuple[float, float, float, float | None, float | No
 
 def engines_of(rows: list[dict]) -> list[str]:
     """The engines with rows, then the generic table (every row)."""
-    return sorted({r["engine"] for r in rows if r.get("engine")}) + [GENERIC_ENGINE]
+    return sorted({r["engine"] for r in rows if r.get("engine")}) + [GENERIC]
 
 
 def rows_of(rows: list[dict], engine: str) -> list[dict]:
-    return rows if engine == GENERIC_ENGINE else [r for r in rows if r.get("engine") == engine]
+    return rows if engine == GENERIC else [r for r in rows if r.get("engine") == engine]
 
 
 def _table(engine: str, terms, fit_rows: list[dict], holdout: list[dict]) -> str:
     fitted = (f"fitted by tests/benchmarks/fit_benchmark_ttft.py on the {len(fit_rows)} published "
-              f"{'' if engine == GENERIC_ENGINE else engine + ' '}TTFT rows of the declared fit "
+              f"{'' if engine == GENERIC else engine + ' '}TTFT rows of the declared fit "
               f"half of "
               f"tests/data (validate_serving.split_half): "
               f"{_summary(log_errors(fit_rows, terms))}; holdout {len(holdout)} rows: "
@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
                            ("all rows", rows_of(rows, engine))):
             _report(name, part, terms)
         tables.append(_table(engine, terms, fit_rows, holdout))
-        if engine != GENERIC_ENGINE:
+        if engine != GENERIC:
             pooled += [(r, terms) for r in rows_of(rows, engine)]
     generic = fit(fit_half)
     pooled += [(r, generic) for r in rows if not r.get("engine")]

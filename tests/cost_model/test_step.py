@@ -1,7 +1,6 @@
 """Step times, memory, MoE and KV formulas: the worked numbers of NVIDIA, AI Model Co-Design (2026)
 and the behaviour of the serving model (docs/DESIGN.md Vocabulary)."""
 
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -14,7 +13,7 @@ from cost_model.errors import ConfigError
 from cost_model.evaluate import evaluate_points
 from cost_model.hardware import get_hardware
 from cost_model.layers import (
-    GemmList, attention_gemms, ffn_gemms, moe_overhead_s, tokens_per_expert,
+    GemmList, attention_gemms, ffn_gemms, tokens_per_expert,
     touched_expert_frac,
 )
 from cost_model.hf import load_architecture
@@ -204,75 +203,6 @@ def test_ep_must_divide_stage_gpus():
         make_deployment(tp=2, ep=4)
     with pytest.raises(ConfigError, match="`tp`"):
         make_deployment(tp=0)
-
-
-def _without_moe_overhead(env: Env) -> Env:
-    """`env` with every fused-MoE term at 0 (what a step pays beside them is the difference)."""
-    return replace(env, eff=env.eff.model_copy(update={
-        "moe_fixed_overhead_s": 0.0, "moe_per_token_s": 0.0, "moe_per_routed_copy_s": 0.0}))
-
-
-def test_fused_moe_overhead_by_hand_and_who_pays_it(load_model):
-    """The calibrated `[moe]` overhead of one layer, by hand, on H200
-    (cost_model/data/efficiency/h200.toml: floor 22.55 µs, 0.01582 µs per routed copy of 4,096
-    elements, 0.0006293 µs per scanned index): DeepSeek-V3 (H = 7,168, k = 8) at 64 tokens,
-    EP 1: 64 · 8 = 512 local copies · 0.01582 · 7168/4096 = 14.17472 µs, 512 scanned indices
-    · 0.0006293 = 0.32220 µs, so 22.55 + 14.17472 + 0.32220 = 37.04692 µs; Llama-3.1-8B (dense)
-    0. A TensorRT-LLM step (the engine of the tables) pays it once per MoE layer of the stage:
-    58 layers at PP 1 add 58 · 37.04692 = 2,148.721 µs to `other_s`; at PP 2 the busiest stage
-    holds ⌈61/2⌉ = 31 layers, 58 · 31/61 of them MoE: 1,798/61 · 37.04692 = 1,091.973 µs. Any
-    other engine's (and a generic) step pays the floor alone: 58 · 22.55 = 1,307.9 µs."""
-    models = [load_model("DeepSeek-V3"), load_model("Llama-3.1-8B")]
-    a = ArchArrays.from_architectures(models)
-    env = Env.create(H200, "fp8", "fp8", engine="trtllm")
-    assert (env.eff.moe_fixed_overhead_s, env.eff.moe_per_token_s,
-            env.eff.moe_per_routed_copy_s) == pytest.approx((22.55e-6, 0.01582e-6, 0.0006293e-6))
-    tokens = np.array([[64.0]])
-    d = DeployArrays.from_deployments([Deployment(), Deployment()])
-    overhead = moe_overhead_s(a, d, env, tokens)
-    assert overhead[0, 0] * 1e6 == pytest.approx(37.04692, rel=1e-6) and overhead[1, 0] == 0
-    none = _without_moe_overhead(env)
-    floor_only = replace(env, eff=env.eff.for_engine("sglang"))
-    assert env.eff.for_engine("trtllm") is env.eff
-    assert env.eff.for_engine(None) == floor_only.eff
-    for pp, expected_us in ((1, 2148.721), (2, 1091.973)):
-        d = DeployArrays.from_deployments([Deployment(pp=pp), Deployment(pp=pp)])
-        added = (stage_forward(a, d, env, tokens, 1024.0, 0.0, 512.0).other_s
-                 - stage_forward(a, d, none, tokens, 1024.0, 0.0, 512.0).other_s)
-        assert added[0, 0] * 1e6 == pytest.approx(expected_us, rel=1e-4)
-        assert added[1, 0] == 0.0
-    d = DeployArrays.from_deployments([Deployment(), Deployment()])
-    floor = (stage_forward(a, d, floor_only, tokens, 1024.0, 0.0, 512.0).other_s
-             - stage_forward(a, d, none, tokens, 1024.0, 0.0, 512.0).other_s)
-    assert floor[0, 0] * 1e6 == pytest.approx(58 * 22.55, rel=1e-4)
-
-
-def test_fused_moe_under_attention_dp_sees_every_groups_tokens(load_model):
-    """Qwen3-30B-A3B (H = 2,048, k = 8, 48 MoE layers) at attention DP 8 / EP 8 with 64 decoding
-    sequences (8 per group): the fused MoE gets all 64 tokens (the all-gather), so 64 · 8/8 = 64
-    local copies · 0.01582 · 2048/4096 = 0.50624 µs and 64 · 8 = 512 scanned indices
-    · 0.0006293 = 0.32220 µs beside the 22.55 µs floor: 23.37844 µs per layer, 48 · 23.37844
-    = 1,122.165 µs per TensorRT-LLM step (H200)."""
-    qwen = load_model("Qwen3-30B-A3B")
-    a = ArchArrays.from_architectures([qwen])
-    d = DeployArrays.from_deployments([Deployment(tp=1, dp=8, ep=8)])
-    env = Env.create(H200, "fp8", "fp8", engine="trtllm")
-    none = _without_moe_overhead(env)
-    added = (stage_forward(a, d, env, 64.0, 1024.0, 0.0, 512.0).other_s
-             - stage_forward(a, d, none, 64.0, 1024.0, 0.0, 512.0).other_s)
-    assert float(np.ravel(added)[0]) * 1e6 == pytest.approx(1122.165, rel=1e-5)
-
-
-def test_serving_steps_pay_the_moe_terms_of_their_engine(load_model):
-    """Through evaluate_points: a TensorRT-LLM workload's TPOT includes the size terms (so it is
-    slower than SGLang's or a generic engine's on the same deployment), a dense model's is the
-    same whatever the engine's MoE terms."""
-    qwen, llama = load_model("Qwen3-30B-A3B"), load_model("Llama-3.1-8B")
-    dep = Deployment(precision="fp8")
-    tpot = lambda arch, engine: evaluate_points(  # noqa: E731
-        [arch], [dep], H200, Workload(engine=engine), np.array([256.0])).tpot_s[0, 0]
-    assert tpot(qwen, "trtllm") > tpot(qwen, "sglang") == tpot(qwen, None)
-    assert tpot(llama, "vllm") == tpot(llama, None)
 
 
 def test_prompt_schedule_of_lockstep_groups_by_hand():

@@ -27,7 +27,6 @@ STUDY_FILES = {
     f"{STUDY_OUT}/study.journal.index": "the study's trial index",
     f"{STUDY_OUT}/study.journal.size": "the study's journal size record",
     f"{STUDY_OUT}/study.journal.owner": "the study's owner lock",
-    f"{STUDY_OUT}/study.journal.lock": "the study's journal lock",  # not there: never made
     f"{STUDY_OUT}/study.pareto.json": "the study's cached Pareto document",
 }
 # every output option of a command that reads a study: (command argv before the path, option)
@@ -89,7 +88,6 @@ def test_every_output_option_refuses_every_study_file(searched, trial, capsys, o
              f"`{OUTPUT_OPTIONS[option][1]}` ({target}) is {STUDY_FILES[name]}",
              "an output never overwrites it")
     assert digests(folder) == before  # the study, byte for byte
-    assert not (folder / f"{STUDY_OUT}/study.journal.lock").exists()
 
 
 @pytest.mark.parametrize("option", OUTPUT_OPTIONS)

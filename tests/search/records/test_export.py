@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 import search.records.export
-from cost_model import architecture_from_json_dict, count_params, load_architecture
+from cost_model import (
+    architecture_from_json_dict, count_params, load_architecture, quantization_config_for,
+)
 from search.cli.main import main
 from search.records.export import RECORD_KEY, ExportError, hf_document, serving_document
 from search.study.space import build_candidate, complete_params
@@ -177,10 +179,16 @@ def test_bundle_boots_with_random_weights(study, best, tmp_path, capsys):
         model = transformers.AutoModelForCausalLM.from_config(config)
     assert sum(p.numel() for p in model.parameters()) == best["params_total"]
     spec = load_spec(study)
+    # the checkpoint's quantization_config is the one quantization_config_for writes for the
+    # deployment's weight formats; the serve commands leave the method to config.json
+    d = best["deployment"]
+    written = json.loads((out / "config.json").read_text()).get("quantization_config")
+    assert written == quantization_config_for(d["precision"], d.get("moe_precision"))
     for engine in ("vllm", "sglang", "trtllm"):
         serve = (out / f"serve_{engine}.sh").read_text().splitlines()[2]
         assert command_problems(engine, serve) == []
         assert "dummy" in serve or engine == "trtllm"
+        assert "--quantization" not in serve
         bench = shlex.split((out / f"bench_{engine}.sh").read_text().splitlines()[1])
         assert bench[bench.index("--random-input-len") + 1] == str(spec.workload.isl_tokens)
         assert bench[bench.index("--random-output-len") + 1] == str(spec.workload.osl_tokens)

@@ -426,8 +426,8 @@ def _every_command(study: Path, url: str, out: Path) -> list[list[str]]:
              "--parquet", str(out / "p.parquet")],
             ["show", s, "0", "--storage", url], ["show", s, "0", "--storage", url, "--json"],
             ["show", s, "99999", "--storage", url],
-            *[["export", s, "0", "--storage", url, "--format", f, "-o", str(out / f"e.{f}")]
-              for f in ("json", "hf", "vllm")],
+            *[["export", s, "0", "--storage", url, "--format", f, "--force",
+               "-o", str(out / f"e.{f}")] for f in ("json", "hf", "vllm")],
             ["plot", s, "--storage", url, "-o", str(out / "front.png")],
             ["dashboard", s, "--storage", url, "-o", str(out / "view.journal")]]
 

@@ -167,7 +167,7 @@ def test_file_name_safe_names_pass(name):
      "`space.num_layers.choice` is not a known key (did you mean `choices`?)"),
     (lambda d: d.update(budgett={}), "`budgett` is not a known key (did you mean `budget`?)"),
     (lambda d: d["workload"].update(zzz=1), "`workload.zzz` is not a known key (known: "
-                                             "interactivity_max, interactivity_min, isl_tokens,"),
+                                             "adp_balance_timeout_steps, interactivity_max,"),
 ], ids=["space", "hardware", "dimension", "top-level", "none-close"])
 def test_unknown_keys_name_the_nearest_known_one(mutate, fragment):
     assert fragment in _error(mutate)

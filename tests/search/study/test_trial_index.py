@@ -89,7 +89,7 @@ def test_show_reads_through_the_index_and_prints_what_the_replay_prints(tmp_path
     _search(study, 2 * BATCH)
     number = next(t.number for t in _replayed(study).get_trials() if t.state.name == "COMPLETE")
     replayed = _show_replayed(study, number, monkeypatch)
-    export = ["export", str(study), str(number), "--format", "json", "-o"]
+    export = ["export", str(study), str(number), "--format", "json", "--force", "-o"]
     with monkeypatch.context() as m:
         m.setattr(inspect, "indexed_trial", lambda *args: None)
         assert main([*export, str(tmp_path / "replayed.json")]) == 0
