@@ -9,6 +9,7 @@ Pipeline parallelism keeps PP micro-batches in flight, the busiest of ⌈c/PP⌉
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import cast
 
 import numpy as np
 
@@ -249,7 +250,7 @@ def stage_forward_load(a: ArchArrays, d: DeployArrays, env: Env, load: StepLoad,
                                 np.shape(prefill_context), a.hidden.shape)
     gemms = GemmList(shape)
     layer_gemms(gemms, a, d, load, stage.attention, stage.linear, stage.dense, stage.moe)
-    gemm_s = sum(gemms.times_s(env).values(), np.zeros(shape))
+    gemm_s = cast(np.ndarray, sum(gemms.times_s(env).values(), np.zeros(shape)))
     attention_s = stage.attention * (
         decode_attention_s(a, d, env, load.group_decode_seqs, context,
                            load.decode_tokens_per_seq)
