@@ -308,10 +308,11 @@ def score(rev: str | None, only: str | None) -> int:
             return 2
         for test in broken:
             print(f"  (fails unmutated, left out: {test})")
-        killed = applicable = 0
+        killed = applicable = selected = 0
         for m in MUTATIONS:
             if only and only not in m.path + m.what:
                 continue
+            selected += 1
             path = root / m.path
             text = path.read_text() if path.exists() else ""
             found = [(a, b) for a, b in m.pairs() if text.count(a) == 1]
@@ -327,7 +328,8 @@ def score(rev: str | None, only: str | None) -> int:
             print(f"  {'killed' if dead else 'SURVIVED':8}  {m.path}: {m.what} "
                   f"({time.monotonic() - start:.0f} s)")
         print(f"{killed} of {applicable} applicable mutations killed "
-              f"({killed / max(applicable, 1):.0%}); {len(MUTATIONS) - applicable} not applicable")
+              f"({killed / max(applicable, 1):.0%}); {selected - applicable} not applicable, "
+              f"{len(MUTATIONS) - selected} not selected")
     return 0
 
 
