@@ -171,6 +171,24 @@ def test_a_stage_pays_the_fused_moe_once_per_moe_layer(load_model):
         assert float(np.ravel(added)[0]) * 1e6 == pytest.approx(expected_us, rel=1e-5)
 
 
+def test_under_attention_dp_the_fused_moe_sees_every_groups_tokens(load_model):
+    """DeepSeek-V3 (H = 7,168, k = 8, 58 MoE layers of 61) at attention DP 8 / EP 8 with 64
+    decoding sequences (8 per group): the all-gather hands each GPU's fused MoE all 64 tokens, so
+    with FP8 experts at (20, 0.02, 0.001) a layer costs 22.752 µs (above: 64 local copies, 512
+    scanned indices), and the step's 58 layers 58 · 22.752 = 1,319.616 µs; on the busiest group's
+    8 tokens alone it would be 58 · (20 + 8 · 0.02 · 7168/4096 + 64 · 0.001) = 1,179.952 µs."""
+    from cost_model.step import stage_forward
+
+    a = ArchArrays.from_architectures([load_model("DeepSeek-V3")])
+    d = DeployArrays.from_deployments([Deployment(tp=1, dp=8, ep=8, precision="fp8")])
+    env = Env.create(get_hardware("h200"), "fp8", "fp8")
+    none = _moe_efficiency(fp8=(0.0, 0.0, 0.0))
+    some = _moe_efficiency(fp8=(20.0, 0.02, 0.001))
+    added = (stage_forward(a, d, replace(env, eff=some), 64.0, 1024.0, 0.0, 512.0).other_s
+             - stage_forward(a, d, replace(env, eff=none), 64.0, 1024.0, 0.0, 512.0).other_s)
+    assert float(np.ravel(added)[0]) * 1e6 == pytest.approx(1319.616, rel=1e-5)
+
+
 def test_grouped_expert_gemms_stream_at_the_fused_kernels_ceiling():
     """8 BF16 experts of M = 1, N = 4,096, K = 7,168 on H200 with every kernel term neutral
     (compute and per-SM stream rates unbounded, no overheads, full overlap): the launch streams
