@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import math
 
-from cost_model.architecture import Architecture
-from cost_model.deployment import Deployment
-from cost_model.params import count_params
+from cost_model import Architecture, Deployment, count_params
 from constraints.errors import ConstraintError
 from constraints.violation import ConstraintRules, Violation, unconstrained
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from cost_model.architecture import Architecture
-from cost_model.deployment import Deployment
+from cost_model import Architecture, Deployment
 from constraints.budget import check_aspect_ratio, check_gpus, check_memory_fit, check_params_budget
 from constraints.sharding import (
     check_alignment, check_divisibility, check_kv_replication, check_nvfp4_block,

@@ -15,8 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from cost_model.architecture import Architecture
-from cost_model.deployment import ENGINES, Deployment
+from cost_model import ENGINES, Architecture, Deployment
 
 ENGINE_NAMES = ENGINES  # the serving engines, named in one place (cost_model/deployment.py)
 BF16_LINEAR = frozenset({"bf16", "fp16"})  # unquantized linear layers

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from cost_model.architecture import Architecture
-from cost_model.deployment import Deployment
-from cost_model.sharded_gemms import Term, WeightGemm, per_gpu_n, rows_of
+from cost_model import Architecture, Deployment, Term, WeightGemm, per_gpu_n, rows_of
 
 TP_LABEL = "TP"
 HELIX_TP_LABEL = "(TP·KVP)"  # Helix: the output projection, FFN and vocabulary over tp·kvp GPUs

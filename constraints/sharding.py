@@ -7,10 +7,9 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from cost_model.architecture import ATTENTION_MIXER, MAMBA2_MIXER, Architecture
-from cost_model.deployment import Deployment
-from cost_model.evaluate import deployment_violations
-from cost_model.precision import get_precision
+from cost_model import (
+    ATTENTION_MIXER, MAMBA2_MIXER, Architecture, Deployment, deployment_violations, get_precision,
+)
 from constraints.shapes import GemmDim, gemm_dims
 from constraints.violation import Violation
 

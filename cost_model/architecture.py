@@ -122,7 +122,7 @@ _ATTENTION_FIELDS = (
     "qk_norm_scope", "attention_sinks", "attention_output_gate", "qkv_bias", "o_bias",
     "index_heads", "index_head_dim", "index_topk", "global_head_dim", "num_global_kv_heads",
     "attention_k_eq_v",
-)  # fmt: skip
+)
 _LINEAR_MIXER_FIELDS = (*_LINEAR_FIELDS, "linear_conv_bias", "linear_norm")
 FULL_ATTENTION: LayerType = "full_attention"
 SLIDING_ATTENTION: LayerType = "sliding_attention"
@@ -134,7 +134,7 @@ _DSA_FIELDS = ("index_heads", "index_head_dim", "index_topk")
 _MOE_ONLY_FIELDS = (
     "experts_per_token", "moe_intermediate_size", "num_shared_experts",
     "shared_expert_intermediate_size", "first_dense_layers",
-)  # fmt: skip
+)
 
 
 class Architecture(BaseModel):
@@ -230,29 +230,9 @@ class Architecture(BaseModel):
 
     # ---- attention ---------------------------------------------------------------------------
     @property
-    def attention_variant(self) -> Literal["mha", "gqa", "mqa", "mla", "mla_dsa"]:
-        if self.attention_kind == "mla":
-            return "mla_dsa" if self.is_sparse_attention else "mla"
-        if self.num_kv_heads == self.num_attention_heads:
-            return "mha"
-        return "mqa" if self.num_kv_heads == 1 else "gqa"
-
-    @property
     def is_sparse_attention(self) -> bool:
         """DeepSeek Sparse Attention: a lightning indexer picks `index_topk` keys per query."""
         return self.index_heads > 0
-
-    @property
-    def index_key_elems_per_token_per_layer(self) -> int:
-        """Indexer-cache elements per token per layer (one key of `index_head_dim`; 0 without
-        DSA)."""
-        return self.index_head_dim
-
-    @property
-    def layer_has_attention(self) -> tuple[bool, ...]:
-        if self.layer_mixers is None:
-            return (True,) * self.num_layers
-        return tuple(mixer == ATTENTION_MIXER for mixer in self.layer_mixers)
 
     @property
     def num_attention_layers(self) -> int:
@@ -286,17 +266,6 @@ class Architecture(BaseModel):
                 else self.num_layers - self.layer_mixers.count(NO_MIXER))
 
     @property
-    def linear_state_elems_per_layer(self) -> int:
-        """Recurrent state of one linear-attention layer for one sequence, in elements: a
-        key_head_dim x value_head_dim matrix per v head plus the conv's kernel - 1 past inputs
-        over q, k and v."""
-        heads, key, value = (
-            self.linear_num_value_heads, self.linear_key_head_dim, self.linear_value_head_dim
-        )
-        conv_width = 2 * self.linear_num_key_heads * key + heads * value
-        return heads * key * value + max(self.linear_conv_kernel - 1, 0) * conv_width
-
-    @property
     def is_heterogeneous(self) -> bool:
         """True when layers differ beyond the sliding/MoE patterns (`layer_mixers`, FFN widths)."""
         return any(
@@ -312,19 +281,6 @@ class Architecture(BaseModel):
     def value_head_dim(self) -> int:
         """Width of one value head (GQA: head_dim; MLA: v_head_dim)."""
         return self.v_head_dim if self.attention_kind == "mla" else self.head_dim
-
-    @property
-    def attention_out_in_dim(self) -> int:
-        """Input width of o_proj: n_q * value head width."""
-        return self.num_attention_heads * self.value_head_dim
-
-    @property
-    def kv_dim_per_token_per_layer_elems(self) -> int:
-        """KV-cache elements per token per layer: 2*n_kv*d_h (GQA), kv_lora_rank + rope dim
-        (MLA)."""
-        if self.attention_kind == "mla":
-            return self.kv_lora_rank + self.qk_rope_head_dim
-        return 2 * self.num_kv_heads * self.head_dim
 
     @property
     def layer_is_sliding(self) -> tuple[bool, ...]:
@@ -464,7 +420,7 @@ def design_name(arch: Architecture, show_vocab: bool = False) -> str:
 MIXER_LETTERS: dict[str, str] = {
     GATED_DELTANET_MIXER: "G", KIMI_DELTA_MIXER: "K", MAMBA2_MIXER: "M",
     PARALLEL_MAMBA2_MIXER: "P", ATTENTION_MIXER: "A", NO_MIXER: "N",
-}  # fmt: skip
+}
 _MAX_UNIT_NAME_CHARS = 12  # a longer repeating unit is named by its counts and a digest
 _DIGEST_HEX_CHARS = 6
 

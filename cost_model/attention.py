@@ -63,7 +63,8 @@ def cache_elems_per_token_layer(a: ArchArrays, d: DeployArrays | None = None):
     return kv_elems_per_token_layer(a, d) + a.index_head_dim
 
 
-def kv_cache_bytes_per_sequence(a: ArchArrays, context_tokens, kv_bytes_per_value: float,
+def kv_cache_bytes_per_sequence(a: ArchArrays, context_tokens,
+                                kv_bytes_per_value: float | np.ndarray,
                                 d: DeployArrays | None = None):
     """KV bytes of one sequence of `context_tokens` over all layers (per GPU when `d` given,
     counting the layers of the busiest pipeline stage); DSA's indexer keys included, layers

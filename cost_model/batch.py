@@ -24,7 +24,9 @@ from cost_model.precision import Precision, get_precision
 
 # `ArchArrays.linear_kind`: each linear mixer's code (0 where a model has none, as in a view
 # built from zeros)
-LINEAR_KIND_CODES = {GATED_DELTANET_MIXER: 1.0, MAMBA2_MIXER: 2.0, KIMI_DELTA_MIXER: 3.0}
+LINEAR_KIND_CODES: dict[str | None, float] = {
+    GATED_DELTANET_MIXER: 1.0, MAMBA2_MIXER: 2.0, KIMI_DELTA_MIXER: 3.0,
+}
 
 
 def _column(values) -> np.ndarray:

@@ -51,12 +51,14 @@ from importlib import resources
 
 import numpy as np
 
+# GENERIC: the table used when no engine is named, or one without its own terms (the same name
+# as the engine-less kernels of cost_model.efficiency)
+from cost_model.efficiency import GENERIC
 from cost_model.sourced import sourced_value
 from cost_model.units import MS_PER_S
 
 _PACKAGE = "cost_model.data.serving"
 _FILE = "benchmark.toml"
-GENERIC = "generic"  # the table used when no engine is named, or one without its own terms
 
 
 STATISTICS = ("mean", "median")  # over a benchmark's requests

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from cost_model.architecture import config_error_from
+from cost_model.architecture import Architecture, config_error_from
 from cost_model.errors import ConfigError
 from cost_model.precision import get_precision
 
@@ -45,7 +45,9 @@ DEFAULT_MAX_BATCH_SEQUENCES = 4096
 # 85% and 90%" for its one-token MTP module; the lower end.
 DEFAULT_SPEC_ACCEPTANCE_FRAC = 0.85
 SPEC_METHODS = ("mtp", "eagle")  # both draft with one transformer block and the model's LM head
-SERVING_MODES = ("aggregated", "disaggregated")  # in-flight batching, or prefill/decode pools
+# in-flight batching, or prefill and decode pools of instances (cost_model/disaggregated.py)
+AGGREGATED, DISAGGREGATED = "aggregated", "disaggregated"
+SERVING_MODES = (AGGREGATED, DISAGGREGATED)
 FP8_BITS = 8  # activations this narrow (FP8, FP4) get an FP8 KV cache by default
 # Serving engines whose scheduling the benchmark-TTFT terms know (cost_model/benchmark_ttft.py);
 # None: a generic engine. The engines' mapping rules are in constraints/engines.py.
@@ -76,7 +78,7 @@ class Deployment(BaseModel):
     kvp: int = Field(default=1, ge=1, le=1024)
     # aggregated in-flight batching, or disaggregated prefill and decode pools of instances of
     # this shape (cost_model/disaggregated.py sizes the xPyD ratio per operating point)
-    serving: str = "aggregated"
+    serving: str = AGGREGATED
 
     @model_validator(mode="after")
     def _check(self) -> Deployment:
@@ -122,16 +124,12 @@ class Deployment(BaseModel):
     def moe_tp(self) -> int:
         return self.tp * self.dp * self.kvp // self.ep
 
-    @property
-    def tokens_per_step(self) -> float:
-        """Expected tokens each sequence gains per decode step: 1 + a + a² + … + a^k for k
-        speculative tokens at per-token acceptance a (a token counts only if all before it
-        were accepted; the verified step always yields one)."""
-        return expected_tokens_per_step(self.spec_tokens, self.spec_acceptance_frac)
-
 
 def expected_tokens_per_step(spec_tokens, acceptance_frac):
-    """Σ_{i=0..k} a^i (arrays broadcast): k+1 at a = 1, 1 at a = 0."""
+    """Expected tokens each sequence gains per decode step with k speculative tokens at
+    per-token acceptance a: Σ_{i=0..k} a^i = 1 + a + … + a^k (a token counts only if all before
+    it were accepted; the verified step always yields one); k+1 at a = 1, 1 at a = 0. Arrays
+    broadcast."""
     k = np.asarray(spec_tokens, dtype=np.float64)
     a = np.asarray(acceptance_frac, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -198,3 +196,39 @@ def make_workload(**fields: Any) -> Workload:
         return Workload(**fields)
     except ValidationError as exc:
         raise config_error_from(exc, "workload") from None
+
+
+def validate_deployment(arch: Architecture, dep: Deployment) -> None:
+    """Raise `ConfigError` naming the first sharding rule `dep` breaks for `arch`."""
+    for message in deployment_violations(arch, dep):
+        raise ConfigError(message)
+
+
+def deployment_violations(arch: Architecture, dep: Deployment) -> list[str]:
+    """Every divisibility rule of the deployment that the architecture breaks, as messages."""
+    rules = [
+        (arch.num_attention_heads % dep.tp == 0,
+         f"`tp` ({dep.tp}) must divide `num_attention_heads` ({arch.num_attention_heads})"),
+        (arch.num_kv_heads % dep.tp == 0 or dep.tp % arch.num_kv_heads == 0,
+         f"`tp` ({dep.tp}) and `num_kv_heads` ({arch.num_kv_heads}) must divide one another"),
+        (arch.num_dense_layers == 0 or arch.intermediate_size % dep.ffn_tp == 0,
+         f"`tp`{'·`kvp`' if dep.kvp > 1 else ''} ({dep.ffn_tp}) must divide "
+         f"`intermediate_size` ({arch.intermediate_size})"),
+        (dep.kvp == 1 or arch.num_attention_heads % dep.ffn_tp == 0,
+         f"`tp`·`kvp` ({dep.ffn_tp}) must divide `num_attention_heads` "
+         f"({arch.num_attention_heads}): the output projection is sharded over them"),
+        (dep.pp <= arch.num_layers,
+         f"`pp` ({dep.pp}) must not exceed `num_layers` ({arch.num_layers})"),
+    ]
+    if arch.is_moe:
+        rules += [
+            (arch.num_experts % dep.ep == 0,
+             f"`ep` ({dep.ep}) must divide `num_experts` ({arch.num_experts})"),
+            (arch.moe_intermediate_size % dep.moe_tp == 0,
+             f"`tp`·`dp`{'·`kvp`' if dep.kvp > 1 else ''}/`ep` ({dep.moe_tp}) must divide "
+             f"`moe_intermediate_size` "
+             f"({arch.moe_intermediate_size})"),
+        ]
+    elif dep.ep > 1:
+        rules.append((False, f"`ep` ({dep.ep}) must be 1 for a dense model"))
+    return [message for ok, message in rules if not ok]

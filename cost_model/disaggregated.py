@@ -36,11 +36,11 @@ from cost_model.benchmark_ttft import STATISTICS, shipped_terms, slot_wait_s
 from cost_model.communication import point_to_point_s
 from cost_model.deployment import Deployment, Workload, expected_tokens_per_step
 from cost_model.errors import ConfigError
-from cost_model.evaluate import OperatingPoints
+from cost_model.operating_points import OperatingPoints
 from cost_model.frontier import concurrency_grid, frontier_area
 from cost_model.hardware import HardwareSpec
 from cost_model.memory import max_concurrency
-from cost_model.step import draft_pass, micro_batch_seqs, stage_forward
+from cost_model.step import StageTime, draft_pass, micro_batch_seqs, stage_forward
 
 DEFAULT_MAX_INSTANCES = 8  # xPyD ratios searched: 1 … 8 instances of each pool
 # Prefill pools are sized below saturation: at ρ = 0.8 the M/D/1 wait is 2 prompt service
@@ -67,20 +67,21 @@ class DisaggregatedPoints:
     queue_s: np.ndarray  # waiting for the prefill pool
     kv_transfer_s: np.ndarray
     max_concurrency: np.ndarray  # (candidates, 1) per decode instance
-    breakdown: tuple = ()  # TPOT's (gemm, attention, communication, other) seconds
+    tpot_parts: StageTime  # TPOT split as GEMM / attention / communication / other
 
     def as_operating_points(self) -> OperatingPoints:
         """The same points as `OperatingPoints` (what the search and the reports read): the
         prefill queue stands in the prompt-queue field, TPOT's breakdown is the decode pool's."""
-        gemm, attention, communication, other = self.breakdown
+        parts = self.tpot_parts
         return OperatingPoints(
             concurrency=self.concurrency, tpot_s=self.tpot_s, ttft_s=self.ttft_s,
             benchmark_ttft_s=self.benchmark_ttft_s, prompt_queue_s=self.queue_s,
             benchmark_ttft_median_s=self.benchmark_ttft_median_s,
             tokens_per_s_per_user=self.tokens_per_s_per_user,
             tokens_per_s_per_gpu=self.tokens_per_s_per_gpu, fits_memory=self.fits_memory,
-            max_concurrency=self.max_concurrency, gemm_s=gemm, attention_s=attention,
-            communication_s=communication, other_s=other,
+            max_concurrency=self.max_concurrency, gemm_s=parts.gemm_s,
+            attention_s=parts.attention_s, communication_s=parts.communication_s,
+            other_s=parts.other_s, linear_attention_s=parts.linear_attention_s,
             prefill_instances=self.prefill_instances, decode_instances=self.decode_instances)
 
     def frontier_area(self, x_lo: float, x_hi: float, log_x: bool = True) -> np.ndarray:
@@ -88,28 +89,43 @@ class DisaggregatedPoints:
         return frontier_area(self.tokens_per_s_per_user, y, x_lo, x_hi, log_x)
 
 
-def _decode_step(a, d, env, c, workload: Workload):
-    """(per output token as a breakdown, the whole step in s): the decode-only step × PP plus
-    drafts, over the tokens a step yields."""
-    context = workload.isl_tokens + workload.osl_tokens / 2.0
+@dataclass(frozen=True)
+class _DecodeStep:
+    """A decode instance's step: per output token as a breakdown (the decode-only step × PP
+    plus drafts, over the tokens a step yields), and the whole step."""
+
+    per_token: StageTime
+    step_s: np.ndarray
+
+
+def _decode_step(a, d, env, c, workload: Workload) -> _DecodeStep:
+    context = workload.mean_decode_context_tokens
     step = stage_forward(a, d, env, micro_batch_seqs(c, d), context, 0.0, 0.0,
                          tokens_per_seq=d.spec_tokens + 1.0).scaled(d.pp)
     if d.speculative:
         step = step.plus(draft_pass(a, d, env, c, context), d.spec_tokens)
-    return step.scaled(1.0 / expected_tokens_per_step(d.spec_tokens, d.spec_acceptance)), \
-        step.total_s
+    gained = expected_tokens_per_step(d.spec_tokens, d.spec_acceptance)
+    return _DecodeStep(step.scaled(1.0 / gained), step.total_s)
 
 
-def _prefill_pool(a, d, env, workload: Workload):
-    """(one prompt through the pipeline s, prompts per second per instance, service time s)."""
+@dataclass(frozen=True)
+class _PrefillPool:
+    """One prefill instance: a prompt's chunks through its pipeline, the prompts per second it
+    starts at a full token budget, and one prompt's service time at that rate."""
+
+    through_pipeline_s: np.ndarray
+    prompts_per_s: np.ndarray
+    service_s: np.ndarray
+
+
+def _prefill_pool(a, d, env, workload: Workload) -> _PrefillPool:
     isl, budget = float(workload.isl_tokens), float(workload.prefill_chunk_tokens)
     chunks = np.ceil(isl / budget)
     chunk = stage_forward(a, d, env, 0.0, 0.0, isl / chunks, isl / 2.0).total_s
     full = d.dp * budget
     budget_step = stage_forward(a, d, env, 0.0, 0.0, full, isl / 2.0,
                                 np.maximum(full / isl, 1.0)).total_s
-    rate = full / isl / budget_step
-    return (chunks + d.pp - 1.0) * chunk, rate, chunks * chunk
+    return _PrefillPool((chunks + d.pp - 1.0) * chunk, full / isl / budget_step, chunks * chunk)
 
 
 def _kv_transfer_s(a, d_decode, env_decode, hw: HardwareSpec, isl, both_pools_gpus):
@@ -120,40 +136,50 @@ def _kv_transfer_s(a, d_decode, env_decode, hw: HardwareSpec, isl, both_pools_gp
     return point_to_point_s(per_gpu, hw, env_decode.eff, crosses_domain=crosses)
 
 
-def _ratios(max_instances: int):
-    """Every (x, y) of 1 … max_instances, on two leading axes that broadcast against (n, c)."""
-    counts = np.arange(1, max_instances + 1, dtype=np.float64)
-    return counts[:, None, None, None], counts[None, :, None, None]
+@dataclass(frozen=True)
+class _PoolRatio:
+    """The xPyD ratio realizing each point: per-GPU requests/s, x prefill and y decode
+    instances, and the prefill pool's utilization ρ (NaN where no ratio qualifies)."""
+
+    requests_per_s_per_gpu: np.ndarray
+    prefill_instances: np.ndarray
+    decode_instances: np.ndarray
+    prefill_utilization: np.ndarray
 
 
-def _fixed_ratio(decode_rate, prefill_rate, g_prefill, g_decode, ratio):
+def _fixed_ratio(decode_rate, prefill_rate, g_prefill, g_decode, ratio) -> _PoolRatio:
     """A deployment's own xPyD ratio: requests/s is the smaller of what the decode side
     completes and the prefill side starts (a saturated prefill pool starves decode)."""
     x, y = (float(v) for v in ratio)
     served = np.minimum(y * decode_rate, x * prefill_rate)
     rho = np.minimum(y * decode_rate / (x * prefill_rate), 1.0)
-    return served / (x * g_prefill + y * g_decode), np.full_like(rho, x), np.full_like(rho, y), rho
+    return _PoolRatio(served / (x * g_prefill + y * g_decode), np.full_like(rho, x),
+                      np.full_like(rho, y), rho)
 
 
-def _best_ratio(decode_rate, prefill_rate, g_prefill, g_decode, ttft_of_rho, limits):
+def _best_ratio(decode_rate, prefill_rate, g_prefill, g_decode, ttft_of_rho,
+                limits: PoolLimits) -> _PoolRatio:
     """The xPyD ratio of most output per GPU (per OSL token) whose prefill utilization ρ stays
     at most `limits.utilization` and whose TTFT at that ρ at most `limits.ttft_s` (or the
-    deployment's own `limits.ratio`): returns (per-GPU request rate, x, y, ρ), NaN where no
-    ratio qualifies."""
+    deployment's own `limits.ratio`); NaN where no ratio qualifies. Every (x, y) of
+    1 … `limits.max_instances` is tried, on two leading axes that broadcast against (n, c)."""
     if limits.ratio is not None:
         return _fixed_ratio(decode_rate, prefill_rate, g_prefill, g_decode, limits.ratio)
-    x, y = _ratios(limits.max_instances)
+    counts = np.arange(1, limits.max_instances + 1, dtype=np.float64)
+    x, y = counts[:, None, None, None], counts[None, :, None, None]
     rho = y * decode_rate / (x * prefill_rate)
     ok = (rho <= limits.utilization) & (ttft_of_rho(rho) <= limits.ttft_s)
     per_gpu = np.where(ok, y * decode_rate / (x * g_prefill + y * g_decode), -np.inf)
     flat = per_gpu.reshape(-1, *per_gpu.shape[2:])
     best = np.argmax(flat, axis=0)[None]
-    pick = lambda v: np.take_along_axis(  # noqa: E731
-        np.broadcast_to(v, per_gpu.shape).reshape(flat.shape), best, 0)[0]
+
+    def pick(values):
+        return np.take_along_axis(np.broadcast_to(values, per_gpu.shape).reshape(flat.shape),
+                                  best, 0)[0]
+
     value = pick(per_gpu)
     found = np.isfinite(value)
-    nan = lambda v: np.where(found, v, np.nan)  # noqa: E731
-    return nan(value), nan(pick(x)), nan(pick(y)), nan(pick(rho))
+    return _PoolRatio(*(np.where(found, v, np.nan) for v in (value, pick(x), pick(y), pick(rho))))
 
 
 @dataclass(frozen=True)
@@ -188,41 +214,71 @@ def evaluate_disaggregated(archs: Sequence[Architecture], prefill: Sequence[Depl
         raise ConfigError(f"`prefill` and `decode` deployments must match `architectures` one "
                           f"to one; got {len(prefill)}, {len(decode)} and {len(archs)}")
     a = ArchArrays.from_architectures(archs)
-    dp_, dd = DeployArrays.from_deployments(prefill), DeployArrays.from_deployments(decode)
-    env_p, env_d = (Env.for_deployments(hw, pool, workload.engine) for pool in (prefill, decode))
-    isl, osl = float(workload.isl_tokens), float(workload.osl_tokens)
-    chunk = float(workload.prefill_chunk_tokens)
-    limit = np.minimum(max_concurrency(a, dd, env_d, float(workload.max_context_tokens), chunk),
-                       workload.max_batch_sequences * dd.dp)
-    prefill_fits = max_concurrency(a, dp_, env_p, isl, chunk) >= 1
-    grid = concurrency_grid(limit) if concurrency is None else np.broadcast_to(
+    pools = _Pools(DeployArrays.from_deployments(prefill), DeployArrays.from_deployments(decode),
+                   *(Env.for_deployments(hw, pool, workload.engine) for pool in (prefill, decode)))
+    cap = _decode_in_flight_cap(a, pools, workload)
+    grid = concurrency_grid(cap) if concurrency is None else np.broadcast_to(
         np.asarray(concurrency, float).reshape(1, -1), (len(archs), np.size(concurrency)))
+    return _points(a, pools, hw, workload, grid, cap, limits)
+
+
+@dataclass(frozen=True)
+class _Pools:
+    """The prefill and the decode instances' deployments and environments."""
+
+    prefill: DeployArrays
+    decode: DeployArrays
+    prefill_env: Env
+    decode_env: Env
+
+
+def _decode_in_flight_cap(a: ArchArrays, pools: _Pools, workload: Workload) -> np.ndarray:
+    """Sequences a decode instance keeps in flight: what its KV cache holds beside the weights
+    and one prompt chunk of workspace, at most the engine's batch cap per attention group."""
+    held = max_concurrency(a, pools.decode, pools.decode_env, float(workload.max_context_tokens),
+                           float(workload.prefill_chunk_tokens))
+    return np.minimum(held, workload.max_batch_sequences * pools.decode.dp)
+
+
+def _prompt_fits_prefill(a: ArchArrays, pools: _Pools, workload: Workload) -> np.ndarray:
+    """Whether one prompt's KV fits a prefill instance beside its weights and workspace."""
+    return max_concurrency(a, pools.prefill, pools.prefill_env, float(workload.isl_tokens),
+                           float(workload.prefill_chunk_tokens)) >= 1
+
+
+def _points(a, pools: _Pools, hw: HardwareSpec, workload: Workload, grid, cap,
+            limits: PoolLimits) -> DisaggregatedPoints:
+    isl, osl = float(workload.isl_tokens), float(workload.osl_tokens)
     c = np.where(np.isfinite(grid), grid, 1.0)
-    in_flight = np.where(limit >= 1, np.minimum(c, limit), c)  # the rest wait for a slot
-    per_token, step = _decode_step(a, dd, env_d, in_flight, workload)
-    tpot = per_token.total_s
-    through, service_rate, service_s = _prefill_pool(a, dp_, env_p, workload)
+    in_flight = np.where(cap >= 1, np.minimum(c, cap), c)  # the rest wait for a slot
+    decode = _decode_step(a, pools.decode, pools.decode_env, in_flight, workload)
+    tpot = decode.per_token.total_s
+    pool = _prefill_pool(a, pools.prefill, pools.prefill_env, workload)
     decode_rate = in_flight / (osl * tpot)  # requests/s one decode instance completes
-    kv = _kv_transfer_s(a, dd, env_d, hw, isl, dp_.gpus + dd.gpus)
-    fixed = through + kv + step / (2.0 * dd.pp)
-    per_gpu, x, y, rho = _best_ratio(decode_rate, service_rate, dp_.gpus, dd.gpus,
-                                     lambda r: fixed + prefill_wait_s(r, service_s, np.inf),
-                                     limits)
-    queue = prefill_wait_s(rho, service_s, in_flight * y / x - 1.0)
+    kv = _kv_transfer_s(a, pools.decode, pools.decode_env, hw, isl,
+                        pools.prefill.gpus + pools.decode.gpus)
+    fixed = pool.through_pipeline_s + kv + decode.step_s / (2.0 * pools.decode.pp)
+    ratio = _best_ratio(decode_rate, pool.prompts_per_s, pools.prefill.gpus, pools.decode.gpus,
+                        lambda r: fixed + prefill_wait_s(r, pool.service_s, np.inf), limits)
+    queue = prefill_wait_s(ratio.prefill_utilization, pool.service_s,
+                           in_flight * ratio.decode_instances / ratio.prefill_instances - 1.0)
     ttft = fixed + queue
     terms = shipped_terms(workload.engine)
     client = {s: ttft + terms.overhead_s(s) + slot_wait_s(c, in_flight, decode_rate)
               for s in STATISTICS}
     missing = ~np.isfinite(grid)
-    nan = lambda v: np.where(missing, np.nan, v)  # noqa: E731
-    fits = (c <= limit) & ~missing & (limit >= 1) & prefill_fits & np.isfinite(per_gpu)
+
+    def nan(values):
+        return np.where(missing, np.nan, np.broadcast_to(values, grid.shape))
+
+    fits = (c <= cap) & ~missing & (cap >= 1) & _prompt_fits_prefill(a, pools, workload) \
+        & np.isfinite(ratio.requests_per_s_per_gpu)
     return DisaggregatedPoints(
         concurrency=grid, tpot_s=nan(tpot), ttft_s=nan(ttft),
         benchmark_ttft_s=nan(client["mean"]), benchmark_ttft_median_s=nan(client["median"]),
-        tokens_per_s_per_user=nan(1.0 / tpot), tokens_per_s_per_gpu=nan(per_gpu * osl),
-        fits_memory=fits, prefill_instances=nan(x), decode_instances=nan(y),
-        prefill_s=nan(np.broadcast_to(through, grid.shape)), queue_s=nan(queue),
-        kv_transfer_s=nan(np.broadcast_to(kv, grid.shape)), max_concurrency=limit,
-        breakdown=tuple(nan(np.broadcast_to(part, grid.shape)) for part in
-                        (per_token.gemm_s, per_token.attention_s, per_token.communication_s,
-                         per_token.other_s)))
+        tokens_per_s_per_user=nan(1.0 / tpot),
+        tokens_per_s_per_gpu=nan(ratio.requests_per_s_per_gpu * osl), fits_memory=fits,
+        prefill_instances=nan(ratio.prefill_instances),
+        decode_instances=nan(ratio.decode_instances), prefill_s=nan(pool.through_pipeline_s),
+        queue_s=nan(queue), kv_transfer_s=nan(kv), max_concurrency=cap,
+        tpot_parts=StageTime(*(nan(part) for part in decode.per_token._parts())))

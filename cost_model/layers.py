@@ -71,13 +71,13 @@ class GemmList:
             low = GemmRates.select(self._rows_mask(self.moe, rows), env.moe_rates, low)
         return GemmRates.select(self._rows_mask(self.high, rows), env.high_rates, low)
 
-    def times_s(self, env: Env, dtype: type = HOT_DTYPE) -> dict[str, np.ndarray]:
+    def times_s(self, env: Env, dtype: type = HOT_DTYPE) -> dict[str, float | np.ndarray]:
         """Per-stage time of each named GEMM (count × one GEMM), in one vectorized call computed
         in `dtype` (calibration passes float64: its finite-difference Jacobians need the digits).
         GEMMs that no candidate runs (count 0 everywhere: MLA rows of GQA models, expert rows of
         dense ones) are not evaluated and take 0 s; most batches run a third of the rows."""
         rows = [row for row, dims in enumerate(self.dims) if np.any(dims[4])]
-        times = dict.fromkeys(self.names, 0.0)
+        times: dict[str, float | np.ndarray] = dict.fromkeys(self.names, 0.0)
         if not rows:
             return times
         shape = self.shape

@@ -20,28 +20,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from cost_model.architecture import Architecture
 from cost_model.batch import ArchArrays, DeployArrays, Env
+from cost_model.units import BF16_BYTES
 
 LINEAR_STATE_BYTES = 4.0  # fp32 recurrent state (FLA kernels, vLLM's mamba_ssm_dtype float32)
-CONV_STATE_BYTES = 2.0  # BF16 past inputs of the short conv
+CONV_STATE_BYTES = BF16_BYTES  # the short conv's past inputs, BF16
 SCAN_CHUNK_TOKENS = 64.0  # FLA chunk_gated_delta_rule's chunk size
 STATE_MACS_PER_ELEM = 3.0  # q·S, k·S (delta rule's prediction) and the rank-1 state update
-# No measured kernel table: the time is a roofline; outputs should flag it as uncalibrated
-# whenever a candidate has linear layers (ArchArrays.linear_layers > 0).
+# No measured kernel table: the time is a roofline, flagged as uncalibrated whenever a candidate
+# has linear layers (`cost_model.step.uncalibrated_components`).
 LINEAR_ATTENTION_CALIBRATED = False
-
-
-def uncalibrated_components(arch: Architecture) -> tuple[str, ...]:
-    """The parts of `arch`'s step time costed by a roofline with cited efficiencies instead of
-    calibrated kernel tables: "linear_attention" (any linear layer) and "sparse_attention" (DSA);
-    () when every part is calibrated. What outputs flag as `uncalibrated`."""
-    from cost_model.attention import SPARSE_ATTENTION_CALIBRATED  # attention imports this module
-
-    parts = (("linear_attention", arch.num_linear_attention_layers > 0,
-              LINEAR_ATTENTION_CALIBRATED),
-             ("sparse_attention", arch.is_sparse_attention, SPARSE_ATTENTION_CALIBRATED))
-    return tuple(name for name, used, calibrated in parts if used and not calibrated)
 
 
 def _heads_per_gpu(a: ArchArrays, d: DeployArrays):

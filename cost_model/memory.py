@@ -17,24 +17,26 @@ import numpy as np
 from cost_model.attention import kv_cache_bytes_per_sequence
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.sharded_gemms import (
-    LM_HEAD, ROWS, ArchColumns, active, column_layer_counts, per_gpu_count, per_gpu_k, per_gpu_n,
+    LM_HEAD, ROWS, ArchColumns, PrecisionClass, active, column_layer_counts, per_gpu_count,
+    per_gpu_k, per_gpu_n,
 )
+from cost_model.units import BF16_BYTES
 
 # Fraction of HBM the serving engine leaves unused (fragmentation, CUDA context, NCCL buffers):
 # vLLM's default gpu_memory_utilization = 0.9 and TensorRT-LLM's free_gpu_memory_fraction = 0.9.
 RESERVED_MEMORY_FRAC = 0.10
-BF16_BYTES = 2.0
 WORKSPACE_HIDDEN_MULTIPLE = 8.0  # live activations per token of a max-size step, in units of H
 
 
-def layer_weight_elems_per_gpu(a: ArchArrays, d: DeployArrays) -> dict[str, np.ndarray]:
+def _layer_weight_elems_per_gpu(a: ArchArrays,
+                                d: DeployArrays) -> dict[PrecisionClass, np.ndarray | float]:
     """Weights of every layer (before the stage's share) on one GPU by precision class
     (`linear`, `experts`, `high`): each row of the table on the layers of its kind."""
     src = ArchColumns(a)
     layers = column_layer_counts(a, a.attention_layers, a.linear_layers, a.dense_layers,
                                  a.moe_layers)
-    layers.pop("model")  # the vocabulary: `vocab_elems_per_gpu`
-    elems = dict.fromkeys(("linear", "experts", "high"), 0.0)
+    layers.pop("model")  # the vocabulary: `_vocab_elems_per_gpu`
+    elems: dict[PrecisionClass, np.ndarray | float] = {"linear": 0.0, "experts": 0.0, "high": 0.0}
     for row in ROWS:
         if row.layers in layers:
             elems[row.precision] = elems[row.precision] + layers[row.layers] * active(row, src) \
@@ -42,7 +44,7 @@ def layer_weight_elems_per_gpu(a: ArchArrays, d: DeployArrays) -> dict[str, np.n
     return elems
 
 
-def vocab_elems_per_gpu(a: ArchArrays, d: DeployArrays):
+def _vocab_elems_per_gpu(a: ArchArrays, d: DeployArrays):
     """The busiest GPU's vocabulary-parallel embedding and LM head: with PP they sit on
     different stages, and a tied LM head is the embedding."""
     head = per_gpu_n(LM_HEAD, ArchColumns(a), d) * a.hidden
@@ -52,10 +54,10 @@ def vocab_elems_per_gpu(a: ArchArrays, d: DeployArrays):
 def weight_bytes_per_gpu(a: ArchArrays, d: DeployArrays, env: Env):
     """Weights on the busiest GPU: the first or last stage's layers plus its embedding share."""
     share = np.ceil(a.layers / d.pp) / a.layers
-    elems = layer_weight_elems_per_gpu(a, d)
+    elems = _layer_weight_elems_per_gpu(a, d)
     return share * (elems["linear"] * env.linear.weight_bytes_per_value
                     + elems["experts"] * env.experts.weight_bytes_per_value
-                    + elems["high"] * BF16_BYTES) + vocab_elems_per_gpu(a, d) * BF16_BYTES
+                    + elems["high"] * BF16_BYTES) + _vocab_elems_per_gpu(a, d) * BF16_BYTES
 
 
 def workspace_bytes_per_gpu(a: ArchArrays, d: DeployArrays, chunk_tokens):

@@ -1,4 +1,4 @@
-"""Exact parameter counts (a named breakdown) and forward FLOPs per token of an `Architecture`.
+"""Exact parameter counts (a named breakdown) of an `Architecture`.
 
 Weight matrices (and their biases) are the rows of the table of sharded weight GEMMs
 (`cost_model.sharded_gemms`); this module adds what is not a GEMM: embedding, norms, attention
@@ -18,18 +18,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 from types import MappingProxyType
 
-import numpy as np
-
 from cost_model.architecture import Architecture
 from cost_model.sharded_gemms import WeightGemm, layer_sources, rows_of
-from cost_model.units import gemm_flop
 
 BREAKDOWN_KEYS = (
     "embedding", "attention/q", "attention/kv", "attention/o", "attention/norm", "attention/sinks",
     "attention/indexer", "linear_attention/in_proj", "linear_attention/conv",
     "linear_attention/out_proj", "linear_attention/other",
     "mlp/gate", "mlp/up", "mlp/down", "moe/router", "moe/experts", "moe/shared", "norm", "lm_head",
-)  # fmt: skip
+)
 TOTAL_KEY = "total"
 
 
@@ -78,7 +75,7 @@ def count_params(arch: Architecture) -> ParamBreakdown:
     parts = dict.fromkeys(BREAKDOWN_KEYS, 0)
     parts["embedding"] = arch.vocab_size * arch.hidden_size
     parts["norm"] = (_residual_norms(arch) + 1) * arch.hidden_size  # + final norm
-    for key, count in gemm_params(arch).items():
+    for key, count in _gemm_params(arch).items():
         parts[key] += count
     _add(parts, _attention_params(arch), arch.num_attention_layers)
     _add(parts, _global_attention_params(arch), arch.num_global_attention_layers)
@@ -89,7 +86,7 @@ def count_params(arch: Architecture) -> ParamBreakdown:
     return ParamBreakdown(MappingProxyType(parts), sum(parts.values()) - inactive)
 
 
-def gemm_params(arch: Architecture) -> dict[str, int]:
+def _gemm_params(arch: Architecture) -> dict[str, int]:
     """Weights (and their biases) of every row of the table of weight GEMMs
     (`cost_model.sharded_gemms`), summed over the layers of its kind, by breakdown key; a tied
     LM head is the embedding's matrix (counted there)."""
@@ -206,57 +203,3 @@ def _qk_norm_params(arch: Architecture) -> int:
 def _expert_params(arch: Architecture) -> int:
     """One routed expert of one layer: its rows' weights and biases (gpt-oss has biases)."""
     return sum(_matrix_params(arch, row) for row in rows_of(arch) if row.experts)
-
-
-# ---- FLOPs ---------------------------------------------------------------------------------------
-
-
-def flops_per_token(
-    arch: Architecture, context_tokens: float | np.ndarray = 0
-) -> float | np.ndarray:
-    """Forward FLOPs for one token attending to `context_tokens` earlier tokens (2 FLOP per MAC).
-
-    = weight GEMMs with the active experts (`matmul_flop_per_token`) + attention scores and
-    values at that context (`attention_flop_per_token`). Averaging over a causal prompt is the
-    caller's job. Broadcasts over an array of contexts.
-    """
-    return matmul_flop_per_token(arch) + attention_flop_per_token(arch, context_tokens)
-
-
-def matmul_flop_per_token(arch: Architecture) -> float:
-    """FLOPs of every weight GEMM one token goes through: each row of the table on the layers
-    of its kind, k of the routed experts, router and LM head included."""
-    flop = 0.0
-    for row in rows_of(arch):
-        copies = arch.experts_per_token if row.experts else 1
-        flop += sum(float(gemm_flop(1, row.n.value(src), row.k.value(src))) * copies * layers
-                    for src, layers in layer_sources(arch, row.layers))
-    return flop
-
-
-def attention_flop_per_token(
-    arch: Architecture, context_tokens: float | np.ndarray = 0
-) -> float | np.ndarray:
-    """FLOPs of q·Kᵀ and softmax·V for one token over `context_tokens` (sliding layers: the window).
-
-    MLA is counted in its expanded form (keys of nope + rope, values of v_head_dim per head).
-    DSA: the main attention reads at most `index_topk` keys; the indexer scores every key
-    (index_heads x index_head_dim MACs per key).
-    """
-    context = np.asarray(context_tokens, dtype=np.float64)
-    if arch.is_sparse_attention:
-        return _sparse_attention_flop(arch, context)
-    full = arch.num_full_attention_layers * context
-    window = context if arch.sliding_window is None else np.minimum(context, arch.sliding_window)
-    attended = full + arch.num_sliding_layers * window
-    per_head = gemm_flop(1, attended, arch.head_dim) + gemm_flop(1, attended, arch.value_head_dim)
-    flop = arch.num_attention_heads * per_head
-    return float(flop) if np.ndim(flop) == 0 else flop
-
-
-def _sparse_attention_flop(arch: Architecture, context: np.ndarray) -> float | np.ndarray:
-    attended = np.minimum(context, arch.index_topk)
-    per_head = gemm_flop(1, attended, arch.head_dim) + gemm_flop(1, attended, arch.value_head_dim)
-    indexer = gemm_flop(1, context, arch.index_heads * arch.index_head_dim)
-    flop = arch.num_attention_layers * (arch.num_attention_heads * per_head + indexer)
-    return float(flop) if np.ndim(flop) == 0 else flop

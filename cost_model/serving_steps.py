@@ -21,7 +21,7 @@ import numpy as np
 
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.benchmark_ttft import prompt_queue_s
-from cost_model.deployment import expected_tokens_per_step
+from cost_model.deployment import Workload, expected_tokens_per_step
 from cost_model.step import StageTime, draft_pass, micro_batch_seqs, stage_forward_load
 from cost_model.step_load import (
     PromptSchedule, StepLoad, busiest_group_seqs, lockstep_groups, rank_chunk_tokens,
@@ -36,11 +36,13 @@ CASES = ("decode", "prompt", "first_chunk", "budget")
 
 @dataclass(frozen=True)
 class ServingSteps:
-    """What `stage_forward_load` needs for the `CASES`, stacked on axis 0."""
+    """What `stage_forward_load` needs for the `CASES`, stacked on axis 0, and the prompt
+    schedule they follow."""
 
     load: StepLoad
     decode_context_tokens: np.ndarray | float  # what a decoding sequence attends to
     prompt_context_tokens: np.ndarray | float  # what a prompt token attends to, on average
+    schedule: PromptSchedule
 
 
 @dataclass(frozen=True)
@@ -54,15 +56,24 @@ class ServingTimes:
 
 @dataclass(frozen=True)
 class ServingShape:
-    """The request shape and the engine's budget: ISL/OSL, the cached prefix, the configured
-    prompt budget and whether an attention-DP balancer runs."""
+    """The request shape and the engine's budget, as the serving steps read them (floats): ISL,
+    OSL, the context a decoding sequence attends to on average, the configured prompt budget,
+    the cached prefix, whether an attention-DP balancer runs and the engine."""
 
     isl_tokens: float
     osl_tokens: float
+    decode_context_tokens: float  # `Workload.mean_decode_context_tokens`
     chunk_tokens: float  # the engine's configured prompt budget per step
     cached_tokens: float = 0.0
     balanced: bool = False
     engine: str | None = None
+
+    @classmethod
+    def of(cls, workload: Workload) -> ServingShape:
+        return cls(float(workload.isl_tokens), float(workload.osl_tokens),
+                   workload.mean_decode_context_tokens, float(workload.prefill_chunk_tokens),
+                   float(workload.cached_prefix_tokens), workload.adp_balance_timeout_steps > 0,
+                   workload.engine)
 
     @property
     def new_tokens(self) -> float:
@@ -82,7 +93,7 @@ def _stack(*arrays) -> np.ndarray:
 
 
 def serving_steps(a: ArchArrays, d: DeployArrays, concurrency, shape: ServingShape,
-                  decode_steps) -> tuple[ServingSteps, PromptSchedule]:
+                  decode_steps) -> ServingSteps:
     """The `CASES` for `concurrency` whole requests, each decoding for `decode_steps` steps
     (OSL over the tokens a step yields), and the prompt schedule they follow."""
     lockstep = lockstep_groups(a.moe_layers, d.dp)
@@ -96,18 +107,19 @@ def serving_steps(a: ArchArrays, d: DeployArrays, concurrency, shape: ServingSha
     others = micro_batch_seqs(np.maximum(np.asarray(concurrency, float) - 1.0, 0.0), d)
     others_group = busiest_group_seqs(others, d.dp)
     others_instance = np.where(lockstep, others, others_group)
-    tps = d.spec_tokens + 1.0
+    tokens_per_seq = d.spec_tokens + 1.0  # each decoding sequence's: k drafts verified + 1
     load = StepLoad(
         group_decode_seqs=_stack(group, group, others_group, others_group),
         group_prefill_tokens=_stack(0.0, plan.group_step_tokens, plan.chunk_tokens, budget),
         group_prefill_seqs=_stack(0.0, plan.group_step_requests, 1.0,
                                   np.maximum(budget / shape.new_tokens, 1.0)),
-        instance_tokens=_stack(instance * tps, instance * tps + plan.instance_step_tokens,
-                               others_instance * tps + plan.chunk_tokens,
-                               others_instance * tps + np.where(lockstep, d.dp, 1.0) * budget),
-        decode_tokens_per_seq=tps)
-    context = shape.isl_tokens + shape.osl_tokens / 2.0
-    return ServingSteps(load, context, shape.cached_tokens + shape.new_tokens / 2.0), plan
+        instance_tokens=_stack(
+            instance * tokens_per_seq, instance * tokens_per_seq + plan.instance_step_tokens,
+            others_instance * tokens_per_seq + plan.chunk_tokens,
+            others_instance * tokens_per_seq + np.where(lockstep, d.dp, 1.0) * budget),
+        decode_tokens_per_seq=tokens_per_seq)
+    return ServingSteps(load, shape.decode_context_tokens,
+                        shape.cached_tokens + shape.new_tokens / 2.0, plan)
 
 
 def serving_times(a, d, env: Env, concurrency, shape: ServingShape) -> ServingTimes:
@@ -121,23 +133,23 @@ def serving_times(a, d, env: Env, concurrency, shape: ServingShape) -> ServingTi
     sequences, plus half a stage step of waiting for the step in progress when other sequences
     are running (none at c = 1). It does not depend on OSL: the other requests' prompts are what
     TPOT pays. With a prefix cache only ISL − cached tokens are prefilled, in every term."""
-    gained = expected_tokens_per_step(d.spec_tokens, d.spec_acceptance)
-    steps, plan = serving_steps(a, d, concurrency, shape, shape.osl_tokens / gained)
+    tokens_per_step = expected_tokens_per_step(d.spec_tokens, d.spec_acceptance)
+    steps = serving_steps(a, d, concurrency, shape, shape.osl_tokens / tokens_per_step)
     cases = stage_forward_load(a, d, env, steps.load, steps.decode_context_tokens,
                                steps.prompt_context_tokens)
-    part = dict(zip(CASES, (cases.part(i) for i in range(len(CASES)))))
-    step = part["decode"].plus(part["prompt"].minus(part["decode"]),
-                               plan.prompt_step_frac).scaled(d.pp)
+    case = dict(zip(CASES, (cases.part(i) for i in range(len(CASES)))))
+    step = case["decode"].plus(case["prompt"].minus(case["decode"]),
+                               steps.schedule.prompt_step_frac).scaled(d.pp)
     if d.speculative:
         step = step.plus(draft_pass(a, d, env, concurrency, steps.decode_context_tokens),
                          d.spec_tokens)
     budget = rank_budget_tokens(a, d, shape)
     chunks = np.ceil(shape.new_tokens / budget)
     waiting = np.where(np.asarray(concurrency) > 1.0, step.total_s / (2.0 * d.pp), 0.0)
-    ttft = (chunks + d.pp - 1.0) * part["first_chunk"].total_s + waiting
-    prompt_s = part["budget"].total_s * shape.new_tokens / budget  # one budget per stage step
+    ttft = (chunks + d.pp - 1.0) * case["first_chunk"].total_s + waiting
+    prompt_s = case["budget"].total_s * shape.new_tokens / budget  # one budget per stage step
     queue = prompt_queue_s(prompt_s, busiest_group_seqs(concurrency, d.dp))
-    return ServingTimes(step.scaled(1.0 / gained), ttft, queue, prompt_s)
+    return ServingTimes(step.scaled(1.0 / tokens_per_step), ttft, queue, prompt_s)
 
 
 def mixed_times(parts: list[ServingTimes], weights: list) -> ServingTimes:

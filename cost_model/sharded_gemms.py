@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypedDict
 
 import numpy as np
 
@@ -34,8 +34,6 @@ Factor = str | tuple[str, ...]  # a field, or a sum of fields (shown in parenthe
 LayerSet = Literal["attention", "global", "linear", "dense", "moe", "model"]
 Shard = Literal["tp", "ffn_tp", "moe_tp", "none"]
 PrecisionClass = Literal["linear", "experts", "high"]  # the deployment's format, the experts', BF16
-LAYER_SETS: tuple[LayerSet, ...] = ("attention", "global", "linear", "dense", "moe", "model")
-SHARD_LABELS = {"tp": "TP", "ffn_tp": "TP", "moe_tp": "(TP·DP/EP)"}
 
 
 @dataclass(frozen=True)
@@ -160,6 +158,45 @@ class WeightGemm:
         return tuple(dict.fromkeys(self.n.fields + self.k.fields))
 
 
+# `WeightGemm`'s keyword fields that the rows of one kind share (`WeightGemm(…, **shared)`),
+# each with exactly its keys, so that a type checker sees every field set once
+class _OfKind(TypedDict):
+    layers: LayerSet
+    kind: str
+
+
+class _GlobalAttention(_OfKind):
+    shard: Shard
+    when: str
+
+
+class _Indexer(TypedDict):
+    layers: LayerSet
+    when: str
+    param_key: str
+    checked: tuple[Literal["n", "k"], ...]
+
+
+class _LinearMixer(TypedDict):
+    layers: LayerSet
+    shard: Shard
+    sharded: Literal["n", "k"]
+    param_key: str
+    checked: tuple[Literal["n", "k"], ...]
+
+
+class _LinearMixerOfKind(_LinearMixer):
+    kind: str
+
+
+class _Ffn(TypedDict):
+    layers: LayerSet
+    shard: Shard
+    bias: str
+    precision: PrecisionClass
+    experts: bool
+
+
 H = dim("hidden_size")
 N_Q = "num_attention_heads"
 _LIN_V = dim("linear_num_value_heads", "linear_value_head_dim")
@@ -167,8 +204,8 @@ _LIN_K = dim("linear_num_key_heads", "linear_key_head_dim")
 
 
 def _attention_rows() -> tuple[WeightGemm, ...]:
-    gqa = dict(layers="attention", kind="gqa")
-    mla = dict(layers="attention", kind="mla")
+    gqa = _OfKind(layers="attention", kind="gqa")
+    mla = _OfKind(layers="attention", kind="mla")
     q, kv = dim(N_Q, "head_dim"), dim("num_kv_heads", "head_dim")
     return (
         WeightGemm("attention/q_proj", "attention/qkv", q, H, param_key="attention/q", shard="tp",
@@ -208,7 +245,8 @@ def _global_attention_rows() -> tuple[WeightGemm, ...]:
     `per_layer_config`): q, k and (unless `attention_k_eq_v`) v of `global_head_dim`, with
     `num_global_kv_heads` KV heads, and o_proj; sharded as the other layers' (run apart: they
     are other layers)."""
-    common = dict(layers="global", kind="gqa", shard="tp", when="global_head_dim")
+    common = _GlobalAttention(layers="global", kind="gqa", shard="tp", when="global_head_dim")
+    o_proj = _GlobalAttention(layers="global", kind="gqa", shard="ffn_tp", when="global_head_dim")
     q, kv = dim(N_Q, "global_head_dim"), dim("num_global_kv_heads", "global_head_dim")
     return (
         WeightGemm("attention/q_proj.global", "attention/qkv_global", q, H,
@@ -221,14 +259,15 @@ def _global_attention_rows() -> tuple[WeightGemm, ...]:
                    unless="attention_k_eq_v", **common),
         WeightGemm("attention/o_proj.global", "attention/o_global", H, q,
                    param_key="attention/o", sharded="k", bias="o_bias",
-                   **{**common, "shard": "ffn_tp"}),
+                   **o_proj),
     )
 
 
 def _indexer_rows() -> tuple[WeightGemm, ...]:
     """DSA's lightning indexer (DeepSeek-V3.2; transformers' DeepseekV32Indexer): wq_b from the
     query latent, wk and weights_proj (BF16) from the hidden state, replicated over TP."""
-    dsa = dict(layers="attention", when="index_heads", param_key="attention/indexer", checked=())
+    dsa = _Indexer(layers="attention", when="index_heads", param_key="attention/indexer",
+                   checked=())
     return (
         WeightGemm("attention/indexer.wq_b", "attention/indexer_q",
                    dim("index_heads", "index_head_dim"), dim("q_lora_rank"), **dsa),
@@ -243,9 +282,10 @@ def _linear_mixer_rows() -> tuple[WeightGemm, ...]:
     (NemotronHMamba2Mixer: in_proj to z, x, B, C, dt), Kimi Delta Attention
     (KimiLinearDeltaAttention: q, k, v, b, the forget/output gates' bottlenecks f_a/f_b,
     g_a/g_b) and their shared out_proj; TP splits the heads."""
-    lin = dict(layers="linear", shard="tp", sharded="n", param_key="linear_attention/in_proj",
-               checked=())
-    gdn, mamba, kda = (dict(lin, kind=k) for k in ("gated_deltanet", "mamba2", "kimi_delta"))
+    lin = _LinearMixer(layers="linear", shard="tp", sharded="n",
+                       param_key="linear_attention/in_proj", checked=())
+    gdn, mamba, kda = (_LinearMixerOfKind(**lin, kind=k)
+                       for k in ("gated_deltanet", "mamba2", "kimi_delta"))
     heads, width = dim("linear_num_value_heads"), dim("linear_value_head_dim")
     two_v, two_k = dim(*_LIN_V.terms[0].factors, coef=2), dim(*_LIN_K.terms[0].factors, coef=2)
     rows = [
@@ -272,15 +312,15 @@ def _linear_mixer_rows() -> tuple[WeightGemm, ...]:
 def _ffn_rows() -> tuple[WeightGemm, ...]:
     """Dense MLP, routed experts, shared expert(s) and router: gate (if gated) and up fused."""
     rows = []
-    for prefix, width, layers, shard, key, bias in (
-        ("mlp", "intermediate_size", "dense", "ffn_tp", "mlp/", "mlp_bias"),
-        ("moe/experts", "moe_intermediate_size", "moe", "moe_tp", "moe/experts", "expert_bias"),
-        ("moe/shared", "shared_expert_intermediate_size", "moe", "ffn_tp", "moe/shared",
-         "mlp_bias"),
+    for prefix, width, key, common in (
+        ("mlp", "intermediate_size", "mlp/",
+         _Ffn(layers="dense", shard="ffn_tp", bias="mlp_bias", precision="linear", experts=False)),
+        ("moe/experts", "moe_intermediate_size", "moe/experts",
+         _Ffn(layers="moe", shard="moe_tp", bias="expert_bias", precision="experts",
+              experts=True)),
+        ("moe/shared", "shared_expert_intermediate_size", "moe/shared",
+         _Ffn(layers="moe", shard="ffn_tp", bias="mlp_bias", precision="linear", experts=False)),
     ):
-        experts = prefix == "moe/experts"
-        common = dict(layers=layers, shard=shard, experts=experts, bias=bias,
-                      precision="experts" if experts else "linear")
         up, down = f"{prefix}_up" if prefix != "mlp" else "mlp/up", \
             f"{prefix}_down" if prefix != "mlp" else "mlp/down"
         keys = (key + "gate", key + "up", key + "down") if prefix == "mlp" else (key,) * 3
@@ -339,7 +379,7 @@ class ArchColumns:
         attention_k_eq_v="k_eq_v",
         linear_num_value_heads="linear_heads",
         linear_key_head_dim="linear_key_dim", linear_value_head_dim="linear_value_dim",
-    )  # fmt: skip
+    )
 
     def __init__(self, a: ArchArrays):
         self.a = a
@@ -369,8 +409,8 @@ class ArchColumns:
             if kind in ("gqa", "mla"):
                 self._kinds[kind] = (a.mla > 0) == (kind == "mla")
             else:
-                self._kinds[kind] = (a.linear_kind == LINEAR_KIND_CODES[kind]) & \
-                    (a.linear_layers > 0)
+                code = next(value for name, value in LINEAR_KIND_CODES.items() if name == kind)
+                self._kinds[kind] = (a.linear_kind == code) & (a.linear_layers > 0)
         return self._kinds[kind]
 
 
@@ -409,7 +449,7 @@ def per_gpu_n(row: WeightGemm, src, dep):
         return row.n.value(src)
     if row.kv_heads:  # ⌈n_kv/TP⌉ heads of the rest of the product
         term = row.n.terms[0]
-        heads = getattr(src, term.factors[0])
+        heads = _factor_value(src, term.factors[0])
         rest = Term(term.factors[1:], term.coef).value(src)
         return _ceil(heads / getattr(dep, row.shard)) * rest
     return row.n.value(src) / getattr(dep, row.shard)
@@ -447,7 +487,7 @@ def rows_of(arch) -> tuple[WeightGemm, ...]:
 
 
 @dataclass(frozen=True)
-class DenseWidth:
+class _DenseWidth:
     """`arch` with one dense layer's FFN width (Puzzle's per-layer widths)."""
 
     arch: object
@@ -465,6 +505,6 @@ def layer_sources(arch, layers: LayerSet) -> Iterator[tuple[object, int]]:
         for width in arch.layer_ffn_widths:
             if width:
                 widths[width] = widths.get(width, 0) + 1
-        yield from ((DenseWidth(arch, w), count) for w, count in widths.items())
+        yield from ((_DenseWidth(arch, w), count) for w, count in widths.items())
         return
     yield arch, layer_count(arch, layers)

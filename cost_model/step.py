@@ -9,19 +9,26 @@ Pipeline parallelism keeps PP micro-batches in flight, the busiest of ⌈c/PP⌉
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import cast
 
 import numpy as np
 
-from cost_model.attention import decode_attention_s, prefill_attention_s
+from cost_model.architecture import Architecture
+from cost_model.attention import (
+    SPARSE_ATTENTION_CALIBRATED, decode_attention_s, prefill_attention_s,
+)
 from cost_model.hardware import HardwareSpec
 from cost_model.host import host_step_s
-from cost_model.linear_attention import linear_decode_s, linear_prefill_s
+from cost_model.linear_attention import (
+    LINEAR_ATTENTION_CALIBRATED, linear_decode_s, linear_prefill_s,
+)
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.communication import all_gather_s, all_reduce_s, all_to_all_s, point_to_point_s
 from cost_model.layers import GemmList, layer_gemms, moe_overhead_s
 from cost_model.step_load import StepLoad, busiest_group_seqs
+from cost_model.units import BF16_BYTES
 
-ACTIVATION_BYTES = 2.0  # BF16 residual stream between layers and in collectives
+ACTIVATION_BYTES = BF16_BYTES  # the residual stream between layers and in collectives
 # Non-GEMM kernels with fusion (TensorRT-LLM/vLLM/SGLang), counted per sub-block as the engines
 # run them: each sub-block (a token mixer, or an FFN, with its own pre-norm and residual: a
 # transformer layer has two, each of Nemotron-H's single-mixer layers one) one fused residual
@@ -33,10 +40,10 @@ ACTIVATION_KERNELS_PER_FFN = 1
 # Elementwise traffic per token, in units of H activations: per sub-block the norm's read and
 # write (2) and the residual add's two reads and one write (3); per attention layer RoPE's read
 # and write of q and k (~2); a transformer layer ~12 H. An FFN's activation reads gate and up
-# and writes their product: 3 H′/TP.
+# and writes their product: (gate factor + 1) · H′/TP, 3 H′/TP for a gated FFN
+# (`elementwise_values`).
 SUB_BLOCK_HIDDEN_PASSES = 5.0
 ROPE_HIDDEN_PASSES = 2.0
-ELEMENTWISE_FFN_PASSES = 3.0
 # GPUs of an HGX NVLink domain; a larger scale-up domain is a multi-node NVLink one (NVL72)
 HGX_DOMAIN_GPUS = 8
 STEP_OVERHEAD_KERNELS = 8  # per step: embedding, final norm, sampling, scheduler sync (prior)
@@ -122,7 +129,7 @@ def _mixer_reduce_layers(a: ArchArrays, attention_layers, linear_layers, layers)
     return attention_layers + linear_layers - layers * a.parallel_layers / a.layers
 
 
-def _communication_s(a, d, env: Env, load: StepLoad, dense_layers, moe_layers, layers):
+def stage_communication_s(a, d, env: Env, load: StepLoad, dense_layers, moe_layers, layers):
     """TP all-reduces after attention and FFN (busiest group's tokens); with DP attention each
     MoE layer's token exchange (`moe_exchange_s`); PP send of the activations to the next
     stage."""
@@ -187,7 +194,7 @@ def helix_all_to_all_s(a, d, env: Env, tokens):
     return all_to_all_s(values, d.kvp, env.hw, env.eff)
 
 
-def _elementwise_values(a: ArchArrays, d: DeployArrays, stage: StageLayers):
+def elementwise_values(a: ArchArrays, d: DeployArrays, stage: StageLayers):
     """BF16 values read or written per token by the stage's non-GEMM kernels: the sub-blocks'
     norms and residual adds, the attention layers' RoPE, the dense FFNs' and shared experts'
     activations (`SUB_BLOCK_HIDDEN_PASSES` …)."""
@@ -196,7 +203,7 @@ def _elementwise_values(a: ArchArrays, d: DeployArrays, stage: StageLayers):
         * a.hidden + (a.gate_factor + 1.0) * ffn / d.ffn_tp
 
 
-def _other_kernels(a: ArchArrays, stage: StageLayers):
+def other_kernel_launches(a: ArchArrays, stage: StageLayers):
     """Non-GEMM kernel launches of the stage's layers, as the engines fuse them."""
     activations = stage.dense + stage.moe * (a.shared_ffn > 0)
     return NORM_KERNELS_PER_SUB_BLOCK * stage.sub_blocks \
@@ -204,16 +211,16 @@ def _other_kernels(a: ArchArrays, stage: StageLayers):
         + ACTIVATION_KERNELS_PER_FFN * activations
 
 
-def _other_s(a, d, env: Env, load: StepLoad, stage: StageLayers, host=True):
-    """Non-GEMM kernels: elementwise traffic (`_elementwise_values`), their launches
-    (`_other_kernels`), the per-step kernels and each MoE layer's fused-MoE overhead on every
-    group's tokens (`layers.moe_overhead_s`, on the step's engine's
-    kernels: `Env.moe_terms`); with `host`, the scheduler's host time for the sequences of the
+def stage_other_s(a, d, env: Env, load: StepLoad, stage: StageLayers, host=True):
+    """Non-GEMM kernels: elementwise traffic (`elementwise_values`), their launches
+    (`other_kernel_launches`), the per-step kernels and each MoE layer's fused-MoE overhead on every
+    group's tokens (`layers.moe_overhead_s`, on the step's engine's kernels: `Env.moe_terms`);
+    with `host`, the scheduler's host time for the sequences of the
     busiest rank's micro-batch (`cost_model.host`): the first stage waits for it before each
     micro-batch, so a TPOT of PP micro-batches pays it for all c sequences."""
-    elementwise = load.group_tokens * _elementwise_values(a, d, stage) * ACTIVATION_BYTES / (
+    elementwise = load.group_tokens * elementwise_values(a, d, stage) * ACTIVATION_BYTES / (
         env.hw.hbm_bytes_per_s * env.eff.for_rate("bf16").bandwidth_ceiling_frac)
-    launches = _other_kernels(a, stage) * env.hw.kernel_launch_s
+    launches = other_kernel_launches(a, stage) * env.hw.kernel_launch_s
     scheduler = host_step_s(load.group_decode_seqs + load.group_prefill_seqs, env.hw.host_cpu) \
         if host else 0.0
     return elementwise + launches + STEP_OVERHEAD_KERNELS * env.hw.kernel_launch_s / d.pp \
@@ -243,7 +250,7 @@ def stage_forward_load(a: ArchArrays, d: DeployArrays, env: Env, load: StepLoad,
                                 np.shape(prefill_context), a.hidden.shape)
     gemms = GemmList(shape)
     layer_gemms(gemms, a, d, load, stage.attention, stage.linear, stage.dense, stage.moe)
-    gemm_s = sum(gemms.times_s(env).values())
+    gemm_s = cast(np.ndarray, sum(gemms.times_s(env).values(), np.zeros(shape)))
     attention_s = stage.attention * (
         decode_attention_s(a, d, env, load.group_decode_seqs, context,
                            load.decode_tokens_per_seq)
@@ -252,10 +259,10 @@ def stage_forward_load(a: ArchArrays, d: DeployArrays, env: Env, load: StepLoad,
     linear_s = np.zeros_like(attention_s) + _linear_mixer_s(a, d, env, load, stage.linear)
     return StageTime(
         gemm_s=gemm_s, attention_s=attention_s + linear_s, linear_attention_s=linear_s,
-        communication_s=_communication_s(
+        communication_s=stage_communication_s(
             a, d, env, load, stage.dense, stage.moe,
             _mixer_reduce_layers(a, stage.attention, stage.linear, stage.layers)),
-        other_s=_other_s(a, d, env, load, stage, host),
+        other_s=stage_other_s(a, d, env, load, stage, host),
     )
 
 
@@ -288,3 +295,13 @@ def draft_pass(a: ArchArrays, d: DeployArrays, env: Env, concurrency, context) -
     single = replace(d, pp=np.ones_like(d.pp))
     return stage_forward(block, single, env, micro_batch_seqs(concurrency, d), context, 0.0, 0.0,
                          host=False)
+
+
+def uncalibrated_components(arch: Architecture) -> tuple[str, ...]:
+    """The parts of `arch`'s step time costed by a roofline with cited efficiencies instead of
+    calibrated kernel tables: "linear_attention" (any linear layer) and "sparse_attention" (DSA);
+    () when every part is calibrated. What outputs flag as `uncalibrated`."""
+    parts = (("linear_attention", arch.num_linear_attention_layers > 0,
+              LINEAR_ATTENTION_CALIBRATED),
+             ("sparse_attention", arch.is_sparse_attention, SPARSE_ATTENTION_CALIBRATED))
+    return tuple(name for name, used, calibrated in parts if used and not calibrated)

@@ -131,11 +131,6 @@ class PromptSchedule:
     prompt_step_frac: np.ndarray  # s
 
     @property
-    def occupancy_frac(self) -> np.ndarray:
-        """ρ = min(p_g / chunk, 1)."""
-        return np.minimum(self.group_tokens_per_step / self.chunk_tokens, 1.0)
-
-    @property
     def group_step_tokens(self) -> np.ndarray:
         """Prompt tokens of the busiest group in a step that carries prompts: max(p_g, chunk)."""
         return np.maximum(self.group_tokens_per_step, self.chunk_tokens)

@@ -30,9 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from cost_model.architecture import Architecture
-from cost_model.errors import ConfigError
-from cost_model.precision import get_precision
+from cost_model import Architecture, ConfigError, get_precision
 from objectives import accuracy_model as model
 from objectives import accuracy_terms as terms
 from objectives.accuracy_coefficients import SHIPPED, AccuracyCoefficients

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cost_model.errors import ConfigError
+from cost_model import ConfigError
 from objectives import accuracy_coefficients as coef
 from objectives import accuracy_model as model
 from objectives.accuracy import BASE_LAWS, DEFAULT_LAW, summarize_shape, training_inputs

@@ -9,8 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
-from cost_model.architecture import Architecture
-from cost_model.params import count_params
+from cost_model import Architecture, count_params
 from objectives import capacity_terms as cap
 
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from cost_model.units import FLOP_PER_MAC
+from cost_model import FLOP_PER_MAC
 
 # ---- base law: L(N, D) = E + A / N^alpha + B / D^beta (notes §1.1, §7.1 item 3) ------------------
 

@@ -8,11 +8,9 @@ from typing import Sequence
 
 import numpy as np
 
-from cost_model.architecture import Architecture
-from cost_model.deployment import Deployment, Workload
-from cost_model.evaluate import OperatingPoints, evaluate_points
-from cost_model.hardware import HardwareSpec
-from cost_model.units import MS_PER_S
+from cost_model import (
+    MS_PER_S, Architecture, Deployment, HardwareSpec, OperatingPoints, Workload, evaluate_points,
+)
 
 
 @dataclass(frozen=True)

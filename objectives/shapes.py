@@ -15,15 +15,9 @@ FFN, ReLU/GeLU). Unknown keys raise.
 
 from __future__ import annotations
 
-from cost_model.architecture import (
-    ATTENTION_MIXER,
-    FULL_ATTENTION,
-    GATED_DELTANET_MIXER,
-    KIMI_DELTA_MIXER,
-    MAMBA2_MIXER,
-    SLIDING_ATTENTION,
-    Architecture,
-    make_architecture,
+from cost_model import (
+    ATTENTION_MIXER, FULL_ATTENTION, GATED_DELTANET_MIXER, KIMI_DELTA_MIXER, MAMBA2_MIXER,
+    SLIDING_ATTENTION, Architecture, make_architecture,
 )
 
 MLA_ROPE_DIM = 64  # DeepSeek-V2/V3 qk_rope_head_dim

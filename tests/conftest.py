@@ -2,7 +2,7 @@
 
 import pytest
 
-from cost_model.hf_config import load_architecture
+from cost_model import load_architecture
 
 from tests.data_paths import MODEL_CONFIGS
 

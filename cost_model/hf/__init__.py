@@ -16,15 +16,15 @@
 
 from cost_model.hf.checkpoint import DeploymentFormats, deployment_formats, formats_document
 
-from cost_model.hf.export import EXPORT_ORDER, architecture_to_hf_config
+from cost_model.hf.export import EXPORT_ORDER, architecture_to_hf_config, export_gap
 from cost_model.hf.files import (
     ARCHSCOUT_JSON_KEY, ARCHSCOUT_JSON_VERSION, ARCHSCOUT_RECORD_KEY, LoadedModel,
     architecture_from_json_dict, architecture_to_json_dict, load_architecture, load_model,
-)  # fmt: skip
+)
 from cost_model.hf.importer import (
     REMOTE_CODE_DEFAULTS, SUPPORTED_MODEL_TYPES, TEXT_CONFIG_WRAPPERS, TRANSFORMERS_DEFAULTS,
     TRANSFORMERS_MODEL_TYPES, architecture_from_hf_config,
-)  # fmt: skip
+)
 from cost_model.hf.quant_export import quantization_config_for
 from cost_model.hf.quantization import CheckpointFormats, checkpoint_formats
 
@@ -34,6 +34,6 @@ __all__ = [
     "TRANSFORMERS_DEFAULTS", "TRANSFORMERS_MODEL_TYPES", "CheckpointFormats", "DeploymentFormats",
     "LoadedModel", "architecture_from_hf_config", "architecture_from_json_dict",
     "architecture_to_hf_config", "architecture_to_json_dict", "checkpoint_formats",
-    "deployment_formats", "formats_document", "load_architecture", "load_model",
+    "deployment_formats", "export_gap", "formats_document", "load_architecture", "load_model",
     "quantization_config_for",
-]  # fmt: skip
+]

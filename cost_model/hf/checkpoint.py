@@ -51,8 +51,9 @@ def deployment_formats(checkpoint: CheckpointFormats | None, arch: Architecture,
     fields["precision"] = precision or ck.get("precision") or default
     if precision is None and "precision" in ck:
         taken["precision"] = ck["precision"]
-    if moe_precision or precision:
-        fields["moe_precision"] = moe_precision or precision
+    experts_flag = moe_precision or precision
+    if experts_flag:
+        fields["moe_precision"] = experts_flag
     elif arch.is_moe and "moe_precision" in ck:
         fields["moe_precision"] = taken["moe_precision"] = ck["moe_precision"]
     if kv_precision:
@@ -70,8 +71,9 @@ def _on_gpu(ck: CheckpointFormats, arch: Architecture, hw: HardwareSpec,
     linear = _linear_format(ck, arch, why)
     out = {"precision": linear, "moe_precision": ck.experts, "kv_precision": ck.kv}
     for field in ("precision", "moe_precision"):
-        if out[field] is not None:
-            out[field] = _runnable(out[field], hw, why)
+        fmt = out[field]
+        if fmt is not None:
+            out[field] = _runnable(fmt, hw, why)
     return {k: v for k, v in out.items() if v is not None}
 
 

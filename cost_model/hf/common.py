@@ -15,13 +15,14 @@ from typing import Any
 
 from cost_model.architecture import FULL_ATTENTION, SLIDING_ATTENTION
 from cost_model.errors import ConfigError
-from cost_model.hf.schema import nearest_key, shown
+from cost_model.hf.schema import nearest_key
+from cost_model.sourced import shown
 
 _COMMON_KEYS = (
     "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
     "num_key_value_heads", "head_dim", "hidden_act", "max_position_embeddings",
     "tie_word_embeddings",
-)  # fmt: skip
+)
 # Keys whose names look shape-related but that change neither parameters nor attention span.
 _HARMLESS_KEYS = frozenset({
     "rms_norm_eps", "layer_norm_eps", "norm_topk_prob", "attention_dropout", "hidden_dropout",
@@ -29,18 +30,18 @@ _HARMLESS_KEYS = frozenset({
     "router_aux_loss_coef", "router_jitter_noise", "original_max_position_embeddings", "num_labels",
     "query_pre_attn_scalar", "chunk_size_feed_forward", "num_beams", "num_beam_groups",
     "num_return_sequences", "no_repeat_ngram_size", "encoder_no_repeat_ngram_size",
-})  # fmt: skip
+})
 # Generic PretrainedConfig keys (full dumps of older transformers) that would change the shape.
 _FIXED_FOR_ALL = {
     "pruned_heads": ({},), "add_cross_attention": (False,), "cross_attention_hidden_size": (None,),
     "tie_encoder_decoder": (False,),
-}  # fmt: skip
+}
 _SHAPE_STEMS = (
     "intermediate", "hidden", "head", "layer", "expert", "lora", "vocab", "embed", "rank", "dim",
     "size", "bias", "norm", "window", "moe", "sparse", "shared", "group", "num", "kv", "tie",
     "sink",
     "proj", "mlp", "attn", "attention", "qk", "ffn", "width", "depth", "rout",
-)  # fmt: skip
+)
 
 
 def defaults(common: tuple[Any, ...], **extra: Any) -> dict[str, Any]:

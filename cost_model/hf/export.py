@@ -15,7 +15,7 @@ from typing import Any
 from cost_model.architecture import (
     ATTENTION_MIXER, FULL_ATTENTION, GATED_DELTANET_MIXER, MAMBA2_MIXER, NO_MIXER,
     SLIDING_ATTENTION, Architecture,
-)  # fmt: skip
+)
 from cost_model.errors import ConfigError
 
 EXPORT_ORDER = (
@@ -23,7 +23,7 @@ EXPORT_ORDER = (
     "gpt_oss",
     "deepseek_v3", "gemma3_text", "minimax_m2", "deepseek_v32", "glm_moe_dsa", "qwen3_5_text",
     "qwen3_5_moe_text", "qwen3_next", "nemotron_h", "bamba", "falcon_h1", "gemma4_text",
-)  # fmt: skip
+)
 _CLASS_NAMES = {
     "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
     "qwen3": "Qwen3ForCausalLM", "gemma2": "Gemma2ForCausalLM", "mixtral": "MixtralForCausalLM",
@@ -37,7 +37,7 @@ _CLASS_NAMES = {
     "bamba": "BambaForCausalLM",
     "qwen3_5_text": "Qwen3_5ForCausalLM",
     "qwen3_5_moe_text": "Qwen3_5MoeForCausalLM",
-}  # fmt: skip
+}
 _BOTH = (False, True)
 _ANY_SLIDING = ("none", "all", "mixed")
 _UNIFORM_SLIDING = ("none", "all")
@@ -57,7 +57,7 @@ def architecture_to_hf_config(arch: Architecture) -> dict[str, Any]:
         "head_dim": arch.head_dim, "hidden_act": arch.hidden_act,
         "max_position_embeddings": arch.max_position_embeddings,
         "tie_word_embeddings": arch.tie_word_embeddings,
-    }  # fmt: skip
+    }
     merged = {**common, **_EXPORTERS[family](arch)}
     return {key: value for key, value in merged.items() if value is not _OMIT}
 
@@ -126,7 +126,7 @@ def _rules(arch: Architecture, **allowed: tuple[Any, ...] | None) -> Rules:
         "is_sparse_attention": (False,), "is_heterogeneous": (False,),
         "attention_output_gate": (False,), "shared_expert_gate": (False,),
         "global_head_dim": (0,), "attention_k_eq_v": (False,), "router_scales": (False,),
-    }  # fmt: skip
+    }
     merged = {**plain, **allowed}
     return {key: (getattr(arch, key), values) for key, values in merged.items()
             if values is not None}
@@ -148,7 +148,7 @@ def _deepseek_rules(arch: Architecture) -> Rules:
     mla = _rules(
         arch, **_same_bias(arch), attention_kind=("mla",), is_moe=_BOTH, num_shared_experts=None,
         first_dense_layers=None,
-    )  # fmt: skip
+    )
     width = (arch.num_shared_experts * arch.moe_intermediate_size,)
     return {**mla, "shared_expert_intermediate_size": (arch.shared_expert_intermediate_size, width)}
 
@@ -301,7 +301,7 @@ _FAMILY_RULES: dict[str, Callable[[Architecture], Rules]] = {
         "every layer attention+mamba2": (a.num_parallel_hybrid_layers, (a.num_layers,)),
         "layer_ffn_widths": (a.layer_ffn_widths, (None,)),
     },
-}  # fmt: skip
+}
 
 
 # ---- the keys of each model_type -----------------------------------------------------------------
@@ -367,7 +367,7 @@ def _export_qwen3_moe(arch: Architecture) -> dict[str, Any]:
         "decoder_sparse_step": arch.moe_layer_period,
         "mlp_only_layers": list(range(arch.first_dense_layers)),
         "use_sliding_window": arch.num_sliding_layers > 0, "sliding_window": _window(arch),
-    }  # fmt: skip
+    }
 
 
 def _export_glm4_moe(arch: Architecture) -> dict[str, Any]:
@@ -391,7 +391,7 @@ def _export_qwen2_moe(arch: Architecture) -> dict[str, Any]:
         "shared_expert_intermediate_size": arch.shared_expert_intermediate_size,
         "decoder_sparse_step": arch.moe_layer_period,
         "mlp_only_layers": list(range(arch.first_dense_layers)), "use_sliding_window": False,
-    }  # fmt: skip
+    }
 
 
 def _export_gpt_oss(arch: Architecture) -> dict[str, Any]:
@@ -404,7 +404,7 @@ def _export_deepseek_v3(arch: Architecture) -> dict[str, Any]:
         "q_lora_rank": arch.q_lora_rank or None, "kv_lora_rank": arch.kv_lora_rank,
         "qk_nope_head_dim": arch.qk_nope_head_dim, "qk_rope_head_dim": arch.qk_rope_head_dim,
         "v_head_dim": arch.v_head_dim, "head_dim": _OMIT, **_bias(arch),
-    }  # fmt: skip
+    }
     if not arch.is_moe:
         return {**mla, "first_k_dense_replace": arch.num_layers}
     return {
@@ -412,7 +412,7 @@ def _export_deepseek_v3(arch: Architecture) -> dict[str, Any]:
         "n_shared_experts": arch.num_shared_experts,
         "moe_intermediate_size": arch.moe_intermediate_size,
         "first_k_dense_replace": arch.first_dense_layers, "n_group": 1, "topk_group": 1,
-    }  # fmt: skip
+    }
 
 
 def _export_dsa(arch: Architecture) -> dict[str, Any]:
@@ -477,7 +477,7 @@ def _export_bamba(arch: Architecture) -> dict[str, Any]:
         "mamba_expand": width // arch.hidden_size, "mamba_n_groups": arch.linear_num_key_heads,
         "mamba_d_state": arch.linear_key_head_dim, "mamba_d_conv": arch.linear_conv_kernel,
         "mamba_conv_bias": arch.linear_conv_bias, "mamba_proj_bias": False,
-    }  # fmt: skip
+    }
 
 
 _EXPORTERS: dict[str, Callable[[Architecture], dict[str, Any]]] = {

@@ -12,7 +12,7 @@ from cost_model.errors import ConfigError
 from cost_model.hf.common import (
     Family, biases, defaults, layer_types_fields, moe_fields, qwen_shared_moe, read_int,
     uniform_sliding,
-)  # fmt: skip
+)
 
 
 def _read_llama(c: Mapping[str, Any]) -> dict[str, Any]:
@@ -343,4 +343,4 @@ FAMILIES: dict[str, Family] = {
                            "for_llm_compressor"}),
         fixed={"mlp_bias": (False,)},
     ),
-}  # fmt: skip
+}

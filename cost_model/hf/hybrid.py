@@ -11,11 +11,11 @@ from typing import Any
 from cost_model.architecture import (
     ATTENTION_MIXER, FULL_ATTENTION, GATED_DELTANET_MIXER, KIMI_DELTA_MIXER, MAMBA2_MIXER, NO_MIXER,
     PARALLEL_MAMBA2_MIXER,
-)  # fmt: skip
+)
 from cost_model.errors import ConfigError
 from cost_model.hf.common import (
     Family, biases, defaults, mamba2_heads, moe_fields, qwen_shared_moe, read_int,
-)  # fmt: skip
+)
 from cost_model.hf.mla import read_deepseek_v3
 
 
@@ -101,7 +101,8 @@ def _nemotron_h_layers(blocks: list[str]) -> list[tuple[str | None, str | None]]
     blocks present and the pattern wholly (mixer, FFN) pairs. Each pair is then one layer: the
     same two pre-norm residual sub-blocks, so the same weights, norms and computation, read as
     the design that was exported (same layer count, pattern and `design_key`)."""
-    pairs = list(zip(blocks[::2], blocks[1::2], strict=False))
+    pairs: list[tuple[str | None, str | None]] = list(zip(blocks[::2], blocks[1::2],
+                                                          strict=False))
     if (len(blocks) % 2 == 0 and "linear_attention" in blocks
             and all(m in _NEMOTRON_H_MIXERS and f in _NEMOTRON_H_FFNS for m, f in pairs)):
         return pairs
@@ -130,7 +131,8 @@ def _read_nemotron_h(c: Mapping[str, Any]) -> dict[str, Any]:
     expert of `moe_shared_expert_intermediate_size`; a layer per block (transformers ignores
     `num_hidden_layers`), or per (mixer, FFN) pair in the split form (`_nemotron_h_layers`)."""
     layers = _nemotron_h_layers(_nemotron_h_blocks(c))
-    mixers = tuple(_NEMOTRON_H_MIXERS.get(mixer, NO_MIXER) for mixer, _ in layers)
+    mixers = tuple(NO_MIXER if mixer is None else _NEMOTRON_H_MIXERS.get(mixer, NO_MIXER)
+                   for mixer, _ in layers)
     fields: dict[str, Any] = {
         "num_layers": len(layers), "gated_mlp": False, "hidden_act": c["mlp_hidden_act"],
         "mlp_bias": c["mlp_bias"], **biases(c), "layer_mixers": mixers,
@@ -247,7 +249,7 @@ _QWEN_NEXT_IGNORED = frozenset({"full_attention_interval", "partial_rotary_facto
 # the output gate is always on in transformers' Qwen3-Next/Qwen3.5 attention; RoPE width
 # (partial_rotary_factor, mrope) and the MTP layers (not built) change no shape
 _QWEN_NEXT_FIXED = {"attn_output_gate": (True,), "mlp_bias": (False,)}
-_QWEN_3_5_FIXED = {**_QWEN_NEXT_FIXED, "mlp_only_layers": ([], None)}
+_QWEN_3_5_FIXED: dict[str, tuple[Any, ...]] = {**_QWEN_NEXT_FIXED, "mlp_only_layers": ([], None)}
 FAMILIES: dict[str, Family] = {
     "qwen3_next": Family(
         _read_qwen3_next, defaults(
@@ -338,4 +340,4 @@ FAMILIES: dict[str, Family] = {
         }),
         fixed={"mamba_proj_bias": (False,), "projectors_bias": (False,)},
     ),
-}  # fmt: skip
+}

@@ -18,7 +18,8 @@ from cost_model.architecture import Architecture, config_error_from
 from cost_model.errors import ConfigError
 from cost_model.hf import gqa, hybrid, mla, nas
 from cost_model.hf.common import Family, check_keys, common_fields, resolve_aliases
-from cost_model.hf.schema import assumed_defaults, check_bounds, check_rope, shown
+from cost_model.hf.schema import assumed_defaults, check_bounds, check_rope
+from cost_model.sourced import shown
 
 # Families transformers 5.x builds (its config class's defaults) and those it has no class for
 # (their repos ship remote code: Nemotron-NAS).

@@ -17,7 +17,7 @@ def read_deepseek_v3(c: Mapping[str, Any]) -> dict[str, Any]:
         "kv_lora_rank": c["kv_lora_rank"],
         "qk_nope_head_dim": nope, "qk_rope_head_dim": rope, "v_head_dim": c["v_head_dim"],
         "head_dim": nope + rope, "num_kv_heads": c["num_attention_heads"], **biases(c),
-    }  # fmt: skip
+    }
     first_dense = read_int(c, "first_k_dense_replace", 0)
     if first_dense >= c["num_hidden_layers"]:
         return mla  # every layer dense: the routed-expert keys are unused
@@ -71,7 +71,7 @@ _MLA_MOE = dict(moe_intermediate_size=2048, n_shared_experts=1, n_routed_experts
 _DEEPSEEK_V3 = defaults(
     (129280, 7168, 18432, 61, 128, 128, None, "silu", 4096, False), attention_bias=False,
     **_MLA_MOE, q_lora_rank=1536, qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128,
-)  # fmt: skip
+)
 # the indexer's RoPE layout (interleaved or not) changes no shape
 _DSA_IGNORED = _DEEPSEEK_IGNORED | {"indexer_rope_interleave"}
 FAMILIES: dict[str, Family] = {
@@ -97,4 +97,4 @@ FAMILIES: dict[str, Family] = {
         ignored=_DSA_IGNORED | {"index_topk_pattern", "index_topk_freq", "index_skip_topk_offset"},
         fixed=_DEEPSEEK_FIXED, aliases={**_DEEPSEEK_ALIASES, "num_experts": "n_routed_experts"},
     ),
-}  # fmt: skip
+}

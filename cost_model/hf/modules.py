@@ -55,7 +55,7 @@ def components_of(name: str) -> tuple[str, ...]:
     return (DENSE,) if _DENSE.search(text) else ()
 
 
-def layer_of(name: str) -> int:
+def _layer_of(name: str) -> int:
     """The layer index a name names (`ALL_LAYERS` for a pattern over layers)."""
     found = _LAYER.search(name)
     return int(found.group(1)) if found else ALL_LAYERS
@@ -70,7 +70,7 @@ def excluded_components(names: Iterable[str], num_layers: int | None) -> frozens
         if not isinstance(name, str):
             continue
         for component in components_of(name):
-            layers[component].add(layer_of(name))
+            layers[component].add(_layer_of(name))
     return frozenset(c for c, seen in layers.items() if _most_layers(seen, num_layers))
 
 

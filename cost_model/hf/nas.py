@@ -16,11 +16,11 @@ from cost_model.hf.gqa import FAMILIES as GQA_FAMILIES
 _NAS_ATTENTION_OFF = {"replace_with_linear": (False, None), "sparsify": (None,),
                       "window_length": (None,), "num_sink_tokens": (None,),
                       "unshifted_sink": (False, None),
-                      "use_prefill_window_in_sink_attention": (False, None)}  # fmt: skip
+                      "use_prefill_window_in_sink_attention": (False, None)}
 _NAS_FFN_OFF = {"replace_with_linear": (False, None), "sparsify": (None,)}
 
 
-def nas_ffn_width(ffn_mult: float, hidden: int) -> int:
+def _nas_ffn_width(ffn_mult: float, hidden: int) -> int:
     """DeciLM's `_ffn_mult_to_intermediate_size`: int(2·mult·H/3) rounded up to a multiple of
     256."""
     width = int(2 * ffn_mult * hidden / 3)
@@ -51,14 +51,14 @@ def _nas_ffn(ffn: Mapping[str, Any], hidden: int, index: int) -> int:
     mult = ffn.get("ffn_mult")
     if isinstance(mult, bool) or not isinstance(mult, int | float) or mult <= 0:
         raise ConfigError(f"`block_configs[{index}].ffn.ffn_mult` ({mult!r}) must be a number > 0")
-    return nas_ffn_width(mult, hidden)
+    return _nas_ffn_width(mult, hidden)
 
 
 def _read_nemotron_nas(c: Mapping[str, Any]) -> dict[str, Any]:
     """Llama-3.x-Nemotron (DeciLM, NVIDIA Puzzle): each of `block_configs` gives a layer's
     attention (`no_op`: none, and no input norm; else GQA with n_q / `n_heads_in_group` KV
     heads) and FFN (`no_op`: none, and no post-attention norm; else a SwiGLU of
-    `nas_ffn_width(ffn_mult)`). KV heads must be the same on every attention layer."""
+    `_nas_ffn_width(ffn_mult)`). KV heads must be the same on every attention layer."""
     blocks, layers, heads = c["block_configs"], c["num_hidden_layers"], c["num_attention_heads"]
     if not isinstance(blocks, list | tuple) or len(blocks) != layers:
         raise ConfigError(f"`block_configs` must list one block per layer ({layers} layers)")

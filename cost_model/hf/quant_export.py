@@ -84,8 +84,9 @@ def quantization_config_for(precision: str, moe_precision: str | None = None,
             return {"quant_method": "mxfp4", "modules_to_not_convert": _globs(kept)}
         if fmt in _MODELOPT:
             return {"quant_method": "modelopt", "quant_algo": _MODELOPT[fmt],
-                    "kv_cache_quant_algo": _KV_MODELOPT.get(kv), "exclude_modules": _globs(kept)}
-    if not quantized:  # only the KV cache
+                    "kv_cache_quant_algo": None if kv is None else _KV_MODELOPT.get(kv),
+                    "exclude_modules": _globs(kept)}
+    if not quantized and kv is not None:  # only the KV cache
         return {"quant_method": "modelopt", "quant_algo": None,
                 "kv_cache_quant_algo": _KV_MODELOPT[kv], "exclude_modules": []}
     return _compressed_tensors(quantized, kept, kv)
@@ -108,4 +109,4 @@ def _compressed_tensors(quantized: dict[str, str], kept: list[str],
               *(r for c in kept for r in _REGEXES[c])]
     return {"quant_method": "compressed-tensors", "format": "mixed-precision",
             "quantization_status": "compressed", "config_groups": groups, "ignore": ignore,
-            "kv_cache_scheme": _CT_KV.get(kv)}
+            "kv_cache_scheme": None if kv is None else _CT_KV.get(kv)}

@@ -33,7 +33,7 @@ from typing import Any
 from cost_model.errors import ConfigError
 from cost_model.hf.modules import COMPONENTS, EXPERTS, components_of
 from cost_model.hf.modules import excluded_components as _excluded
-from cost_model.hf.schema import shown
+from cost_model.sourced import shown
 
 # ModelOpt / TensorRT-LLM QuantAlgo -> our format (weight-only variants by their weight width)
 MODELOPT_ALGOS = {
@@ -41,7 +41,7 @@ MODELOPT_ALGOS = {
     "NVFP4": "nvfp4", "NVFP4_AWQ": "nvfp4", "MXFP4": "mxfp4", "W4A16": "w4a16",
     "W4A16_AWQ": "w4a16", "W4A16_GPTQ": "w4a16", "W4A16_MXFP4": "w4a16", "W4A16_NVFP4": "w4a16",
     "W8A16": "w8a16", "W8A16_GPTQ": "w8a16",
-}  # fmt: skip
+}
 KV_ALGOS = {"FP8": "fp8", "NVFP4": "nvfp4"}
 WEIGHT_ONLY = {4: "w4a16", 8: "w8a16"}  # weight bits -> weight-only format (BF16 activations)
 FP4_GROUPS = {16: "nvfp4", 32: "mxfp4"}  # FP4 block size -> format (NVFP4: 16, OCP MX: 32)
@@ -78,7 +78,8 @@ def checkpoint_formats(config: Mapping[str, Any],
                        ) -> CheckpointFormats | None:
     """The checkpoint's formats from `config` (a config.json dict, a multimodal wrapper's
     `text_config` included) or ModelOpt's `hf_quant_config.json`; None when it has neither."""
-    text = config.get("text_config") if isinstance(config.get("text_config"), Mapping) else {}
+    wrapped = config.get("text_config")
+    text: Mapping[str, Any] = wrapped if isinstance(wrapped, Mapping) else {}
     qc, origin = config.get("quantization_config", text.get("quantization_config")), \
         "quantization_config"
     if qc is None and hf_quant_config is not None:
@@ -183,7 +184,8 @@ def _bitsandbytes(qc: Mapping[str, Any], layers: int | None) -> _Read:
     four = qc.get("load_in_4bit", qc.get("_load_in_4bit"))
     eight = qc.get("load_in_8bit", qc.get("_load_in_8bit"))
     bits = 4 if four else 8 if eight else None
-    fmt = WEIGHT_ONLY.get(bits, f"{UNMODELLED}neither load_in_4bit nor load_in_8bit")
+    fmt = f"{UNMODELLED}neither load_in_4bit nor load_in_8bit" if bits is None \
+        else WEIGHT_ONLY[bits]
     label = f"quant_method bitsandbytes, {bits}-bit weights"
     return _single(fmt, label, "llm_int8_skip_modules")(qc, layers)
 
@@ -248,13 +250,14 @@ _READERS = {
 # ---- helpers -----------------------------------------------------------------------------------
 
 
-def _uniform(fmt: str, excluded: list[str], layers: int | None) -> dict[str, str | None]:
+def _uniform(fmt: str | None, excluded: list[str],
+             layers: int | None) -> dict[str, str | None]:
     """`fmt` on every component but those the excluded modules keep unquantized (None)."""
     kept = _excluded(excluded, layers)
     return {c: None if c in kept else fmt for c in COMPONENTS}
 
 
-def _algo_format(algo: Any) -> str:
+def _algo_format(algo: Any) -> str | None:
     return MODELOPT_ALGOS.get(algo, f"{UNMODELLED}`quant_algo` {algo!r}") if algo else None
 
 

@@ -17,8 +17,9 @@ from typing import Any
 
 from cost_model.architecture import (
     MAX_EXPERTS, MAX_HEADS, MAX_LAYERS, MAX_TOKENS, MAX_VOCAB, MAX_WIDTH,
-)  # fmt: skip
+)
 from cost_model.errors import ConfigError
+from cost_model.sourced import shown
 
 # A config.json is a few kB; ModelOpt's largest (nvidia/MiniMax-M3-NVFP4, 22,422
 # `quantized_layers`) is 3.1 MB: 64 MiB is 20x that.
@@ -26,7 +27,6 @@ MAX_CONFIG_BYTES = 64 << 20
 # Nesting: a quantization_config's group weights sit 5 levels deep under a multimodal wrapper's
 # text_config (text_config.quantization_config.config_groups.group_0.weights); 32 is 6x that.
 MAX_NESTING = 32
-_SHOWN_CHARS = 60  # a bad value is shown up to this many characters
 
 _LAYER_KEYS = ("num_hidden_layers", "first_k_dense_replace", "decoder_sparse_step",
                "interleave_moe_layer_step", "max_window_layers", "no_rope_layer_interval",
@@ -38,7 +38,7 @@ _WIDTH_KEYS = (
     "linear_key_head_dim", "linear_value_head_dim", "linear_head_dim", "mamba_d_ssm",
     "mamba_d_state", "ssm_state_size", "mamba_head_dim", "hidden_size_per_layer_input",
     "global_head_dim", "conv_kernel", "linear_conv_kernel_dim", "mamba_d_conv", "mamba_expand",
-)  # fmt: skip
+)
 _HEAD_KEYS = ("num_attention_heads", "num_key_value_heads", "index_n_heads",
               "linear_num_key_heads", "linear_num_value_heads", "linear_num_heads",
               "mamba_n_heads", "mamba_num_heads", "n_groups", "mamba_n_groups",
@@ -56,12 +56,6 @@ BOUNDS: dict[str, tuple[int, str]] = {
     "vocab_size": (MAX_VOCAB, "vocabulary: 16x Gemma 3's 262,144"),
 }
 ROPE_KEYS = ("rope_scaling", "rope_parameters")
-
-
-def shown(value: Any) -> str:
-    """`repr(value)`, cut to a readable length."""
-    text = repr(value)
-    return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 1] + "…"
 
 
 def read_json_document(path: Path) -> dict[str, Any]:
@@ -93,11 +87,11 @@ def parse_json_document(raw: bytes, label: str) -> dict[str, Any]:
                           "(rule: a config nests at most that deep)") from None
     if not isinstance(doc, dict):
         raise ConfigError(f"`{label}` must hold a JSON object; got {type(doc).__name__}")
-    check_nesting(doc, label)
+    _check_nesting(doc, label)
     return doc
 
 
-def check_nesting(doc: Any, label: str) -> None:
+def _check_nesting(doc: Any, label: str) -> None:
     """Refuse a document nested deeper than MAX_NESTING (iteratively: no recursion limit)."""
     stack = [(doc, 1)]
     while stack:

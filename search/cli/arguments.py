@@ -47,7 +47,7 @@ def positive_number(high: float | None = None) -> Callable[[str], float]:
 def add_engine_arguments(p: argparse.ArgumentParser) -> None:
     """`--engine` and `--adp-balance-timeout`: the serving engine whose kernels a command's
     times are computed on, and its attention-DP balancer (`evaluate`, `lint`)."""
-    from cost_model.deployment import ENGINES
+    from cost_model import ENGINES
 
     p.add_argument("--engine", default=None, choices=ENGINES, help="serving engine whose "
                    "measured kernels and benchmark-TTFT terms apply (default: the generic ones)")

@@ -28,13 +28,9 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cost_model.efficiency import (
-    CALIBRATION_DIR_ENV,
-    DEFAULT_FILE,
-    GENERIC,
-    efficiency_from_toml,
+from cost_model import (
+    CALIBRATION_DIR_ENV, DEFAULT_FILE, GENERIC, efficiency_from_toml, get_hardware,
 )
-from cost_model.hardware import get_hardware
 from search.atomic import write_text_atomic
 from search.calibration import files
 from search.calibration.fitting import FIT_SAMPLE_POINTS

@@ -11,10 +11,9 @@ import argparse
 import math
 import sys
 
-from cost_model.deployment import make_deployment
-from cost_model.evaluate import validate_deployment
-from cost_model.hardware import get_hardware
-from cost_model.hf import deployment_formats, load_model
+from cost_model import (
+    deployment_formats, get_hardware, load_model, make_deployment, validate_deployment,
+)
 from search.cli.errors import CommandError
 from search.records.benchmarks import read_benchmark_output
 from search.records.comparison import compare_row

@@ -9,12 +9,10 @@ from pathlib import Path
 
 import numpy as np
 
-from cost_model.deployment import ENGINES
-from cost_model.efficiency import get_efficiency
-from cost_model.gemm import DEFAULT_OUT_PRECISION, gemm_cost
-from cost_model.hardware import HardwareSpec, catalog_names, get_hardware
-from cost_model.precision import get_precision
-from cost_model.units import GIB_BYTES, GIGA, TERA, US_PER_S
+from cost_model import (
+    DEFAULT_OUT_PRECISION, ENGINES, GIB_BYTES, GIGA, TERA, US_PER_S, HardwareSpec, catalog_names,
+    gemm_cost, get_efficiency, get_hardware, get_precision,
+)
 from search.calibration.measured_lookup import measured_time_s
 from search.cli.errors import CommandError
 from search.records.tables import format_table, print_json

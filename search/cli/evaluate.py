@@ -8,20 +8,12 @@ from pathlib import Path
 
 import numpy as np
 
-from cost_model.deployment import (
-    DEFAULT_MAX_BATCH_SEQUENCES,
-    DEFAULT_SPEC_ACCEPTANCE_FRAC,
-    SPEC_METHODS,
-    Deployment,
-    make_deployment,
-    make_workload,
+from cost_model import (
+    DEFAULT_MAX_BATCH_SEQUENCES, DEFAULT_SPEC_ACCEPTANCE_FRAC, MS_PER_S, SPEC_METHODS,
+    Deployment, DisaggregatedPoints, OperatingPoints, PoolLimits, deployment_formats,
+    evaluate_disaggregated, evaluate_points, formats_document, get_hardware, load_model,
+    make_deployment, make_workload, pareto_mask, validate_deployment,
 )
-from cost_model.disaggregated import DisaggregatedPoints, PoolLimits, evaluate_disaggregated
-from cost_model.evaluate import OperatingPoints, evaluate_points, validate_deployment
-from cost_model.frontier import pareto_mask
-from cost_model.hardware import get_hardware
-from cost_model.hf import deployment_formats, formats_document, load_model
-from cost_model.units import MS_PER_S
 from search.cli.arguments import add_engine_arguments, positive_number, whole_number
 from search.cli.cost import kernels_document, kernels_line
 from search.cli.errors import CommandError, NoFitError

@@ -53,19 +53,12 @@ from typing import Annotated
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from cost_model.architecture import Architecture
-from cost_model.batch import ArchArrays, DeployArrays, Env
-from cost_model.deployment import (
-    DEFAULT_MAX_BATCH_SEQUENCES, Deployment, Workload, make_deployment, make_workload,
-)  # fmt: skip
-from cost_model.errors import CostModelError
-from cost_model.evaluate import concurrency_limits, evaluate_points, validate_deployment
-from cost_model.hardware import HardwareSpec, get_hardware
-from cost_model.hf import LoadedModel, deployment_formats, load_model
-from cost_model.hf.schema import shown
-from cost_model.memory import weight_bytes_per_gpu
-from cost_model.params import count_params
-from cost_model.units import GIB_BYTES, MS_PER_S
+from cost_model import (
+    DEFAULT_MAX_BATCH_SEQUENCES, GIB_BYTES, MS_PER_S, ArchArrays, Architecture, CostModelError,
+    DeployArrays, Deployment, Env, HardwareSpec, LoadedModel, Workload, concurrency_limits,
+    count_params, deployment_formats, evaluate_points, get_hardware, load_model, make_deployment,
+    make_workload, shown, validate_deployment, weight_bytes_per_gpu,
+)
 from search.cli.errors import CommandError
 from search.errors import SearchError
 from search.records.documents import BATCH_COLUMNS as INPUT_COLUMNS
@@ -273,7 +266,7 @@ def _memory(rows: list[BatchRow]) -> tuple[np.ndarray, np.ndarray]:
     deps, workload = [r.dep for r in rows], rows[0].workload
     a = ArchArrays.from_architectures([r.arch for r in rows])
     d, env = DeployArrays.from_deployments(deps), Env.for_deployments(rows[0].hw, deps)
-    _, limit = concurrency_limits(a, d, env, workload)
+    limit = concurrency_limits(a, d, env, workload).in_flight_seqs
     return weight_bytes_per_gpu(a, d, env)[:, 0] / GIB_BYTES, limit[:, 0]
 
 

@@ -14,11 +14,10 @@ import argparse
 import math
 import sys
 
-from cost_model.deployment import make_deployment, make_workload
-from cost_model.evaluate import validate_deployment
-from cost_model.hardware import get_hardware
-from cost_model.hf import deployment_formats, load_model
-from cost_model.units import MS_PER_S
+from cost_model import (
+    MS_PER_S, deployment_formats, get_hardware, load_model, make_deployment, make_workload,
+    validate_deployment,
+)
 from search.cli.arguments import add_engine_arguments
 from search.cli.cost import kernels_document, kernels_line
 from search.cli.errors import CommandError

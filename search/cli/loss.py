@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from cost_model.hf_config import load_architecture
+from cost_model import load_architecture
 from objectives import BASE_LAWS, DEFAULT_LAW, LossProxy, predict_loss, summarize_shape
 from search.cli.errors import CommandError
 from search.records.tables import print_json

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import optuna
 
-from cost_model.errors import CostModelError
+from cost_model import CostModelError
 from search.cli.arguments import whole_number
 from search.cli.errors import CommandError
 from search.errors import SearchError

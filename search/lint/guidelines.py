@@ -50,10 +50,10 @@ import math
 from dataclasses import dataclass
 
 from constraints import check_alignment, gemm_dims, padding_waste_frac
-from cost_model.architecture import Architecture
-from cost_model.deployment import Deployment
-from cost_model.gemm import gemm_cost, intensity_cap_flop_per_byte, tile_efficiency
-from cost_model.units import MS_PER_S, TERA
+from cost_model import (
+    MS_PER_S, TERA, Architecture, Deployment, gemm_cost, intensity_cap_flop_per_byte,
+    tile_efficiency,
+)
 from objectives import (
     ASPECT_KAPPA_CENTRAL, ASPECT_RATIO_MORPH_RANGE, ASPECT_RATIO_OPT_CENTRAL, aspect_ratio_penalty,
 )

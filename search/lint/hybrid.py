@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cost_model.architecture import ATTENTION_MIXER, GATED_DELTANET_MIXER, Architecture
-from cost_model.evaluate import evaluate_points
+from cost_model import ATTENTION_MIXER, GATED_DELTANET_MIXER, Architecture, evaluate_points
 from search.lint.support import (
     Draft, Fix, LintContext, param_change_frac, valid, with_fields,
 )  # fmt: skip

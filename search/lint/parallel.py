@@ -10,15 +10,11 @@ import math
 import numpy as np
 
 from constraints import check_kv_replication
-from cost_model.architecture import (
-    ATTENTION_MIXER, LINEAR_MIXERS, NO_MIXER, PARALLEL_MAMBA2_MIXER, Architecture,
-)  # fmt: skip
-from cost_model.attention import kv_cache_bytes_per_sequence
-from cost_model.batch import ArchArrays, DeployArrays
-from cost_model.deployment import Deployment
-from cost_model.layers import tokens_per_expert
-from cost_model.step import bubble_frac, stage_forward
-from cost_model.units import GIB_BYTES, MS_PER_S
+from cost_model import (
+    ATTENTION_MIXER, GIB_BYTES, LINEAR_MIXERS, MS_PER_S, NO_MIXER, PARALLEL_MAMBA2_MIXER,
+    ArchArrays, Architecture, DeployArrays, Deployment, bubble_frac, kv_cache_bytes_per_sequence,
+    stage_forward, tokens_per_expert,
+)
 from search.lint.verdict import change_frac
 from search.lint.support import (
     Draft,
@@ -150,11 +146,12 @@ def _one_kind(a: ArchArrays, layers: float, kind: Kind) -> ArchArrays:
 
 def layer_times_s(ctx: LintContext, decode_seqs: float) -> dict[Kind, np.ndarray]:
     """Seconds one layer of each kind adds to [a prefill chunk, a decode step] (`stage_forward`)."""
-    isl, osl = ctx.workload.isl_tokens, ctx.workload.osl_tokens
+    isl = ctx.workload.isl_tokens
     chunk = isl / math.ceil(isl / ctx.workload.prefill_chunk_tokens)
     a = ArchArrays.from_architectures([ctx.arch])
     d = DeployArrays.from_deployments([with_deployment(ctx.dep, pp=1)])
-    args = (np.array([0.0, decode_seqs]), isl + osl / 2.0, np.array([chunk, 0.0]), isl / 2.0)
+    args = (np.array([0.0, decode_seqs]), ctx.workload.mean_decode_context_tokens,
+            np.array([chunk, 0.0]), isl / 2.0)
     forward = lambda layers, kind: stage_forward(  # noqa: E731
         _one_kind(a, layers, kind), d, ctx.env, *args).total_s.reshape(-1)
     return {kind: forward(2, kind) - forward(1, kind) for kind in set(layer_kinds(ctx.arch))}

@@ -5,9 +5,7 @@ the GPU runs, the BF16 LM head beside lower-precision linear layers."""
 from __future__ import annotations
 
 from constraints import check_nvfp4_block, gemm_dims
-from cost_model.gemm import gemm_cost
-from cost_model.precision import get_precision
-from cost_model.units import US_PER_S
+from cost_model import US_PER_S, gemm_cost, get_precision
 from search.lint.support import (
     NVFP4,
     REPORT_REACH,

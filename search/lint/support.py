@@ -16,18 +16,11 @@ import numpy as np
 from pydantic import ValidationError
 
 from constraints import GemmDim, gemm_dims
-from cost_model.architecture import Architecture
-from cost_model.batch import ArchArrays, DeployArrays, Env
-from cost_model.deployment import Deployment, Workload, make_deployment
-from cost_model.errors import ConfigError
-from cost_model.evaluate import deployment_violations
-from cost_model.gemm import gemm_cost
-from cost_model.hardware import HardwareSpec
-from cost_model.layers import GemmList, layer_gemms
-from cost_model.params import count_params
-from cost_model.sharded_gemms import rows_of
-from cost_model.precision import Precision, get_precision
-from cost_model.step_load import StepLoad
+from cost_model import (
+    ArchArrays, Architecture, ConfigError, DeployArrays, Deployment, Env, GemmList, HardwareSpec,
+    Precision, StepLoad, Workload, count_params, deployment_violations, gemm_cost, get_precision,
+    layer_gemms, make_deployment, rows_of,
+)
 from search.lint.verdict import Measured, measure
 from search.records.documents import DEFAULT_WINDOW
 

@@ -10,11 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from cost_model.architecture import Architecture
-from cost_model.deployment import Deployment, Workload
-from cost_model.evaluate import evaluate_points
-from cost_model.hardware import HardwareSpec
-from cost_model.units import MS_PER_S
+from cost_model import MS_PER_S, Architecture, Deployment, HardwareSpec, Workload, evaluate_points
 
 # policy: the least frontier-area gain that counts as raising it (what "+0.1%" prints: below it
 # the change is the sweep's rounding, not a gain)

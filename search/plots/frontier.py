@@ -18,7 +18,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator  # noqa: E402
 
-from cost_model.frontier import pareto_mask  # noqa: E402
+from cost_model import pareto_mask  # noqa: E402
 from search.atomic import write_atomic  # noqa: E402
 from search.plots.errors import PlotError  # noqa: E402
 from search.plots.labels import Label, place_labels  # noqa: E402

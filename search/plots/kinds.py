@@ -21,15 +21,10 @@ import optuna
 from matplotlib.ticker import FuncFormatter
 from optuna.trial import TrialState
 
-from cost_model.batch import ArchArrays, DeployArrays
-from cost_model.deployment import make_workload
-from cost_model.evaluate import evaluate_points
-from cost_model.gemm import gemm_cost
-from cost_model.hardware import HardwareSpec, get_hardware
-from cost_model.layers import GemmList, layer_gemms
-from cost_model.precision import get_precision
-from cost_model.step_load import StepLoad
-from cost_model.units import TERA
+from cost_model import (
+    TERA, ArchArrays, DeployArrays, GemmList, HardwareSpec, StepLoad, evaluate_points, gemm_cost,
+    get_hardware, get_precision, layer_gemms, make_workload,
+)
 from search.plots.frontier import DPI, GRID_ALPHA, TITLE_FONT_SIZE, thousands
 from search.records.documents import BREAKDOWN_PARTS
 from search.plots.errors import PlotError

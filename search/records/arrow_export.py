@@ -22,7 +22,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 from optuna.trial import TrialState
 
-from cost_model.units import MS_PER_S
+from cost_model import MS_PER_S
 from objectives import predict_loss
 from search.atomic import write_atomic
 from search.study.evaluation import deployment_label, score_valid, trial_candidate

@@ -15,7 +15,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from cost_model.hf import quantization_config_for
+from cost_model import quantization_config_for
 from search.atomic import write_text_atomic
 from search.records.comparison import predicted_point
 from search.records.engines import ENGINES, engine_document

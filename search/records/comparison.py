@@ -18,11 +18,9 @@ import math
 
 import numpy as np
 
-from cost_model.architecture import Architecture
-from cost_model.deployment import Deployment, make_workload
-from cost_model.evaluate import evaluate_points
-from cost_model.hardware import get_hardware
-from cost_model.units import MS_PER_S
+from cost_model import (
+    MS_PER_S, Architecture, Deployment, evaluate_points, get_hardware, make_workload,
+)
 from search.records.documents import point_document
 from search.records.errors import ExportError
 

@@ -6,21 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from cost_model.architecture import Architecture
-from cost_model.batch import ArchArrays, DeployArrays, Env
-from cost_model.deployment import Deployment, Workload
-from cost_model.disaggregated import DisaggregatedPoints
-from cost_model.evaluate import OperatingPoints
-from cost_model.hardware import HardwareSpec
-from cost_model.linear_attention import uncalibrated_components
-from cost_model.memory import (
-    kv_bytes_per_gpu_per_sequence,
-    usable_bytes_per_gpu,
-    weight_bytes_per_gpu,
-    workspace_bytes_per_gpu,
-)  # fmt: skip
-from cost_model.params import count_params
-from cost_model.units import GIB_BYTES, MS_PER_S
+from cost_model import (
+    GIB_BYTES, MS_PER_S, ArchArrays, Architecture, DeployArrays, Deployment, DisaggregatedPoints,
+    Env, HardwareSpec, OperatingPoints, Workload, count_params, kv_bytes_per_gpu_per_sequence,
+    uncalibrated_components, usable_bytes_per_gpu, weight_bytes_per_gpu, workspace_bytes_per_gpu,
+)
 
 # the columns of `evaluate --batch ROWS.csv` (search/cli/evaluate_batch.py): one operating point
 # per row, blank or absent columns taking the command's flags

@@ -21,9 +21,7 @@ import math
 import shlex
 
 from constraints import engine_violations
-from cost_model.architecture import Architecture
-from cost_model.deployment import DEFAULT_PREFILL_CHUNK_TOKENS, Deployment
-from cost_model.hardware import get_hardware
+from cost_model import DEFAULT_PREFILL_CHUNK_TOKENS, Architecture, Deployment, get_hardware
 from search.study.space import Candidate
 from search.study.spec import StudySpec
 
@@ -105,7 +103,7 @@ def layout(dep: Deployment, hardware: str, engine: str) -> dict:
 
 
 def model_type(arch: Architecture) -> str:
-    from cost_model.hf_config import architecture_to_hf_config
+    from cost_model import architecture_to_hf_config
 
     return architecture_to_hf_config(arch)["model_type"]
 

@@ -17,14 +17,10 @@ import numpy as np
 from optuna.trial import FrozenTrial
 
 from constraints import CONSTRAINT_NAMES, ENGINE_LABELS
-from cost_model.deployment import Deployment
-from cost_model.evaluate import OperatingPoints
-from cost_model.hf_config import (
-    ARCHSCOUT_RECORD_KEY,
-    architecture_to_hf_config,
+from cost_model import (
+    ARCHSCOUT_RECORD_KEY, MS_PER_S, Deployment, OperatingPoints, architecture_to_hf_config,
     architecture_to_json_dict,
 )
-from cost_model.units import MS_PER_S
 from objectives import ServingScores
 from search.atomic import write_text_atomic
 from search.records.documents import breakdown_ms, params_document

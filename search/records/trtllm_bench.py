@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import re
 
-from cost_model.units import MS_PER_S
+from cost_model import MS_PER_S
 
 REPORT_START = re.compile(r"^=\s*(ENGINE DETAILS|PYTORCH BACKEND|AUTODEPLOY BACKEND)\s*$")
 OVERVIEW = "= PERFORMANCE OVERVIEW"

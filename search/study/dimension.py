@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, model_validator
 
-from cost_model.precision import get_precision
+from cost_model import get_precision
 from search.study.messages import toml_value as _toml
 
 # strict: TOML has real integers and booleans, so `trials = true` or `isl_tokens = 1e3` is a

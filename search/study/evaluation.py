@@ -14,12 +14,10 @@ from typing import Sequence
 import numpy as np
 
 from constraints import CONSTRAINT_NAMES, ConstraintRules, Violation, check_candidate
-from cost_model.architecture import Architecture
-from cost_model.deployment import make_workload
-from cost_model.errors import ConfigError
-from cost_model.frontier import frontier_area, pareto_mask
-from cost_model.hardware import get_hardware
-from cost_model.params import count_params
+from cost_model import (
+    Architecture, ConfigError, count_params, frontier_area, get_hardware, make_workload,
+    pareto_mask,
+)
 from objectives import (
     LossProxy, ServingScores, Window, predict_loss, ptq_estimate, ranking_loss_nats, serving_scores,
 )

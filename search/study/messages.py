@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from cost_model.sourced import first_line, key_shown, shown, unknown_key_message
+from cost_model import first_line, key_shown, shown, unknown_key_message
 from search.study.errors import SpecError
 
 # pydantic's names of a union's members in an error location (`list[int]` and the like too)

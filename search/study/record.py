@@ -112,7 +112,7 @@ HARDWARE_NOTES = ("sources", "description")
 
 def hardware_record(spec: StudySpec) -> dict | None:
     """The record of the study's hardware file; None for a catalog GPU."""
-    from cost_model.hardware import catalog_names, get_hardware
+    from cost_model import catalog_names, get_hardware
 
     gpu = spec.hardware.gpu
     if gpu.strip().lower() in catalog_names():

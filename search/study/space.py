@@ -18,14 +18,11 @@ import optuna
 from constraints import (
     ENGINE_LABELS, engine_violations, linear_attention_violations, pattern_stage_violations,
 )
-from cost_model.architecture import (
-    ATTENTION_MIXER, GATED_DELTANET_MIXER, MAMBA2_MIXER, Architecture, design_name,
-    make_architecture, periodic_layer_types,
-)  # fmt: skip
-from cost_model.deployment import Deployment, make_deployment
-from cost_model.errors import ConfigError
-from cost_model.evaluate import deployment_violations
-from cost_model.hf.export import export_gap
+from cost_model import (
+    ATTENTION_MIXER, GATED_DELTANET_MIXER, MAMBA2_MIXER, Architecture, ConfigError, Deployment,
+    deployment_violations, design_name, export_gap, make_architecture, make_deployment,
+    periodic_layer_types,
+)
 from search.study.spec import SAME_FORMAT, Dimension, Space, StudySpec
 
 DEPLOYMENT_PARAMS = ("tp", "ep", "pp", "dp", "precision", "kv_precision", "moe_precision", "kvp",

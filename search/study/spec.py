@@ -29,9 +29,7 @@ from pydantic import (
 )  # fmt: skip
 
 from constraints import CONSTRAINT_NAMES, ENGINE_NAMES, format_refusal
-from cost_model.deployment import SERVING_MODES, Deployment
-from cost_model.hardware import get_hardware
-from cost_model.precision import get_precision
+from cost_model import SERVING_MODES, Deployment, get_hardware, get_precision
 from objectives import OBJECTIVES
 from search.study.dimension import (  # noqa: F401 - Dimension and SAME_FORMAT re-exported
     FROZEN,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from cost_model.benchmark_ttft import GENERIC, BenchmarkTerms
+from cost_model import GENERIC, BenchmarkTerms
 from tests.benchmarks.serving import fast, terms
 from tests.benchmarks.serving.config import DEFAULT_DATA_DIR
 from tests.benchmarks.serving.folds import (

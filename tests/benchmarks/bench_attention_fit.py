@@ -22,8 +22,7 @@ import zlib
 
 import numpy as np
 
-from cost_model.efficiency import get_efficiency
-from cost_model.hardware import get_hardware
+from cost_model import get_efficiency, get_hardware
 from search.calibration.attention import (
     attention_tables,
     fit_attention,

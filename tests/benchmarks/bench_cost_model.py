@@ -20,13 +20,10 @@ from pathlib import Path
 import numpy as np
 import optuna
 
-from cost_model.architecture import Architecture
-from cost_model.deployment import Deployment, Workload
-from cost_model.evaluate import evaluate_points
-from cost_model.gemm import HOT_DTYPE, GemmRates, gemm_time_s
-from cost_model.hardware import get_hardware
-from cost_model.hf_config import load_architecture
-from cost_model.precision import get_precision
+from cost_model import (
+    HOT_DTYPE, Architecture, Deployment, GemmRates, Workload, evaluate_points, gemm_time_s,
+    get_hardware, get_precision, load_architecture,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repository root: tests.data_paths
 from tests.data_paths import MODEL_CONFIGS as CONFIGS

@@ -25,10 +25,7 @@ import zlib
 
 import numpy as np
 
-from cost_model.efficiency import get_efficiency
-from cost_model.gemm import GemmRates, gemm_time_s
-from cost_model.hardware import get_hardware
-from cost_model.precision import get_precision
+from cost_model import GemmRates, gemm_time_s, get_efficiency, get_hardware, get_precision
 from search.calibration.gemm import (
     AIC_PACKAGE,
     AIC_SYSTEMS,

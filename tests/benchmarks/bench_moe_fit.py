@@ -23,9 +23,7 @@ import zlib
 
 import numpy as np
 
-from cost_model.efficiency import get_efficiency
-from cost_model.hardware import get_hardware
-from cost_model.precision import get_precision
+from cost_model import get_efficiency, get_hardware, get_precision
 from search.calibration.fitting import abs_error_quantiles
 from search.calibration.moe import (
     fit_moe_format,

@@ -55,7 +55,7 @@ import optuna
 import cost_model.batch
 import search.study.evaluation
 import search.study.runner
-from cost_model.params import count_params
+from cost_model import count_params
 from objectives import summarize_shape
 from search.study.evaluation import hard_constraints
 from search.study.runner import RunSummary, finished_trials, open_study, run_batch, run_study

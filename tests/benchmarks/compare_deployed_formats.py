@@ -21,10 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cost_model.deployment import Deployment, Workload
-from cost_model.evaluate import evaluate_points
-from cost_model.hardware import get_hardware
-from cost_model.hf_config import load_architecture
+from cost_model import Deployment, Workload, evaluate_points, get_hardware, load_architecture
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repository root: tests.data_paths
 from tests.data_paths import (

@@ -137,8 +137,8 @@ def _peaks_agree(dims: np.ndarray, predicted: np.ndarray, measured: np.ndarray) 
 
 
 def compare(args: argparse.Namespace) -> int:
-    from cost_model.gemm import gemm_cost
-    from cost_model.hardware import get_hardware
+    from cost_model import gemm_cost
+    from cost_model import get_hardware
 
     hw = get_hardware(args.hardware)
     with open(args.csv, newline="") as f:

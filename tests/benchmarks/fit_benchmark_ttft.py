@@ -43,7 +43,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import validate_serving  # noqa: E402
 
-from cost_model.benchmark_ttft import GENERIC  # noqa: E402
+from cost_model import GENERIC  # noqa: E402
 
 TOML = REPO / "cost_model" / "data" / "serving" / "benchmark.toml"
 OVERHEAD_GRID_S = np.arange(0.0, 0.3005, 0.002)
@@ -131,7 +131,8 @@ def rows_of(rows: list[dict], engine: str) -> list[dict]:
 
 def _table(engine: str, terms, fit_rows: list[dict], holdout: list[dict]) -> str:
     fitted = (f"fitted by tests/benchmarks/fit_benchmark_ttft.py on the {len(fit_rows)} published "
-              f"{'' if engine == GENERIC else engine + ' '}TTFT rows of the declared fit half of "
+              f"{'' if engine == GENERIC else engine + ' '}TTFT rows of the declared fit "
+              f"half of "
               f"tests/data (validate_serving.split_half): "
               f"{_summary(log_errors(fit_rows, terms))}; holdout {len(holdout)} rows: "
               f"{_summary(log_errors(holdout, terms))}")

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from cost_model.deployment import ENGINES, Deployment, Workload
-from cost_model.evaluate import evaluate_points
-from cost_model.hardware import get_hardware
-from cost_model.hf_config import load_architecture
+from cost_model import (
+    ENGINES, Deployment, Workload, evaluate_points, get_hardware, load_architecture,
+)
 from search.records.tables import format_table
 from tests.data_paths import HF_CONFIGS, MODEL_CONFIGS
 

@@ -7,7 +7,7 @@ sweeping concurrency from 1 to each candidate's memory limit. A model's throughp
 output tokens/s/GPU over the pair's deployments (each model in its own best deployment, as the
 publications compare tuned deployments), prefill included (aggregated serving). The ratio is
 hybrid / full-attention model. Linear-attention layers are costed by a roofline (no measured
-kernel table: `cost_model.linear_attention.uncalibrated_components`), so these ratios carry the
+kernel table: `cost_model.step.uncalibrated_components`), so these ratios carry the
 roofline's uncertainty on the Mamba-2 / Gated DeltaNet share.
 
 Published figures:
@@ -34,11 +34,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from cost_model.deployment import Deployment, Workload  # noqa: E402
-from cost_model.evaluate import evaluate_points  # noqa: E402
-from cost_model.hardware import get_hardware  # noqa: E402
-from cost_model.hf import load_architecture  # noqa: E402
-from cost_model.linear_attention import uncalibrated_components  # noqa: E402
+from cost_model import (  # noqa: E402
+    Deployment, Workload, evaluate_points, get_hardware, load_architecture,
+    uncalibrated_components,
+)
 
 from tests.data_paths import HF_CONFIGS, MODEL_CONFIGS  # noqa: E402
 
@@ -112,7 +111,7 @@ def throughput_at(arch, dep: Deployment, pair: Pair, concurrency: float) -> floa
 
 
 def _valid(arch, dep: Deployment) -> bool:
-    from cost_model.evaluate import deployment_violations
+    from cost_model import deployment_violations
 
     return not deployment_violations(arch, dep)
 

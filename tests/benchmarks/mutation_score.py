@@ -271,6 +271,25 @@ MUTATIONS = (
     Mutation("constraints/sharding.py", "reductions = [dim for dim in gemm_dims(arch, dep) if "
              "dim.reduction]", "reductions = list(gemm_dims(arch, dep))",
              "block scaling checked on every dim, not only K"),
+    Mutation("cost_model/frontier.py", "((xj > xi) | (yj > yi))", "((xj > xi) & (yj > yi))",
+             "Pareto dominance needs both axes strictly better (ties never dominated) [issue 27]"),
+    Mutation("cost_model/step.py", "point_to_point_s(tok * a.hidden * ACTIVATION_BYTES, hw, eff,",
+             "point_to_point_s(0.0 * tok * a.hidden * ACTIVATION_BYTES, hw, eff,",
+             "pipeline activation send of 0 bytes [issue 27]"),
+    Mutation("cost_model/memory.py", "share = np.ceil(a.layers / d.pp) / a.layers",
+             "share = 1.0 / d.pp", "weights per GPU: 1/PP of the layers, not ⌈L/PP⌉/L [issue 27]"),
+    Mutation("cost_model/evaluate.py",
+             ("np.minimum(memory_limit, workload.max_batch_sequences * d.dp)",
+              "np.minimum(memory_seqs, workload.max_batch_sequences * d.dp)"),
+             ("np.minimum(memory_limit, workload.max_batch_sequences)",
+              "np.minimum(memory_seqs, workload.max_batch_sequences)"),
+             "engine batch cap without × dp [issue 27]"),
+    Mutation("cost_model/evaluate.py",
+             ("(c <= memory_limit) & (memory_limit >= 1)",
+              "fits = (c <= limits.memory_seqs)"),
+             ("(c < memory_limit) & (memory_limit >= 1)",
+              "fits = (c < limits.memory_seqs)"),
+             "the memory limit itself does not fit (<= → <) [issue 27]"),
 )
 
 
@@ -348,7 +367,8 @@ def score(rev: str | None, only: str | None) -> int:
             print(f"  {'killed' if dead else 'SURVIVED':8}  {m.path}: {m.what} "
                   f"({time.monotonic() - start:.0f} s)")
         print(f"{killed} of {applicable} applicable mutations killed "
-              f"({killed / max(applicable, 1):.0%}); {len(chosen) - applicable} not applicable")
+              f"({killed / max(applicable, 1):.0%}); {len(chosen) - applicable} not applicable, "
+              f"{len(MUTATIONS) - len(chosen)} not selected")
     return 0
 
 

@@ -25,11 +25,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from cost_model.deployment import Deployment, Workload  # noqa: E402
-from cost_model.disaggregated import PoolLimits, evaluate_disaggregated  # noqa: E402
-from cost_model.evaluate import evaluate_points  # noqa: E402
-from cost_model.hardware import get_hardware  # noqa: E402
-from cost_model.hf_config import load_architecture  # noqa: E402
+from cost_model import (  # noqa: E402
+    Deployment, PoolLimits, Workload, evaluate_disaggregated, evaluate_points, get_hardware,
+    load_architecture,
+)
 from tests.data_paths import MODEL_CONFIGS  # noqa: E402
 
 DEEPSEEK = load_architecture(MODEL_CONFIGS / "DeepSeek-V3.json")

@@ -7,10 +7,7 @@ import pytest
 from constraints.budget import check_aspect_ratio, check_gpus, check_memory_fit, check_params_budget
 from constraints.errors import ConstraintError
 from constraints.violation import NOT_CONSTRAINED, ConstraintRules
-from cost_model.architecture import Architecture
-from cost_model.deployment import Deployment
-from cost_model.hf_config import load_architecture
-from cost_model.params import count_params
+from cost_model import Architecture, Deployment, count_params, load_architecture
 
 from tests.data_paths import MODEL_CONFIGS
 

@@ -6,9 +6,7 @@ import pytest
 
 from constraints import CONSTRAINT_NAMES, ConstraintRules, Violation, check_candidate
 from constraints.violation import NOT_CONSTRAINED
-from cost_model.architecture import Architecture
-from cost_model.deployment import Deployment
-from cost_model.hf_config import load_architecture
+from cost_model import Architecture, Deployment, load_architecture
 
 from tests.data_paths import MODEL_CONFIGS
 

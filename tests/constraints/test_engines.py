@@ -8,9 +8,7 @@ import json
 import pytest
 
 from constraints.engines import ENGINE_FORMATS, ENGINE_NAMES, engine_violations, format_refusal
-from cost_model.architecture import Architecture
-from cost_model.deployment import Deployment
-from cost_model.precision import PRECISIONS
+from cost_model import PRECISIONS, Architecture, Deployment
 from tests.data_paths import TEST_DATA
 
 DENSE = Architecture(name="dense", vocab_size=32000, hidden_size=4096, num_layers=32,

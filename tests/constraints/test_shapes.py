@@ -5,8 +5,7 @@ import re
 import pytest
 
 from constraints.shapes import GemmDim, format_size, gemm_dims, sharded
-from cost_model.architecture import Architecture
-from cost_model.deployment import Deployment
+from cost_model import Architecture, Deployment
 
 DENSE = dict(name="dense", vocab_size=32000, hidden_size=4096, num_layers=32,
              num_attention_heads=32, num_kv_heads=8, head_dim=128, max_position_embeddings=8192,

@@ -9,9 +9,7 @@ from constraints.sharding import (
     check_alignment, check_divisibility, check_kv_replication, check_nvfp4_block,
     padding_waste_frac,
 )
-from cost_model.architecture import Architecture
-from cost_model.deployment import Deployment
-from cost_model.hf_config import load_architecture
+from cost_model import Architecture, Deployment, load_architecture
 
 from tests.data_paths import MODEL_CONFIGS
 

@@ -4,8 +4,7 @@ groups (one group is replicated) must divide evenly, each broken rule one clear 
 import pytest
 
 from constraints.sharding import check_divisibility, linear_attention_violations
-from cost_model.deployment import Deployment
-from cost_model.hf_config import load_architecture
+from cost_model import Deployment, load_architecture
 
 from tests.data_paths import HF_CONFIGS
 

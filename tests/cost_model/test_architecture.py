@@ -2,52 +2,50 @@
 
 import itertools
 
+import numpy as np
 import pytest
 from pydantic import ValidationError
 
 from cost_model.architecture import (
     FULL_ATTENTION, SLIDING_ATTENTION, Architecture, make_architecture, periodic_layer_types,
-)  # fmt: skip
+)
+from cost_model.attention import kv_elems_per_token_layer
+from cost_model.batch import ArchArrays
 from cost_model.errors import ConfigError, CostModelError
-from cost_model.hf_config import load_architecture
+from cost_model.hf import load_architecture
+from cost_model.sharded_gemms import rows_of
 
 from tests.data_paths import MODEL_CONFIGS
 
 DENSE = dict(
     name="dense", vocab_size=1000, hidden_size=256, num_layers=4, num_attention_heads=8,
     num_kv_heads=2, head_dim=32, intermediate_size=512, max_position_embeddings=4096,
-)  # fmt: skip
+)
 MOE = dict(DENSE, name="moe", num_experts=8, experts_per_token=2, moe_intermediate_size=64)
 MLA = dict(
     DENSE, name="mla", attention_kind="mla", num_kv_heads=8, head_dim=24, q_lora_rank=64,
     kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
-)  # fmt: skip
+)
 
 
 def _arch(base: dict, **changes) -> Architecture:
     return Architecture(**{**base, **changes})
 
 
-@pytest.mark.parametrize(
-    ("fields", "variant"),
-    [
-        (dict(DENSE, num_kv_heads=8), "mha"),
-        (DENSE, "gqa"),
-        (dict(DENSE, num_kv_heads=1), "mqa"),
-        (MLA, "mla"),
-        (dict(MLA, index_heads=4, index_head_dim=16, index_topk=64), "mla_dsa"),
-    ],
-    ids=["mha", "gqa", "mqa", "mla", "mla-dsa"],
-)
-def test_attention_variant(fields, variant):
-    assert Architecture(**fields).attention_variant == variant
+def _kv_elems_and_o_proj_k(arch: Architecture) -> tuple[float, int]:
+    """What production reads: KV-cache elements per token and layer (`attention`, the whole
+    model) and o_proj's K (the table of weight GEMMs)."""
+    elems = kv_elems_per_token_layer(ArchArrays.from_architectures([arch]))
+    o_proj = next(row for row in rows_of(arch) if row.name == "attention/o_proj")
+    return float(np.ravel(elems)[0]), o_proj.k.value(arch)
 
 
 def test_gqa_derived_dims():
+    """8 query heads of 32, 2 KV heads: KV = K + V = 2 · 2 · 32 per token and layer; o_proj
+    reads the 8 · 32 concatenated heads."""
     arch = Architecture(**DENSE)
     assert arch.q_dim == 8 * 32
-    assert arch.kv_dim_per_token_per_layer_elems == 2 * 2 * 32
-    assert arch.attention_out_in_dim == 8 * 32
+    assert _kv_elems_and_o_proj_k(arch) == (2 * 2 * 32, 8 * 32)
     assert (arch.is_moe, arch.num_moe_layers, arch.num_dense_layers) == (False, 0, 4)
 
 
@@ -56,8 +54,7 @@ def test_mla_derived_dims_deepseek_v3():
     # latent 512 + rope 64 cached per token and layer, v_head_dim 128, 3 dense + 58 MoE layers.
     arch = load_architecture(MODEL_CONFIGS / "DeepSeek-V3.json")
     assert arch.q_dim == 128 * (128 + 64)
-    assert arch.kv_dim_per_token_per_layer_elems == 512 + 64
-    assert arch.attention_out_in_dim == 128 * 128
+    assert _kv_elems_and_o_proj_k(arch) == (512 + 64, 128 * 128)
     assert (arch.num_dense_layers, arch.num_moe_layers) == (3, 58)
 
 
@@ -66,7 +63,7 @@ def test_mla_derived_dims_deepseek_v3():
     [
         ("gemma-2-9b", 21, 21), ("Mistral-7B-v0.1", 32, 0), ("Phi-3-mini-4k-instruct", 32, 0),
         ("Llama-3.1-8B", 0, 32),
-    ],  # fmt: skip
+    ],
     ids=["gemma2-alternating", "mistral-all-sliding", "phi3-all-sliding", "llama-no-window"],
 )
 def test_sliding_layer_counts(stem, sliding, full):
@@ -201,7 +198,7 @@ BAD = [
      "`attention_output_gate` (True) is supported"),
     ("shared-gate-without-shared", MOE, dict(shared_expert_gate=True),
      "`shared_expert_gate` (True) needs `num_shared_experts` >= 1"),
-]  # fmt: skip
+]
 
 
 def test_per_layer_pattern_derived_values():
@@ -209,7 +206,6 @@ def test_per_layer_pattern_derived_values():
     arch = _arch(DENSE, layer_mixers=("attention", "none") * 2, layer_ffn_widths=(512, 0, 256, 512))
     assert (arch.num_attention_layers, arch.num_full_attention_layers,
             arch.num_dense_layers) == (2, 2, 3)
-    assert arch.layer_has_attention == (True, False, True, False)
     assert arch.dense_ffn_widths == (512, 0, 256, 512)
     assert arch.mean_dense_ffn_width == 1280 / 3
     assert arch.is_heterogeneous and not Architecture(**DENSE).is_heterogeneous

@@ -7,7 +7,7 @@ from pydantic import ValidationError
 from cost_model.architecture import (
     MAX_EXPERTS, MAX_HEADS, MAX_LAYERS, MAX_TOKENS, MAX_VOCAB, MAX_WIDTH, Architecture,
     config_error_from,
-)  # fmt: skip
+)
 
 BASE = dict(name="b", vocab_size=1000, hidden_size=64, num_layers=2, num_attention_heads=4,
             num_kv_heads=2, head_dim=16, max_position_embeddings=4096, intermediate_size=128)

@@ -6,14 +6,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cost_model.architecture import Architecture, design_name, mixer_pattern_name
-from cost_model.hf_config import load_architecture
+from cost_model.hf import load_architecture
 
 from tests.data_paths import HF_CONFIGS
 
 BASE = dict(
     name="hybrid", vocab_size=1000, hidden_size=256, num_layers=8, num_attention_heads=8,
     num_kv_heads=2, head_dim=32, intermediate_size=512, max_position_embeddings=4096,
-)  # fmt: skip
+)
 GDN = dict(linear_num_key_heads=2, linear_key_head_dim=32, linear_num_value_heads=4,
            linear_value_head_dim=32, linear_conv_kernel=4)
 MAMBA = dict(GDN, linear_conv_bias=True)
@@ -45,7 +45,7 @@ def test_nemotron_h_name_counts_blocks_and_digests_their_placement():
      (("attention",) + ("gated_deltanet",) * 3, "-A1G3"),
      (("gated_deltanet", "attention") * 2, "-G1A1")],
     ids=["full-last", "full-first", "alternating"],
-)  # fmt: skip
+)
 def test_placement_inside_the_unit_is_named(mixers, pattern):
     assert mixer_pattern_name(_hybrid(mixers * 2)).startswith(pattern + "-S")
 

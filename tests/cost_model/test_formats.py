@@ -14,7 +14,7 @@ from cost_model.errors import ConfigError
 from cost_model.evaluate import evaluate_points
 from cost_model.gemm import GemmRates
 from cost_model.hardware import get_hardware
-from cost_model.hf_config import load_architecture
+from cost_model.hf import load_architecture
 from cost_model.layers import GemmList, attention_gemms, ffn_gemms
 from cost_model.memory import weight_bytes_per_gpu
 from cost_model.params import count_params

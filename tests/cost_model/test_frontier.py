@@ -54,3 +54,15 @@ def test_concurrency_grid_stops_at_the_memory_limit():
     grid = concurrency_grid([5, 0])
     assert grid[0][np.isfinite(grid[0])].tolist() == [1, 2, 4, 5]
     assert not np.isfinite(grid[1]).any()
+
+
+def test_a_tie_on_one_axis_is_dominated_by_the_better_other():
+    """Pareto dominance (maximize x and y): j dominates i when it is no worse on both axes and
+    strictly better on at least one. (1, 1) ties (1, 2) on x and is worse on y: dominated; it
+    ties (2, 1) on y and is worse on x: dominated. (1, 2) and (2, 1) trade x for y: both stay.
+    Two equal points (3, 0.5) dominate neither the other: both stay (and are beaten by nobody:
+    (2, 1) is worse on x)."""
+    x = np.array([[1.0, 1.0, 2.0, 3.0, 3.0]])
+    y = np.array([[2.0, 1.0, 1.0, 0.5, 0.5]])
+    assert pareto_mask(x, y).tolist() == [[True, False, True, True, True]]
+    assert pareto_mask(x[:, :3][:, [1, 2]], y[:, :3][:, [1, 2]]).tolist() == [[False, True]]

@@ -9,11 +9,11 @@ from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.deployment import Deployment, Workload
 from cost_model.evaluate import evaluate_points
 from cost_model.hardware import get_hardware
-from cost_model.hf_config import load_architecture
+from cost_model.hf import load_architecture
 from cost_model.host import request_step_s
 from cost_model.layers import GemmList, lm_head_gemm
 from cost_model.memory import max_concurrency, weight_bytes_per_gpu, workspace_bytes_per_gpu
-from cost_model.step import StageLayers, _elementwise_values, _other_kernels, _other_s
+from cost_model.step import StageLayers, elementwise_values, other_kernel_launches, stage_other_s
 from cost_model.step_load import StepLoad
 
 from tests.data_paths import HF_CONFIGS
@@ -71,6 +71,34 @@ def test_max_concurrency_llama_8b_by_hand(load_model):
     assert max_concurrency(a, d2, env, 2048.0, 8192.0)[0, 0] == 1884
 
 
+def test_a_pipeline_stage_holds_its_whole_layers(load_model):
+    """Llama-3.1-8B FP8 (per layer 218,103,808 bytes of linear weights, above) at PP 3: the
+    busiest stage holds ⌈32/3⌉ = 11 whole layers, 11 · 218,103,808 = 2,399,141,888 bytes (not a
+    third of 32 layers), plus one of the embedding and the LM head (they sit on different stages
+    under PP): 128,256 · 4096 · 2 = 1,050,673,152; total 3,449,815,040."""
+    a, d = _arrays(load_model("Llama-3.1-8B"), Deployment(precision="fp8", pp=3))
+    env = Env.create(H200, "fp8", "fp8")
+    assert weight_bytes_per_gpu(a, d, env)[0, 0] == 3_449_815_040
+
+
+def test_the_engine_batch_cap_is_per_attention_group(load_model):
+    """`max_batch_sequences` caps each attention group (an engine rank's scheduler): Llama-3.1-8B
+    FP8 on H200 at DP 2 holds 1,884 sequences of 2,048 tokens in memory (above), the cap of 100
+    per group keeps 100 · 2 = 200 in flight."""
+    workload = Workload(isl_tokens=1024, osl_tokens=1024, max_batch_sequences=100)
+    points = evaluate_points([load_model("Llama-3.1-8B")], [Deployment(precision="fp8", dp=2)],
+                             H200, workload, np.array([1.0]))
+    assert points.max_concurrency[0, 0] == 200
+
+
+def test_the_memory_limit_itself_fits(load_model):
+    """Llama-3.1-8B FP8 on one H200 holds exactly 942 sequences of ISL + OSL = 2,048 tokens
+    beside its weights and an 8,192-token chunk of workspace (above): 942 fits, 943 does not."""
+    points = evaluate_points([load_model("Llama-3.1-8B")], [Deployment(precision="fp8")], H200,
+                             Workload(isl_tokens=1024, osl_tokens=1024), np.array([942.0, 943.0]))
+    assert points.fits_memory[0].tolist() == [True, False]
+
+
 def test_other_time_by_hand(load_model):
     """Non-GEMM time of 64 tokens of Llama-3.1-8B at TP 1: per layer two sub-blocks (attention,
     FFN) of 5·H (norm read + write, residual add two reads + one write), RoPE 2·H and the
@@ -83,7 +111,7 @@ def test_other_time_by_hand(load_model):
     launch = H200.kernel_launch_s
     rate = H200.hbm_bytes_per_s * env.eff.for_rate("bf16").bandwidth_ceiling_frac
     expected = 32 * (64 * 92_160 * 2 / rate + 4 * launch) + 8 * launch + 64 * request_step_s("x86")
-    got = _other_s(a, d, env, StepLoad.single_group(64.0), StageLayers.of(a, d))
+    got = stage_other_s(a, d, env, StepLoad.single_group(64.0), StageLayers.of(a, d))
     assert float(np.asarray(got).reshape(-1)[0]) == pytest.approx(expected, rel=1e-9)
 
 
@@ -96,8 +124,8 @@ def test_single_mixer_layers_pay_one_sub_block_each():
     23,199,744); launches 118 norms + 10 RoPE + 54 activations = 182 (not 4 · 118 = 472)."""
     a, d = _arrays(load_architecture(HF_CONFIGS / "Nemotron-H-56B-Base-8K.json"), Deployment())
     stage = StageLayers.of(a, d)
-    assert float(_elementwise_values(a, d, stage)[0, 0]) == 8_536_064
-    assert float(_other_kernels(a, stage)[0, 0]) == 182
+    assert float(elementwise_values(a, d, stage)[0, 0]) == 8_536_064
+    assert float(other_kernel_launches(a, stage)[0, 0]) == 182
 
 
 def test_shared_experts_pay_their_activation_not_the_routed_ones(load_model):
@@ -107,8 +135,8 @@ def test_shared_experts_pay_their_activation_not_the_routed_ones(load_model):
     + (3 + 58) = 244 (the routed experts' activation is the fused MoE's, `moe_overhead_s`)."""
     a, d = _arrays(load_model("DeepSeek-V3"), Deployment())
     stage = StageLayers.of(a, d)
-    assert float(_elementwise_values(a, d, stage)[0, 0]) == 5_769_216
-    assert float(_other_kernels(a, stage)[0, 0]) == 244
+    assert float(elementwise_values(a, d, stage)[0, 0]) == 5_769_216
+    assert float(other_kernel_launches(a, stage)[0, 0]) == 244
 
 
 def test_lm_head_runs_on_decode_tokens_and_one_per_prompt(load_model):
@@ -140,7 +168,7 @@ def test_step_overhead_is_shared_by_pipeline_stages(load_model):
     rate = H200.hbm_bytes_per_s * env.eff.for_rate("bf16").bandwidth_ceiling_frac
     expected = 16 * (64 * 92_160 * 2 / rate + 4 * launch) + 8 * launch / 2 \
         + 64 * request_step_s("x86")
-    got = _other_s(a, d, env, StepLoad.single_group(64.0), StageLayers.of(a, d))
+    got = stage_other_s(a, d, env, StepLoad.single_group(64.0), StageLayers.of(a, d))
     assert float(np.asarray(got).reshape(-1)[0]) == pytest.approx(expected, rel=1e-9)
 
 
@@ -148,11 +176,11 @@ def test_tp_all_reduces_by_hand(load_model):
     """Llama-3.1-8B at TP 2, 64 tokens: one all-reduce of 64·4096·2 bytes (BF16 activations)
     after attention and one after the FFN in each of the 32 layers: 64 all-reduces."""
     from cost_model.communication import all_reduce_s
-    from cost_model.step import _communication_s
+    from cost_model.step import stage_communication_s
 
     a, d = _arrays(load_model("Llama-3.1-8B"), Deployment(tp=2))
     env = Env.create(H200, "fp8", "fp8")
-    got = _communication_s(a, d, env, StepLoad.single_group(64.0), 32.0, 0.0, 32.0)
+    got = stage_communication_s(a, d, env, StepLoad.single_group(64.0), 32.0, 0.0, 32.0)
     one = all_reduce_s(64 * 4096 * 2.0, 2, H200, env.eff)
     assert float(np.asarray(got).reshape(-1)[0]) == pytest.approx(64 * float(one), rel=1e-9)
 
@@ -160,12 +188,12 @@ def test_tp_all_reduces_by_hand(load_model):
 def _moe_communication_s(arch, dep: Deployment, hw, tokens_per_group: float) -> float:
     """Communication of 48 MoE layers (no attention or dense layers) for a decode step of
     `tokens_per_group` tokens in each attention group, FP8."""
-    from cost_model.step import _communication_s
+    from cost_model.step import stage_communication_s
 
     a, d = _arrays(arch, dep)
     env = Env.create(hw, "fp8", "fp8")
     load = StepLoad.of(d, dep.dp * tokens_per_group, 0.0)
-    return float(np.ravel(_communication_s(a, d, env, load, 0.0, 48.0, 48.0))[0])
+    return float(np.ravel(stage_communication_s(a, d, env, load, 0.0, 48.0, 48.0))[0])
 
 
 def _fp8_there_bf16_back_s(collective, values: float, gpus: int, hw) -> float:

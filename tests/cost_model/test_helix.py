@@ -6,11 +6,11 @@ import pytest
 
 from cost_model.attention import kv_cache_bytes_per_sequence
 from cost_model.batch import ArchArrays, DeployArrays, Env
-from cost_model.deployment import Deployment, Workload
-from cost_model.evaluate import deployment_violations, evaluate_points
+from cost_model.deployment import Deployment, Workload, deployment_violations
+from cost_model.evaluate import evaluate_points
 from cost_model.hardware import get_hardware
 from cost_model.step import helix_all_to_all_s
-from cost_model.hf_config import load_architecture
+from cost_model.hf import load_architecture
 
 from tests.data_paths import HF_CONFIGS, MODEL_CONFIGS
 

@@ -4,15 +4,18 @@ import dataclasses
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from cost_model.architecture import Architecture, periodic_layer_types
+from cost_model.batch import ArchArrays
 from cost_model.errors import ConfigError
 from cost_model.hf import (
     ARCHSCOUT_JSON_KEY, REMOTE_CODE_DEFAULTS, SUPPORTED_MODEL_TYPES, TRANSFORMERS_DEFAULTS,
     TRANSFORMERS_MODEL_TYPES, architecture_from_hf_config, architecture_to_hf_config,
     architecture_to_json_dict, load_architecture,
-)  # fmt: skip
+)
+from cost_model.linear_attention import linear_state_bytes_per_sequence
 from cost_model.params import count_params
 
 from tests.cost_model.transformers_meta import meta_model, transformers_config
@@ -34,6 +37,13 @@ def _config(stem: str) -> dict:
     path = MODEL_CONFIGS / f"{stem}.json"
     path = path if path.exists() else TEST_CONFIGS / f"{stem}.json"
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _state_bytes_per_layer(arch: Architecture) -> float:
+    """What one linear-attention layer keeps per sequence, as the memory model counts it
+    (`linear_attention.linear_state_bytes_per_sequence` over the model, per layer)."""
+    total = linear_state_bytes_per_sequence(ArchArrays.from_architectures([arch]))
+    return float(np.ravel(total)[0]) / arch.num_linear_attention_layers
 
 
 def _transformers_model(config_or_dir: dict | Path) -> tuple[int, int]:
@@ -203,7 +213,7 @@ REFUSED = [
      "needs `attention_kind` 'mla' with `q_lora_rank` >= 1"),
     ("nas-block-count", "Llama-3_3-Nemotron-Super-49B-v1", {"num_hidden_layers": 79},
      "`block_configs` must list one block per layer (79 layers)"),
-]  # fmt: skip
+]
 
 
 def _nas_with_block(index: int, part: str, **change) -> dict:
@@ -227,7 +237,7 @@ def _nas_with_block(index: int, part: str, **change) -> dict:
         (4, "ffn", {"ffn_mult": 0}, "`block_configs[4].ffn.ffn_mult` (0) must be a number > 0"),
     ],
     ids=["linear-attention", "mixed-kv-heads", "window", "linear-ffn", "zero-mult"],
-)  # fmt: skip
+)
 def test_nemotron_nas_refuses_what_it_cannot_represent(index, part, change, message):
     with pytest.raises(ConfigError) as info:
         architecture_from_hf_config(_nas_with_block(index, part, **change))
@@ -240,7 +250,7 @@ def test_nemotron_nas_reads_per_layer_blocks():
     arch = architecture_from_hf_config(_config("Llama-3_3-Nemotron-Super-49B-v1"))
     assert (arch.num_attention_layers, arch.num_kv_heads, arch.intermediate_size) == (49, 8, 28672)
     assert sorted(set(arch.layer_ffn_widths)) == [2816, 5632, 7168, 14336, 17920, 28672]
-    assert arch.layer_has_attention[:8] == (True,) * 6 + (False,) * 2
+    assert arch.layer_mixers[:8] == ("attention",) * 6 + ("none",) * 2
     no_ffn = architecture_from_hf_config(_nas_with_block(5, "ffn", no_op=True))
     assert (no_ffn.layer_ffn_widths[5], no_ffn.num_dense_layers) == (0, 79)
     params = count_params(arch).total_params - count_params(no_ffn).total_params
@@ -288,7 +298,7 @@ def test_harmless_keys_are_ignored():
         ("DeepSeek-V3", "num_local_experts", "n_routed_experts"),
     ],
     ids=["mixtral", "qwen3_moe", "deepseek_v3"],
-)  # fmt: skip
+)
 def test_attribute_map_aliases(stem, alias, key):
     config = _config(stem)
     aliased = {alias if name == key else name: value for name, value in config.items()}
@@ -317,12 +327,12 @@ def test_export_round_trips_exactly_through_transformers(path, tmp_path):
 BASE = dict(
     name="custom", vocab_size=1000, hidden_size=128, num_layers=4, num_attention_heads=4,
     num_kv_heads=2, head_dim=32, intermediate_size=256, max_position_embeddings=4096,
-)  # fmt: skip
+)
 MOE = dict(BASE, num_experts=8, experts_per_token=2, moe_intermediate_size=64)
 MLA = dict(
     BASE, attention_kind="mla", num_kv_heads=4, head_dim=24, kv_lora_rank=32, qk_nope_head_dim=16,
     qk_rope_head_dim=8, v_head_dim=16,
-)  # fmt: skip
+)
 EXPORTABLE = [
     ("dense-gqa", BASE, "llama"),
     ("heads-not-dividing-hidden", dict(BASE, hidden_size=130), "mistral"),
@@ -349,7 +359,7 @@ EXPORTABLE = [
      dict(MLA, num_experts=8, experts_per_token=2, moe_intermediate_size=64, num_shared_experts=1,
           first_dense_layers=1, q_lora_rank=48, index_heads=4, index_head_dim=16, index_topk=64),
      "deepseek_v32"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(
@@ -376,7 +386,7 @@ NOT_EXPORTABLE = [
     ("mla-moe-period",
      dict(MLA, num_experts=4, experts_per_token=1, moe_intermediate_size=16, moe_layer_period=2),
      "the closest, `deepseek_v3`, needs `moe_layer_period` in (1,) (got 2)"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(
@@ -415,7 +425,7 @@ BAD_FILES = [
      "`head_dim` (missing)"),
     ("future-version", json.dumps({ARCHSCOUT_JSON_KEY: 2, **BASE}),
      f"`{ARCHSCOUT_JSON_KEY}` (2) must be 1"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("text", "message"), [c[1:] for c in BAD_FILES],
@@ -439,7 +449,7 @@ HYBRID = dict(
     BASE, layer_mixers=("gated_deltanet",) * 3 + ("attention",), qk_norm=True,
     attention_output_gate=True, linear_num_key_heads=2, linear_key_head_dim=16,
     linear_num_value_heads=4, linear_value_head_dim=24, linear_conv_kernel=4,
-)  # fmt: skip
+)
 HYBRID_MOE = dict(HYBRID, num_experts=8, experts_per_token=2, moe_intermediate_size=32,
                   num_shared_experts=1, shared_expert_intermediate_size=64, shared_expert_gate=True)
 
@@ -450,7 +460,7 @@ HYBRID_MOE = dict(HYBRID, num_experts=8, experts_per_token=2, moe_intermediate_s
      (dict(HYBRID_MOE, first_dense_layers=1), "qwen3_next"),
      (dict(HYBRID_MOE, moe_layer_period=2), "qwen3_next")],
     ids=["dense-3-linear-1-full", "moe-every-layer", "moe-dense-first", "moe-period-2"],
-)  # fmt: skip
+)
 def test_hybrid_designs_export_exactly(fields, model_type):
     """A searched hybrid (3 Gated DeltaNet : 1 gated attention) exports to the Qwen family that
     expresses it, and transformers builds exactly the count we report."""
@@ -472,7 +482,9 @@ def test_qwen3_5_reads_its_language_model():
     assert arch.layer_mixers[:4] == ("gated_deltanet",) * 3 + ("attention",)
     assert (arch.num_experts, arch.shared_expert_intermediate_size,
             arch.shared_expert_gate) == (256, 512, True)
-    assert arch.linear_state_elems_per_layer == 32 * 128 * 128 + 3 * (2 * 16 * 128 + 32 * 128)
+    # per layer: fp32 states of 32 v heads of 128 x 128, BF16 conv inputs (kernel 4 - 1 = 3 past)
+    # over q, k (16 heads of 128 each) and v (32 of 128)
+    assert _state_bytes_per_layer(arch) == 4 * 32 * 128 * 128 + 2 * 3 * (2 * 16 * 128 + 32 * 128)
 
 
 def test_qwen_hybrid_refusals():
@@ -509,12 +521,12 @@ NEMOTRON_H_DENSE = dict(
     BASE, num_layers=6, gated_mlp=False, hidden_act="relu2", intermediate_size=256,
     layer_mixers=("mamba2", "none", "attention", "none", "mamba2", "mamba2"),
     layer_ffn_widths=(0, 256, 0, 256, 0, 0), **MAMBA,
-)  # fmt: skip
+)
 NEMOTRON_H_MOE = dict(
     NEMOTRON_H_DENSE, num_experts=8, experts_per_token=2, moe_intermediate_size=32,
     num_shared_experts=1, shared_expert_intermediate_size=64,
     layer_moe=(False, True, False, False, False, False), layer_ffn_widths=(0, 0, 0, 256, 0, 0),
-)  # fmt: skip
+)
 
 
 @pytest.mark.parametrize(
@@ -558,7 +570,7 @@ def test_nemotron_h_reads_its_block_pattern():
     assert (big.num_layers, big.num_linear_attention_layers,
             big.num_attention_layers) == (118, 54, 10)
     assert (big.num_dense_layers, big.gated_mlp, big.hidden_act) == (54, False, "relu2")
-    assert big.linear_state_elems_per_layer == 256 * 64 * 256 + 3 * (256 * 64 + 2 * 8 * 256)
+    assert _state_bytes_per_layer(big) == 4 * 256 * 64 * 256 + 2 * 3 * (256 * 64 + 2 * 8 * 256)
     nano = architecture_from_hf_config(_config("NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"))
     assert (nano.num_moe_layers, nano.num_dense_layers, nano.experts_per_token) == (23, 0, 6)
     assert nano.shared_expert_intermediate_size == 3712
@@ -590,7 +602,7 @@ def test_kimi_linear_reads_the_checkpoint_form():
     assert (arch.attention_kind, arch.linear_num_value_heads,
             arch.linear_value_head_dim) == ("mla", 4, 32)
     assert (arch.first_dense_layers, arch.num_moe_layers, arch.num_shared_experts) == (2, 6, 1)
-    assert arch.linear_state_elems_per_layer == 4 * 32 * 32 + 3 * (3 * 4 * 32)
+    assert _state_bytes_per_layer(arch) == 4 * 4 * 32 * 32 + 2 * 3 * (3 * 4 * 32)
 
 
 def test_gemma4_31b_full_layers_have_their_own_shape_by_hand():
@@ -692,7 +704,7 @@ def test_qwen1_5_moe_reads_its_gated_shared_expert():
      "`mlp_only_layers` ([3]) is not supported: only leading layers 0..k-1 can be dense"),
     ("GLM-4.5-Air", {"n_shared_experts": -1}, "`n_shared_experts` (-1) must be an integer >= 0"),
 ], ids=["bamba-layer-out-of-range", "bamba-heads-not-tiling", "bamba-proj-bias",
-        "qwen2-moe-scattered-dense", "glm-negative-shared"])  # fmt: skip
+        "qwen2-moe-scattered-dense", "glm-negative-shared"])
 def test_new_family_refusals_name_the_field(stem, change, message):
     with pytest.raises(ConfigError) as info:
         architecture_from_hf_config({**_config(stem), **change})

@@ -11,7 +11,7 @@ from cost_model.errors import ConfigError
 from cost_model.hardware import catalog_names, get_hardware
 from cost_model.hf import (
     checkpoint_formats, deployment_formats, load_model, quantization_config_for,
-)  # fmt: skip
+)
 from cost_model.hf.modules import components_of, excluded_components
 from cost_model.params import count_params
 from cost_model.precision import get_precision

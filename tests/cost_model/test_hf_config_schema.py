@@ -10,7 +10,7 @@ from cost_model.errors import ConfigError
 from cost_model.hf import architecture_from_hf_config, load_model
 from cost_model.hf.schema import (
     BOUNDS, MAX_CONFIG_BYTES, MAX_NESTING, check_bounds, parse_json_document, read_json_document,
-)  # fmt: skip
+)
 
 from tests.data_paths import HF_CONFIGS, MODEL_CONFIGS
 

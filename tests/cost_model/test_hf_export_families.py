@@ -18,7 +18,7 @@ from tests.cost_model.transformers_meta import meta_model, transformers_config
 BASE = dict(
     name="custom", vocab_size=1000, hidden_size=128, num_layers=4, num_attention_heads=4,
     num_kv_heads=2, head_dim=32, intermediate_size=256, max_position_embeddings=4096,
-)  # fmt: skip
+)
 MOE = dict(BASE, num_experts=8, experts_per_token=2, moe_intermediate_size=64)
 MAMBA = dict(linear_num_key_heads=2, linear_key_head_dim=16, linear_num_value_heads=8,
              linear_value_head_dim=32, linear_conv_kernel=4, linear_conv_bias=True)
@@ -42,7 +42,7 @@ EXPORTABLE = [
     ("mamba2-attention-ungated-mlp-split",
      dict(MAMBA_HYBRID, gated_mlp=False, hidden_act="relu2", linear_num_value_heads=4),
      "nemotron_h"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("fields", "model_type"), [c[1:] for c in EXPORTABLE],
@@ -97,7 +97,7 @@ REFUSED = [
      "`gated_mlp` (True) with Mamba-2 layers: nemotron_h's FFNs are ungated, and bamba needs the "
      "Mamba-2 width `linear_num_value_heads` x `linear_value_head_dim` (192) to be a whole "
      "multiple of `hidden_size` (128)"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("fields", "reason"), [c[1:] for c in REFUSED],

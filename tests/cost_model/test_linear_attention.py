@@ -9,7 +9,8 @@ from cost_model.deployment import Deployment, Workload
 from cost_model.evaluate import evaluate_points
 from cost_model.hardware import get_hardware
 from cost_model.hf import load_architecture
-from cost_model.linear_attention import linear_decode_s, uncalibrated_components
+from cost_model.linear_attention import linear_decode_s
+from cost_model.step import uncalibrated_components
 
 from tests.data_paths import HF_CONFIGS, MODEL_CONFIGS
 

@@ -13,7 +13,7 @@ from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.deployment import Deployment, Workload
 from cost_model.evaluate import evaluate_points
 from cost_model.hardware import get_hardware
-from cost_model.hf_config import load_architecture
+from cost_model.hf import load_architecture
 from cost_model.step import stage_forward
 
 from tests.data_paths import HF_CONFIGS

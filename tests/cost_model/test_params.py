@@ -1,18 +1,18 @@
-"""Exact parameter counts (vs transformers and published numbers) and FLOPs per token."""
+"""Exact parameter counts (vs transformers and published numbers), and the table of weight GEMMs
+checked against them (two FLOPs per active weight)."""
 
 import csv
 import re
 from functools import cache
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from cost_model.architecture import Architecture
-from cost_model.hf_config import load_architecture
-from cost_model.params import (
-    BREAKDOWN_KEYS, attention_flop_per_token, count_params, flops_per_token, matmul_flop_per_token,
-)  # fmt: skip
+from cost_model.hf import load_architecture
+from cost_model.params import BREAKDOWN_KEYS, count_params
+from cost_model.sharded_gemms import layer_sources, rows_of
+from cost_model.units import gemm_flop
 
 from tests.cost_model.transformers_meta import meta_model, transformers_config
 from tests.data_paths import HF_CONFIGS as TEST_CONFIGS
@@ -22,6 +22,18 @@ CONFIG_FILES = sorted(MODEL_CONFIGS.glob("*.json")) + sorted(TEST_CONFIGS.glob("
 with open(MODEL_PARAMS_CSV, newline="", encoding="utf-8") as _file:
     CSV_ROWS = list(csv.DictReader(_file))
 B = 1e9
+
+
+def matmul_flop_per_token(arch: Architecture) -> float:
+    """FLOPs of every weight GEMM one token goes through, from the table of weight GEMMs (what
+    the step model runs): each row on the layers of its kind, k of the routed experts, router
+    and LM head included."""
+    flop = 0.0
+    for row in rows_of(arch):
+        copies = arch.experts_per_token if row.experts else 1
+        flop += sum(float(gemm_flop(1, row.n.value(src), row.k.value(src))) * copies * layers
+                    for src, layers in layer_sources(arch, row.layers))
+    return flop
 
 
 def _load(stem: str) -> Architecture:
@@ -68,7 +80,7 @@ def _transformers_group(name: str) -> str:
         (".feed_forward.router.", "moe/router"), (".feed_forward.", "mlp"),
         # Gemma 4's MoE block hangs off the decoder layer itself
         (".experts.", "moe/experts"), (".router.", "moe/router"),
-    ]  # fmt: skip
+    ]
     return next((group for marker, group in rules if marker in name), "norm")
 
 
@@ -141,7 +153,7 @@ PUBLISHED = [
     ("serving_Llama-4-Maverick-17B-128E-Instruct", "active_params", 17 * B, 0.5 * B,
      "Llama 4 card"),
     ("serving_Llama-4-Maverick-17B-128E-Instruct", "total_params", 400 * B, 2 * B, "Llama 4 card"),
-]  # fmt: skip
+]
 
 
 def _quantity(stem: str, quantity: str) -> int:
@@ -199,41 +211,6 @@ def test_matmul_flop_is_two_per_active_weight(path):
     assert matmul_flop_per_token(arch) == 2 * (counts.active_params - not_gemm + tied_head)
 
 
-def test_attention_flop_llama_matches_palm_formula():
-    arch = _load("Llama-3.1-8B")
-    context = 8192
-    # PaLM (arXiv:2204.02311) App. B: training 6N + 12·L·H·Q·T per token; the forward is one third
-    expected = 4 * arch.num_layers * arch.num_attention_heads * arch.head_dim * context
-    assert attention_flop_per_token(arch, context) == expected
-    assert flops_per_token(arch, context) == matmul_flop_per_token(arch) + expected
-
-
-def test_attention_flop_sliding_window_caps_context():
-    arch = _load("Mistral-7B-v0.1")  # window 4096 on every layer
-    assert attention_flop_per_token(arch, 8192) == attention_flop_per_token(arch, 4096)
-    assert attention_flop_per_token(arch, 1000) == 4 * 32 * 32 * 128 * 1000
-
-
-def test_attention_flop_gemma2_half_the_layers_slide():
-    arch = _load("gemma-2-9b")
-    per_token_and_context = 4 * arch.num_attention_heads * arch.head_dim
-    assert attention_flop_per_token(arch, 8192) == per_token_and_context * (21 * 8192 + 21 * 4096)
-
-
-def test_attention_flop_mla_uses_expanded_heads():
-    arch = _load("DeepSeek-V3")
-    # per head: q·k over nope 128 + rope 64, softmax·v over v_head_dim 128
-    assert attention_flop_per_token(arch, 1000) == 61 * 128 * 2 * 1000 * (192 + 128)
-
-
-def test_flops_broadcast_over_contexts():
-    arch = _load("Qwen3-30B-A3B")
-    contexts = np.array([0, 1024, 32768])
-    expected = [flops_per_token(arch, int(context)) for context in contexts]
-    np.testing.assert_array_equal(flops_per_token(arch, contexts), expected)
-    assert isinstance(flops_per_token(arch), float)
-
-
 # ---- families users benchmark (issue 14): published totals, hand counts -------------------------
 
 PUBLISHED_NEW = [
@@ -250,7 +227,7 @@ PUBLISHED_NEW = [
     ("MiniMax-M2.5", "active_non_embedding", 10 * B, 0.5 * B, "MiniMax-M2 model card: 10B active"),
     ("Llama-3_3-Nemotron-Super-49B-v1", "total_params", 49.9 * B, 0.05 * B,
      "nvidia/Llama-3_3-Nemotron-Super-49B-v1 on the Hub: 49.9B params (safetensors)"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(
@@ -292,17 +269,12 @@ def test_kimi_k25_text_model_is_kimi_k2():
     """Kimi-K2.5's language model is Kimi-K2's (DeepSeek-V3's architecture, 384 experts)."""
     k25, k2 = _load("Kimi-K2.5"), _load("Kimi-K2-Instruct")
     assert count_params(k25).total_params == count_params(k2).total_params == 1_026_408_209_408
-    assert (k25.family, k25.num_experts, k25.attention_variant) == ("kimi_k2", 384, "mla")
+    assert (k25.family, k25.num_experts, k25.attention_kind) == ("kimi_k2", 384, "mla")
 
 
-def test_dsa_indexer_breakdown_and_flops():
+def test_dsa_indexer_breakdown():
     """DeepSeek-V3.2's indexer per layer: wq_b 1536 → 64·128, wk 7168 → 128, weights_proj
-    7168 → 64 (+ a LayerNorm of 2·128 counted with the norms); the main attention reads at most
-    index_topk = 2048 keys, the indexer scores every key with 64·128 MACs."""
+    7168 → 64 (+ a LayerNorm of 2·128 counted with the norms)."""
     arch = _load("DeepSeek-V3.2")
     per_layer = 1536 * 64 * 128 + 7168 * 128 + 7168 * 64
     assert count_params(arch)["attention/indexer"] == 61 * per_layer
-    at_4k = attention_flop_per_token(arch, 4096)
-    main = 61 * 128 * 2 * 2048 * (192 + 128)
-    assert at_4k == main + 61 * 2 * 4096 * 64 * 128
-    assert attention_flop_per_token(arch, 1000) == 61 * (128 * 2 * 1000 * 320 + 2 * 1000 * 64 * 128)

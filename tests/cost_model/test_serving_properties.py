@@ -27,9 +27,9 @@ from hypothesis import strategies as st
 
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.communication import all_gather_s, all_reduce_s, all_to_all_s
-from cost_model.deployment import Deployment, Workload
+from cost_model.deployment import Deployment, Workload, deployment_violations
 from cost_model.efficiency import get_efficiency
-from cost_model.evaluate import deployment_violations, evaluate_points
+from cost_model.evaluate import evaluate_points
 from cost_model.hardware import catalog_names, get_hardware
 from cost_model.memory import weight_bytes_per_gpu
 from cost_model.params import count_params
@@ -39,7 +39,7 @@ from cost_model.step_load import StepLoad
 
 from tests.conftest import MODEL_CONFIGS
 from tests.data_paths import SERVING_DEV_SET_CSV
-from cost_model.hf_config import load_architecture
+from cost_model.hf import load_architecture
 
 GPUS = catalog_names()
 DENSE = ("Llama-3.1-8B", "Mistral-7B-v0.1", "gemma-2-9b", "Phi-3-mini-4k-instruct")
@@ -266,8 +266,7 @@ def _checkpoint_tpot_ratio(hw, tp, ep, dp, workload, concurrency):
     order is a property of equal batches)."""
     arch = model("DeepSeek-V3")
     a = ArchArrays.from_architectures([arch])
-    shape = ServingShape(float(workload.isl_tokens), float(workload.osl_tokens),
-                         float(workload.prefill_chunk_tokens))
+    shape = ServingShape.of(workload)
     tpot = []
     for formats in (FP4_CHECKPOINT, FP8_CHECKPOINT):
         dep = Deployment(tp=tp, ep=ep, dp=dp, **formats)

@@ -23,11 +23,12 @@ from hypothesis import strategies as st
 from cost_model.architecture import _LINEAR_FIELDS as LINEAR_FIELDS
 from cost_model.architecture import Architecture, make_architecture
 from cost_model.batch import ArchArrays, DeployArrays, Env
-from cost_model.deployment import Deployment, Workload
+from cost_model.deployment import Deployment, Workload, deployment_violations
 from cost_model.errors import ConfigError
-from cost_model.evaluate import OperatingPoints, deployment_violations, evaluate_points
+from cost_model.evaluate import evaluate_points
+from cost_model.operating_points import OperatingPoints
 from cost_model.hardware import catalog_names, get_hardware
-from cost_model.hf_config import load_architecture
+from cost_model.hf import load_architecture
 from cost_model.precision import PRECISIONS
 from cost_model.serving_steps import ServingShape, rank_budget_tokens, serving_steps
 from cost_model.step import stage_forward_load
@@ -122,9 +123,8 @@ def test_the_balancer_never_raises_moe_tpot(hw_format, stem, dp, data, workload,
 def _decode_step_s(arch, dep, hw, workload, concurrency):
     """The decode-only step of the serving schedule (no prompt), per candidate."""
     a, d = ArchArrays.from_architectures([arch]), DeployArrays.from_deployments([dep])
-    shape = ServingShape(float(workload.isl_tokens), float(workload.osl_tokens),
-                         float(workload.prefill_chunk_tokens), engine=workload.engine)
-    steps, _ = serving_steps(a, d, np.asarray([[concurrency]], float), shape,
+    shape = ServingShape.of(workload)
+    steps = serving_steps(a, d, np.asarray([[concurrency]], float), shape,
                              float(workload.osl_tokens))
     env = Env.for_deployments(hw, [dep], workload.engine)
     return float(stage_forward_load(a, d, env, steps.load, steps.decode_context_tokens,
@@ -135,8 +135,7 @@ def _boundaries(arch, dep, workload) -> list[int]:
     """Concurrencies just below where a prompt share reaches one chunk: the micro-batch's
     (m · ISL/OSL = chunk) and the busiest group's (n · ISL/OSL = chunk)."""
     a, d = ArchArrays.from_architectures([arch]), DeployArrays.from_deployments([dep])
-    shape = ServingShape(float(workload.isl_tokens), float(workload.osl_tokens),
-                         float(workload.prefill_chunk_tokens), engine=workload.engine)
+    shape = ServingShape.of(workload)
     budget = float(rank_budget_tokens(a, d, shape)[0, 0])
     chunk = shape.isl_tokens / np.ceil(shape.isl_tokens / budget)
     per_seq = shape.isl_tokens / shape.osl_tokens  # prompt tokens per sequence per step

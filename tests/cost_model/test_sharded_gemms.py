@@ -14,7 +14,7 @@ from cost_model.architecture import Architecture
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.deployment import Deployment
 from cost_model.hardware import get_hardware
-from cost_model.hf_config import load_architecture
+from cost_model.hf import load_architecture
 from cost_model.layers import GemmList, layer_gemms
 from cost_model.memory import weight_bytes_per_gpu
 from cost_model.params import count_params

@@ -8,17 +8,17 @@ import pytest
 from cost_model.architecture import Architecture
 from cost_model.attention import kv_cache_bytes_per_sequence
 from cost_model.batch import ArchArrays, DeployArrays, Env
-from cost_model.deployment import Deployment, Workload, make_deployment
+from cost_model.deployment import Deployment, Workload, deployment_violations, make_deployment
 from cost_model.errors import ConfigError
-from cost_model.evaluate import deployment_violations, evaluate_points
+from cost_model.evaluate import evaluate_points
 from cost_model.hardware import get_hardware
-from cost_model.gemm import gemm_cost
 from cost_model.layers import (
     GemmList, attention_gemms, ffn_gemms, tokens_per_expert,
     touched_expert_frac,
 )
-from cost_model.hf_config import load_architecture
+from cost_model.hf import load_architecture
 from cost_model.serving_steps import ServingShape, rank_budget_tokens, serving_steps
+from cost_model.gemm import HOT_DTYPE, gemm_cost, gemm_time_s
 from cost_model.step import bubble_frac, stage_forward, stage_forward_load
 from cost_model.step_load import PromptSchedule, StepLoad
 
@@ -217,7 +217,6 @@ def test_prompt_schedule_of_lockstep_groups_by_hand():
     With the balancer the groups prefill together: s = ρ = 0.125, P/s = 1023/0.125 = 8,184."""
     plan = PromptSchedule.of(128.0, 1023.0, 8.0, 1024.0, 1024.0, 8192.0, False)
     assert plan.chunk_tokens == pytest.approx(1024.0)
-    assert plan.occupancy_frac == pytest.approx(0.125)
     assert plan.prompt_step_frac == pytest.approx(0.6563910842, rel=1e-9)
     assert plan.group_step_tokens == pytest.approx(1024.0)
     assert plan.instance_step_tokens == pytest.approx(1558.522083, rel=1e-9)
@@ -236,8 +235,8 @@ def test_only_groups_holding_requests_prefill(load_model):
     0.0077858."""
     a = ArchArrays.from_architectures([load_model("Qwen3-30B-A3B")])
     d = DeployArrays.from_deployments([Deployment(dp=8, ep=8)])
-    _, plan = serving_steps(a, d, np.array([[3.0]]), ServingShape(1024.0, 1024.0, 8192.0),
-                            1024.0)
+    shape = ServingShape.of(Workload(isl_tokens=1024, osl_tokens=1024, prefill_chunk_tokens=8192))
+    plan = serving_steps(a, d, np.array([[3.0]]), shape, 1024.0).schedule
     assert float(plan.prompt_step_frac[0, 0]) == pytest.approx(0.0029268, rel=1e-4)
 
 
@@ -267,8 +266,8 @@ def test_sglang_attention_dp_ranks_split_the_prompt_budget(load_model):
     deepseek, llama = load_model("DeepSeek-V3"), load_model("Llama-3.1-8B")
     a = ArchArrays.from_architectures([deepseek, llama])
     d = DeployArrays.from_deployments([Deployment(dp=8, ep=8), Deployment(dp=8)])
-    budget = lambda engine: rank_budget_tokens(a, d, ServingShape(  # noqa: E731
-        8192.0, 1024.0, 16_384.0, engine=engine))[:, 0]
+    budget = lambda engine: rank_budget_tokens(a, d, ServingShape.of(Workload(  # noqa: E731
+        isl_tokens=8192, osl_tokens=1024, prefill_chunk_tokens=16_384, engine=engine)))[:, 0]
     assert list(budget("sglang")) == [2048.0, 16_384.0]
     assert list(budget("trtllm")) == [16_384.0, 16_384.0]
 
@@ -332,7 +331,7 @@ def test_pipeline_send_crosses_the_scale_out_network_between_domains(load_model)
     fraction); at TP 4, PP 2 (8 GPUs, one domain) over NVLink: scale-up latency + bytes /
     (scale-up bandwidth × its fraction). With no layer on the stage the send is all the
     communication there is."""
-    from cost_model.step import _communication_s, stages_span_domains
+    from cost_model.step import stage_communication_s, stages_span_domains
 
     h100 = get_hardware("h100-sxm")
     arch = load_architecture(HF_CONFIGS / "Llama-3.1-70B.json")
@@ -340,7 +339,7 @@ def test_pipeline_send_crosses_the_scale_out_network_between_domains(load_model)
     d = DeployArrays.from_deployments([Deployment(tp=8, pp=2), Deployment(tp=4, pp=2)])
     assert list(stages_span_domains(d, h100)[:, 0]) == [True, False]
     env = Env.create(h100, "fp8", "fp8")
-    got = _communication_s(a, d, env, StepLoad.single_group(np.full((2, 1), 64.0)), 0.0, 0.0,
+    got = stage_communication_s(a, d, env, StepLoad.single_group(np.full((2, 1), 64.0)), 0.0, 0.0,
                            0.0)[:, 0]
     eff, message = env.eff, 64 * 8192 * 2.0
     out = h100.scale_out_latency_s + message / (h100.scale_out_bytes_per_s
@@ -392,3 +391,27 @@ def test_moe_imbalance_scales_the_busiest_experts_only_with_ep(load_model):
     ffn_gemms(gemms, a, d, StepLoad.single_group(np.full((2, 1), 4096.0)), 0.0, 1.0)
     m_expert = gemms.dims[gemms.names.index("moe/experts_up")][0]
     assert m_expert.reshape(-1) == pytest.approx([281.6, 256.0], rel=1e-9)
+
+
+def test_stage_gemm_time_runs_the_layers_shapes_by_hand(load_model):
+    """Llama-3.1-8B (H 4,096, 32 q / 8 KV heads of 128, FFN 14,336 gated, vocab 128,256) at
+    TP 2, PP 2, FP8: a 64-token decode step of the busiest stage runs ⌈32/2⌉ = 16 layers of
+    - qkv: per GPU 32/2 = 16 query heads and ⌈8/2⌉ = 4 key and 4 value heads, N = 24 · 128 =
+      3,072, K = 4,096;
+    - o_proj: N = 4,096, K = 4,096/2 = 2,048;
+    - gate + up fused: N = 2 · 14,336/2 = 14,336, K = 4,096; down: N = 4,096, K = 7,168;
+    each with M = 64 in FP8, and the LM head once (BF16 weights, vocabulary over TP): M = 64
+    logit tokens, N = 128,256/2 = 64,128, K = 4,096. Each GEMM's time is the GEMM model's
+    (`gemm.gemm_time_s`, in the step's float32); the step's GEMM time is their sum."""
+    a = ArchArrays.from_architectures([load_model("Llama-3.1-8B")])
+    d = DeployArrays.from_deployments([Deployment(tp=2, pp=2, precision="fp8")])
+    env = Env.create(H200, "fp8", "fp8")
+
+    def t(n, k, rates):
+        return float(gemm_time_s(64.0, n, k, 1.0, H200, rates, HOT_DTYPE))
+
+    per_layer = sum(t(n, k, env.linear_rates)
+                    for n, k in ((3072, 4096), (4096, 2048), (14_336, 4096), (4096, 7168)))
+    expected = 16 * per_layer + t(64_128, 4096, env.high_rates)
+    got = stage_forward_load(a, d, env, StepLoad.single_group(64.0), 2048.0, 0.0).gemm_s
+    assert float(np.ravel(got)[0]) == pytest.approx(expected, rel=1e-6)

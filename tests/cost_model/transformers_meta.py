@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cost_model.hf_config import (
+from cost_model.hf import (
     REMOTE_CODE_DEFAULTS,
     TEXT_CONFIG_WRAPPERS,
     TRANSFORMERS_MODEL_TYPES,

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from constraints import check_aspect_ratio, check_params_budget
-from cost_model.errors import ConfigError
+from cost_model import ConfigError
 from objectives import architecture_from_shape, ranking_loss_nats, summarize_shape
 from search.study.evaluation import constraint_rules
 from search.study.space import build_architecture

@@ -11,8 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from cost_model.errors import ConfigError
-from cost_model.precision import PRECISIONS
+from cost_model import PRECISIONS, ConfigError
 from objectives.accuracy import (
     BASE_LAWS, DEFAULT_LAW, predict_loss, ptq_estimate, ranking_loss_nats, summarize_shape,
 )

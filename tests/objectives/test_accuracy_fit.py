@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from cost_model.errors import ConfigError
+from cost_model import ConfigError
 from objectives import accuracy_coefficients as coef
 from objectives.accuracy_fit import (
     BAND_FLOOR, BAND_QUANTILE, METRICS, SIGN_METRICS, band_widths, fit_coefficients, fit_terms,

@@ -6,7 +6,7 @@ the data end, not on every candidate of every shipped study."""
 import numpy as np
 import pytest
 
-from cost_model.errors import ConfigError
+from cost_model import ConfigError
 from objectives.accuracy import predict_loss
 from search.study.space import build_architecture
 from tests.objectives.probe import (

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from cost_model.params import count_params
+from cost_model import count_params
 from objectives import architecture_from_shape
 from tests.objectives.wide_search import (
     BUDGET_FRAC,

@@ -19,8 +19,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from cost_model.errors import ConfigError
-from cost_model.params import count_params
+from cost_model import ConfigError, count_params
 from objectives.accuracy import FAMILY_OF_TERM, LossProxy, predict_loss, summarize_shape
 from objectives.accuracy_fit import CalibrationRow, read_rows, shipped_calibration_set
 from objectives import architecture_from_shape

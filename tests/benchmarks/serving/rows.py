@@ -12,12 +12,10 @@ from pathlib import Path
 import numpy as np
 from pydantic import ValidationError
 
-from cost_model.architecture import Architecture, config_error_from
-from cost_model.deployment import Deployment, Workload
-from cost_model.evaluate import deployment_violations
-from cost_model.hardware import HardwareSpec, catalog_names, get_hardware
-from cost_model.hf_config import load_architecture
-from cost_model.units import MS_PER_S
+from cost_model import (
+    MS_PER_S, Architecture, Deployment, HardwareSpec, Workload, catalog_names, config_error_from,
+    deployment_violations, get_hardware, load_architecture,
+)
 from tests.benchmarks.serving.config import (
     AGG_MODES, DISAGG_MODE, ENGINE_WORDS, FAMILIES, HALVES, HF_CONFIG_DIR, INFERENCEX,
     INFERENCEX_SGLANG_POLL_FROM_CONCURRENCY, INFERENCEX_SGLANG_POLL_GPUS,

@@ -5,8 +5,7 @@ import math
 
 import pytest
 
-from cost_model.deployment import make_deployment
-from cost_model.hf_config import load_architecture
+from cost_model import load_architecture, make_deployment
 from search.cli.main import main
 from search.records.benchmarks import read_benchmark_output
 from search.records.comparison import finite_run_tokens_per_s, predicted_points

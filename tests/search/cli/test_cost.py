@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from cost_model.deployment import ENGINES
+from cost_model import ENGINES
 from search.cli.main import main
 from tests.conftest import MODEL_CONFIGS
 
@@ -276,8 +276,8 @@ def test_the_batch_engine_column_selects_kernels(capsys, tmp_path):
 
 def test_a_studys_engine_selects_kernels():
     """A study's `engine` reaches the kernels its candidates are scored on."""
-    from cost_model.deployment import Deployment
-    from cost_model.hf_config import load_architecture
+    from cost_model import Deployment
+    from cost_model import load_architecture
     from search.study.evaluation import score_valid
     from search.study.space import Candidate
     from search.study.spec import load_spec

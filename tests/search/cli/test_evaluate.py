@@ -6,10 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from cost_model.deployment import make_deployment, make_workload
-from cost_model.evaluate import evaluate_points
-from cost_model.hardware import get_hardware
-from cost_model.hf_config import load_architecture
+from cost_model import (
+    evaluate_points, get_hardware, load_architecture, make_deployment, make_workload,
+)
 from search.cli.main import main
 from search.records.documents import BREAKDOWN_PARTS
 

@@ -14,8 +14,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from cost_model.errors import ConfigError
-from cost_model.hf_config import architecture_from_hf_config
+from cost_model import ConfigError, architecture_from_hf_config
 from search.cli.main import main
 from search.study.spec import spec_from_dict
 from search.study.errors import SpecError

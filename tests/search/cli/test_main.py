@@ -10,7 +10,7 @@ import pytest
 
 import search.study.runner
 from constraints import ConstraintError
-from cost_model.errors import ConfigError
+from cost_model import ConfigError
 from search.cli import main as cli
 from search.cli.main import EXIT_INTERRUPTED, main
 from search.calibration.errors import CalibrationError

@@ -9,8 +9,7 @@ import math
 import pytest
 
 import search.cli.main as cli
-from cost_model.hf_config import load_architecture
-from cost_model.params import count_params
+from cost_model import count_params, load_architecture
 from search.lint.support import MAX_PARAM_CHANGE_FRAC
 from tests.data_paths import HF_CONFIGS, MODEL_CONFIGS
 

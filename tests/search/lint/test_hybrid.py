@@ -4,9 +4,7 @@ alike pipeline stages (guideline 6, `search/lint/parallel.py`)."""
 
 import pytest
 
-from cost_model.architecture import Architecture
-from cost_model.deployment import make_deployment, make_workload
-from cost_model.hardware import get_hardware
+from cost_model import Architecture, get_hardware, make_deployment, make_workload
 from search.lint.guidelines import LintContext, lint
 from search.lint.hybrid import KV_DOMINATED_SHARE_FRAC, attention_shares
 from search.lint.support import pattern_text

@@ -8,10 +8,9 @@ import json
 import pytest
 
 import search.cli.main as cli
-from cost_model.architecture import Architecture
-from cost_model.deployment import make_deployment, make_workload
-from cost_model.hardware import get_hardware
-from cost_model.hf_config import architecture_to_json_dict
+from cost_model import (
+    Architecture, architecture_to_json_dict, get_hardware, make_deployment, make_workload,
+)
 from search.cli import lint as lint_command
 from search.lint.guidelines import Finding, LintContext, default_precision, lint
 
@@ -339,7 +338,7 @@ def test_lint_missing_config_exit_2(main, capsys):
 def test_g7_measures_helix_as_an_alternative():
     """TP 16 of an 8-KV-head model replicates the KV cache: lint proposes attention DP and
     Helix (tp 8, kvp 2 over the same 16 GPUs), each measured."""
-    from cost_model.hf_config import load_architecture
+    from cost_model import load_architecture
     from tests.data_paths import HF_CONFIGS
 
     arch = load_architecture(HF_CONFIGS / "serving_Llama-3.1-405B-Instruct.json")
@@ -353,7 +352,7 @@ def test_g6_measures_disaggregation_at_long_prompts():
     """Llama-3.3-70B on 8x H200 at 32k/1k: every decode step also prefills 32 prompt tokens per
     generated token, and separate prefill/decode pools raise the frontier area by more than the
     10% the finding needs; at 1k/1k (+5%) there is no finding."""
-    from cost_model.hf_config import load_architecture
+    from cost_model import load_architecture
     from tests.data_paths import HF_CONFIGS
 
     arch = load_architecture(HF_CONFIGS / "serving_Llama-3.3-70B-Instruct.json")

@@ -1,7 +1,6 @@
 """search/lint/support.py: the fields of each GEMM come from the table of sharded weight GEMMs."""
 
-from cost_model.deployment import Deployment
-from cost_model.hf_config import load_architecture
+from cost_model import Deployment, load_architecture
 from search.lint.support import gemm_fields, model_gemms, small_dim_field, weight_gemms
 from tests.data_paths import HF_CONFIGS, MODEL_CONFIGS
 

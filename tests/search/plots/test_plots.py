@@ -11,8 +11,7 @@ import moocore
 import numpy as np
 import pytest
 
-from cost_model.hardware import get_hardware
-from cost_model.precision import get_precision
+from cost_model import get_hardware, get_precision
 from search.cli.main import main
 from search.cli.inspect import PLOT_KINDS, find_trial
 from search.plots.frontier import model_frontier_figure

@@ -7,8 +7,7 @@ import shlex
 
 import pytest
 
-from cost_model.deployment import make_deployment
-from cost_model.hf_config import load_architecture
+from cost_model import load_architecture, make_deployment
 from search.records.engines import ENGINES, engine_document, gpus_per_node, layout
 from search.study.space import Candidate
 from search.study.spec import load_spec

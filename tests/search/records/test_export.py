@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 import search.records.export
-from cost_model.hf_config import architecture_from_json_dict, load_architecture
-from cost_model.hf import quantization_config_for
-from cost_model.params import count_params
+from cost_model import (
+    architecture_from_json_dict, count_params, load_architecture, quantization_config_for,
+)
 from search.cli.main import main
 from search.records.export import RECORD_KEY, ExportError, hf_document, serving_document
 from search.study.space import build_candidate, complete_params
@@ -140,7 +140,7 @@ def test_mtp_draft_layers_are_in_the_hf_config_and_change_no_parameter_count(tmp
     transformers = pytest.importorskip("transformers")
     from search.study.space import Candidate
     from tests.data_paths import HF_CONFIGS, MODEL_CONFIGS
-    from cost_model.deployment import make_deployment
+    from cost_model import make_deployment
 
     small = load_architecture(MODEL_CONFIGS / "DeepSeek-V3.json").model_copy(update={
         "num_layers": 4, "first_dense_layers": 1, "num_experts": 8, "hidden_size": 256,

@@ -17,9 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from cost_model.errors import ConfigError
-from cost_model.hf import load_architecture
-from cost_model.params import count_params
+from cost_model import ConfigError, count_params, load_architecture
 from search.records.export import HF_ENGINE_KEY, hf_document, write_export
 from search.study.space import (
     DEPLOYMENT_PARAMS,

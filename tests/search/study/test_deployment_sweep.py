@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cost_model.frontier import frontier_area
+from cost_model import frontier_area
 from search.study.evaluation import hard_constraints, score_valid, trial_candidate, window
 from search.study.report import load_records, pareto_document
 from search.study.runner import run_study

@@ -14,7 +14,7 @@ import optuna
 import pytest
 
 import search.study.evaluation as evaluation
-from cost_model.architecture import Architecture, make_architecture
+from cost_model import Architecture, make_architecture
 from search.cli.main import main
 from search.study.convergence import bounds_reached
 from search.plots.kinds import hypervolume_history
@@ -266,7 +266,7 @@ def test_design_key_sets_labels_and_uniform_patterns_aside():
     assert mixed.design_key != sliding.design_key
     # per-layer patterns: a pattern that is the same on every layer is not a second spelling of
     # the plain model (the architecture refuses it), a varying one is another design
-    from cost_model.errors import ConfigError
+    from cost_model import ConfigError
 
     for uniform in ({"layer_mixers": ("attention",) * 4}, {"layer_ffn_widths": (4096,) * 4}):
         with pytest.raises(ConfigError, match="must be None"):

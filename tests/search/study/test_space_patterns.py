@@ -10,11 +10,8 @@ from pathlib import Path
 import optuna
 import pytest
 
-from cost_model.deployment import make_deployment
-from cost_model.errors import ConfigError
-from cost_model.hf_config import architecture_to_hf_config
 from constraints import pattern_stage_violations
-from cost_model.params import count_params
+from cost_model import ConfigError, architecture_to_hf_config, count_params, make_deployment
 from search.study.errors import SpecError
 from search.study.evaluation import score_batch
 from search.study.space import (
