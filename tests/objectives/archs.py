@@ -1,8 +1,7 @@
 """Architectures the accuracy tests share: the checked-in model configs, dense shapes, LLaMA-3.2-1B
 (Bian 2025b's reference) and a small MoE."""
 
-from cost_model.architecture import Architecture
-from cost_model.hf_config import load_architecture
+from cost_model import Architecture, load_architecture
 from tests.data_paths import MODEL_CONFIGS
 
 B = 1e9

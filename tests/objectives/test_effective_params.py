@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from cost_model.architecture import Architecture
+from cost_model import Architecture
 from objectives import architecture_from_shape
 from objectives.accuracy import predict_loss, summarize_shape
 from objectives.accuracy_coefficients import SHIPPED
