@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 import numpy as np
@@ -440,6 +441,7 @@ def layer_count(arch, layers: LayerSet) -> int:
             "moe": arch.num_moe_layers, "model": 1}[layers]
 
 
+@lru_cache(maxsize=16384)  # parameter counts, constraints and lint all ask; `arch` is frozen
 def rows_of(arch) -> tuple[WeightGemm, ...]:
     """The rows `arch` has: its kinds, its `when` fields, non-empty dims, on some layer."""
     return tuple(r for r in ROWS if active(r, arch) and layer_count(arch, r.layers) > 0

@@ -14,10 +14,10 @@ from typing import Sequence
 import numpy as np
 
 from constraints import CONSTRAINT_NAMES, ConstraintRules, Violation, check_candidate
+from constraints.columns import DeploymentColumns, constraint_values, static_values
 from cost_model.architecture import Architecture
 from cost_model.deployment import make_workload
 from cost_model.errors import ConfigError
-from cost_model.frontier import frontier_area, pareto_mask
 from cost_model.hardware import get_hardware
 from cost_model.params import count_params
 from objectives.accuracy import LossProxy, predict_loss, ptq_estimate, ranking_loss_nats
@@ -27,9 +27,10 @@ from search.study.space import (
     Candidate,
     build_candidate,
     complete_params,
+    runnable,
     sweeps_deployments,
-    swept_candidates,
 )
+from search.study.sweep import Envelope, envelopes
 from search.study.spec import StudySpec
 
 # User attributes written on every trial as their own columns (optuna-dashboard shows them; its
@@ -222,17 +223,67 @@ def _swept(spec: StudySpec, cands: Sequence[Candidate]) -> list[Outcome]:
     """Each candidate's architecture under every deployment of the space, all scored in one
     pass; its outcome is that of the deployment with the largest frontier area of its own,
     with the architecture's objectives: the envelope's area over every feasible deployment and
-    the lowest TTFT among them (`_envelope_outcome`)."""
-    groups = [swept_candidates(spec, c) or [c] for c in cands]
-    flat = [c for group in groups for c in group]
-    scores, rules, hard = score_valid(spec, flat), constraint_rules(spec), hard_constraints(spec)
-    outcomes, start = [], 0
-    for group in groups:
-        rows = range(start, start + len(group))
-        each = [_outcome(spec, flat[k], scores, k, rules) for k in rows]
-        outcomes.append(_envelope_outcome(spec, flat, scores, rows, each, hard))
-        start = rows.stop
+    the lowest TTFT among them (`_envelope_outcome`). Constraints are checked on columns, one
+    architecture at a time (`constraints.columns`), before the cost model: a deployment that
+    breaks a hard constraint the cost model has no part in (all but `memory_fit`) is never on
+    the envelope, so only the others are scored; an architecture none of whose deployments
+    passes is scored under all of them (to report the one closest to feasible), as is one whose
+    passing deployments all break `memory_fit`, in a second pass."""
+    groups = [_deployments(spec, c) for c in cands]
+    rules, hard = constraint_rules(spec), hard_constraints(spec)
+    first = [_passes_static(c.arch, cols, rules, hard) for c, (_, cols) in zip(cands, groups)]
+    outcomes = _score_groups(spec, cands, groups, first, rules, hard)
+    again = [i for i, o in enumerate(outcomes) if o is None]
+    if again:
+        every = [np.ones(len(groups[i][0]), dtype=bool) for i in again]
+        redone = _score_groups(spec, [cands[i] for i in again], [groups[i] for i in again],
+                               every, rules, hard)
+        for i, outcome in zip(again, redone):
+            outcomes[i] = outcome
     return outcomes
+
+
+def _passes_static(arch: Architecture, cols: DeploymentColumns, rules: ConstraintRules,
+                   hard: Sequence[str]) -> np.ndarray:
+    """Deployments that pass every hard constraint but `memory_fit` (all of them when none
+    does: the closest to feasible is then looked for among all)."""
+    values = static_values(arch, cols, rules)
+    ok = np.ones(len(cols), dtype=bool)
+    for name in hard:
+        if name in values:
+            ok &= values[name] <= 0
+    return ok if ok.any() else np.ones(len(cols), dtype=bool)
+
+
+def _score_groups(spec: StudySpec, cands: Sequence[Candidate], groups: list, masks: list,
+                  rules: ConstraintRules, hard: Sequence[str]) -> list[Outcome | None]:
+    """The outcome of each candidate scored under the deployments its mask keeps; None where
+    the mask left some out and no kept deployment is usable (`_swept` scores it again)."""
+    flat = [c for (group, _), mask in zip(groups, masks) for c, keep in zip(group, mask) if keep]
+    scores = score_valid(spec, flat)
+    spans, usable, start = [], [], 0
+    for cand, (group, cols), mask in zip(cands, groups, masks):
+        rows = range(start, start + int(mask.sum()))
+        values = constraint_values(cand.arch, cols.take(np.flatnonzero(mask)), rules,
+                                   scores.max_concurrency[rows])
+        violation = np.sum([np.maximum(values[n], 0.0) for n in hard], axis=0)
+        spans.append((rows, violation, len(group), bool(mask.all())))
+        usable.append([k for k, v in zip(rows, violation) if v <= 0])
+        start = rows.stop
+    found = envelopes(scores, usable, window(spec))
+    return [_envelope_outcome(spec, flat, scores, span, rows, env, rules)
+            if rows or span[3] else None for span, rows, env in zip(spans, usable, found)]
+
+
+def _deployments(spec: StudySpec, cand: Candidate) -> tuple[list[Candidate], DeploymentColumns]:
+    """The candidates of `cand`'s architecture under every valid deployment of the space, and
+    those deployments' columns; `cand` alone when there is none."""
+    grid, kept = runnable(spec, cand.arch)
+    if not len(kept):
+        return [cand], DeploymentColumns.of([cand.deployment])
+    cols = grid.columns.take(kept)
+    return [Candidate({**cand.params, **grid.params[i]}, cand.arch, dep)
+            for i, dep in zip(kept, cols.deployments)], cols
 
 
 def sweep_outcome(spec: StudySpec, cand: Candidate) -> Outcome:
@@ -242,37 +293,32 @@ def sweep_outcome(spec: StudySpec, cand: Candidate) -> Outcome:
 
 def swept_envelope(spec: StudySpec, scores: ServingScores, rows: Sequence[int]) -> tuple:
     """(area, points on the envelope as (row, column)) of the frontier over `rows`' points."""
-    p, w = scores.points, window(spec)
-    rows = list(rows)
-    x = p.tokens_per_s_per_user[rows].reshape(1, -1)
-    y = np.where(p.fits_memory[rows], p.tokens_per_s_per_gpu[rows], np.nan).reshape(1, -1)
-    on = np.flatnonzero(pareto_mask(x, y)[0])
-    columns = p.concurrency.shape[1]
-    return float(frontier_area(x, y, w.x_lo, w.x_hi, w.log_x)[0]), \
-        [(rows[i // columns], i % columns) for i in on]
+    found = envelopes(scores, [list(rows)], window(spec))[0]
+    return found.area, found.points
 
 
-def _envelope_outcome(spec, flat, scores, rows, each: list[Outcome], hard) -> Outcome:
-    usable = [k for k, o in zip(rows, each) if o.feasible(hard)]
+def _envelope_outcome(spec, flat, scores, span, usable: list[int], env: Envelope,
+                      rules: ConstraintRules) -> Outcome:
+    rows, violation, evaluated, _ = span
     if not usable:  # no deployment works: report the one closest to feasible
-        best = min(range(len(each)), key=lambda j: sum(max(each[j].constraints[n].value, 0.0)
-                                                       for n in hard))
-        return _with_deployment(each[best], flat[rows[best]], len(each), 0)
-    mine = {k: o for k, o in zip(rows, each)}
-    chosen = max(usable, key=lambda k: float(scores.frontier_area[k]))
-    area, points = swept_envelope(spec, scores, usable)
+        best = rows[int(np.argmin(violation))]
+        return _with_deployment(_outcome(spec, flat[best], scores, best, rules), flat[best],
+                                evaluated, 0)
+    areas = scores.frontier_area[usable]
+    chosen = usable[int(np.argmax(areas))]
     ttft = min(_finite_or(float(scores.ttft_ms[k]), UNREACHED_TTFT_MS) for k in usable)
-    outcome = _with_deployment(mine[chosen], flat[chosen], len(each), len(usable))
+    outcome = _with_deployment(_outcome(spec, flat[chosen], scores, chosen, rules),
+                               flat[chosen], evaluated, len(usable))
     metrics = dict(zip(spec.objectives.names, outcome.values))
-    metrics.update({n: v for n, v in (("frontier_area", area), ("ttft_ms", ttft))
+    metrics.update({n: v for n, v in (("frontier_area", env.area), ("ttft_ms", ttft))
                     if n in metrics})
     outcome.values = [metrics[n] for n in spec.objectives.names]
     p = scores.points
     outcome.attrs.update(
-        frontier_area=area, deployment_frontier_area=float(scores.frontier_area[chosen]),
+        frontier_area=env.area, deployment_frontier_area=float(scores.frontier_area[chosen]),
         frontier_deployments=[[deployment_label(flat[k].deployment),
                                int(p.concurrency[k, j]), float(p.tokens_per_s_per_user[k, j]),
-                               float(p.tokens_per_s_per_gpu[k, j])] for k, j in points])
+                               float(p.tokens_per_s_per_gpu[k, j])] for k, j in env.points])
     return outcome
 
 

@@ -4,7 +4,6 @@ requested number of finished trials. Never reads `study.trials` inside the loop.
 
 from __future__ import annotations
 
-import functools
 import gc
 import sys
 import time
@@ -17,7 +16,8 @@ from optuna.samplers.nsgaii import PolynomialMutation
 from optuna.trial import FrozenTrial, TrialState
 from tqdm import tqdm
 
-from search.study.distinct_children import FlatNSGAIISampler, adopt, with_distinct_children
+from search.study import proposals
+from search.study.distinct_children import FlatNSGAIISampler, adopt
 from search.study.errors import SpecError
 from search.study.evaluation import Outcome, evaluate_batch, hard_constraints, stored_attrs
 from search.study.record import store_or_check_spec
@@ -28,7 +28,7 @@ from search.study.resilience import (
     fail_orphans,
     with_retries,
 )
-from search.study.space import build_candidate, design_identity, suggest_params
+from search.study.space import build_candidate, suggest_params
 from search.study.spec import StudySpec
 from search.study.storage import StorageHandle, WorkerRDBStorage
 
@@ -46,6 +46,8 @@ class RunSummary:
     lost: int = 0  # trials another worker failed as stale before this one could tell them
     best_area: float = float("nan")
     rejected_by: Counter = field(default_factory=Counter)  # hard constraint -> trials it rejected
+    proposals: Counter = field(default_factory=Counter)  # `ProposalSampler.stats` of this run
+    exhausted: bool = False  # the sampler found no new design inside the rules (proposals.py)
 
 
 # NSGA-II as measured best on an exhaustively enumerated space (tests/benchmarks/
@@ -56,14 +58,18 @@ NSGA2_POPULATION = 32
 NSGA2_MUTATION_ETA = 5.0
 
 
-def make_sampler(spec: StudySpec, seed: int) -> optuna.samplers.BaseSampler:
+def make_sampler(spec: StudySpec, seed: int) -> proposals.ProposalSampler:
+    """The study's sampler, proposing only new designs inside its rules (`proposals`)."""
+    return proposals.wrap(_inner_sampler(spec, seed), spec, seed)
+
+
+def _inner_sampler(spec: StudySpec, seed: int) -> optuna.samplers.BaseSampler:
     if spec.sampler == "nsga2":
         with warnings.catch_warnings():  # PolynomialMutation is experimental in Optuna 5.0
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             mutation = PolynomialMutation(eta=NSGA2_MUTATION_ETA)
-            sampler = FlatNSGAIISampler(population_size=NSGA2_POPULATION,
-                                        mutation=mutation, seed=seed)
-        return with_distinct_children(sampler, key=functools.partial(design_identity, spec))
+            return FlatNSGAIISampler(population_size=NSGA2_POPULATION, mutation=mutation,
+                                     seed=seed)
     if spec.sampler == "tpe":
         return optuna.samplers.TPESampler(multivariate=True, constant_liar=True, seed=seed)
     return optuna.samplers.RandomSampler(seed=seed)
@@ -356,6 +362,7 @@ def run_study(spec: StudySpec, handle: StorageHandle, target_trials: int, seed: 
     space = with_retries(lambda: _make_workspace(study, handle), "reading the study")
     summary = _resume_summary(space.done_at_start)
     space.study.sampler = make_sampler(spec, seed + summary.finished)  # resumed runs draw anew
+    summary.proposals = space.study.sampler.stats
     hard = hard_constraints(spec)
     bar = tqdm(total=target_trials, initial=summary.finished, unit="trial", file=sys.stderr,
                disable=not show_progress, dynamic_ncols=True)
@@ -373,6 +380,9 @@ def run_study(spec: StudySpec, handle: StorageHandle, target_trials: int, seed: 
                      "a batch")
         feasible = summary.feasible_before + summary.feasible
         bar.set_postfix_str(f"feasible {feasible}, best area {summary.best_area:.4g}")
+        if space.study.sampler.exhausted:  # every design inside the rules was tried
+            summary.exhausted = True
+            break
     bar.close()
     return summary
 

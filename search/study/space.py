@@ -13,8 +13,12 @@ import itertools
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import optuna
 
+from constraints.columns import (
+    DeploymentColumns, linear_broken, pattern_broken, sharding_broken,
+)  # fmt: skip
 from constraints.engines import ENGINE_LABELS, engine_violations
 from cost_model.architecture import (
     ATTENTION_MIXER, GATED_DELTANET_MIXER, MAMBA2_MIXER, Architecture, design_name,
@@ -22,8 +26,6 @@ from cost_model.architecture import (
 )  # fmt: skip
 from cost_model.deployment import Deployment, make_deployment
 from cost_model.errors import ConfigError
-from constraints.sharding import linear_attention_violations, pattern_stage_violations
-from cost_model.evaluate import deployment_violations
 from cost_model.hf.export import export_gap
 from search.study.spec import SAME_FORMAT, Dimension, Space, StudySpec
 
@@ -207,25 +209,58 @@ def build_deployment(p: dict, is_moe: bool) -> Deployment:
                            serving=p.get("serving", "aggregated"))
 
 
+@dataclass(frozen=True)
+class GridDeployments:
+    """The distinct deployments of the space's grid for a dense model or an MoE (EP and the
+    experts' format apply to MoEs only), in grid order, with the grid params of each and
+    whether the study may run it at all (at most `max_gpus`, its engine's rules: these depend
+    on the model only through whether it is an MoE)."""
+
+    params: tuple[dict, ...]
+    columns: DeploymentColumns
+    runs: np.ndarray  # bool
+
+
+_GRIDS: dict[tuple[str, bool], GridDeployments] = {}
+
+
+def grid_deployments(spec: StudySpec, is_moe: bool, arch: Architecture) -> GridDeployments:
+    """`GridDeployments` of the study for models like `arch` (kept per study, per MoE-ness)."""
+    key = (spec.model_dump_json(), is_moe)
+    if key not in _GRIDS:
+        params, deps = [], []
+        for combo in deployment_grid(spec.space):
+            try:
+                dep = build_deployment(combo, is_moe)
+            except ConfigError:
+                continue
+            if dep not in deps:
+                params.append(combo)
+                deps.append(dep)
+        runs = [dep.gpus <= spec.hardware.max_gpus and not engine_violations(spec.engine, arch,
+                                                                              dep) for dep in deps]
+        _GRIDS[key] = GridDeployments(tuple(params), DeploymentColumns.of(deps),
+                                      np.array(runs, dtype=bool))
+    return _GRIDS[key]
+
+
+def runnable(spec: StudySpec, arch: Architecture) -> tuple[GridDeployments, np.ndarray]:
+    """(the study's grid for `arch`, the positions in it of the deployments that are valid
+    deployments of `arch`: sharding rules, at most `max_gpus`, its engine's rules; the rules
+    checked on columns, `constraints.columns`)."""
+    grid = grid_deployments(spec, arch.is_moe, arch)
+    cols = grid.columns
+    ok = grid.runs & (sharding_broken(arch, cols) == 0) & (linear_broken(arch, cols) == 0) & \
+        (pattern_broken(arch, cols) == 0)
+    return grid, np.flatnonzero(ok)
+
+
 def swept_candidates(spec: StudySpec, cand: Candidate) -> list[Candidate]:
     """`cand`'s architecture under every distinct deployment of the space that is a valid
-    deployment of it (sharding rules, at most `max_gpus`, runs on the study's engine), in grid
-    order."""
-    seen, out = set(), []
-    for combo in deployment_grid(spec.space):
-        params = {**cand.params, **combo}
-        try:
-            dep = build_deployment(params, cand.arch.is_moe)
-        except ConfigError:
-            continue
-        if dep in seen or dep.gpus > spec.hardware.max_gpus or deployment_violations(
-                cand.arch, dep) or engine_violations(spec.engine, cand.arch, dep):
-            continue
-        seen.add(dep)
-        if not (linear_attention_violations(cand.arch, dep)
-                or pattern_stage_violations(cand.arch, dep)):  # its mixers shard and split
-            out.append(Candidate(params, cand.arch, dep))
-    return out
+    deployment of it (`runnable`), in grid order."""
+    grid, kept = runnable(spec, cand.arch)
+    return [Candidate({**cand.params, **grid.params[i]}, cand.arch, grid.columns.deployments[i])
+            for i in kept]
 
 
 def build_candidate(spec: StudySpec, params: dict) -> Candidate:
