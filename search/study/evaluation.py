@@ -20,8 +20,9 @@ from cost_model.deployment import make_workload
 from cost_model.errors import ConfigError
 from cost_model.hardware import get_hardware
 from cost_model.params import count_params
+from cost_model.units import MS_PER_S
 from objectives.accuracy import LossProxy, predict_loss, ptq_estimate, ranking_loss_nats
-from objectives.serving import ServingScores, Window, serving_scores
+from objectives.serving import ServiceLevel, ServingScores, Window, serving_scores
 from search.study.space import (
     DEPLOYMENT_PARAMS,
     Candidate,
@@ -117,7 +118,19 @@ def score_valid(spec: StudySpec, cands: Sequence[Candidate]) -> ServingScores:
                              prefix_cached_frac=spec.workload.prefix_cached_frac,
                              engine=spec.engine)
     return serving_scores([c.arch for c in cands], [c.deployment for c in cands],
-                          get_hardware(spec.hardware.gpu), workload, window(spec), ttft_c)
+                          get_hardware(spec.hardware.gpu), workload, window(spec), ttft_c,
+                          service_level(spec), spec.hardware.total_gpus)
+
+
+def service_level(spec: StudySpec) -> ServiceLevel | None:
+    """The study's `[sla]` in seconds (None without one)."""
+    sla = spec.sla
+    if sla is None:
+        return None
+    tpot_ms = sla.tpot_max_ms if sla.interactivity_min is None else \
+        MS_PER_S / sla.interactivity_min
+    to_s = lambda ms: None if ms is None else ms / MS_PER_S  # noqa: E731
+    return ServiceLevel(ttft_max_s=to_s(sla.ttft_max_ms), tpot_max_s=to_s(tpot_ms))
 
 
 def _ptq_attrs(serving_precision: str, tokens_per_param: float) -> dict:
@@ -229,36 +242,43 @@ def _swept(spec: StudySpec, cands: Sequence[Candidate]) -> list[Outcome]:
     the envelope, so only the others are scored; an architecture none of whose deployments
     passes is scored under all of them (to report the one closest to feasible), as is one whose
     passing deployments all break `memory_fit`, in a second pass."""
-    groups = [_deployments(spec, c) for c in cands]
+    groups = [swept_deployments(spec, c) for c in cands]
     rules, hard = constraint_rules(spec), hard_constraints(spec)
-    first = [_passes_static(c.arch, cols, rules, hard) for c, (_, cols) in zip(cands, groups)]
-    outcomes = _score_groups(spec, cands, groups, first, rules, hard)
+    first = [passes_static(c.arch, cols, rules, hard) for c, (_, cols) in zip(cands, groups)]
+
+    def outcome(flat, scores, span, usable, env):
+        if not usable and not span[3]:
+            return None  # scored again under all its deployments, below
+        return _envelope_outcome(spec, flat, scores, span, usable, env, rules)
+
+    outcomes = score_groups(spec, cands, groups, first, rules, hard, outcome)
     again = [i for i, o in enumerate(outcomes) if o is None]
     if again:
         every = [np.ones(len(groups[i][0]), dtype=bool) for i in again]
-        redone = _score_groups(spec, [cands[i] for i in again], [groups[i] for i in again],
-                               every, rules, hard)
-        for i, outcome in zip(again, redone):
-            outcomes[i] = outcome
+        redone = score_groups(spec, [cands[i] for i in again], [groups[i] for i in again],
+                               every, rules, hard, outcome)
+        for i, found in zip(again, redone):
+            outcomes[i] = found
     return outcomes
 
 
-def _passes_static(arch: Architecture, cols: DeploymentColumns, rules: ConstraintRules,
-                   hard: Sequence[str]) -> np.ndarray:
+def passes_static(arch: Architecture, cols: DeploymentColumns, rules: ConstraintRules,
+                   hard: Sequence[str], every_if_none: bool = True) -> np.ndarray:
     """Deployments that pass every hard constraint but `memory_fit` (all of them when none
-    does: the closest to feasible is then looked for among all)."""
+    does and `every_if_none`: the closest to feasible is then looked for among all)."""
     values = static_values(arch, cols, rules)
     ok = np.ones(len(cols), dtype=bool)
     for name in hard:
         if name in values:
             ok &= values[name] <= 0
-    return ok if ok.any() else np.ones(len(cols), dtype=bool)
+    return ok if ok.any() or not every_if_none else np.ones(len(cols), dtype=bool)
 
 
-def _score_groups(spec: StudySpec, cands: Sequence[Candidate], groups: list, masks: list,
-                  rules: ConstraintRules, hard: Sequence[str]) -> list[Outcome | None]:
-    """The outcome of each candidate scored under the deployments its mask keeps; None where
-    the mask left some out and no kept deployment is usable (`_swept` scores it again)."""
+def score_groups(spec: StudySpec, cands: Sequence[Candidate], groups: list, masks: list,
+                  rules: ConstraintRules, hard: Sequence[str], make) -> list:
+    """`make(flat, scores, span, usable rows, envelope)` of each candidate scored under the
+    deployments its mask keeps (span: its rows, their summed hard violations, its deployments,
+    whether the mask kept them all)."""
     flat = [c for (group, _), mask in zip(groups, masks) for c, keep in zip(group, mask) if keep]
     scores = score_valid(spec, flat)
     spans, usable, start = [], [], 0
@@ -271,11 +291,11 @@ def _score_groups(spec: StudySpec, cands: Sequence[Candidate], groups: list, mas
         usable.append([k for k, v in zip(rows, violation) if v <= 0])
         start = rows.stop
     found = envelopes(scores, usable, window(spec))
-    return [_envelope_outcome(spec, flat, scores, span, rows, env, rules)
-            if rows or span[3] else None for span, rows, env in zip(spans, usable, found)]
+    return [make(flat, scores, span, rows, env) for span, rows, env in zip(spans, usable, found)]
 
 
-def _deployments(spec: StudySpec, cand: Candidate) -> tuple[list[Candidate], DeploymentColumns]:
+def swept_deployments(spec: StudySpec, cand: Candidate
+                      ) -> tuple[list[Candidate], DeploymentColumns]:
     """The candidates of `cand`'s architecture under every valid deployment of the space, and
     those deployments' columns; `cand` alone when there is none."""
     grid, kept = runnable(spec, cand.arch)

@@ -40,8 +40,8 @@ from optuna.trial import FrozenTrial
 from search.study.evaluation import constraint_rules, hard_constraints
 from search.study.param_table import NAMED, complete_columns, within_rules
 from search.study.space import (
-    DEPLOYMENT_PARAMS, build_candidate, complete_params, runnable, searched_dimensions,
-    sweeps_deployments,
+    DEPLOYMENT_PARAMS, build_candidate, complete_params, gpus_allowed, runnable,
+    searched_dimensions, sweeps_deployments,
 )  # fmt: skip
 from search.study.spec import StudySpec
 from constraints.columns import DeploymentColumns, static_values
@@ -69,8 +69,8 @@ def sampled_distributions(spec: StudySpec) -> dict[str, BaseDistribution]:
 class Rules:
     """Whether a proposal may become a trial, and what it is (its design identity)."""
 
-    def __init__(self, spec: StudySpec):
-        self.spec = spec
+    def __init__(self, spec: StudySpec, memo: int = MEMO_PROPOSALS):
+        self.spec, self.memo = spec, memo
         self.rules, self.hard = constraint_rules(spec), hard_constraints(spec)
         self.sweeps = sweeps_deployments(spec)
         self._memo: dict[tuple, tuple[str | None, Any]] = {}
@@ -85,7 +85,7 @@ class Rules:
         identity: `design_identity`'s, the params themselves for a shape that is no model)."""
         key = tuple(sorted(params.items()))
         if key not in self._memo:
-            if len(self._memo) >= MEMO_PROPOSALS:
+            if len(self._memo) >= self.memo:
                 self._memo.pop(next(iter(self._memo)))  # the oldest
             self._memo[key] = self._check(params, key, shape_checked)
         return self._memo[key][:2]
@@ -105,15 +105,21 @@ class Rules:
             return "shape", key, None
         return None, (cand.arch.design_key, cand.deployment), cand
 
+    def candidate(self, params: dict[str, Any]):
+        """The candidate `check` built for a proposal it found a model."""
+        return self._memo[tuple(sorted(params.items()))][2]
+
     def static_ok(self, params: dict[str, Any]) -> bool:
         """Whether some deployment of the proposal (of the space when the study sweeps them, its
         own when they are sampled) passes every static hard constraint (all but memory_fit)."""
-        cand = self._memo[tuple(sorted(params.items()))][2]
+        cand = self.candidate(params)
         if self.sweeps:
             grid, kept = runnable(self.spec, cand.arch)
             if not len(kept):
                 return False
             cols = grid.columns.take(kept)
+        elif not gpus_allowed(self.spec, cand.deployment):
+            return False
         else:
             cols = DeploymentColumns.of([cand.deployment])
         values = static_values(cand.arch, cols, self.rules)

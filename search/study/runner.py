@@ -20,6 +20,7 @@ from search.study import proposals
 from search.study.distinct_children import FlatNSGAIISampler, adopt
 from search.study.errors import SpecError
 from search.study.evaluation import Outcome, evaluate_batch, hard_constraints, stored_attrs
+from search.study.exhaustive import EXHAUSTIVE_ATTR
 from search.study.record import store_or_check_spec
 from search.study.resilience import (
     BatchHeartbeat,
@@ -28,7 +29,7 @@ from search.study.resilience import (
     fail_orphans,
     with_retries,
 )
-from search.study.space import build_candidate, suggest_params
+from search.study.space import build_candidate, suggest_params, sweeps_deployments
 from search.study.spec import StudySpec
 from search.study.storage import StorageHandle, WorkerRDBStorage
 
@@ -169,7 +170,9 @@ class Workspace:
     def __init__(self, study: optuna.Study, handle: StorageHandle):
         self.durable, self.handle = study, handle
         self.study = study
-        self.done_at_start = study.get_trials(deepcopy=False, states=FINISHED)
+        # an exact front's trials (`exhaustive`) are no sampled trial: not counted, not sampled from
+        self.done_at_start = [t for t in study.get_trials(deepcopy=False, states=FINISHED)
+                              if not t.user_attrs.get(EXHAUSTIVE_ATTR)]
         self.finished = len(self.done_at_start)
         if not handle.shared:
             self.study = _local_copy(study)
@@ -358,6 +361,7 @@ def _resume_summary(done: list[FrozenTrial]) -> RunSummary:
 def run_study(spec: StudySpec, handle: StorageHandle, target_trials: int, seed: int,
               show_progress: bool = True) -> RunSummary:
     """Run until the study holds `target_trials` finished trials (resuming what is there)."""
+    sweeps_deployments(spec)  # a deployment space beyond the sweep limit fails before any write
     study = with_retries(lambda: open_study(spec, handle, seed), "opening the study")
     space = with_retries(lambda: _make_workspace(study, handle), "reading the study")
     summary = _resume_summary(space.done_at_start)

@@ -27,14 +27,15 @@ from cost_model.architecture import (
 from cost_model.deployment import Deployment, make_deployment
 from cost_model.errors import ConfigError
 from cost_model.hf.export import export_gap
+from search.study.errors import SpecError
 from search.study.spec import SAME_FORMAT, Dimension, Space, StudySpec
 
 DEPLOYMENT_PARAMS = ("tp", "ep", "pp", "dp", "precision", "kv_precision", "moe_precision", "kvp",
                      "spec_tokens", "serving")
 MIN_MAX_POSITION = 4096
-# `deployments = "auto"` sweeps every deployment per architecture up to this many combinations of
-# the deployment dimensions (the shipped MoE rack study has 32; the sweep costs one vectorized
-# cost-model pass per combination, so larger spaces keep deployments as sampled dimensions).
+# A study sweeps every deployment per architecture up to this many combinations of the deployment
+# dimensions (the shipped serving-modes study has 48; the sweep costs one vectorized cost-model
+# pass per combination); a larger space is an error unless it says `deployments = "sampled"`.
 SWEEP_MAX_DEPLOYMENTS = 64
 
 
@@ -64,10 +65,22 @@ def deployment_combinations(space: Space) -> int:
 
 
 def sweeps_deployments(spec: StudySpec) -> bool:
-    """Whether each architecture is scored under every deployment of the space."""
-    if spec.deployments == "auto":
-        return deployment_combinations(spec.space) <= SWEEP_MAX_DEPLOYMENTS
-    return spec.deployments == "sweep"
+    """Whether each architecture is scored under every deployment of the space: unless the
+    study says `deployments = "sampled"`; a space of more deployment combinations than the
+    sweep limit is then an error naming the limit and the dimensions (never a silent switch to
+    sampled deployments, whose rows' frontiers `show` and `export` could not all reach)."""
+    if spec.deployments == "sampled":
+        return False
+    combos = deployment_combinations(spec.space)
+    if combos > SWEEP_MAX_DEPLOYMENTS:
+        sizes = " × ".join(f"{name} {len(getattr(spec.space, name).options)}"
+                           for name in DEPLOYMENT_PARAMS
+                           if len(getattr(spec.space, name).options) > 1)
+        raise SpecError(f"`deployments`: the space's deployment dimensions make {combos} "
+                        f"combinations ({sizes}), above the sweep limit "
+                        f"{SWEEP_MAX_DEPLOYMENTS}; narrow them, or set `deployments = "
+                        f"\"sampled\"` to sample them as dimensions of each trial")
+    return True
 
 
 def deployment_grid(space: Space) -> list[dict]:
@@ -224,6 +237,14 @@ class GridDeployments:
 _GRIDS: dict[tuple[str, bool], GridDeployments] = {}
 
 
+def gpus_allowed(spec: StudySpec, dep: Deployment) -> bool:
+    """Whether the study's GPU budget admits `dep`'s instance: at most `max_gpus`, exactly
+    `gpus` when set, and no more than the fleet's `total_gpus`."""
+    hw = spec.hardware
+    return dep.gpus <= hw.max_gpus and (hw.gpus is None or dep.gpus == hw.gpus) and \
+        (hw.total_gpus is None or dep.gpus <= hw.total_gpus)
+
+
 def grid_deployments(spec: StudySpec, is_moe: bool, arch: Architecture) -> GridDeployments:
     """`GridDeployments` of the study for models like `arch` (kept per study, per MoE-ness)."""
     key = (spec.model_dump_json(), is_moe)
@@ -237,8 +258,8 @@ def grid_deployments(spec: StudySpec, is_moe: bool, arch: Architecture) -> GridD
             if dep not in deps:
                 params.append(combo)
                 deps.append(dep)
-        runs = [dep.gpus <= spec.hardware.max_gpus and not engine_violations(spec.engine, arch,
-                                                                              dep) for dep in deps]
+        runs = [gpus_allowed(spec, dep) and not engine_violations(spec.engine, arch, dep)
+                for dep in deps]
         _GRIDS[key] = GridDeployments(tuple(params), DeploymentColumns.of(deps),
                                       np.array(runs, dtype=bool))
     return _GRIDS[key]

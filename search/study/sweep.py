@@ -6,7 +6,7 @@ the Pareto envelope of the operating points of its usable deployments, its area 
 `frontier_area`. Here all envelopes of a batch are computed together: architectures with as many
 usable deployments are stacked into one (architectures, points) array, so each area comes out
 of `frontier_area` exactly as for that architecture alone (`swept_envelope` is the one-at-a-time
-form `report` uses). Points the study's SLA rules out do not count (`serving_mask`).
+form `report` uses). Points the study's SLA rules out do not count (`ServingScores.usable`).
 """
 
 from __future__ import annotations
@@ -29,18 +29,16 @@ class Envelope:
     points: list[tuple[int, int]]
 
 
-def _stacked(scores: ServingScores, rows: Sequence[int], mask: np.ndarray | None
-             ) -> tuple[np.ndarray, np.ndarray]:
+def _stacked(scores: ServingScores, rows: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
     """(x, y) of `rows`' points on one line: interactivity and throughput, NaN where a point
-    does not fit memory (or is outside `mask`)."""
+    does not count (`ServingScores.usable`: out of memory, or missing the SLA)."""
     p = scores.points
-    keep = p.fits_memory[rows] if mask is None else p.fits_memory[rows] & mask[rows]
     return p.tokens_per_s_per_user[rows].reshape(-1), \
-        np.where(keep, p.tokens_per_s_per_gpu[rows], np.nan).reshape(-1)
+        np.where(scores.usable[rows], p.tokens_per_s_per_gpu[rows], np.nan).reshape(-1)
 
 
-def envelopes(scores: ServingScores, usable: Sequence[Sequence[int]], w: Window,
-              mask: np.ndarray | None = None) -> list[Envelope]:
+def envelopes(scores: ServingScores, usable: Sequence[Sequence[int]], w: Window
+              ) -> list[Envelope]:
     """The envelope of each architecture's `usable` rows (lists of row indices; an empty one
     gets area 0 and no points)."""
     out: list[Envelope | None] = [None] * len(usable)
@@ -53,7 +51,7 @@ def envelopes(scores: ServingScores, usable: Sequence[Sequence[int]], w: Window,
             for i in members:
                 out[i] = Envelope(0.0, [])
             continue
-        lines = [_stacked(scores, list(usable[i]), mask) for i in members]
+        lines = [_stacked(scores, list(usable[i])) for i in members]
         x, y = np.stack([a for a, _ in lines]), np.stack([b for _, b in lines])
         areas = frontier_area(x, y, w.x_lo, w.x_hi, w.log_x)
         on = pareto_mask(x, y)
