@@ -93,15 +93,25 @@ class Dim:
 
     @property
     def fields(self) -> tuple[str, ...]:
-        names = [f for t in self.terms for factor in t.factors
-                 for f in ((factor,) if isinstance(factor, str) else factor)]
-        return tuple(dict.fromkeys(names + list(self.fallback.fields if self.fallback else ())))
+        return _dim_fields(self)
 
     def label(self) -> str:
-        return "+".join(term.label() for term in self.terms)
+        return _dim_label(self)
 
     def numbers(self, src) -> str:
         return "+".join(term.numbers(src) for term in self.terms)
+
+
+@lru_cache(maxsize=1024)  # a dim's fields and label name fields, not values: the same for
+def _dim_fields(d: Dim) -> tuple[str, ...]:  # every architecture (constraints ask per candidate)
+    names = [f for t in d.terms for factor in t.factors
+             for f in ((factor,) if isinstance(factor, str) else factor)]
+    return tuple(dict.fromkeys(names + list(d.fallback.fields if d.fallback else ())))
+
+
+@lru_cache(maxsize=1024)
+def _dim_label(d: Dim) -> str:
+    return "+".join(term.label() for term in d.terms)
 
 
 def dim(*factors: Factor, coef: int = 1, fallback: Dim | None = None) -> Dim:

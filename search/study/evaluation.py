@@ -14,7 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from constraints import CONSTRAINT_NAMES, ConstraintRules, Violation, check_candidate
-from constraints.columns import DeploymentColumns, constraint_values, static_values
+from constraints.columns import DeploymentColumns, memory_fit_values, static_values
 from cost_model.architecture import Architecture
 from cost_model.deployment import make_workload
 from cost_model.errors import ConfigError
@@ -284,8 +284,8 @@ def score_groups(spec: StudySpec, cands: Sequence[Candidate], groups: list, mask
     spans, usable, start = [], [], 0
     for cand, (group, cols), mask in zip(cands, groups, masks):
         rows = range(start, start + int(mask.sum()))
-        values = constraint_values(cand.arch, cols.take(np.flatnonzero(mask)), rules,
-                                   scores.max_concurrency[rows])
+        values = {**{n: v[mask] for n, v in static_values(cand.arch, cols, rules).items()},
+                  "memory_fit": memory_fit_values(scores.max_concurrency[rows])}
         violation = np.sum([np.maximum(values[n], 0.0) for n in hard], axis=0)
         spans.append((rows, violation, len(group), bool(mask.all())))
         usable.append([k for k, v in zip(rows, violation) if v <= 0])

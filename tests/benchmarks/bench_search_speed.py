@@ -139,6 +139,17 @@ def clear_caches() -> None:
                    summarize_shape):
         cached.cache_clear()
     search.study.evaluation._memo.clear()
+    import importlib
+
+    for module, name in (("cost_model.sharded_gemms", "rows_of"), ("constraints.shapes",
+                         "gemm_dims"), ("constraints.columns", "dim_template"),
+                         ("constraints.columns", "_static_values")):  # issue 25's per-design
+        try:                                                        # caches, where they exist
+            cached = getattr(importlib.import_module(module), name)
+        except ImportError:
+            continue
+        if hasattr(cached, "cache_clear"):
+            cached.cache_clear()
 
 
 def timed_run(label: str, spec: StudySpec, handle: StorageHandle, trials: int,
@@ -267,6 +278,106 @@ def print_deployment_modes(spec: StudySpec, runs: list[tuple[str, Result]]) -> N
         print(f"{mode:<12} {r.trials:>6} {r.wall_s:>7.2f} {r.rate:>8.1f} "
               f"{r.rate * per_trial:>8.1f} {r.share('cost model'):>10.1%} "
               f"{r.wall_s / r.trials * 1e3:>8.2f}")
+
+
+# ---- the sweep's scorer alone (`--scorer`, issue 25) ---------------------------------------------
+
+def scorer_params(spec: StudySpec, count: int, seed: int) -> list[dict]:
+    """`count` distinct parameter sets inside the study's budget, drawn uniformly (this tree's
+    `param_table` filters the draws; the architectures are what a budget-true search scores)."""
+    import numpy as np
+
+    from search.study.param_table import column, within_rules
+    from search.study.proposals import sampled_distributions
+    from search.study.space import complete_params
+    from search.study.spec import Space
+
+    rng, out, seen = np.random.default_rng(seed), [], set()
+    space = {n: (d.choices if hasattr(d, "choices") else list(range(d.low, d.high + 1, d.step)))
+             for n, d in sampled_distributions(spec.model_copy(
+                 update={"deployments": "sweep"})).items()}
+    while len(out) < count:
+        params = {n: v[rng.integers(len(v))] for n, v in space.items()}
+        params = {n: v.item() if hasattr(v, "item") else v for n, v in params.items()}
+        key = tuple(sorted(params.items()))
+        full = complete_params(spec, params)
+        if key in seen or not within_rules(spec, {n: column([full[n]], n)
+                                                  for n in Space.model_fields})[0]:
+            continue
+        seen.add(key)
+        out.append(params)
+    return out
+
+
+def scorer_rate(study_file: Path, params: list[dict], batch: int, repeats: int) -> dict:
+    """Architectures, deployments and points per second of `evaluate_batch` with every
+    deployment swept, on `params` (cold per-design caches: the memo and lru caches are cleared
+    before each repeat); the fastest of `repeats`. Runs with whichever tree is on the path."""
+    from search.study.evaluation import evaluate_batch
+    from search.study.space import build_candidate, complete_params, swept_candidates
+
+    spec = load_spec(study_file).model_copy(update={"deployments": "sweep"})
+    cands = [build_candidate(spec, complete_params(spec, p)) for p in params]
+    evaluate_batch(spec, cands[:2])  # imports, shipped tables
+    deployments = sum(len(swept_candidates(spec, c)) or 1 for c in cands)
+    best, cpu = float("inf"), float("inf")
+    for _ in range(repeats):
+        clear_caches()
+        start, start_cpu = time.perf_counter(), time.process_time()
+        for i in range(0, len(cands), batch):
+            evaluate_batch(spec, cands[i:i + batch])
+        best = min(best, time.perf_counter() - start)
+        cpu = min(cpu, time.process_time() - start_cpu)
+    return {"architectures": len(cands), "deployments": deployments, "wall_s": best,
+            "cpu_s": cpu}
+
+
+def scored_points(study_file: Path, params: list[dict]) -> int:
+    """Operating points (architecture × deployment × concurrency that fits memory) of every
+    architecture under every deployment of the space: what a sweep scores."""
+    from search.study.evaluation import score_valid
+    from search.study.space import build_candidate, complete_params, swept_candidates
+
+    spec = load_spec(study_file).model_copy(update={"deployments": "sweep"})
+    cands = [build_candidate(spec, complete_params(spec, p)) for p in params]
+    flat = [d for c in cands for d in (swept_candidates(spec, c) or [c])]
+    return int(sum(score_valid(spec, flat[i:i + 512]).points.fits_memory.sum()
+                   for i in range(0, len(flat), 512)))
+
+
+def scorer_comparison(args: argparse.Namespace, spec: StudySpec) -> None:
+    """This tree's scorer beside `--baseline`'s (a subprocess with that tree's code), on the
+    same architectures, interleaved `--repeats` times."""
+    import json
+
+    params = scorer_params(spec, args.scorer, args.seed)
+    points = scored_points(args.study, params)
+    rows = [("this tree", scorer_rate(args.study, params, spec.batch_size, args.repeats))]
+    if args.baseline is not None:
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(params, f)
+        command = [sys.executable, __file__, "--study", str(args.study), "--scorer-child", f.name,
+                   "--repeats", str(args.repeats)]
+        env = {**os.environ, "PYTHONPATH": str(args.baseline.resolve()),
+               "PYTHONDONTWRITEBYTECODE": "1"}
+        out = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
+        rows.append((f"baseline {args.baseline}", json.loads(out.stdout.splitlines()[-1])))
+        os.unlink(f.name)
+    print(f"\nscorer: {len(params)} architectures inside the budget of {spec.name}, every "
+          f"deployment swept (evaluate_batch, batches of {spec.batch_size}, cold caches, fastest "
+          f"of {args.repeats}); {points:,} operating points (architecture × deployment × "
+          "concurrency fitting memory)")
+    print("(wall clock; in parentheses per second of this process's CPU time, which a machine "
+          "shared with other jobs inflates less)")
+    print(f"{'code':<32} {'archs/s':>16} {'deps/s':>18} {'points/s':>20}")
+    for label, r in rows:
+        print(f"{label:<32} {_rates(r['architectures'], r):>16} "
+              f"{_rates(r['deployments'], r):>18} {_rates(points, r):>20}")
+
+
+def _rates(count: int, r: dict) -> str:
+    """'80 (210)': per second of wall clock (of CPU time)."""
+    return f"{count / r['wall_s']:.0f} ({count / r['cpu_s']:.0f})"
 
 
 # ---- cost flat in study size (`--scale`) ---------------------------------------------------------
@@ -422,6 +533,12 @@ def parse_args() -> argparse.Namespace:
                         help="trials for the --workers comparison (plain journal: slow)")
     parser.add_argument("--deployments", action="store_true",
                         help="also compare swept with sampled deployments (in memory)")
+    parser.add_argument("--scorer", type=int, default=0, metavar="N",
+                        help="only the sweep's scorer on N architectures inside the budget "
+                             "(issue 25): architectures, deployments and points per second")
+    parser.add_argument("--baseline", type=Path, default=None, metavar="DIR",
+                        help="with --scorer: also the scorer of the checkout DIR, same run")
+    parser.add_argument("--scorer-child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--scale", action="store_true",
                         help="only the study-size run: rate of the first vs last 2,000 trials, "
                              "resume/pareto/show at 1,000, 5,000 and --trials trials")
@@ -437,6 +554,17 @@ def main() -> None:
     args = parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     spec = load_spec(args.study)
+    if args.scorer_child:  # a --baseline tree measuring the same architectures
+        import json
+
+        params = json.loads(Path(args.scorer_child).read_text())
+        print(json.dumps(scorer_rate(args.study, params, spec.batch_size, args.repeats)))
+        return
+    if args.scorer:
+        print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs)")
+        scorer_comparison(args, spec)
+        print(f"load average at end: {os.getloadavg()[0]:.1f}")
+        return
     if args.batch_size:
         spec = spec.model_copy(update={"batch_size": args.batch_size})
     prefix = "bench-search-speed-"

@@ -22,7 +22,7 @@ from search.study.evaluation import (
 )  # fmt: skip
 from search.study.space import (
     Candidate, build_candidate, build_deployment, complete_params, deployment_grid,
-    searched_dimensions, swept_candidates,
+    gpus_allowed, searched_dimensions, swept_candidates,
 )  # fmt: skip
 from search.study.spec import spec_from_dict
 
@@ -30,7 +30,8 @@ REPO = Path(__file__).resolve().parents[3]
 STUDIES = sorted((REPO / "studies").glob("*.toml"))
 
 
-# ---- the per-candidate sweep (search/study/space.py and evaluation.py before the columns) ----
+# ---- the per-candidate sweep (search/study/space.py and evaluation.py before the columns; the
+# GPU budget, `max_gpus` then, is `gpus_allowed` now: `gpus` exactly and `total_gpus` too) -------
 
 def reference_swept_candidates(spec, cand):
     seen, out = set(), []
@@ -40,7 +41,7 @@ def reference_swept_candidates(spec, cand):
             dep = build_deployment(params, cand.arch.is_moe)
         except ConfigError:
             continue
-        if dep in seen or dep.gpus > spec.hardware.max_gpus or deployment_violations(
+        if dep in seen or not gpus_allowed(spec, dep) or deployment_violations(
                 cand.arch, dep) or engine_violations(spec.engine, cand.arch, dep):
             continue
         seen.add(dep)
