@@ -171,7 +171,21 @@ def run_search(args: argparse.Namespace) -> int:
         summary = run_study(spec, handle, trials, seed, show_progress=not args.no_progress)
     finally:
         handle.close()
+    _say_proposals(summary)
     return _finish(args, spec, summary, handle)
+
+
+def _say_proposals(summary: RunSummary) -> None:
+    """One line on stderr: what the sampler drew to hand out only new designs inside the
+    study's rules (search/study/proposals.py), and whether the space ran out of them."""
+    from search.study.proposals import describe
+
+    if summary.proposals.get("drawn"):
+        print(describe(summary.proposals), file=sys.stderr)
+    if summary.exhausted:
+        print(f"every design inside the study's rules was tried ({summary.finished:,} trials): "
+              "the search stopped; `search --exhaustive` gives the exact front",
+              file=sys.stderr)
 
 
 def _exhaustive(args, spec: StudySpec, handle: StorageHandle, seed: int) -> int:

@@ -37,14 +37,14 @@ import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 from optuna.trial import FrozenTrial
 
-from search.study.evaluation import constraint_rules, hard_constraints
+from search.study.evaluation import constraint_rules, hard_constraints, passes_static
 from search.study.param_table import NAMED, complete_columns, within_rules
 from search.study.space import (
     DEPLOYMENT_PARAMS, build_candidate, complete_params, gpus_allowed, runnable,
     searched_dimensions, sweeps_deployments,
 )  # fmt: skip
 from search.study.spec import StudySpec
-from constraints.columns import DeploymentColumns, static_values
+from constraints.columns import DeploymentColumns
 
 INNER_DRAWS = 64  # proposals asked of the inner sampler per trial before a uniform fallback
 UNIFORM_BATCH = 1024  # uniform proposals drawn (and checked on columns) at a time
@@ -122,12 +122,8 @@ class Rules:
             return False
         else:
             cols = DeploymentColumns.of([cand.deployment])
-        values = static_values(cand.arch, cols, self.rules)
-        ok = np.ones(len(cols), dtype=bool)
-        for name in self.hard:
-            if name in values:
-                ok &= values[name] <= 0
-        return bool(ok.any())
+        return bool(passes_static(cand.arch, cols, self.rules, self.hard,
+                                  every_if_none=False).any())
 
 
 class ProposalSampler(optuna.samplers.BaseSampler):
@@ -139,6 +135,7 @@ class ProposalSampler(optuna.samplers.BaseSampler):
         self.check = Rules(spec)
         self.stats: Counter = Counter()
         self.exhausted = False
+        self.repeats: set[int] = set()  # numbers of the trials handed a repeat (exhausted)
         self._rng = np.random.default_rng(seed)
         self._seen: set = set()
         self._read = 0
@@ -156,14 +153,14 @@ class ProposalSampler(optuna.samplers.BaseSampler):
         for _ in range(INNER_DRAWS):
             proposal = self.inner.sample_relative(study, trial, self.space)
             if not proposal:  # the inner sampler draws independently: uniformly
-                return self._uniform()
+                return self._uniform(trial)
             for name, dist in self.space.items():
                 if name not in proposal:
                     proposal[name] = self.inner.sample_independent(study, trial, name, dist)
             if self._accept(proposal, "inner"):
                 return proposal
         self.stats["fallback"] += 1
-        return self._uniform()
+        return self._uniform(trial)
 
     def sample_independent(self, study: optuna.Study, trial: FrozenTrial, param_name: str,
                            param_distribution: BaseDistribution) -> Any:
@@ -214,7 +211,7 @@ class ProposalSampler(optuna.samplers.BaseSampler):
 
     # ---- uniform proposals on columns ---------------------------------------------------------
 
-    def _uniform(self) -> dict[str, Any]:
+    def _uniform(self, trial: FrozenTrial) -> dict[str, Any]:
         """The next uniform proposal that passes (drawn on columns, `UNIFORM_BATCH` at a time;
         those inside the shape rules wait in a queue for the next trials)."""
         tried = UNIFORM_DRAWS if self.exhausted else 0  # exhausted stays exhausted
@@ -227,6 +224,7 @@ class ProposalSampler(optuna.samplers.BaseSampler):
             self._queue = self._draw_batch()[::-1]
         self.exhausted = True
         self.stats["exhausted"] += 1
+        self.repeats.add(trial.number)
         return {name: _python(_uniform_column(self._rng, dist, 1)[0])
                 for name, dist in self.space.items()}
 

@@ -127,12 +127,25 @@ def run_batch(study: optuna.Study, spec: StudySpec, size: int, hard: tuple[str, 
         size = len(trials)
     with BatchHeartbeat(study, trials):
         cands = [build_candidate(spec, suggest_params(t, spec.space, spec)) for t in trials]
+        trials, cands = _without_repeats(study, trials, cands)
         for trial, outcome in zip(trials, evaluate_batch(spec, cands)):
             try:
                 _tell(study, trial, outcome, hard, summary)
             except optuna.exceptions.UpdateFinishedTrialError:
                 summary.lost += 1  # failed as stale by another worker meanwhile: not ours now
     summary.ran += size
+
+
+def _without_repeats(study: optuna.Study, trials: list, cands: list) -> tuple[list, list]:
+    """The trials whose design is new: a repeat (handed out only once every design inside the
+    study's rules was tried, `ProposalSampler.exhausted`) is not scored again; it ends PRUNED,
+    which no storage keeps and no count includes."""
+    repeats = getattr(study.sampler, "repeats", set())
+    kept = [(t, c) for t, c in zip(trials, cands) if t.number not in repeats]
+    for trial in trials:
+        if trial.number in repeats:
+            study.tell(trial, state=TrialState.PRUNED)
+    return [t for t, _ in kept], [c for _, c in kept]
 
 
 def _tell(study: optuna.Study, trial: optuna.Trial, outcome: Outcome, hard: tuple[str, ...],

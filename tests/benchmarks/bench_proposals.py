@@ -59,6 +59,16 @@ def measure(path: Path, trials: int, seed: int) -> dict:
             "fallback": stats.get("fallback", 0)}
 
 
+def _measured(path: Path, trials: int, seed: int, quiet: bool) -> dict | None:
+    """`measure`, or None (said on stderr) for a study this tree's code cannot load (a baseline
+    older than a study file's keys, e.g. `[sla]`)."""
+    try:
+        return measure(path, trials, seed)
+    except Exception as exc:  # noqa: BLE001 - one line per study this code cannot run
+        print(f"{path.name}: not measured ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return None
+
+
 def print_rows(label: str, rows: list[dict]) -> None:
     print(f"\n{label}")
     print(f"{'study':<28} {'trials':>6} {'scored':>6} {'in budget':>9} {'repeats':>7} "
@@ -80,7 +90,8 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="rows as JSON (one document)")
     args = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    rows = [measure(p.resolve(), args.trials, args.seed) for p in args.studies]
+    rows = [_measured(p.resolve(), args.trials, args.seed, args.json) for p in args.studies]
+    rows = [r for r in rows if r is not None]
     if args.json:
         print(json.dumps(rows))
         return

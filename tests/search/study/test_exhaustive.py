@@ -9,6 +9,8 @@ import moocore
 import numpy as np
 import optuna
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from search.cli.main import main
 from search.study.evaluation import evaluate_batch, hard_constraints
@@ -112,7 +114,10 @@ def test_the_exact_front_is_the_brute_force_front(tiny):
 
 
 @pytest.mark.parametrize("sampler", ["random", "nsga2"])
-def test_the_exact_front_weakly_dominates_every_sampled_design(tiny, sampler):
+@settings(max_examples=2, deadline=None, suppress_health_check=[
+    HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**31 - 1))
+def test_the_exact_front_weakly_dominates_every_sampled_design(tiny, sampler, seed):
     """A sampled search of the same space, after the exact front is in the study: every
     feasible sampled value is weakly dominated by a front value, the sampled trials do not
     count the front's and do not sample from it, and the report measures their hypervolume
@@ -123,7 +128,7 @@ def test_the_exact_front_weakly_dominates_every_sampled_design(tiny, sampler):
     handle, study = _memory_study(spec)
     run_exhaustive(spec, study, show_progress=False)
     exact = np.array(study.user_attrs[EXACT_ATTR]["values"])
-    summary = run_study(spec, handle, 12, 1, show_progress=False)
+    summary = run_study(spec, handle, 12, seed, show_progress=False)
     assert summary.ran == 12 and summary.finished == 12
     sign = np.array([-1.0 if d == "maximize" else 1.0 for d in spec.objectives.directions])
     for trial in study.get_trials(deepcopy=False):

@@ -8,6 +8,8 @@ import numpy as np
 import optuna
 import pytest
 from optuna.distributions import CategoricalDistribution, IntDistribution
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from constraints import check_candidate
@@ -48,10 +50,14 @@ def _static_passes(spec, cand) -> bool:
 
 
 @pytest.mark.parametrize("path", STUDIES, ids=lambda p: p.stem)
-def test_every_proposal_is_a_new_design_inside_the_rules(path):
+@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**31 - 1))
+def test_every_proposal_is_a_new_design_inside_the_rules(path, seed):
+    """The product's sampler (NSGA-II, TPE or random, conditioned), any seed, any shipped
+    study: 40 proposals, through NSGA-II's first generation and into its children."""
     spec = load_spec(path)
-    sampler = make_sampler(spec, seed=1)
-    proposals = _ask(sampler, spec, 48)
+    sampler = make_sampler(spec, seed=seed)
+    proposals = _ask(sampler, spec, 40)
     rules, designs = constraint_rules(spec), set()
     for params in proposals:
         cand = build_candidate(spec, complete_params(spec, params))
@@ -168,10 +174,17 @@ def test_a_space_whose_designs_were_all_tried_is_exhausted():
 
 
 def test_a_search_stops_when_the_space_is_exhausted(tmp_path):
+    """Asked for more trials than the space holds designs inside its rules: every such design
+    is scored once, the repeats handed out at the end are not (PRUNED: not stored), and the
+    search stops."""
     spec = _tiny_spec(**TINY)
     handle = StorageHandle(optuna.storages.InMemoryStorage(), "memory", shared=False)
     summary = run_study(spec, handle, 500, 0, show_progress=False)
-    assert summary.exhausted and summary.ran <= len(_inside(spec)) + spec.batch_size
+    study = optuna.load_study(study_name=spec.name, storage=handle.storage)
+    scored = [t for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
+    designs = {tuple(sorted(t.params.items())) for t in scored}
+    assert summary.exhausted and len(designs) == len(scored) == len(_inside(spec))
+    assert all(t.state.name == "COMPLETE" for t in study.get_trials(deepcopy=False))
 
 
 @pytest.mark.parametrize("dist", [CategoricalDistribution([3, 5, 9]),
