@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from search.study.evaluation import hard_constraints
 from search.study.spec import Space, StudySpec
 
 GQA, MLA = "gqa", "mla"
@@ -152,16 +153,36 @@ def complete_columns(spec: StudySpec, sampled: Mapping[str, np.ndarray], rows: i
 
 
 def within_rules(spec: StudySpec, p: Mapping[str, np.ndarray]) -> np.ndarray:
-    """Rows that are models inside the study's parameter budget and aspect-ratio band (the
-    `params_budget` and `aspect_ratio` constraints, which depend on the shape alone)."""
-    s = shapes(p)
+    """Rows that are models and meet the study's hard constraints that depend on the shape
+    alone: the parameter budget, the aspect-ratio band, and (alignment) a hidden size that is a
+    multiple of the alignment: every design has GEMMs whose N or K is `hidden_size` (the output
+    projection's N, the MLPs' and experts' K), never sharded, so no deployment aligns a design
+    whose hidden size is not. A soft constraint filters nothing."""
+    hard = hard_constraints(spec)
+    ok = shapes(p).model.copy()
+    if "params_budget" in hard:
+        ok &= _in_budget(spec, p)
+    if "alignment" in hard:
+        ok &= p["hidden_size"] % spec.constraints.alignment == 0
+    if "aspect_ratio" in hard:
+        ok &= _in_band(spec, p["hidden_size"] / p["num_layers"])
+    return ok
+
+
+def _in_budget(spec: StudySpec, p: Mapping[str, np.ndarray]) -> np.ndarray:
+    """`check_params_budget`'s value ≤ 0: |actual / target − 1| − tolerance, total and active."""
     total, active = param_counts(p)
-    ok = s.model.copy()
+    ok = np.ones(len(total), dtype=bool)
     b = spec.budget
     for actual, target in ((total, b.total_params), (active, b.active_params)):
         if target is not None:
             ok &= np.abs(actual / target - 1.0) - b.tolerance_frac <= 0
-    ratio = p["hidden_size"] / p["num_layers"]
+    return ok
+
+
+def _in_band(spec: StudySpec, ratio: np.ndarray) -> np.ndarray:
+    """`check_aspect_ratio`'s value ≤ 0."""
+    ok = np.ones(len(ratio), dtype=bool)
     low, high = spec.constraints.aspect_ratio_min, spec.constraints.aspect_ratio_max
     if low is not None:
         ok &= (low - ratio) / low <= 0

@@ -8,7 +8,8 @@ sampler (NSGA-II, TPE, random) and conditions it on the rules, by rejection:
 1. it asks the inner sampler for a whole proposal (`sample_relative` on the full static space,
    the rest from its `sample_independent`), exactly as the inner sampler would propose it;
 2. it keeps the proposal if it is a model inside the parameter budget and the aspect-ratio band
-   (`param_table.within_rules`, exact counts on columns), if some deployment of the space (the
+   with an aligned hidden size, where those constraints are hard (`param_table.within_rules`,
+   exact counts on columns), if some deployment of the space (the
    study's own, when deployments are sampled) runs on the study's engine and passes every
    static hard constraint (alignment, divisibility, block scaling, GPUs: all but `memory_fit`,
    which needs the cost model), and if its design (`design_identity`) is not in the study yet
@@ -49,7 +50,10 @@ from constraints.columns import DeploymentColumns
 INNER_DRAWS = 64  # proposals asked of the inner sampler per trial before a uniform fallback
 UNIFORM_BATCH = 1024  # uniform proposals drawn (and checked on columns) at a time
 UNIFORM_DRAWS = 65_536  # uniform proposals tried before a space counts as exhausted
-STATIC = "static constraints"  # why a proposal was rejected: no deployment passes them
+# why a proposal was rejected: outside the budget (or the aspect band, or a misaligned hidden
+# size: `param_table.within_rules`); no deployment passes the static hard constraints
+SHAPE_RULES = "budget/shape"
+STATIC = "static constraints"
 MEMO_PROPOSALS = 50_000  # checks kept (NSGA-II proposes the same params again and again)
 
 
@@ -99,7 +103,7 @@ class Rules:
             columns = {n: np.array([v], dtype=object if n in NAMED else np.int64)
                        for n, v in params.items()}
             if not self.shape_ok(columns, 1)[0]:
-                return "budget", key, None
+                return SHAPE_RULES, key, None
         cand = build_candidate(self.spec, complete_params(self.spec, params))
         if not cand.valid:
             return "shape", key, None
@@ -234,7 +238,7 @@ class ProposalSampler(optuna.samplers.BaseSampler):
                    for name, dist in self.space.items()}
         ok = self.check.shape_ok(columns, UNIFORM_BATCH)
         self.stats["drawn"] += UNIFORM_BATCH
-        self.stats["rejected: budget"] += int((~ok).sum())
+        self.stats[f"rejected: {SHAPE_RULES}"] += int((~ok).sum())
         return [{name: _python(columns[name][i]) for name in self.space}
                 for i in np.flatnonzero(ok)]
 
@@ -256,7 +260,8 @@ def _python(value: Any) -> Any:
 
 
 def describe(stats: Counter) -> str:
-    """'proposals: 400 accepted of 9,344 drawn (4.3%); rejected: budget 8,800, repeat 90, …'."""
+    """'proposals: 400 accepted of 9,344 drawn (4.3%); rejected: budget/shape 8,800, repeat 90,
+    …'."""
     drawn, accepted = stats["drawn"], stats["accepted"]
     share = f" ({accepted / drawn:.1%})" if drawn else ""
     rejected = sorted(((k.removeprefix("rejected: "), v) for k, v in stats.items()

@@ -15,6 +15,7 @@ Run: python tests/benchmarks/bench_proposals.py [--trials 256] [--baseline DIR] 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
@@ -97,7 +98,8 @@ def main() -> None:
         return
     print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs); "
           f"{args.trials} trials per study, seed {args.seed}, in memory")
-    print_rows("this tree (budget-true proposals)", rows)
+    budget_true = importlib.util.find_spec("search.study.proposals") is not None
+    print_rows("this tree" + (" (budget-true proposals)" if budget_true else ""), rows)
     if args.baseline is not None:
         command = [sys.executable, __file__, "--json", "--trials", str(args.trials), "--seed",
                    str(args.seed), *map(str, (p.resolve() for p in args.studies))]

@@ -105,3 +105,19 @@ def test_budget_rule_is_the_params_budget_constraint():
     low = complete_params(spec, {**GQA_DENSE, "num_layers": 80, "intermediate_size": 2048,
                                  "vocab_size": 1000})
     assert not within_rules(spec, _columns([low]))[0]
+
+
+def test_a_misaligned_hidden_size_fails_alignment_under_every_deployment():
+    """The rule `within_rules` applies for alignment: quickstart's hidden sizes step by 64, so
+    every other one (1,088 here) is no multiple of its alignment 128, and no deployment of its
+    space aligns such a design (`hidden_size` is never sharded)."""
+    from constraints import check_candidate
+    from search.study.evaluation import constraint_rules
+    from search.study.space import swept_candidates
+
+    spec = load_spec(REPO / "studies" / "quickstart.toml")
+    params = complete_params(spec, {**GQA_DENSE, "hidden_size": 1088})
+    assert not within_rules(spec, _columns([params]))[0]
+    cands = swept_candidates(spec, build_candidate(spec, params))
+    assert cands and all(check_candidate(c.arch, c.deployment, constraint_rules(spec), 1.0)
+                         ["alignment"].value > 0 for c in cands)

@@ -106,7 +106,7 @@ def test_rejects_out_of_budget_and_repeats_and_keeps_the_inner_order():
     assert {k: first.params[k] for k in QUICK if k in space} == \
         {k: QUICK[k] for k in QUICK if k in space}
     assert second.params["num_layers"] == 14 and inner.calls == 4
-    assert sampler.stats["rejected: budget"] == 1 and sampler.stats["rejected: repeat"] == 1
+    assert sampler.stats["rejected: budget/shape"] == 1 and sampler.stats["rejected: repeat"] == 1
     assert describe(sampler.stats).startswith("proposals: 2 accepted of 4 drawn (50.0%)")
 
 
@@ -200,14 +200,17 @@ def test_uniform_columns_cover_their_grid_alike(dist):
 
 
 def test_static_constraints_reject_designs_no_deployment_aligns():
-    """A hidden size of 1,000 is no multiple of 128 under any deployment (alignment is hard):
-    such a design is never proposed, though inside the budget (4.46M and 17.4M params against
-    10M ± 100%)."""
+    """An FFN width of 1,000 is no multiple of 128 under any deployment (alignment is hard):
+    such a design is never proposed, though inside the budget (4.4M and 4.5M params against
+    10M ± 100%); a hidden size of 1,000 is refused on columns already (`within_rules`)."""
     spec = _tiny_spec(total_params=10e6, tolerance_frac=1.0, num_layers={"value": 4},
-                      hidden_size={"choices": [1000, 256]}, intermediate_size={"value": 1024})
+                      hidden_size={"value": 256}, intermediate_size={"choices": [1000, 1024]})
     rejected = 0
     for seed in range(3):
         sampler = ProposalSampler(optuna.samplers.RandomSampler(seed=seed), spec, seed)
-        assert _ask_one(sampler, spec)["hidden_size"] == 256
+        assert _ask_one(sampler, spec)["intermediate_size"] == 1024
         rejected += sampler.stats[f"rejected: {STATIC}"]
     assert rejected >= 1  # half the uniform draws are the misaligned design
+    hidden = _tiny_spec(total_params=10e6, tolerance_frac=1.0, num_layers={"value": 4},
+                        hidden_size={"choices": [1000, 256]}, intermediate_size={"value": 1024})
+    assert _inside(hidden) == {(256,)}
