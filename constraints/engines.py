@@ -33,19 +33,21 @@ class EngineFormats:
     experts_only: frozenset[str] = frozenset()
 
 
-# vLLM: `--quantization` methods in vllm/model_executor/layers/quantization/__init__.py
-# (QuantizationMethods: "fp8" also reads block-scaled FP8, "modelopt_fp4" NVFP4, "gptq_marlin"
-# 4/8-bit weight-only, "mxfp4"); vllm/model_executor/layers/quantization/mxfp4.py quantizes
-# FusedMoE only ("Mxfp4 linear layer is not implemented"); `--kv-cache-dtype` in
-# vllm/config/cache.py (CacheDType: auto, bfloat16, fp8, fp8_e4m3, fp8_e5m2, …: no FP4).
+# vLLM 0.33.0 (the version of tests/data/engine_args/vllm.json, read from its own parser):
+# `--quantization` methods (QuantizationMethods, vllm/model_executor/layers/quantization/
+# __init__.py: "fp8" also reads block-scaled FP8, "modelopt_fp4" NVFP4, "gptq_marlin" 4/8-bit
+# weight-only, "mxfp4"); vllm/model_executor/layers/quantization/mxfp4.py quantizes FusedMoE
+# only (its linear layers fall back to unquantized: "MXFP4 linear layer is not implemented");
+# `--kv-cache-dtype` (CacheDType, vllm/config/cache.py): auto, bfloat16, fp8, fp8_e4m3, …,
+# nvfp4 (NVFP4 KV: E2M1 values in 16-value blocks, archscout's nvfp4 KV layout).
 _VLLM = EngineFormats(
     linear=frozenset({"bf16", "fp16", "fp8", "fp8_block", "nvfp4", "w4a16", "w8a16"}),
     experts=frozenset({"bf16", "fp16", "fp8", "fp8_block", "nvfp4", "mxfp4", "w4a16", "w8a16"}),
-    kv_cache=frozenset({"bf16", "fp16", "fp8"}), experts_only=frozenset({"mxfp4"}))
-# SGLang: QUANTIZATION_CHOICES in python/sglang/srt/server_args.py ("fp8", "modelopt_fp4",
-# "gptq_marlin"/"awq_marlin", "mxfp4" marked "MOE-only"); KV formats in
-# docs/advanced_features/quantized_kv_cache.md (fp8_e4m3, fp8_e5m2, and fp4_e2m1: E2M1 values in
-# 16-value blocks, archscout's nvfp4 KV layout; no 32-value MXFP4 KV).
+    kv_cache=frozenset({"bf16", "fp16", "fp8", "nvfp4"}), experts_only=frozenset({"mxfp4"}))
+# SGLang 0.5.23 (tests/data/engine_args/sglang.json): QUANTIZATION_CHOICES in
+# python/sglang/srt/server_args.py ("fp8", "modelopt_fp4", "gptq_marlin"/"awq_marlin", "mxfp4"
+# marked "MOE-only"); `--kv-cache-dtype` choices fp8_e4m3, fp8_e5m2, nvfp4 (E2M1 values in
+# 16-value blocks, archscout's nvfp4 KV layout), fp4_mx_block16, mxfp8, bf16.
 _SGLANG = EngineFormats(
     linear=_VLLM.linear, experts=_VLLM.experts,
     kv_cache=frozenset({"bf16", "fp16", "fp8", "nvfp4"}), experts_only=frozenset({"mxfp4"}))

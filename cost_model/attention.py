@@ -93,10 +93,13 @@ def _head_flop_per_key(a: ArchArrays, absorbed: bool, full: bool = False):
 
 def _layer_mean(a: ArchArrays, context, time_fn):
     """Average over attention layers of time_fn(context seen by that layer type, whether it is
-    a full-attention layer)."""
+    a full-attention layer); 0 for a model without attention layers (every mixer linear, or
+    none), whose layers the callers weight by 0."""
     full = a.attention_layers - a.sliding_layers
     sliding = time_fn(np.minimum(context, a.window), False)
-    return (full * time_fn(context, True) + a.sliding_layers * sliding) / a.attention_layers
+    total = full * time_fn(context, True) + a.sliding_layers * sliding
+    return np.divide(total, a.attention_layers, out=np.zeros(np.shape(total)),
+                     where=a.attention_layers > 0)
 
 
 def attended_keys(a: ArchArrays, context):
@@ -174,11 +177,20 @@ def decode_attention_s(a: ArchArrays, d: DeployArrays, env: Env, seqs, context,
                     0.0)
 
 
+def _quantized_kv(env: Env):
+    """1 where the KV cache is stored narrower than the attention math (FP8 KV), else 0."""
+    return np.where(env.kv.activation_bytes_per_value < env.high.activation_bytes_per_value,
+                    1.0, 0.0)
+
+
 def prefill_attention_s(a: ArchArrays, d: DeployArrays, env: Env, toks, mean_context,
                         seqs=None):
     """Mean per-layer time of causal prefill attention on one GPU: `toks` new tokens of its
     attention group, of `seqs` requests (None: one, a chunk), that attend on average to
-    `mean_context` keys (prior context + half the chunk)."""
+    `mean_context` keys (prior context + half the chunk). With a quantized KV cache the kernel's
+    time beside its fixed floor is `prefill_quantized_kv_frac` times the BF16 cache's (the
+    engine's context kernel writes and re-reads FP8 K/V: TensorRT-LLM's run faster, vLLM's
+    FlashInfer ones slower; fitted per engine on measured kernels)."""
     seqs = np.minimum(toks, 1.0) if seqs is None else seqs
     heads = a.heads_q / d.tp
     peak = env.hw.peak_for(env.high) * env.eff.prefill_attention_compute_frac
@@ -196,5 +208,6 @@ def prefill_attention_s(a: ArchArrays, d: DeployArrays, env: Env, toks, mean_con
 
     items_s = (prefill_work_items(a, d, toks, seqs) * env.eff.prefill_attention_per_tile_s
                + toks * heads * env.eff.prefill_attention_per_token_s) / env.hw.sm_count
-    return np.where(toks > 0, _layer_mean(a, mean_context, one) + items_s
+    kv_scale = 1.0 + _quantized_kv(env) * (env.eff.prefill_quantized_kv_frac - 1.0)
+    return np.where(toks > 0, kv_scale * (_layer_mean(a, mean_context, one) + items_s)
                     + prefill_overhead_s(env), 0.0)

@@ -18,12 +18,10 @@ from cost_model.architecture import (
 from cost_model.deployment import Deployment
 from cost_model.efficiency import Efficiency, get_efficiency
 from cost_model.errors import ConfigError
-from cost_model.gemm import GemmRates
+from cost_model.gemm import WEIGHT_ONLY_ACTIVATIONS, GemmRates
 from cost_model.hardware import HardwareSpec
 from cost_model.precision import Precision, get_precision
 
-
-WEIGHT_ONLY_ACTIVATIONS = "bf16"  # what w4a16 / w8a16 compute in (their "a16")
 # `ArchArrays.linear_kind`: each linear mixer's code (0 where a model has none, as in a view
 # built from zeros)
 LINEAR_KIND_CODES = {GATED_DELTANET_MIXER: 1.0, MAMBA2_MIXER: 2.0, KIMI_DELTA_MIXER: 3.0}
@@ -204,11 +202,23 @@ class FormatColumn:
 
 
 @dataclass(frozen=True)
+class MoeTerms:
+    """The fused MoE's non-GEMM terms of each candidate's experts' format (floats, or (n, 1)
+    columns where a batch mixes formats): `cost_model.efficiency.MoeEfficiency`."""
+
+    fixed_overhead_s: float | np.ndarray
+    per_local_copy_s: float | np.ndarray
+    per_scanned_copy_s: float | np.ndarray
+
+
+@dataclass(frozen=True)
 class Env:
-    """What a batch of candidates shares: the GPU, its efficiency data and the number formats
-    (each one `Precision`, or a `FormatColumn` of per-candidate formats). A weight-only format
-    (w4a16, w8a16) runs its GEMMs on BF16 activations at the BF16 rate and efficiency of the GPU
-    with its own weight bytes (`cost_model.precision`)."""
+    """What a batch of candidates shares: the GPU, its efficiency data (the serving engine's
+    kernels, `cost_model.efficiency`) and the number formats (each one `Precision`, or a
+    `FormatColumn` of per-candidate formats). A weight-only format (w4a16, w8a16) runs its GEMMs
+    on BF16 activations at the BF16 rate and efficiency of the GPU with its own weight bytes
+    (`cost_model.precision`); routed experts run the fused MoE kernels of their format
+    (`GemmRates.for_experts`)."""
 
     hw: HardwareSpec
     eff: Efficiency
@@ -229,23 +239,38 @@ class Env:
 
     @cached_property
     def linear_rates(self) -> GemmRates:
-        return _rates(self.hw, self.linear)
+        return _rates(self.hw, self.linear, self.eff)
 
     @cached_property
     def moe_rates(self) -> GemmRates:
-        return self.linear_rates if not self.mixed_experts else _rates(self.hw, self.experts)
+        """The grouped expert GEMMs' rates: the fused MoE kernels of the experts' format."""
+        return _per_format(self.experts, lambda p: GemmRates.for_experts(self.hw, p, self.eff))
 
     @cached_property
     def high_rates(self) -> GemmRates:
-        return GemmRates.of(self.hw, self.high)
+        return GemmRates.of(self.hw, self.high, efficiency=self.eff)
+
+    @cached_property
+    def moe_terms(self) -> MoeTerms:
+        """Each candidate's fused-MoE terms (0 where the file has no MoE entry)."""
+        def terms(p: Precision) -> tuple[float, float, float]:
+            moe = self.eff.moe_efficiency(p)
+            return (0.0, 0.0, 0.0) if moe is None else (
+                moe.fixed_overhead_s, moe.per_local_copy_s, moe.per_scanned_copy_s)
+
+        fmt = self.experts
+        if isinstance(fmt, Precision):
+            return MoeTerms(*terms(fmt))
+        table = np.array([terms(p) for p in fmt.formats])[fmt.index]
+        return MoeTerms(*(_column(table[:, i]) for i in range(3)))
 
     @classmethod
     def create(cls, hw: HardwareSpec, precision: str, kv_precision: str,
                moe_precision: str | None = None, engine: str | None = None) -> Env:
-        """One environment of named formats, served by `engine` (as `for_deployments`)."""
+        """One environment of named formats on `engine`'s kernels (None: the generic ones)."""
         moe = None if moe_precision is None else _linear_format(hw, moe_precision,
                                                                 "moe_precision")
-        return cls(hw=hw, eff=get_efficiency(hw.name).for_engine(engine),
+        return cls(hw=hw, eff=get_efficiency(hw.name, engine),
                    linear=_linear_format(hw, precision),
                    kv=get_precision(kv_precision, "kv_precision"), high=get_precision("bf16"),
                    moe=moe)
@@ -253,14 +278,14 @@ class Env:
     @classmethod
     def for_deployments(cls, hw: HardwareSpec, deps: Sequence[Deployment],
                         engine: str | None = None) -> Env:
-        """One environment for candidates whose deployments may use different formats, served
-        by `engine` (its fused-MoE terms: `Efficiency.for_engine`)."""
+        """One environment for candidates whose deployments may use different formats, on
+        `engine`'s kernels (None: the generic ones)."""
         linear = _format_column(hw, [d.precision for d in deps], _linear_format)
         moe = _format_column(hw, [d.expert_precision for d in deps],
                              lambda hw, name: _linear_format(hw, name, "moe_precision"))
         kv = _format_column(hw, [d.kv_cache_precision for d in deps],
                             lambda _, name: get_precision(name, "kv_precision"))
-        return cls(hw=hw, eff=get_efficiency(hw.name).for_engine(engine), linear=linear, kv=kv,
+        return cls(hw=hw, eff=get_efficiency(hw.name, engine), linear=linear, kv=kv,
                    high=get_precision("bf16"), moe=None if same_format(moe, linear) else moe)
 
 
@@ -271,22 +296,27 @@ def same_format(a: Precision | FormatColumn, b: Precision | FormatColumn) -> boo
     return a.formats == b.formats and np.array_equal(a.index, b.index)
 
 
-def _rates(hw: HardwareSpec, fmt: Precision | FormatColumn) -> GemmRates:
+def _rates(hw: HardwareSpec, fmt: Precision | FormatColumn, eff: Efficiency) -> GemmRates:
     """GEMM rates of one format, or (n, 1) columns of each candidate's format."""
+    return _per_format(fmt, lambda p: _format_rates(hw, p, eff))
+
+
+def _per_format(fmt: Precision | FormatColumn, rates_of) -> GemmRates:
+    """`rates_of(format)` for one format, or (n, 1) columns of each candidate's."""
     if isinstance(fmt, Precision):
-        return _format_rates(hw, fmt)
-    rates = [_format_rates(hw, p) for p in fmt.formats]
+        return rates_of(fmt)
+    rates = [rates_of(p) for p in fmt.formats]
     return GemmRates(**{f.name: _column(np.array([getattr(r, f.name) for r in rates])[fmt.index])
                         for f in fields(GemmRates)})
 
 
-def _format_rates(hw: HardwareSpec, fmt: Precision) -> GemmRates:
+def _format_rates(hw: HardwareSpec, fmt: Precision, eff: Efficiency) -> GemmRates:
     """A's format sets the peak and efficiency, B's the weight bytes: a weight-only format's
     activations are BF16 (`Precision.activation_bits`), so its GEMMs are BF16 GEMMs on
     narrower weights."""
     if fmt.weight_only:
-        return GemmRates.of(hw, get_precision(WEIGHT_ONLY_ACTIVATIONS), fmt)
-    return GemmRates.of(hw, fmt)
+        return GemmRates.of(hw, get_precision(WEIGHT_ONLY_ACTIVATIONS), fmt, efficiency=eff)
+    return GemmRates.of(hw, fmt, efficiency=eff)
 
 
 def _linear_format(hw: HardwareSpec, name: str, field: str = "precision") -> Precision:

@@ -2,18 +2,20 @@
 
 A client at concurrency C (vLLM/SGLang `bench_serving --max-concurrency C`, InferenceX,
 trtllm-bench's serving mode) sends a new request as soon as one finishes. Requests of equal
-ISL/OSL that start together also finish together, so they keep arriving in waves: a request
-finds the other prompts of its attention group (⌈C/dp⌉ − 1 of them) queued for the engine's
-token budget. Its TTFT is
-    t_request + T_steady + q · (C_g − 1) · S_prompt + w · W_round + W_poll
+ISL/OSL that start together also finish together, so some keep arriving in waves: such a
+request finds the other prompts of its attention group (⌈C/dp⌉ − 1 of them) queued for the
+engine's token budget. Its TTFT is
+    t_request + T_steady + X + w · W_round + W_poll + W_slot
 - t_request: what the serving stack adds per request (HTTP, tokenization, scheduling, the first
   token's detokenization and streaming);
 - T_steady: the engine's steady-state TTFT of one request (its chunks through the pipeline and
-  the wait for the step in progress, `cost_model.step`);
-- S_prompt: the time one prompt takes when prompts fill the token budget (a budget-full step's
-  time × ISL / budget);
-- q: the share of the other prompts a request waits for (½ for perfectly synchronized waves,
-  0 for arrivals that never meet);
+  the wait for the step in progress, `cost_model.serving_steps`);
+- X, the wait behind the other prompts of its group: a share of the requests arrives in a
+  synchronized wave (the benchmark's first C at once; later ones as their predecessors finish
+  together) and waits k · S_prompt for the k prompts ahead of it (S_prompt: one prompt at a full
+  token budget), the rest arrive alone and wait for none. The median request waits
+  q̃ · (C_g − 1) · S_prompt, the mean q̄ · (C_g − 1) · S_prompt with q̄ ≥ q̃ (the waves' long
+  waits pull the mean up, not the median);
 - W_round (`adp_round_wait_s`): TensorRT-LLM with attention DP and its balancer on holds new
   context requests until every DP rank has one or `timeout_iters` iterations have passed
   (tensorrt_llm/_torch/pyexecutor/py_executor.py, `_balance_adp_requests`; the design in
@@ -26,6 +28,15 @@ token budget. Its TTFT is
   counts forward steps and receives when the count reaches N; InferenceX runs DeepSeek-R1 on
   B200 with N = 10, 30 from concurrency 16) leaves a request that arrives at a random moment
   (N − 1)/2 decode steps unseen on average. Nothing fitted: N is the run's setting.
+- W_slot (`slot_wait_s`): once the client keeps more requests in flight than the engine admits
+  (its batch cap, or the sequences its KV cache holds), the rest wait in the engine's queue for a
+  slot; in a closed loop every request finds the same C − L ahead of it, so mean and median
+  alike wait (C − L) / (requests completed per second). Nothing fitted.
+The mean and the median share every term but X and t_request: published records report one or
+the other (InferenceX's median TTFT, vLLM's and genai-perf's mean), and a benchmark's first
+requests (cold caches, the first wave) lift its mean above its median, so the mean has its own
+t_request and share where the fitted table gives them (`mean_request_overhead_ms`,
+`mean_queue_share_frac`, fitted on rows that report a mean), else the median's.
 The terms are per serving engine (`Workload.engine`: vllm, sglang, trtllm), with a generic set
 for an unnamed one, fitted on published end-to-end measurements, never on kernel tables
 (`cost_model/data/serving/benchmark.toml`, `tests/benchmarks/fit_benchmark_ttft.py`).
@@ -48,11 +59,29 @@ _FILE = "benchmark.toml"
 GENERIC = "generic"  # the table used when no engine is named, or one without its own terms
 
 
+STATISTICS = ("mean", "median")  # over a benchmark's requests
+
+
 @dataclass(frozen=True)
 class BenchmarkTerms:
-    request_overhead_s: float  # t_request
-    queue_share_frac: float  # q
+    request_overhead_s: float  # t_request of the median request
+    queue_share_frac: float  # q̃: the median request's share of the group's other prompts
     round_wait_share_frac: float = 0.0  # w: share of the attention-DP round wait
+    mean_request_overhead_s: float | None = None  # the mean's t_request (None: the median's)
+    mean_queue_share_frac: float | None = None  # q̄ (None: the median's)
+
+    def overhead_s(self, statistic: str) -> float:
+        """t_request of the `statistic` (one of STATISTICS); the mean's never below the
+        median's (its requests' delays are skewed right, never left)."""
+        if statistic == "mean" and self.mean_request_overhead_s is not None:
+            return max(self.mean_request_overhead_s, self.request_overhead_s)
+        return self.request_overhead_s
+
+    def queue_share(self, statistic: str) -> float:
+        """The share of (C_g − 1) · S_prompt the `statistic` waits: q̄ (never below q̃) or q̃."""
+        if statistic == "mean" and self.mean_queue_share_frac is not None:
+            return max(self.mean_queue_share_frac, self.queue_share_frac)
+        return self.queue_share_frac
 
 
 @cache
@@ -68,8 +97,13 @@ def shipped_terms(engine: str | None = None) -> BenchmarkTerms:
     table = engine if engine in doc else GENERIC
     value = lambda key, default=0.0: float(  # noqa: E731
         sourced_value(doc, f"{table}.{key}", {}, "benchmark", default))
+    optional = lambda key: sourced_value(doc, f"{table}.{key}", {}, "benchmark", None)  # noqa
+    mean_overhead, mean_share = optional("mean_request_overhead_ms"), optional(
+        "mean_queue_share_frac")
     return BenchmarkTerms(value("request_overhead_ms") / MS_PER_S, value("queue_share_frac"),
-                          value("round_wait_share_frac"))
+                          value("round_wait_share_frac"),
+                          None if mean_overhead is None else float(mean_overhead) / MS_PER_S,
+                          None if mean_share is None else float(mean_share))
 
 
 def prompt_queue_s(prompt_s, group_requests):
@@ -100,9 +134,19 @@ def recv_poll_wait_s(step_s, interval_steps, concurrency):
                     * np.asarray(step_s, dtype=np.float64), 0.0)
 
 
+def slot_wait_s(concurrency, in_flight, requests_per_s):
+    """W_slot = (C − L) / R: the C − L requests beyond the L the engine holds, drained at the R
+    requests per second it completes; 0 while C ≤ L."""
+    waiting = np.maximum(np.asarray(concurrency, dtype=np.float64) - in_flight, 0.0)
+    return np.divide(waiting, requests_per_s, out=np.zeros(np.broadcast(
+        waiting, requests_per_s).shape), where=waiting > 0)
+
+
 def benchmark_ttft_s(steady_ttft_s, queue_s, terms: BenchmarkTerms | None = None,
-                     round_wait_s=0.0):
-    """t_request + T_steady + q · (C_g − 1) · S_prompt + w · W_round (arrays broadcast)."""
+                     round_wait_s=0.0, statistic: str = "mean"):
+    """t_request + T_steady + share · (C_g − 1) · S_prompt + w · W_round of the `statistic`
+    over a benchmark's requests (arrays broadcast; W_poll and W_slot are added by the caller,
+    they are the same for both)."""
     terms = terms or shipped_terms()
-    return (terms.request_overhead_s + steady_ttft_s + terms.queue_share_frac * queue_s
+    return (terms.overhead_s(statistic) + steady_ttft_s + terms.queue_share(statistic) * queue_s
             + terms.round_wait_share_frac * round_wait_s)

@@ -17,7 +17,9 @@ KV transfer (the decode GPU's share of the sequence's KV over its NIC, or NVLink
 fit in one scale-up domain; not overlapped with the prefill, a conservative choice) + half a
 decode step to join the running batch. It does not depend on the decode pool's load except
 through that last half step and ρ. The benchmark TTFT adds the fitted per-request overhead
-(`cost_model.benchmark_ttft`).
+(`cost_model.benchmark_ttft`, its mean and its median) and, past what a decode instance holds
+(memory, the engine's batch cap), the wait for a slot: the decode side keeps that many in
+flight and the rest queue.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import numpy as np
 from cost_model.architecture import Architecture
 from cost_model.attention import kv_cache_bytes_per_sequence
 from cost_model.batch import ArchArrays, DeployArrays, Env
-from cost_model.benchmark_ttft import shipped_terms
+from cost_model.benchmark_ttft import STATISTICS, shipped_terms, slot_wait_s
 from cost_model.communication import point_to_point_s
 from cost_model.deployment import Deployment, Workload, expected_tokens_per_step
 from cost_model.errors import ConfigError
@@ -54,7 +56,8 @@ class DisaggregatedPoints:
     concurrency: np.ndarray  # sequences per decode instance
     tpot_s: np.ndarray
     ttft_s: np.ndarray
-    benchmark_ttft_s: np.ndarray
+    benchmark_ttft_s: np.ndarray  # the mean over a benchmark's requests
+    benchmark_ttft_median_s: np.ndarray
     tokens_per_s_per_user: np.ndarray
     tokens_per_s_per_gpu: np.ndarray  # over both pools
     fits_memory: np.ndarray
@@ -73,6 +76,7 @@ class DisaggregatedPoints:
         return OperatingPoints(
             concurrency=self.concurrency, tpot_s=self.tpot_s, ttft_s=self.ttft_s,
             benchmark_ttft_s=self.benchmark_ttft_s, prompt_queue_s=self.queue_s,
+            benchmark_ttft_median_s=self.benchmark_ttft_median_s,
             tokens_per_s_per_user=self.tokens_per_s_per_user,
             tokens_per_s_per_gpu=self.tokens_per_s_per_gpu, fits_memory=self.fits_memory,
             max_concurrency=self.max_concurrency, gemm_s=gemm, attention_s=attention,
@@ -194,23 +198,27 @@ def evaluate_disaggregated(archs: Sequence[Architecture], prefill: Sequence[Depl
     grid = concurrency_grid(limit) if concurrency is None else np.broadcast_to(
         np.asarray(concurrency, float).reshape(1, -1), (len(archs), np.size(concurrency)))
     c = np.where(np.isfinite(grid), grid, 1.0)
-    per_token, step = _decode_step(a, dd, env_d, c, workload)
+    in_flight = np.where(limit >= 1, np.minimum(c, limit), c)  # the rest wait for a slot
+    per_token, step = _decode_step(a, dd, env_d, in_flight, workload)
     tpot = per_token.total_s
     through, service_rate, service_s = _prefill_pool(a, dp_, env_p, workload)
-    decode_rate = c / (osl * tpot)  # requests/s one decode instance completes
+    decode_rate = in_flight / (osl * tpot)  # requests/s one decode instance completes
     kv = _kv_transfer_s(a, dd, env_d, hw, isl, dp_.gpus + dd.gpus)
     fixed = through + kv + step / (2.0 * dd.pp)
     per_gpu, x, y, rho = _best_ratio(decode_rate, service_rate, dp_.gpus, dd.gpus,
                                      lambda r: fixed + prefill_wait_s(r, service_s, np.inf),
                                      limits)
-    queue = prefill_wait_s(rho, service_s, c * y / x - 1.0)
+    queue = prefill_wait_s(rho, service_s, in_flight * y / x - 1.0)
     ttft = fixed + queue
+    terms = shipped_terms(workload.engine)
+    client = {s: ttft + terms.overhead_s(s) + slot_wait_s(c, in_flight, decode_rate)
+              for s in STATISTICS}
     missing = ~np.isfinite(grid)
     nan = lambda v: np.where(missing, np.nan, v)  # noqa: E731
     fits = (c <= limit) & ~missing & (limit >= 1) & prefill_fits & np.isfinite(per_gpu)
     return DisaggregatedPoints(
         concurrency=grid, tpot_s=nan(tpot), ttft_s=nan(ttft),
-        benchmark_ttft_s=nan(ttft + shipped_terms(workload.engine).request_overhead_s),
+        benchmark_ttft_s=nan(client["mean"]), benchmark_ttft_median_s=nan(client["median"]),
         tokens_per_s_per_user=nan(1.0 / tpot), tokens_per_s_per_gpu=nan(per_gpu * osl),
         fits_memory=fits, prefill_instances=nan(x), decode_instances=nan(y),
         prefill_s=nan(np.broadcast_to(through, grid.shape)), queue_s=nan(queue),

@@ -1,9 +1,18 @@
-"""The efficiency layer: per GPU and number format, the coefficients that turn a roofline into a
-prediction. They are data (TOML package data under `data/efficiency/`), not code, so that
-`archscout calibrate` can refit them; each carries its source (a measurement or a stated prior).
+"""The efficiency layer: per GPU, serving engine and number format, the coefficients that turn a
+roofline into a prediction. They are data (TOML package data under `data/efficiency/<kernels>/`),
+not code, so that `archscout calibrate` can refit them; each carries its source (a measurement or
+a stated prior).
 
-GEMM coefficients, under `[gemm.<format>]` (bf16, fp8, fp8_block, nvfp4, …; a format without its
-own entry uses its tensor-core rate's: fp4 → nvfp4, else bf16), all interpretable:
+Kernels differ by engine: `<kernels>` is `trtllm`, `vllm` or `sglang` (each fitted on that engine's
+measured tables) or `generic`, what a step without a named engine runs: per GPU and part (each
+format's GEMMs, each format's fused MoE, attention, communication) the engine whose measured op is
+the fastest (`search.calibration.generic`; each entry names its engine in `kernels`). A GPU with no
+file of its own takes the folder's `default.toml` (the medians of the calibrated GPUs).
+`ARCHSCOUT_CALIBRATION_DIR` names a folder laid out the same way (what `archscout calibrate`
+writes): its files are read first; the shipped package data is never rewritten.
+
+GEMM coefficients, under `[gemm.<format>]` (bf16, fp8, fp8_block, nvfp4; a format without its
+own entry uses its tensor-core rate's: fp4 → nvfp4, fp8 → fp8, else bf16), all interpretable:
 - `compute_ceiling_frac`: best sustained fraction of dense peak FLOP/s for large aligned GEMMs;
 - `bandwidth_ceiling_frac`: best sustained fraction of HBM bandwidth for streaming kernels;
 - `fixed_overhead_us`: time every GEMM pays regardless of size (launch, pipeline fill and drain);
@@ -17,9 +26,23 @@ own entry uses its tensor-core rate's: fp4 → nvfp4, else bf16), all interpreta
 - `sm_bandwidth_gb_per_s`: what one SM of this format's kernels streams (its loads in flight over
   memory latency): a tile's K loop takes at least K_s·max(m_t·b_A, n_t·b_B) / (its SMs · this), so
   it caps grids too small to busy every SM (whatever the number of tiles: each streams its own);
-- `quantize_fixed_us`, `quantize_bandwidth_frac` (quantized formats): the kernel that turns BF16
-  activations into the GEMM's format: fixed time and fraction of HBM bandwidth it sustains.
+- `quantize_fixed_us`, `quantize_bandwidth_frac` (quantized formats): what the measured op spends
+  beside the GEMM kernel turning BF16 activations into the GEMM's format: fixed time and fraction
+  of HBM bandwidth it sustains (reported as `quantize_us`; serving steps fuse it into the kernel
+  that produces the activations and pay the GEMM kernel alone).
 `[gemm.<format>.fit]` (optional) records how a calibration fitted them: source, points, errors.
+
+Fused MoE, under `[moe.<format>]` (bf16, fp8, fp8_block, nvfp4, w4a16 = MXFP4 weights on BF16
+math, mxfp4 = MXFP4 weights on Blackwell's block-scaled tensor cores): the grouped expert GEMMs run
+the format's dense kernel model with the fused kernel's own `compute_ceiling_frac`,
+`bandwidth_ceiling_frac` and `sm_bandwidth_gb_per_s` (`Efficiency.expert_gemm`), and the layer pays
+beside them (`cost_model.layers.moe_overhead_s`) `fixed_overhead_us` (routing top-k, permute,
+activation and unpermute kernels' floors), `per_local_copy_us` (per routed token copy of 4096
+hidden elements this GPU's experts receive: permute, activation quantization where the format has
+it, gated activation and weighted unpermute move each copy) and `per_scanned_copy_us` (per routed
+copy of ALL the layer's tokens, C·k whatever the EP degree: the fused MoE sorts and scans every
+expert index to pick its local ones). `[moe.<format>.fit]` records the fit.
+
 Other coefficients: attention `decode_bandwidth_frac` (KV streaming), `prefill_compute_frac`
 (flash attention); communication `scale_up_bandwidth_frac`, `scale_out_bandwidth_frac`.
 Optional, set by a calibration on measured kernels: attention `fixed_overhead_us` (time every
@@ -32,22 +55,20 @@ page-table walk, split-KV reduction, output write; the call takes items × it / 
 fill, the causal diagonal block, softmax epilogue; default 0), `prefill_per_token_us` (SM time per
 query token and head: the QKV preprocessing and per-row softmax/output work; default 0),
 `kv_dequant_g_per_s` (G KV elements/s a decode kernel converts from a quantized KV cache: caps
-FP8-KV streaming below its bandwidth bound; default: no cap) and communication
+FP8-KV streaming below its bandwidth bound; default: no cap), `prefill_quantized_kv_frac` (a
+prefill call's time beside its floor with an FP8 KV cache over a BF16 one; default 1) and
+communication
 `all_reduce_latency_us` (α of an all-reduce inside the scale-up domain; default: the catalog's
-`scale_up_latency_us`). `[moe]` (optional, default 0; `cost_model.layers.moe_overhead_s`): the
-non-GEMM time of a fused MoE layer: `fixed_overhead_us` (routing top-k, permute, activation and
-unpermute kernels' floors), `per_token_us` (per routed token copy of 4096 hidden elements on one
-GPU) and `per_routed_copy_us` (per routed copy of all the layer's tokens, C·k whatever the EP
-degree: the fused MoE sorts and scans every expert index to pick its local ones), with `engine`
-(a plain string, default "trtllm"), the serving engine whose fused-MoE kernels the tables timed:
-its steps pay all three terms, any other engine's only the floor (`Efficiency.for_engine`).
+`scale_up_latency_us`).
 """
 
 from __future__ import annotations
 
+import os
 import tomllib
 from functools import cache
 from importlib import resources
+from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -58,13 +79,13 @@ from cost_model.sourced import MISSING, is_number, sourced_value
 from cost_model.units import GIGA, US_PER_S
 
 _PACKAGE = "cost_model.data.efficiency"
+GENERIC = "generic"  # the kernels of a step without a named engine (module docstring)
+KERNELS = (*ENGINES, GENERIC)  # the folders of data/efficiency/
 DEFAULT_FILE = "default"  # used for hardware without a file of its own (e.g. a user's TOML)
 POINTS_FILE = "gemm_points"  # measured GEMM times shipped for lookups, not a GPU's coefficients
-# `[moe] engine`: the serving engine whose fused-MoE kernels the terms were fitted on
-# (aiconfigurator-core's tables of that framework, `archscout calibrate --framework`)
-MOE_ENGINES = ENGINES
-DEFAULT_MOE_ENGINE = "trtllm"
+CALIBRATION_DIR_ENV = "ARCHSCOUT_CALIBRATION_DIR"  # a user's calibration, read before the package
 RATE_FORMATS = {"fp8": "fp8", "fp4": "nvfp4", "bf16": "bf16"}  # entry a rate class falls back to
+FALLBACK_FORMAT = "bf16"
 
 
 class GemmEfficiency(BaseModel):
@@ -82,9 +103,22 @@ class GemmEfficiency(BaseModel):
     quantize_bandwidth_frac: float = Field(default=1.0, gt=0, le=1)
 
 
-class GemmFit(BaseModel):
-    """How one `[gemm.<format>]` entry was fitted: absolute relative errors of predicted time
-    (kernel + activation quantization) over the measured shapes, after and before (roofline)."""
+class MoeEfficiency(BaseModel):
+    """One format's fused MoE: its grouped GEMMs' ceilings and the layer's non-GEMM terms."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    compute_ceiling_frac: float = Field(gt=0, le=1)
+    bandwidth_ceiling_frac: float = Field(gt=0, le=1)
+    sm_bandwidth_bytes_per_s: float = Field(gt=0)
+    fixed_overhead_s: float = Field(ge=0)
+    per_local_copy_s: float = Field(ge=0)  # per routed copy of 4096 elements on this GPU
+    per_scanned_copy_s: float = Field(ge=0)  # per routed copy of every rank's tokens
+
+
+class KernelFit(BaseModel):
+    """How one `[gemm.<format>]` or `[moe.<format>]` entry was fitted: absolute relative errors of
+    the predicted op over the measured rows, after and (GEMMs) before (the roofline)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -92,19 +126,27 @@ class GemmFit(BaseModel):
     points: int = Field(ge=1)
     median_abs_error_frac: float = Field(ge=0)
     p90_abs_error_frac: float = Field(ge=0)
-    roofline_median_abs_error_frac: float = Field(ge=0)
-    roofline_p90_abs_error_frac: float = Field(ge=0)
+    roofline_median_abs_error_frac: float | None = Field(default=None, ge=0)
+    roofline_p90_abs_error_frac: float | None = Field(default=None, ge=0)
+
+
+GemmFit = KernelFit  # the name calibration code and tests know
 
 
 class Efficiency(BaseModel):
-    """All efficiency coefficients of one GPU."""
+    """All efficiency coefficients of one GPU's kernels under one engine (or the generic ones)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     hardware: str
     version: str
+    kernels: str = GENERIC  # the engine whose tables were fitted, or "generic"
+    origin: str = "package"  # "package", or the user's calibration folder the file came from
     gemm: dict[str, GemmEfficiency]  # by number format: bf16, fp8, fp8_block, nvfp4, …
-    gemm_fits: dict[str, GemmFit] = {}  # by format, for the entries a calibration fitted
+    gemm_fits: dict[str, KernelFit] = {}  # by format, for the entries a calibration fitted
+    moe: dict[str, MoeEfficiency] = {}  # by experts' format
+    moe_fits: dict[str, KernelFit] = {}
+    part_kernels: dict[str, str] = {}  # "gemm.nvfp4", "moe.fp8", "attention" -> engine (generic)
     decode_attention_bandwidth_frac: float = Field(gt=0, le=1)
     prefill_attention_compute_frac: float = Field(gt=0, le=1)
     scale_up_bandwidth_frac: float = Field(gt=0, le=1)
@@ -115,45 +157,105 @@ class Efficiency(BaseModel):
     prefill_attention_per_tile_s: float = Field(default=0.0, ge=0)  # SM time per query tile·head
     prefill_attention_per_token_s: float = Field(default=0.0, ge=0)  # SM time per query token·head
     decode_kv_dequant_elements_per_s: float = Field(default=float("inf"), gt=0)  # quantized KV
-    moe_fixed_overhead_s: float = Field(default=0.0, ge=0)  # per fused MoE layer call
-    moe_per_token_s: float = Field(default=0.0, ge=0)  # per routed token copy of 4096 elements
-    moe_per_routed_copy_s: float = Field(default=0.0, ge=0)  # per copy of every rank's tokens
-    moe_engine: str = DEFAULT_MOE_ENGINE  # the engine whose fused-MoE kernels the terms describe
+    prefill_quantized_kv_frac: float = Field(default=1.0, gt=0)  # prefill time, FP8 KV / BF16
     all_reduce_latency_s: float | None = Field(default=None, ge=0)  # None: catalog scale-up α
     sources: dict[str, str]
 
-    def for_engine(self, engine: str | None) -> Efficiency:
-        """The coefficients a step of `engine` pays: all of them for the engine whose fused-MoE
-        kernels `[moe]` was fitted on (`moe_engine`), else the MoE floor alone. Other engines
-        run other fused-MoE kernels: SGLang's Triton kernel on Hopper streams DeepSeek-V3's
-        TP-8-sliced experts at HBM speed (249 µs at 64 tokens on H200, aiconfigurator-core 0.12.0
-        sglang 0.5.14 moe_perf) where TensorRT-LLM's CUTLASS kernel takes 721 µs (trtllm
-        1.3.0rc20), so the size terms of one would misprice the other; without an engine
-        (a generic one) the floor alone, the fastest fused MoE's."""
-        if engine == self.moe_engine:
-            return self
-        return self.model_copy(update={"moe_per_token_s": 0.0, "moe_per_routed_copy_s": 0.0})
-
     @property
     def grouped_bandwidth_ceiling_frac(self) -> float:
-        """The HBM ceiling of grouped (MoE expert) GEMMs at least: BF16's. A grouped launch of
-        many experts keeps every SM streaming weights, as the full-grid BF16 kernels of the
-        dense tables do; a quantized format's own ceiling is fitted on its dense tables, where
-        small-M NVFP4 kernels stream far below it (aiconfigurator-core 0.12.0: TensorRT-LLM's
-        NVFP4 fused MoE on DeepSeek-V3 shapes with every expert active streams ~5.9 TB/s of
-        weights on B300, above its dense NVFP4 ceiling of 0.52 × 7.7 TB/s = 4.0 TB/s and at its
-        BF16 ceiling, 0.75 × 7.7 = 5.8 TB/s; tests/benchmarks/bench_moe_fit.py)."""
-        return self.gemm["bf16"].bandwidth_ceiling_frac
+        """The HBM ceiling of grouped launches other than the fused MoE's (MLA's absorbed per-head
+        GEMMs) at least: BF16's. Many groups keep every SM streaming weights, as the full-grid
+        BF16 kernels of the dense tables do; a quantized format's own ceiling is fitted on dense
+        kernels, where small-M grids stream far below it."""
+        return self.gemm[FALLBACK_FORMAT].bandwidth_ceiling_frac
+
+    def dense_format(self, precision: Precision) -> str:
+        """The `[gemm.*]` entry whose kernels run this format: its own, else its rate class's,
+        else BF16's (a weight-only format computes in BF16: its rate class)."""
+        for name in (precision.name, RATE_FORMATS.get(precision.tensor_core_rate)):
+            if name in self.gemm:
+                return name
+        return FALLBACK_FORMAT
 
     def for_rate(self, rate: str) -> GemmEfficiency:
         """The entry of a tensor-core rate class (bf16, fp8, fp4); bf16's when it has none."""
-        return self.gemm.get(RATE_FORMATS.get(rate, rate), self.gemm["bf16"])
+        return self.gemm.get(RATE_FORMATS.get(rate, rate), self.gemm[FALLBACK_FORMAT])
 
     def for_precision(self, precision: Precision) -> GemmEfficiency:
         """The format's own entry (fp8_block, nvfp4, …), else its rate class's."""
-        if precision.name in self.gemm:
-            return self.gemm[precision.name]
-        return self.for_rate(precision.tensor_core_rate)
+        return self.gemm[self.dense_format(precision)]
+
+    def moe_format(self, precision: Precision) -> str | None:
+        """The `[moe.*]` entry whose fused kernels run these experts: the format's own, else its
+        rate class's, else BF16's; None when the file has no MoE entry at all."""
+        for name in (precision.name, RATE_FORMATS.get(precision.tensor_core_rate),
+                     FALLBACK_FORMAT):
+            if name in self.moe:
+                return name
+        return None
+
+    def moe_efficiency(self, precision: Precision) -> MoeEfficiency | None:
+        name = self.moe_format(precision)
+        return None if name is None else self.moe[name]
+
+    def expert_gemm(self, precision: Precision) -> GemmEfficiency:
+        """The grouped expert GEMMs' coefficients: the format's dense kernel model with the fused
+        MoE's ceilings and per-SM stream rate (the dense entry alone without a MoE entry)."""
+        dense, moe = self.for_precision(precision), self.moe_efficiency(precision)
+        if moe is None:
+            return dense
+        return dense.model_copy(update={
+            "compute_ceiling_frac": moe.compute_ceiling_frac,
+            "bandwidth_ceiling_frac": moe.bandwidth_ceiling_frac,
+            "sm_bandwidth_bytes_per_s": moe.sm_bandwidth_bytes_per_s})
+
+    def kernels_of(self, part: str) -> str:
+        """The engine whose measured kernels a part ("gemm.nvfp4", "moe.fp8", "attention",
+        "communication") was fitted on: its own under a generic file, else the file's."""
+        return self.part_kernels.get(part, self.kernels)
+
+    def substitutes(self, linear: Precision, experts: Precision | None = None) -> list[str]:
+        """What these formats run on other kernels than their own (`uncalibrated: …` lines):
+        a format without its own measured GEMM or fused-MoE table takes its rate class's (or
+        BF16's); a GPU without calibrated files takes the medians of the calibrated GPUs."""
+        out = []
+        if self.hardware == DEFAULT_FILE:
+            out.append(f"no measured {self.kernels} kernels for this GPU: the medians of the "
+                       "calibrated GPUs")
+        dense = self.dense_format(linear)
+        if dense != linear.name and not (linear.weight_only and dense == FALLBACK_FORMAT):
+            out.append(f"{linear.name} GEMMs: no {self.kernels} table, {dense}'s kernels")
+        if experts is not None:
+            moe = self.moe_format(experts)
+            if moe != experts.name:
+                out.append(f"{experts.name} fused MoE: no {self.kernels} table, "
+                           f"{moe or 'the dense'}'s kernels")
+        return out
+
+
+# ---- reading a file ---------------------------------------------------------------------------
+
+GEMM_KEYS = {  # TOML key -> (GemmEfficiency field, TOML units per SI unit, default)
+    "compute_ceiling_frac": ("compute_ceiling_frac", 1.0, None),
+    "bandwidth_ceiling_frac": ("bandwidth_ceiling_frac", 1.0, None),
+    "fixed_overhead_us": ("fixed_overhead_s", US_PER_S, None),
+    "n_half_dim": ("n_half_dim", 1.0, None),
+    "k_half_dim": ("k_half_dim", 1.0, None),
+    "overlap_frac": ("overlap_frac", 1.0, None),
+    "split_k_overhead_us": ("split_k_overhead_s", US_PER_S, None),
+    "sm_bandwidth_gb_per_s": ("sm_bandwidth_bytes_per_s", 1.0 / GIGA, None),
+    "quantize_fixed_us": ("quantize_fixed_s", US_PER_S, 0.0),
+    "quantize_bandwidth_frac": ("quantize_bandwidth_frac", 1.0, 1.0),
+}
+MOE_KEYS = {  # TOML key -> (MoeEfficiency field, TOML units per SI unit, default)
+    "compute_ceiling_frac": ("compute_ceiling_frac", 1.0, None),
+    "bandwidth_ceiling_frac": ("bandwidth_ceiling_frac", 1.0, None),
+    "sm_bandwidth_gb_per_s": ("sm_bandwidth_bytes_per_s", 1.0 / GIGA, None),
+    "fixed_overhead_us": ("fixed_overhead_s", US_PER_S, None),
+    "per_local_copy_us": ("per_local_copy_s", US_PER_S, None),
+    "per_scanned_copy_us": ("per_scanned_copy_s", US_PER_S, None),
+}
+PART_KERNELS_KEY = "kernels"  # in a generic file: the engine an entry was taken from
 
 
 def _value(table: dict, path: str, sources: dict[str, str], default: float | None = None) -> float:
@@ -179,87 +281,154 @@ def _non_negative(doc: dict, path: str, sources: dict[str, str], default=None) -
     return value
 
 
-def _gemm(doc: dict, fmt: str, sources: dict[str, str]) -> GemmEfficiency:
-    prefix = f"gemm.{fmt}"
-    value = lambda key, default=None: _value(doc, f"{prefix}.{key}", sources, default)  # noqa: E731
+def _entry(doc: dict, prefix: str, keys: dict, model: type[BaseModel], sources: dict[str, str]):
+    """One `[gemm.<format>]` or `[moe.<format>]` table as its model, in SI units."""
+    section, _, fmt = prefix.partition(".")
+    if not isinstance(doc[section][fmt], dict) or "value" in doc[section][fmt]:
+        raise ConfigError(f"`{prefix}` must be a table of coefficients, one per format")
+    values = {field: _value(doc, f"{prefix}.{key}", sources, default) / scale
+              for key, (field, scale, default) in keys.items()}
     try:
-        return GemmEfficiency(
-            compute_ceiling_frac=value("compute_ceiling_frac"),
-            bandwidth_ceiling_frac=value("bandwidth_ceiling_frac"),
-            fixed_overhead_s=value("fixed_overhead_us") / US_PER_S,
-            n_half_dim=value("n_half_dim"), k_half_dim=value("k_half_dim"),
-            overlap_frac=value("overlap_frac"),
-            split_k_overhead_s=value("split_k_overhead_us") / US_PER_S,
-            sm_bandwidth_bytes_per_s=value("sm_bandwidth_gb_per_s") * GIGA,
-            quantize_fixed_s=value("quantize_fixed_us", 0.0) / US_PER_S,
-            quantize_bandwidth_frac=value("quantize_bandwidth_frac", 1.0),
-        )
+        return model(**values)
     except ValidationError as exc:
         err = exc.errors()[0]
-        raise ConfigError(f"`{prefix}.{err['loc'][0]}`: {err['msg']}; got {err.get('input')!r}") \
-            from None
+        key = next(k for k, (field, _, _) in keys.items() if field == err["loc"][0])
+        raise ConfigError(f"`{prefix}.{key}`: {err['msg']}; got "
+                          f"{values[err['loc'][0]] * keys[key][1]!r}") from None
 
 
-def _fit(doc: dict, fmt: str) -> GemmFit | None:
-    table = doc["gemm"][fmt].get("fit")
+def _fit(doc: dict, section: str, fmt: str) -> KernelFit | None:
+    table = doc[section][fmt].get("fit")
     if table is None:
         return None
     try:
-        return GemmFit(**table)
+        return KernelFit(**table)
     except (TypeError, ValidationError) as exc:
-        raise ConfigError(f"`gemm.{fmt}.fit` is malformed: {exc}") from None
+        raise ConfigError(f"`{section}.{fmt}.fit` is malformed: {exc}") from None
 
 
-def _moe_engine(doc: dict) -> str:
-    engine = doc.get("moe", {}).get("engine", DEFAULT_MOE_ENGINE)
-    if engine not in MOE_ENGINES:
-        raise ConfigError(f"`moe.engine` must be one of {', '.join(MOE_ENGINES)}; got {engine!r}")
-    return engine
+def _part_kernels(doc: dict) -> dict[str, str]:
+    """`kernels = "<engine>"` of each entry of a generic file."""
+    found = {}
+    for section in ("gemm", "moe"):
+        for fmt, table in doc.get(section, {}).items():
+            if isinstance(table, dict) and PART_KERNELS_KEY in table:
+                found[f"{section}.{fmt}"] = table[PART_KERNELS_KEY]
+    for section in ("attention", "communication"):
+        if PART_KERNELS_KEY in doc.get(section, {}):
+            found[section] = doc[section][PART_KERNELS_KEY]
+    for part, engine in found.items():
+        if engine not in ENGINES:
+            raise ConfigError(f"`{part}.kernels` must be one of {', '.join(ENGINES)}; got "
+                              f"{engine!r}")
+    return found
 
 
-def efficiency_from_toml(doc: dict) -> Efficiency:
-    sources: dict[str, str] = {}
-    gemm = {fmt: _gemm(doc, fmt, sources) for fmt in doc.get("gemm", {})}
-    if "bf16" not in gemm:
-        raise ConfigError("`gemm.bf16` efficiency is required (the fallback for other formats)")
-    fits = {fmt: fit for fmt in gemm if (fit := _fit(doc, fmt)) is not None}
-    return Efficiency(
-        hardware=str(doc.get("hardware", "")), version=str(doc.get("version", "")), gemm=gemm,
-        gemm_fits=fits,
+def _file_kernels(doc: dict, kernels: str) -> str:
+    value = doc.get(PART_KERNELS_KEY, kernels)
+    if value not in KERNELS:
+        raise ConfigError(f"`kernels` must be one of {', '.join(KERNELS)}; got {value!r}")
+    return value
+
+
+def _attention_and_communication(doc: dict, sources: dict[str, str]) -> dict:
+    us = lambda path: _optional_us(doc, path, sources)  # noqa: E731
+    return dict(
         decode_attention_bandwidth_frac=_value(doc, "attention.decode_bandwidth_frac", sources),
         prefill_attention_compute_frac=_value(doc, "attention.prefill_compute_frac", sources),
         scale_up_bandwidth_frac=_value(doc, "communication.scale_up_bandwidth_frac", sources),
         scale_out_bandwidth_frac=_value(doc, "communication.scale_out_bandwidth_frac", sources),
-        attention_fixed_overhead_s=_optional_us(doc, "attention.fixed_overhead_us", sources),
-        prefill_attention_fixed_overhead_s=_optional_us(
-            doc, "attention.prefill_fixed_overhead_us", sources),
-        decode_attention_per_sequence_s=_optional_us(
-            doc, "attention.decode_per_sequence_us", sources) or 0.0,
-        prefill_attention_per_tile_s=_optional_us(
-            doc, "attention.prefill_per_tile_us", sources) or 0.0,
-        prefill_attention_per_token_s=_optional_us(
-            doc, "attention.prefill_per_token_us", sources) or 0.0,
+        attention_fixed_overhead_s=us("attention.fixed_overhead_us"),
+        prefill_attention_fixed_overhead_s=us("attention.prefill_fixed_overhead_us"),
+        decode_attention_per_sequence_s=us("attention.decode_per_sequence_us") or 0.0,
+        prefill_attention_per_tile_s=us("attention.prefill_per_tile_us") or 0.0,
+        prefill_attention_per_token_s=us("attention.prefill_per_token_us") or 0.0,
         decode_kv_dequant_elements_per_s=_non_negative(
             doc, "attention.kv_dequant_g_per_s", sources, float("inf")) * GIGA or float("inf"),
-        all_reduce_latency_s=_optional_us(doc, "communication.all_reduce_latency_us", sources),
-        moe_fixed_overhead_s=_optional_us(doc, "moe.fixed_overhead_us", sources) or 0.0,
-        moe_per_token_s=_optional_us(doc, "moe.per_token_us", sources) or 0.0,
-        moe_per_routed_copy_s=_optional_us(doc, "moe.per_routed_copy_us", sources) or 0.0,
-        moe_engine=_moe_engine(doc),
+        prefill_quantized_kv_frac=_non_negative(
+            doc, "attention.prefill_quantized_kv_frac", sources, 1.0) or 1.0,
+        all_reduce_latency_s=us("communication.all_reduce_latency_us"),
+    )
+
+
+def efficiency_from_toml(doc: dict, kernels: str = GENERIC) -> Efficiency:
+    """An efficiency file's coefficients (`kernels`: its folder, unless the file names it)."""
+    for section in ("gemm", "moe"):
+        if not isinstance(doc.get(section, {}), dict):
+            raise ConfigError(f"`{section}` must be a table of formats; got {doc[section]!r}")
+    sources: dict[str, str] = {}
+    gemm = {fmt: _entry(doc, f"gemm.{fmt}", GEMM_KEYS, GemmEfficiency, sources)
+            for fmt in doc.get("gemm", {})}
+    if FALLBACK_FORMAT not in gemm:
+        raise ConfigError("`gemm.bf16` efficiency is required (the fallback for other formats)")
+    moe = {fmt: _entry(doc, f"moe.{fmt}", MOE_KEYS, MoeEfficiency, sources)
+           for fmt in doc.get("moe", {})}
+    return Efficiency(
+        hardware=str(doc.get("hardware", "")), version=str(doc.get("version", "")),
+        kernels=_file_kernels(doc, kernels), gemm=gemm, moe=moe,
+        gemm_fits={f: fit for f in gemm if (fit := _fit(doc, "gemm", f)) is not None},
+        moe_fits={f: fit for f in moe if (fit := _fit(doc, "moe", f)) is not None},
+        part_kernels=_part_kernels(doc), **_attention_and_communication(doc, sources),
         sources=sources,
     )
 
 
-def efficiency_names() -> list[str]:
-    """GPUs with coefficients of their own, plus `default`."""
-    files = resources.files(_PACKAGE).iterdir()
-    names = (f.name[: -len(".toml")] for f in files if f.name.endswith(".toml"))
+# ---- finding a file ---------------------------------------------------------------------------
+
+def _folder(kernels: str):
+    return resources.files(_PACKAGE).joinpath(kernels)
+
+
+def efficiency_names(kernels: str = GENERIC) -> list[str]:
+    """GPUs with shipped coefficients of their own under `kernels`, plus `default`."""
+    names = (f.name[: -len(".toml")] for f in _folder(kernels).iterdir()
+             if f.name.endswith(".toml"))
     return sorted(name for name in names if name != POINTS_FILE)
 
 
+def calibration_dir() -> Path | None:
+    """The user's calibration folder (`ARCHSCOUT_CALIBRATION_DIR`), None when unset."""
+    value = os.environ.get(CALIBRATION_DIR_ENV, "").strip()
+    if not value:
+        return None
+    folder = Path(value).expanduser()
+    if not folder.is_dir():
+        raise ConfigError(f"`{CALIBRATION_DIR_ENV}` must name a folder of calibration files "
+                          f"(archscout calibrate --output); got {value!r}")
+    return folder.resolve()
+
+
+def kernels_name(engine: str | None) -> str:
+    """The `data/efficiency/` folder of an engine's kernels (None: the generic ones)."""
+    if engine is None:
+        return GENERIC
+    if engine not in ENGINES:
+        raise ConfigError(f"`engine` must be one of {', '.join(ENGINES)} (or unset); got "
+                          f"{engine!r}")
+    return engine
+
+
+def get_efficiency(hardware_name: str, engine: str | None = None) -> Efficiency:
+    """The coefficients of a GPU's kernels under `engine` (None: the generic kernels): the
+    user's calibration folder's file when it has one, else the shipped one, else the priors."""
+    return _load(hardware_name, kernels_name(engine), calibration_dir())
+
+
 @cache
-def get_efficiency(hardware_name: str) -> Efficiency:
-    """The shipped coefficients of a GPU, or the generic priors when it has none."""
-    name = hardware_name if hardware_name in efficiency_names() else DEFAULT_FILE
-    text = resources.files(_PACKAGE).joinpath(f"{name}.toml").read_text()
-    return efficiency_from_toml(tomllib.loads(text))
+def _load(hardware_name: str, kernels: str, user_dir: Path | None) -> Efficiency:
+    if user_dir is not None:
+        path = user_dir / kernels / f"{hardware_name}.toml"
+        if path.is_file():
+            return _parse(path.read_text(), kernels, str(user_dir), str(path))
+    name = hardware_name if hardware_name in efficiency_names(kernels) else DEFAULT_FILE
+    text = _folder(kernels).joinpath(f"{name}.toml").read_text()
+    return _parse(text, kernels, "package", f"{kernels}/{name}.toml")
+
+
+def _parse(text: str, kernels: str, origin: str, where: str) -> Efficiency:
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"efficiency file {where} is not valid TOML: {exc}") from None
+    eff = efficiency_from_toml(doc, kernels)
+    return eff.model_copy(update={"origin": origin})

@@ -7,7 +7,7 @@ and a concurrency array (or sweeps 1 … the memory limit) and returns arrays of
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Sequence
 
 import numpy as np
@@ -15,14 +15,18 @@ import numpy as np
 from cost_model.architecture import Architecture
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.benchmark_ttft import (
-    adp_round_wait_s, benchmark_ttft_s, recv_poll_wait_s, shipped_terms,
+    STATISTICS, adp_round_wait_s, benchmark_ttft_s, recv_poll_wait_s, shipped_terms, slot_wait_s,
 )
 from cost_model.deployment import Deployment, Workload, expected_tokens_per_step
 from cost_model.errors import ConfigError
 from cost_model.frontier import concurrency_grid, frontier_area, pareto_mask
 from cost_model.hardware import HardwareSpec
 from cost_model.memory import max_concurrency
-from cost_model.step import serving_times
+from cost_model.serving_steps import (
+    ServingShape, ServingTimes, mixed_times, rank_budget_tokens, serving_times,
+)
+from cost_model.step import StageTime
+from cost_model.step_load import busiest_group_seqs, lockstep_groups
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,10 @@ class OperatingPoints:
     # wait W_round before its fitted share, and the request-queue polling wait W_poll
     round_wait_s: np.ndarray | None = None
     poll_wait_s: np.ndarray | None = None
+    # the median request's benchmark TTFT (`benchmark_ttft_s` is the mean over a benchmark's
+    # requests), and the wait for a slot once the concurrency exceeds what the engine admits
+    benchmark_ttft_median_s: np.ndarray | None = None
+    slot_wait_s: np.ndarray | None = None
 
     def frontier_area(self, x_lo: float, x_hi: float, log_x: bool = True) -> np.ndarray:
         y = np.where(self.fits_memory, self.tokens_per_s_per_gpu, np.nan)
@@ -112,33 +120,101 @@ def request_lifetime_s(ttft_s, tpot_s, osl_tokens):
     return np.maximum(ttft_s + (osl_tokens - 1.0) * tpot_s, osl_tokens * tpot_s)
 
 
+def _shape(workload: Workload) -> ServingShape:
+    return ServingShape(float(workload.isl_tokens), float(workload.osl_tokens),
+                        float(workload.prefill_chunk_tokens), float(workload.cached_prefix_tokens),
+                        workload.adp_balance_timeout_steps > 0, workload.engine)
+
+
+@dataclass(frozen=True)
+class _Groups:
+    """How `in_flight` requests sit on the attention groups: lockstep groups share one step (one
+    evaluation at the instance's concurrency); independent ones (a dense model's replicas) hold
+    ⌈c/dp⌉ in r of them and one fewer in the other dp − r, each a replica stepping alone."""
+
+    replica: DeployArrays  # dp 1 where the groups are independent
+    high: np.ndarray  # the concurrency each evaluation sees: n_hi (or the instance's c)
+    low: np.ndarray  # n_hi − 1 (or c)
+    high_share: np.ndarray  # share of the requests on the fuller groups (1 in lockstep)
+    low_share: np.ndarray
+
+    @classmethod
+    def of(cls, a: ArchArrays, d: DeployArrays, in_flight) -> _Groups:
+        alone = (d.dp > 1) & ~lockstep_groups(a.moe_layers, d.dp)
+        n_hi = busiest_group_seqs(in_flight, d.dp)
+        fuller = in_flight - d.dp * (n_hi - 1.0)  # r groups at n_hi
+        share = np.where(alone, fuller * n_hi / in_flight, 1.0)
+        return cls(replace(d, dp=np.where(alone, 1.0, d.dp)), np.where(alone, n_hi, in_flight),
+                   np.where(alone, np.maximum(n_hi - 1.0, 1.0), in_flight), share, 1.0 - share)
+
+
+def _replica_times(a, groups: _Groups, env: Env, shape: ServingShape):
+    """The fuller and the lighter groups' serving times; the lighter evaluated only in the
+    concurrency columns where some candidate has both (a sweep's last, at most)."""
+    high = serving_times(a, groups.replica, env, groups.high, shape)
+    columns = np.flatnonzero(np.any(np.atleast_2d(groups.low_share > 0), axis=0))
+    if columns.size == 0:
+        return high, high
+    low = serving_times(a, groups.replica, env, np.atleast_2d(groups.low)[:, columns], shape)
+    return high, _with_columns(high, low, columns, np.shape(np.atleast_2d(groups.low)))
+
+
+def _with_columns(base: ServingTimes, part: ServingTimes, columns, shape) -> ServingTimes:
+    """`base` (broadcast to `shape`) with `part`'s values in `columns` (axis 1)."""
+    def put(whole, values):
+        out = np.array(np.broadcast_to(whole, shape), dtype=float)
+        out[:, columns] = values
+        return out
+    tpot = StageTime(*(put(getattr(base.tpot, f.name), getattr(part.tpot, f.name))
+                       for f in fields(StageTime)))
+    return ServingTimes(tpot, *(put(getattr(base, name), getattr(part, name))
+                                for name in ("ttft_s", "prompt_queue_s", "prompt_s")))
+
+
 def _points(a: ArchArrays, d: DeployArrays, env: Env, workload: Workload, concurrency,
             memory_limit, limit) -> OperatingPoints:
-    isl, osl = float(workload.isl_tokens), float(workload.osl_tokens)
+    """Operating points at `concurrency`: at most `limit` requests in flight (the rest wait for
+    a slot), on lockstep or independent attention groups (`_Groups`); TPOT and TTFT are means
+    over the requests, throughput the sum over the groups."""
+    shape = _shape(workload)
+    osl = shape.osl_tokens
     c = np.where(np.isfinite(concurrency), concurrency, 1.0)
-    times = serving_times(a, d, env, c, isl, osl, float(workload.prefill_chunk_tokens),
-                          float(workload.cached_prefix_tokens),
-                          balanced=workload.adp_balance_timeout_steps > 0)
-    step, ttft = times.tpot, times.ttft_s
-    tpot = step.total_s
-    missing = ~np.isfinite(concurrency)
-    lifetime = request_lifetime_s(ttft, tpot, osl)
-    throughput = c * osl / (d.gpus * lifetime)
-    step_s = tpot * expected_tokens_per_step(d.spec_tokens, d.spec_acceptance)
-    rounds = adp_round_wait_s(step_s, d.dp, c, lifetime, workload.adp_balance_timeout_steps)
+    in_flight = np.where(limit >= 1, np.minimum(c, limit), c)
+    groups = _Groups.of(a, d, in_flight)
+    parts = _replica_times(a, groups, env, shape)
+    weights = [groups.high_share, groups.low_share]
+    times = mixed_times(list(parts), weights)
+    lifetimes = [request_lifetime_s(p.ttft_s, p.tpot.total_s, osl) for p in parts]
+    requests_per_s = in_flight * sum(w / life for w, life in zip(weights, lifetimes))
+    lifetime = in_flight / requests_per_s
+    step_s = times.tpot.total_s * expected_tokens_per_step(d.spec_tokens, d.spec_acceptance)
+    rounds = adp_round_wait_s(step_s, d.dp, in_flight, lifetime,
+                              workload.adp_balance_timeout_steps)
     poll = recv_poll_wait_s(step_s, workload.scheduler_recv_interval_steps, c)
-    client = benchmark_ttft_s(ttft, times.prompt_queue_s, shipped_terms(workload.engine),
-                              rounds) + poll
+    slot = slot_wait_s(c, in_flight, requests_per_s)
+    terms = shipped_terms(workload.engine)
+    client = {s: benchmark_ttft_s(times.ttft_s, times.prompt_queue_s, terms, rounds, s)
+              + poll + slot for s in STATISTICS}
+    return _operating_points(concurrency, times, requests_per_s * osl / d.gpus, client, rounds,
+                             poll, slot, (c <= memory_limit) & (memory_limit >= 1), limit)
+
+
+def _operating_points(concurrency, times: ServingTimes, throughput, client: dict, rounds, poll,
+                      slot, fits, limit) -> OperatingPoints:
+    missing = ~np.isfinite(concurrency)
     nan = lambda v: np.where(missing, np.nan, v)  # noqa: E731
+    step = times.tpot
     return OperatingPoints(
-        concurrency=np.asarray(concurrency, float), tpot_s=nan(tpot), ttft_s=nan(ttft),
-        benchmark_ttft_s=nan(client), prompt_queue_s=nan(times.prompt_queue_s),
-        tokens_per_s_per_user=nan(1.0 / tpot), tokens_per_s_per_gpu=nan(throughput),
-        fits_memory=(c <= memory_limit) & ~missing & (memory_limit >= 1), max_concurrency=limit,
+        concurrency=np.asarray(concurrency, float), tpot_s=nan(step.total_s),
+        ttft_s=nan(times.ttft_s), benchmark_ttft_s=nan(client["mean"]),
+        prompt_queue_s=nan(times.prompt_queue_s),
+        tokens_per_s_per_user=nan(1.0 / step.total_s), tokens_per_s_per_gpu=nan(throughput),
+        fits_memory=fits & ~missing, max_concurrency=limit,
         gemm_s=nan(step.gemm_s), attention_s=nan(step.attention_s),
         communication_s=nan(step.communication_s), other_s=nan(step.other_s),
         linear_attention_s=nan(step.linear_attention_s), round_wait_s=nan(rounds),
-        poll_wait_s=nan(poll),
+        poll_wait_s=nan(poll), benchmark_ttft_median_s=nan(client["median"]),
+        slot_wait_s=nan(slot),
     )
 
 
@@ -203,15 +279,22 @@ def _ratio_column(parts: dict, rows: dict, n: int, columns: int, name: str) -> n
     return out
 
 
+def concurrency_limits(a: ArchArrays, d: DeployArrays, env: Env, workload: Workload):
+    """(sequences the KV cache holds, requests the engine keeps in flight: that and its batch
+    cap of `max_batch_sequences` per attention group), each (n, 1). The workspace is one prompt
+    chunk of the rank's budget (`serving_steps.rank_budget_tokens`)."""
+    memory_limit = max_concurrency(a, d, env, float(workload.max_context_tokens),
+                                   rank_budget_tokens(a, d, _shape(workload)),
+                                   float(workload.cached_prefix_tokens))
+    return memory_limit, np.minimum(memory_limit, workload.max_batch_sequences * d.dp)
+
+
 def _aggregated_points(archs, deps, hw: HardwareSpec, workload: Workload, concurrency
                        ) -> OperatingPoints:
     env = Env.for_deployments(hw, deps, workload.engine)
     a = ArchArrays.from_architectures(archs)
     d = DeployArrays.from_deployments(deps)
-    memory_limit = max_concurrency(a, d, env, float(workload.max_context_tokens),
-                                   float(workload.prefill_chunk_tokens),
-                                   float(workload.cached_prefix_tokens))
-    limit = np.minimum(memory_limit, workload.max_batch_sequences * d.dp)
+    memory_limit, limit = concurrency_limits(a, d, env, workload)
     if concurrency is None:
         grid = concurrency_grid(limit)
     elif np.ndim(concurrency) == 2:

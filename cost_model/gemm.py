@@ -41,12 +41,12 @@ Everything broadcasts over numpy arrays of M, N and K.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from functools import cache
 
 import numpy as np
 
-from cost_model.efficiency import GemmEfficiency, get_efficiency
+from cost_model.efficiency import Efficiency, GemmEfficiency, get_efficiency
 from cost_model.hardware import GemmKernel, HardwareSpec
 from cost_model.precision import Precision, get_precision
 from cost_model.units import gemm_flop
@@ -64,6 +64,7 @@ PARTIAL_SUM_PASSES = 2.0
 HOT_DTYPE = np.float32
 DEFAULT_OUT_PRECISION = "bf16"  # serving epilogues write BF16 activations unless fused quantization
 QUANTIZE_FROM_PRECISION = "bf16"  # activations reach a quantization kernel in BF16
+WEIGHT_ONLY_ACTIVATIONS = "bf16"  # what w4a16 / w8a16 compute in (their "a16")
 BOUNDS = ("compute", "memory", "overhead")  # what sets a kernel's time (`GemmCost.bound`)
 
 
@@ -190,17 +191,19 @@ class GemmRates:
 
     @classmethod
     def of(cls, hw: HardwareSpec, a_prec: Precision, b_prec: Precision | None = None,
-           c_prec: Precision | None = None, eff: GemmEfficiency | None = None) -> GemmRates:
-        """The rates of `hw` for A in `a_prec`, with the shipped efficiency coefficients of that
-        GPU and format unless `eff` is given (calibration passes trial coefficients)."""
-        shipped = get_efficiency(hw.name)
-        eff = eff or shipped.for_precision(a_prec)
+           c_prec: Precision | None = None, eff: GemmEfficiency | None = None,
+           efficiency: Efficiency | None = None) -> GemmRates:
+        """The rates of `hw` for A in `a_prec`, with the coefficients of that format in
+        `efficiency` (default: the GPU's generic kernels) unless `eff` is given (calibration
+        passes trial coefficients)."""
+        efficiency = efficiency or get_efficiency(hw.name)
+        eff = eff or efficiency.for_precision(a_prec)
         source = get_precision(QUANTIZE_FROM_PRECISION).activation_bytes_per_value
         quantized = a_prec.activation_bytes_per_value < source
         return cls(
             peak_flop_per_s=hw.peak_for(a_prec), compute_ceiling_frac=eff.compute_ceiling_frac,
             bandwidth_ceiling_frac=eff.bandwidth_ceiling_frac,
-            grouped_bandwidth_ceiling_frac=max(shipped.grouped_bandwidth_ceiling_frac,
+            grouped_bandwidth_ceiling_frac=max(efficiency.grouped_bandwidth_ceiling_frac,
                                                eff.bandwidth_ceiling_frac),
             n_half_dim=eff.n_half_dim,
             k_half_dim=eff.k_half_dim, fixed_overhead_s=eff.fixed_overhead_s,
@@ -214,6 +217,18 @@ class GemmRates:
             c_bytes_per_value=(c_prec or get_precision(DEFAULT_OUT_PRECISION))
             .activation_bytes_per_value,
         )
+
+    @classmethod
+    def for_experts(cls, hw: HardwareSpec, experts: Precision, efficiency: Efficiency,
+                    eff: GemmEfficiency | None = None) -> GemmRates:
+        """The grouped expert GEMMs of a fused MoE in `experts`' format: its dense kernel model
+        with the fused kernel's ceilings (`Efficiency.expert_gemm`, or `eff`), weight-only
+        formats on BF16 activations; one HBM ceiling whatever the group count (the fused
+        kernel's, fitted on grouped launches)."""
+        eff = eff or efficiency.expert_gemm(experts)
+        a_prec = get_precision(WEIGHT_ONLY_ACTIVATIONS) if experts.weight_only else experts
+        rates = cls.of(hw, a_prec, experts, None, eff, efficiency)
+        return replace(rates, grouped_bandwidth_ceiling_frac=eff.bandwidth_ceiling_frac)
 
     def astype(self, dtype: type) -> GemmRates:
         """The same rates with array fields in `dtype` (floats stay Python floats, which numpy
@@ -328,15 +343,16 @@ def quantize_time_s(m, k, groups, hw: HardwareSpec, rates: GemmRates):
 def gemm_cost(m, n, k, hw: HardwareSpec, precision: Precision | str,
               out_precision: Precision | str | None = None,
               weight_precision: Precision | str | None = None, groups=1,
-              efficiency: GemmEfficiency | None = None) -> GemmCost:
+              efficiency: GemmEfficiency | None = None, engine: str | None = None) -> GemmCost:
     """Cost of C[M,N] = A[M,K]·B[K,N] with A in `precision`, B in `weight_precision` (default: the
     same) and C in `out_precision` (default BF16). Dims broadcast; pass them after sharding.
     `groups` identical GEMMs in one launch (a grouped MoE GEMM) share one fixed overhead.
+    `engine`: whose measured kernels (None: the generic ones, `cost_model.efficiency`);
     `efficiency`: coefficients to use instead of the shipped ones of this GPU and format."""
     a_prec = get_precision(precision, "dtype") if isinstance(precision, str) else precision
     rates = GemmRates.of(hw, a_prec, _as_precision(weight_precision, a_prec, "weight_dtype"),
                          _as_precision(out_precision, get_precision(DEFAULT_OUT_PRECISION),
-                                       "out_dtype"), efficiency)
+                                       "out_dtype"), efficiency, get_efficiency(hw.name, engine))
     m, n, k, groups = (np.asarray(x, dtype=np.float64) for x in (m, n, k, groups))
     flop, read, write = _traffic(m, n, k, groups, rates)
     found = np.broadcast_arrays(*_candidates(m, n, k, groups, hw, rates, detail=True))

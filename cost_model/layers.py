@@ -30,7 +30,7 @@ from cost_model.sharded_gemms import (
 )
 from cost_model.step_load import StepLoad
 
-MOE_HIDDEN_UNIT = 4096  # `moe.per_token_us` is quoted per routed token copy of 4096 elements
+MOE_HIDDEN_UNIT = 4096  # `moe.<format>.per_local_copy_us` is quoted per copy of 4096 elements
 
 
 def touched_expert_frac(tokens, top_k, experts):
@@ -65,16 +65,18 @@ class GemmList:
         return np.array([flags[row] for row in rows]).reshape((-1,) + (1,) * len(self.shape))
 
     def rates(self, env: Env, rows: list[int]) -> GemmRates:
-        """Each row's rates (axis 0): BF16, the experts' format or the linear layers'."""
+        """Each row's rates (axis 0): BF16, the experts' fused MoE kernels (their format's) or
+        the linear layers'."""
         low = env.linear_rates
-        if env.mixed_experts:
+        if any(self.moe[row] for row in rows):
             low = GemmRates.select(self._rows_mask(self.moe, rows), env.moe_rates, low)
         return GemmRates.select(self._rows_mask(self.high, rows), env.high_rates, low)
 
-    def times_s(self, env: Env) -> dict[str, np.ndarray]:
-        """Per-stage time of each named GEMM (count × one GEMM), in one vectorized call. GEMMs
-        that no candidate runs (count 0 everywhere: MLA rows of GQA models, expert rows of dense
-        ones) are not evaluated and take 0 s; most batches run a third of the rows."""
+    def times_s(self, env: Env, dtype: type = HOT_DTYPE) -> dict[str, np.ndarray]:
+        """Per-stage time of each named GEMM (count × one GEMM), in one vectorized call computed
+        in `dtype` (calibration passes float64: its finite-difference Jacobians need the digits).
+        GEMMs that no candidate runs (count 0 everywhere: MLA rows of GQA models, expert rows of
+        dense ones) are not evaluated and take 0 s; most batches run a third of the rows."""
         rows = [row for row, dims in enumerate(self.dims) if np.any(dims[4])]
         times = dict.fromkeys(self.names, 0.0)
         if not rows:
@@ -89,7 +91,7 @@ class GemmList:
         rates = self.rates(env, rows)
         # each distinct GEMM once: sweeps repeat most of them (`cost_model.gemm_unique`)
         live_s = unique_gemm_time_s([self.dims[row][:4] for row in rows], live, env.hw, rates,
-                                    HOT_DTYPE) * count
+                                    dtype) * count
         times.update(zip((self.names[row] for row in rows), live_s))
         return times
 
@@ -195,29 +197,21 @@ def moe_routed_tokens(a: ArchArrays, d: DeployArrays, tokens):
 
 
 def moe_overhead_s(a: ArchArrays, d: DeployArrays, env: Env, tokens):
-    """Non-GEMM time of one fused MoE layer on one GPU: a fixed floor (routing top-k, the
-    permute/unpermute and activation kernels' launches), a cost per local routed token copy per
-    hidden element (permute, gated activation and weighted unpermute move each copy) and a cost
-    per routed copy of ALL the layer's tokens (the fused MoE receives every rank's tokens and
-    sorts and scans all C·k expert indices to pick its local ones, whatever the EP degree); 0 s
-    for a dense model. Serving steps pay it whole on the engine whose kernels `[moe]` was fitted
-    on, the floor alone on any other (`Efficiency.for_engine`).
-
-    Fitted on aiconfigurator's fused-MoE tables (TRT-LLM 1.3.0rc20: CUTLASS and DeepGEMM flows),
-    balanced routing, every format at once: median |error| 9.3–17.1% per GPU and format (RTX PRO
-    6000 FP8 19.3%, block FP8 46.6%; tests/benchmarks/bench_moe_fit.py). A fourth term per
-    active local expert (grouped-GEMM tile scheduling) fitted the same tables no better (8.7–16.9%,
-    each format within 3.7 points) and is what made serving worse: it charges a TP-8 EP-1
-    DeepSeek step ~4 ms that no published row shows. On the published rows
-    (tests/benchmarks/validate_serving.py, MoE, 856 rows; host time fitted on this form) the
-    terms on TensorRT-LLM's rows and the floor elsewhere give tokens/s/GPU median |error| 11.7%
-    (bias +0.1%) and TPOT 8.9% (+2.7%); the floor everywhere 11.9% / 9.0%, the terms everywhere
-    12.0% / 9.5%."""
-    copies = moe_routed_tokens(a, d, tokens)
-    per_copy_s = env.eff.moe_per_token_s * a.hidden / MOE_HIDDEN_UNIT
-    scanned_s = tokens * a.top_k * env.eff.moe_per_routed_copy_s
+    """Non-GEMM time of one fused MoE layer on one GPU, in its experts' format and on the step's
+    engine's kernels (`Env.moe_terms`, `cost_model.efficiency.MoeEfficiency`): a fixed floor
+    (routing top-k, the permute/unpermute and activation kernels' launches), a cost per local
+    routed token copy per 4096 hidden elements (permute, activation quantization, gated
+    activation and weighted unpermute move each copy: C·k/EP copies of H elements) and a cost per
+    routed copy of ALL the layer's tokens (the fused MoE receives every rank's tokens and sorts
+    and scans all C·k expert indices to pick its local ones, whatever the EP degree); 0 s for a
+    dense model. Fitted per engine and format on measured fused-MoE kernels with the grouped
+    GEMMs (`search/calibration/moe.py`; figures: tests/benchmarks/bench_moe_fit.py)."""
+    terms = env.moe_terms
+    local_copies = moe_routed_tokens(a, d, tokens)
+    per_local_s = terms.per_local_copy_s * a.hidden / MOE_HIDDEN_UNIT
+    scanned_s = tokens * a.top_k * terms.per_scanned_copy_s
     return np.where(a.experts > 0,
-                    env.eff.moe_fixed_overhead_s + copies * per_copy_s + scanned_s, 0.0)
+                    terms.fixed_overhead_s + local_copies * per_local_s + scanned_s, 0.0)
 
 
 def _logit_tokens(load: StepLoad):

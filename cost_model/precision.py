@@ -13,6 +13,14 @@ they run at the BF16 tensor-core rate with the BF16 GEMM efficiency of the GPU, 
 weight bytes shrink: `w4a16` holds MXFP4 weights (4 + 8/32 = 4.25 bits/value, as gpt-oss ships;
 INT4 with one BF16 scale per 128-value group is 4.125, within 3%), `w8a16` FP8/INT8 weights with
 per-channel scales (8 bits/value; one scale per output row is negligible).
+
+Which measured kernels price each format (`cost_model.efficiency`): BF16, FP8 (per-tensor), FP8
+block-scaled and NVFP4 have dense GEMM and fused-MoE tables of their own in every engine that runs
+them; `w4a16` experts are priced on the engines' `w4a16_mxfp4` fused-MoE kernels (gpt-oss on
+Hopper); `mxfp4` experts on their `w4a8_mxfp4_mxfp8` kernels, which is how every engine runs MXFP4
+weights on Blackwell (MXFP8 activations on the block-scaled tensor cores; the fit absorbs the
+difference from this format's 4.25-bit activations); dense MXFP4 GEMMs have no table and run on
+NVFP4's kernels, which every output says (`uncalibrated: …`).
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
-"""Step times: one pipeline stage's forward, decode TPOT, prefill TTFT, with the time breakdown
-GEMM / attention / communication / other (the seeds' Figure 2).
-
-Aggregated serving with in-flight batching: in steady state each decode step of `c` sequences
-must also absorb c·ISL/OSL prompt tokens (every request's ISL tokens are prefilled once per OSL
-generated tokens); the engine runs them as prefill chunks batched into decode steps, and TPOT
-carries their amortized cost, so prefill work is included in throughput.
-Pipeline parallelism keeps PP micro-batches in flight, the busiest of ⌈c/PP⌉ whole sequences:
-TPOT = PP · stage time. Attention DP puts ⌈·/DP⌉ of them on the busiest group (`StepLoad`).
-TTFT is chunked-pipeline prefill of one request (seeds, guideline 6): m chunks through S stages take
-(m + S − 1) stage times, i.e. a bubble of (S−1)/(S−1+m).
+"""Step times: one pipeline stage's forward for a given `StepLoad`, with the time breakdown
+GEMM / attention / communication / other (NVIDIA, AI Model Co-Design (2026), Figure 2), and the
+drafting pass of speculative decoding. What aggregated serving runs with them (TPOT, TTFT) is
+`cost_model.serving_steps`.
+Pipeline parallelism keeps PP micro-batches in flight, the busiest of ⌈c/PP⌉ whole sequences
+(`micro_batch_seqs`); attention DP puts ⌈·/DP⌉ of them on the busiest group (`StepLoad`).
 """
 
 from __future__ import annotations
@@ -22,19 +17,25 @@ from cost_model.hardware import HardwareSpec
 from cost_model.host import host_step_s
 from cost_model.linear_attention import linear_decode_s, linear_prefill_s
 from cost_model.batch import ArchArrays, DeployArrays, Env
-from cost_model.benchmark_ttft import benchmark_ttft_s, prompt_queue_s
-from cost_model.deployment import expected_tokens_per_step
 from cost_model.communication import all_gather_s, all_reduce_s, all_to_all_s, point_to_point_s
 from cost_model.layers import GemmList, layer_gemms, moe_overhead_s
 from cost_model.step_load import StepLoad, busiest_group_seqs
 
 ACTIVATION_BYTES = 2.0  # BF16 residual stream between layers and in collectives
-# Non-GEMM kernels per layer with fusion (TensorRT-LLM/vLLM): 2 fused add+RMSNorm(+quant),
-# RoPE + KV-cache write, activation (SwiGLU + quant): prior, refit by calibration.
-OTHER_KERNELS_PER_LAYER = 4
-# Elementwise traffic per token per layer, in units of H activations: two norms (read + write),
-# two residual adds, RoPE: ~12 H-sized reads/writes; the FFN activation adds 3 H′/TP.
-ELEMENTWISE_HIDDEN_PASSES = 12.0
+# Non-GEMM kernels with fusion (TensorRT-LLM/vLLM/SGLang), counted per sub-block as the engines
+# run them: each sub-block (a token mixer, or an FFN, with its own pre-norm and residual: a
+# transformer layer has two, each of Nemotron-H's single-mixer layers one) one fused residual
+# add + RMSNorm (+ quant); each attention layer one RoPE + KV-cache write; each dense FFN or
+# shared expert one activation (SwiGLU + quant). A transformer layer: 2 + 1 + 1 = 4 (prior).
+NORM_KERNELS_PER_SUB_BLOCK = 1
+ROPE_KERNELS_PER_ATTENTION_LAYER = 1
+ACTIVATION_KERNELS_PER_FFN = 1
+# Elementwise traffic per token, in units of H activations: per sub-block the norm's read and
+# write (2) and the residual add's two reads and one write (3); per attention layer RoPE's read
+# and write of q and k (~2); a transformer layer ~12 H. An FFN's activation reads gate and up
+# and writes their product: 3 H′/TP.
+SUB_BLOCK_HIDDEN_PASSES = 5.0
+ROPE_HIDDEN_PASSES = 2.0
 ELEMENTWISE_FFN_PASSES = 3.0
 # GPUs of an HGX NVLink domain; a larger scale-up domain is a multi-node NVLink one (NVL72)
 HGX_DOMAIN_GPUS = 8
@@ -81,11 +82,30 @@ class StageTime:
         return StageTime(*(x[index] for x in self._parts()))
 
 
-def _stage_layers(a: ArchArrays, d: DeployArrays):
-    """Layers on the busiest stage, and its dense-FFN and MoE layers (balanced by type)."""
-    layers = np.ceil(a.layers / d.pp)
-    share = layers / a.layers
-    return layers, a.dense_layers * share, a.moe_layers * share
+@dataclass(frozen=True)
+class StageLayers:
+    """The busiest stage's layers by kind, ⌈L/PP⌉ of them, each kind in its share (balanced by
+    type, so fractional)."""
+
+    layers: np.ndarray
+    attention: np.ndarray  # attention mixers (full or sliding, parallel hybrids included)
+    linear: np.ndarray  # linear-attention mixers
+    mixer: np.ndarray  # layers with any token mixer (a parallel hybrid's two count once)
+    dense: np.ndarray  # dense FFNs
+    moe: np.ndarray
+
+    @classmethod
+    def of(cls, a: ArchArrays, d: DeployArrays) -> StageLayers:
+        layers = np.ceil(a.layers / d.pp)
+        share = layers / a.layers
+        attention, linear = stage_attention_layers(a, layers)
+        return cls(layers, attention, linear, (a.layers - a.mixerless_layers) * share,
+                   a.dense_layers * share, a.moe_layers * share)
+
+    @property
+    def sub_blocks(self) -> np.ndarray:
+        """Pre-norm + residual blocks: one per mixer and one per FFN."""
+        return self.mixer + self.dense + self.moe
 
 
 def stage_attention_layers(a: ArchArrays, layers):
@@ -115,8 +135,17 @@ def _communication_s(a, d, env: Env, load: StepLoad, dense_layers, moe_layers, l
                                     d.ffn_tp * d.dp, hw, eff)
     moe = moe_layers * np.where(d.dp > 1, moe_exchange_s(a, d, env, load) + tp_reduce,
                                 moe_group_reduce)
-    send = np.where(d.pp > 1, point_to_point_s(tok * a.hidden * ACTIVATION_BYTES, hw, eff), 0.0)
+    send = np.where(d.pp > 1, point_to_point_s(tok * a.hidden * ACTIVATION_BYTES, hw, eff,
+                                               crosses_domain=stages_span_domains(d, hw)), 0.0)
     return attention + dense + moe + send
+
+
+def stages_span_domains(d: DeployArrays, hw: HardwareSpec) -> np.ndarray:
+    """True where the instance's GPUs span more than one scale-up domain: its stages sit one
+    after another (each stage's tp·dp·kvp GPUs together), so some stage hands its activations
+    to the next over the scale-out network, and the pipeline runs at that slowest stage's pace;
+    inside one domain every send is on NVLink."""
+    return d.gpus > hw.scale_up_domain_gpus
 
 
 def uses_moe_all_to_all(a: ArchArrays, d: DeployArrays, hw: HardwareSpec) -> np.ndarray:
@@ -158,21 +187,37 @@ def helix_all_to_all_s(a, d, env: Env, tokens):
     return all_to_all_s(values, d.kvp, env.hw, env.eff)
 
 
-def _other_s(a, d, env: Env, load: StepLoad, layers, dense_layers, moe_layers=0.0, host=True):
-    """Non-GEMM kernels: elementwise traffic, their launches, the per-step kernels and each MoE
-    layer's fused-MoE overhead on every group's tokens (`layers.moe_overhead_s`, as the step's
-    engine pays it: `Efficiency.for_engine`); with `host`, the scheduler's host time for
-    the sequences of the busiest rank's micro-batch (`cost_model.host`): the first stage waits
-    for it before each micro-batch, so a TPOT of PP micro-batches pays it for all c sequences."""
-    passes = ELEMENTWISE_HIDDEN_PASSES * a.hidden + ELEMENTWISE_FFN_PASSES * a.ffn / d.ffn_tp * \
-        np.minimum(dense_layers, 1.0)
-    elementwise = load.group_tokens * passes * ACTIVATION_BYTES / (
+def _elementwise_values(a: ArchArrays, d: DeployArrays, stage: StageLayers):
+    """BF16 values read or written per token by the stage's non-GEMM kernels: the sub-blocks'
+    norms and residual adds, the attention layers' RoPE, the dense FFNs' and shared experts'
+    activations (`SUB_BLOCK_HIDDEN_PASSES` …)."""
+    ffn = a.ffn * stage.dense + a.shared_ffn * stage.moe
+    return (SUB_BLOCK_HIDDEN_PASSES * stage.sub_blocks + ROPE_HIDDEN_PASSES * stage.attention) \
+        * a.hidden + (a.gate_factor + 1.0) * ffn / d.ffn_tp
+
+
+def _other_kernels(a: ArchArrays, stage: StageLayers):
+    """Non-GEMM kernel launches of the stage's layers, as the engines fuse them."""
+    activations = stage.dense + stage.moe * (a.shared_ffn > 0)
+    return NORM_KERNELS_PER_SUB_BLOCK * stage.sub_blocks \
+        + ROPE_KERNELS_PER_ATTENTION_LAYER * stage.attention \
+        + ACTIVATION_KERNELS_PER_FFN * activations
+
+
+def _other_s(a, d, env: Env, load: StepLoad, stage: StageLayers, host=True):
+    """Non-GEMM kernels: elementwise traffic (`_elementwise_values`), their launches
+    (`_other_kernels`), the per-step kernels and each MoE layer's fused-MoE overhead on every
+    group's tokens (`layers.moe_overhead_s`, on the step's engine's
+    kernels: `Env.moe_terms`); with `host`, the scheduler's host time for the sequences of the
+    busiest rank's micro-batch (`cost_model.host`): the first stage waits for it before each
+    micro-batch, so a TPOT of PP micro-batches pays it for all c sequences."""
+    elementwise = load.group_tokens * _elementwise_values(a, d, stage) * ACTIVATION_BYTES / (
         env.hw.hbm_bytes_per_s * env.eff.for_rate("bf16").bandwidth_ceiling_frac)
-    fixed = OTHER_KERNELS_PER_LAYER * env.hw.kernel_launch_s
+    launches = _other_kernels(a, stage) * env.hw.kernel_launch_s
     scheduler = host_step_s(load.group_decode_seqs + load.group_prefill_seqs, env.hw.host_cpu) \
         if host else 0.0
-    return layers * (elementwise + fixed) + STEP_OVERHEAD_KERNELS * env.hw.kernel_launch_s / d.pp \
-        + scheduler + moe_layers * moe_overhead_s(a, d, env, load.instance_tokens)
+    return elementwise + launches + STEP_OVERHEAD_KERNELS * env.hw.kernel_launch_s / d.pp \
+        + scheduler + stage.moe * moe_overhead_s(a, d, env, load.instance_tokens)
 
 
 def stage_forward(a: ArchArrays, d: DeployArrays, env: Env, decode_seqs, context,
@@ -193,25 +238,24 @@ def stage_forward(a: ArchArrays, d: DeployArrays, env: Env, decode_seqs, context
 def stage_forward_load(a: ArchArrays, d: DeployArrays, env: Env, load: StepLoad, context,
                        prefill_context, host=True) -> StageTime:
     """`stage_forward` for a step given as a `StepLoad`."""
-    layers, dense_layers, moe_layers = _stage_layers(a, d)
+    stage = StageLayers.of(a, d)
     shape = np.broadcast_shapes(np.shape(load.group_tokens), np.shape(load.instance_tokens),
                                 np.shape(prefill_context), a.hidden.shape)
     gemms = GemmList(shape)
-    attention_layers, linear_layers = stage_attention_layers(a, layers)
-    layer_gemms(gemms, a, d, load, attention_layers, linear_layers, dense_layers, moe_layers)
+    layer_gemms(gemms, a, d, load, stage.attention, stage.linear, stage.dense, stage.moe)
     gemm_s = sum(gemms.times_s(env).values())
-    attention_s = attention_layers * (
+    attention_s = stage.attention * (
         decode_attention_s(a, d, env, load.group_decode_seqs, context,
                            load.decode_tokens_per_seq)
         + prefill_attention_s(a, d, env, load.group_prefill_tokens, prefill_context,
                               load.group_prefill_seqs))
-    linear_s = np.zeros_like(attention_s) + _linear_mixer_s(a, d, env, load, linear_layers)
+    linear_s = np.zeros_like(attention_s) + _linear_mixer_s(a, d, env, load, stage.linear)
     return StageTime(
         gemm_s=gemm_s, attention_s=attention_s + linear_s, linear_attention_s=linear_s,
         communication_s=_communication_s(
-            a, d, env, load, dense_layers, moe_layers,
-            _mixer_reduce_layers(a, attention_layers, linear_layers, layers)),
-        other_s=_other_s(a, d, env, load, layers, dense_layers, moe_layers, host),
+            a, d, env, load, stage.dense, stage.moe,
+            _mixer_reduce_layers(a, stage.attention, stage.linear, stage.layers)),
+        other_s=_other_s(a, d, env, load, stage, host),
     )
 
 
@@ -230,78 +274,6 @@ def micro_batch_seqs(concurrency, d: DeployArrays):
     return busiest_group_seqs(concurrency, d.pp)
 
 
-def _prefill_tokens(concurrency, d, isl_tokens, osl_tokens, chunk_tokens):
-    """(prompt tokens each step must absorb in steady state, tokens of one prefill chunk): every
-    request's ISL tokens are prefilled once per OSL generated tokens (an average rate over steps,
-    not a count of requests)."""
-    chunk = isl_tokens / np.ceil(isl_tokens / chunk_tokens)
-    return concurrency / d.pp * isl_tokens / osl_tokens, chunk
-
-
-def _forward_args(concurrency, d, isl_tokens, osl_tokens, chunk_tokens, cached_tokens=0.0,
-                  decode_context=None, balanced=False):
-    """Arguments of stage_forward for (a) a decode-only step, (b) the same step carrying prompt
-    tokens: one chunk (one per group that holds requests when the groups prefill together,
-    `balanced`), or all the step's share when that is more than those chunks, (c) a step that
-    prefills one chunk of a newly arrived request beside the other c − 1 sequences (its TTFT)
-    and (d) a step whose every group fills its token budget with prompts (the rate at which a
-    queue of prompts drains). Stacked on a new leading axis so numpy's per-call cost is paid
-    once. A prompt's first `cached_tokens` come from the prefix cache: only the rest is
-    prefilled, attending to the cached prefix and, causally, to itself."""
-    new = isl_tokens - cached_tokens
-    micro = micro_batch_seqs(concurrency, d)
-    others = micro_batch_seqs(np.maximum(concurrency - 1.0, 0.0), d)
-    per_step, chunk = _prefill_tokens(concurrency, d, new, osl_tokens, chunk_tokens)
-    shape = np.broadcast_shapes(np.shape(concurrency), d.pp.shape, d.dp.shape)
-    full = lambda v: np.broadcast_to(v, shape)  # noqa: E731
-    decode_seqs = np.stack([full(micro), full(micro), full(others), full(others)])
-    chunks = _chunks_per_prompt_step(concurrency, d, balanced)
-    # (d) every group's token budget filled with prompts: the engine's prefill rate
-    prefill = np.stack([np.zeros(shape), full(np.maximum(per_step, chunks * chunk)), full(chunk),
-                        full(d.dp * chunk_tokens)])
-    # a chunk belongs to one request; a larger share is whole prompts of share/ISL requests;
-    # chunks of balanced groups belong to one request each
-    prefill_seqs = np.maximum(prefill / new, np.minimum(prefill, 1.0))
-    prefill_seqs[1] = np.maximum(prefill_seqs[1], np.where(per_step < chunks * chunk, chunks, 0.0))
-    context = isl_tokens + osl_tokens / 2.0 if decode_context is None else decode_context
-    return decode_seqs, context, prefill, cached_tokens + new / 2.0, prefill_seqs, \
-        d.spec_tokens + 1.0
-
-
-def chunk_step_frac(concurrency, d: DeployArrays, isl_tokens, osl_tokens, chunk_tokens,
-                    balanced=False):
-    """Share of steps that carry a prefill chunk when each step's prompt share p is below a
-    chunk: each DP group's requests need one every chunk/p_g steps (p_g its ⌈c/dp⌉ requests'
-    share) and the groups step together, so a step carries at least one chunk with probability
-    1 − (1 − p_g/chunk)^g over the g = min(dp, c) groups that hold requests (independent
-    arrivals); 1 once p reaches a chunk. `balanced`: an attention-DP balancer holds new
-    requests until every group has one (TensorRT-LLM's `attention_dp_config.enable_balance`:
-    tensorrt_llm/_torch/pyexecutor/py_executor.py, `_balance_adp_requests`), so the groups'
-    chunks land in the same steps and a share p_g/chunk of the steps carries them all."""
-    per_group = prefill_utilization(concurrency, d, isl_tokens, osl_tokens, chunk_tokens)
-    return np.where(balanced, per_group,
-                    1.0 - (1.0 - per_group) ** _prefilling_groups(concurrency, d))
-
-
-def _prefilling_groups(concurrency, d: DeployArrays):
-    """g = min(dp, c): the attention-DP groups that hold requests, so take new prompts."""
-    return np.minimum(d.dp, np.maximum(concurrency, 1.0))
-
-
-def _chunks_per_prompt_step(concurrency, d: DeployArrays, balanced):
-    """Chunks a step that carries prompts holds: one per prefilling group when the groups
-    prefill together (`balanced`), else one."""
-    return np.where(balanced, _prefilling_groups(concurrency, d), 1.0)
-
-
-def prefill_utilization(concurrency, d: DeployArrays, isl_tokens, osl_tokens, chunk_tokens):
-    """ρ_g = p_g / chunk, at most 1: the share of the busiest group's steps that its requests'
-    prompts need (one chunk per step fits the engine's token budget)."""
-    group_per_step, chunk = _prefill_tokens(busiest_group_seqs(concurrency, d.dp), d, isl_tokens,
-                                            osl_tokens, chunk_tokens)
-    return np.minimum(group_per_step / chunk, 1.0)
-
-
 def draft_pass(a: ArchArrays, d: DeployArrays, env: Env, concurrency, context) -> StageTime:
     """One drafting pass of speculative decoding for the busiest micro-batch: one transformer
     block of the model's kind (DeepSeek-V3's MTP module is one block sharing the embedding and
@@ -316,54 +288,3 @@ def draft_pass(a: ArchArrays, d: DeployArrays, env: Env, concurrency, context) -
     single = replace(d, pp=np.ones_like(d.pp))
     return stage_forward(block, single, env, micro_batch_seqs(concurrency, d), context, 0.0, 0.0,
                          host=False)
-
-
-@dataclass(frozen=True)
-class ServingTimes:
-    tpot: StageTime  # per output token: the decode step (prefill amortized, × PP, drafts
-    # included) over the tokens it yields
-    ttft_s: np.ndarray  # steady-state TTFT of one request (the engine's)
-    benchmark_ttft_s: np.ndarray  # what a benchmark client at this concurrency measures
-    prompt_queue_s: np.ndarray  # (C_g − 1) · S_prompt: draining the group's other prompts
-
-
-def serving_times(a, d, env: Env, concurrency, isl_tokens, osl_tokens, chunk_tokens,
-                  cached_tokens=0.0, balanced=False) -> ServingTimes:
-    """TPOT (a StageTime breakdown), steady-state TTFT and benchmark TTFT of aggregated serving
-    at `concurrency` whole requests (`cost_model.benchmark_ttft` for the last).
-
-    In steady state every step must absorb p = micro·ISL/OSL prompt tokens. When p is less than a
-    chunk, the engine runs a chunk (≤ `chunk_tokens`, batched with the decode micro-batch; it
-    reads each weight and MoE expert once) in a share s of the steps (`chunk_step_frac`):
-    TPOT = A + s·(B − A), A the decode step, B the step with a chunk. Otherwise every step
-    carries its p prompt tokens: TPOT = B with p tokens. All × PP, with ⌈c/PP⌉ sequences in the
-    busiest micro-batch and ⌈·/DP⌉ of them in its busiest attention group.
-    Steady-state TTFT of one request: its m chunks through S stages, (m + S − 1) steps that each
-    carry one chunk beside the other c − 1 sequences, plus half a decode step of waiting for the
-    step in progress when other sequences are running (none at c = 1). It does not depend on
-    OSL: the other requests' prompt share is what TPOT pays.
-    With a prefix cache (`cached_tokens` of each prompt reused, e.g. a shared system prompt)
-    only ISL − cached tokens are prefilled, in every one of these terms. `balanced`: an
-    attention-DP balancer prefills the groups' new requests together (`chunk_step_frac`): B
-    carries one chunk per group, in a share p_g/chunk of the steps."""
-    gained = expected_tokens_per_step(d.spec_tokens, d.spec_acceptance)
-    decode_steps = osl_tokens / gained  # steps a request decodes for: prompts amortize over them
-    new = isl_tokens - cached_tokens
-    steps = stage_forward(a, d, env, *_forward_args(
-        concurrency, d, isl_tokens, decode_steps, chunk_tokens, cached_tokens,
-        isl_tokens + osl_tokens / 2.0, balanced))
-    per_step, chunk = _prefill_tokens(concurrency, d, new, decode_steps, chunk_tokens)
-    chunks = _chunks_per_prompt_step(concurrency, d, balanced)
-    share = np.where(per_step >= chunks * chunk, 1.0,
-                     chunk_step_frac(concurrency, d, new, decode_steps, chunk_tokens, balanced))
-    step = steps.part(0).plus(steps.part(1).minus(steps.part(0)), share).scaled(d.pp)
-    if d.speculative:
-        step = step.plus(draft_pass(a, d, env, concurrency, isl_tokens + osl_tokens / 2.0),
-                         d.spec_tokens)
-    decode = step.scaled(1.0 / gained)
-    chunks = np.ceil(new / chunk_tokens)
-    waiting = np.where(np.asarray(concurrency) > 1.0, step.total_s / (2.0 * d.pp), 0.0)
-    ttft = (chunks + d.pp - 1.0) * steps.part(2).total_s + waiting
-    prompt_s = steps.part(3).total_s * new / chunk_tokens  # one budget per stage step
-    queue = prompt_queue_s(prompt_s, busiest_group_seqs(concurrency, d.dp))
-    return ServingTimes(decode, ttft, benchmark_ttft_s(ttft, queue), queue)

@@ -54,10 +54,15 @@ MIN_ATTENTION_WIDTH_FRAC = 1 / 8  # no run narrower than n_q·d_h = H/8 (Kaplan 
 # queries [V]); beyond 2.5·H the mix and KV terms would be rewarding an untested extreme
 MAX_ATTENTION_WIDTH_FRAC = 2.5
 MIN_KV_WIDTH_FRAC = 1 / 32  # DeepSeek-V2 Table 8's MQA at 7B: one 128-wide KV head at H 4096 [V]
+# The narrowest trained MLA latent: DeepSeek-V3's 512 at H 7168 (its config.json) [V]; no loss row
+# prices the latent rank (kv_width_coef has no row), so a narrower latent is outside the data.
+MIN_MLA_RANK_FRAC = 512 / 7168
 MIN_HEAD_DIM_HARD = 32
 MIN_FFN_WIDTH_FRAC = 1.0  # Bian 2025b's narrowest: Panda-3B, gated d_ff = d_model [V]
-# top-1 past 64 experts: only small dense sizes (Clark <= 1.3B; Switch-Base/Large, 128 experts) [R]
+# top-1 past 64 experts: only small dense sizes in the scaling runs (Clark 2022: <= 1.3B) [S]
 TOP1_MAX_EXPERTS = 64
+NON_GATED_SOURCE = "Narang 2021 Table 1: ReLU/GeLU/Swish vs GLU FFNs at 223M, 34B tokens only"
+VOCAB_HARD_MAX = 262_144  # largest production vocabulary of the validation models (Gemma 2) [V]
 
 
 def base_law_flags(n_eff: float, tokens: float) -> list[RangeFlag]:
@@ -76,7 +81,8 @@ def depth_flags(shape) -> list[RangeFlag]:
     flags = outside(
         "L (layers)", layers, (MIN_LAYERS, math.inf), "Kaplan 2020 Fig. 6; Gemstones", True
     )
-    flags += outside("L (layers)", layers, (0, MAX_LAYERS_SOFT), "Gemstones: depths 3–80")
+    flags += outside("L (layers)", layers, (0, MAX_LAYERS_SOFT),
+                     "Gemstones: depths 3–80; the depth term is clamped there")  # fmt: skip
     hard = outside(name, ratio, (0.0, ASPECT_RATIO_HARD_MAX), "Kaplan 2020 Fig. 5", hard=True)
     return flags + (hard or outside(name, ratio, ASPECT_RATIO_SOFT_RANGE, "Gemstones, Morph runs"))
 
@@ -91,58 +97,66 @@ def attention_flags(shape) -> list[RangeFlag]:
     head = outside("d_h (head dim)", shape.head_dim, (MIN_HEAD_DIM_HARD, math.inf), no_law, True)
     flags += head or outside("d_h (head dim)", shape.head_dim, terms.HEAD_DIM_RANGE, no_law)
     if shape.is_mla:
-        flags.append(RangeFlag("attention", "MLA (read as MHA)", "MHA/GQA/MQA",
-                               "DeepSeek-V2 Table 9: MLA >= MHA, one lab", hard=False))  # fmt: skip
+        flags += mla_flags(shape.mla_rank_frac)
     elif shape.num_kv_heads == 1:
-        flags.append(
-            RangeFlag(
-                "n_kv (KV heads)",
-                1.0,
-                "[2, n_q]",
-                "MQA: training instability (Ainslie 2023)",
-                False,
-            )
-        )
+        flags.append(RangeFlag("n_kv (KV heads)", 1.0, "[2, n_q]",
+                               "MQA: training instability (Ainslie 2023)", False))  # fmt: skip
     return flags
+
+
+def mla_flags(rank_frac: float) -> list[RangeFlag]:
+    """MLA itself (one lab's evidence) and its latent rank against the trained ones."""
+    flags = [RangeFlag("attention", "MLA", "MHA/GQA/MQA",
+                       "DeepSeek-V2 Table 9: MLA >= MHA, one lab", hard=False)]  # fmt: skip
+    name = "MLA latent rank / H"
+    hard = outside(name, rank_frac, (MIN_MLA_RANK_FRAC, math.inf),
+                   "narrowest trained latent: DeepSeek-V3's 512 at H 7168", hard=True)  # fmt: skip
+    return flags + (hard or outside(name, rank_frac, (cap.MLA_PARITY_RANK_FRAC, math.inf),
+                                    "DeepSeek-V2 Table 9 parity with MHA at rank H/10"))
 
 
 def mixer_flags(shape) -> list[RangeFlag]:
     """Where the linear-attention and sliding-window evidence ends (`mixer_terms`)."""
     flags: list[RangeFlag] = []
     if shape.linear_layers:
-        frac, name = shape.full_attention_frac, "full-attention share of mixer layers"
+        frac, name = shape.full_attention_frac, "attention share of mixer layers"
         if frac <= 0.0:
-            flags.append(RangeFlag(name, 0.0, "> 0", "no full-attention layer: copying and "
-                                   "in-context deficits (Waleffe 2024) the loss does not show",
+            flags.append(RangeFlag(name, 0.0, "> 0", "no attention layer: copying and in-context "
+                                   "deficits (Waleffe 2024) the loss does not show",
                                    hard=True))  # fmt: skip
         else:
-            flags += outside(name, frac, (mix.MIN_FULL_ATTENTION_FRAC, 1.0),
-                             "published parity down to 1/8 (MiniMax-01, Nemotron-H)")  # fmt: skip
+            flags += outside(name, frac, mix.HYBRID_ATTENTION_SHARE_RANGE,
+                             "hybrid rows span 1/8–1/2 (Kimi Linear, MiniMax-01, Griffin); "
+                             "the term is interpolated outside")  # fmt: skip
     if shape.sliding_layers:
         window, name = float(shape.sliding_window), "sliding window (tokens)"
         hard = outside(name, window, (mix.HARD_MIN_WINDOW_TOKENS, math.inf),
-                       "4x below Gemma 3's 1,024", hard=True)  # fmt: skip
+                       "4x below Gemma 3's 512", hard=True)  # fmt: skip
         flags += hard or outside(name, window, (mix.MIN_WINDOW_TOKENS, math.inf),
-                                 "Gemma 3: 1,024 at 5 local : 1 global")  # fmt: skip
+                                 "Gemma 3 Fig. 4: 512 at 1:1 and 3:1 local:global")  # fmt: skip
     return flags
 
 
-def ffn_flags(shape) -> list[RangeFlag]:
+def ffn_flags(shape, penalties) -> list[RangeFlag]:
     flags = outside("FFN width / H (SwiGLU-equivalent, active)", shape.ffn_width_frac,
                     (MIN_FFN_WIDTH_FRAC, math.inf), "Bian 2025b: narrowest d_ff = d_model",
                     True)  # fmt: skip
+    if not shape.gated_ffn:
+        flags.append(RangeFlag("FFN", "non-gated", "gated (GLU)", NON_GATED_SOURCE, hard=False))
     if shape.uses_mix:
         flags += outside("r (MLP/attention params)", shape.mlp_attention_ratio,
                          terms.MIX_RATIO_RANGE, "Bian 2025b fit range; P_mix clipped to it")
+        if penalties["mlp_mix"] != 1.0:
+            flags += outside("params with the mix term", shape.total_params,
+                         (0.0, terms.MIX_PARAMS_RANGE[1]), "Bian 2025b: 80M–3B")  # fmt: skip
     return flags
 
 
-def moe_flags(shape) -> list[RangeFlag]:
+def moe_flags(shape, tokens: float) -> list[RangeFlag]:
     if not shape.num_experts:
         return []
-    flags = outside(
-        "E (routed experts)", shape.num_experts, (1, terms.MOE_MAX_EXPERTS), "Clark 2022", True
-    )
+    flags = outside("E (routed experts)", shape.num_experts, (1, terms.MOE_MAX_EXPERTS),
+                    "Clark 2022", True)  # fmt: skip
     flags += outside("activation ratio (k+shared)/(E+shared)", shape.activation_frac,
                      (terms.MOE_MIN_ACTIVATION_FRAC, 1.0), "Ling 2.0 efficiency-leverage law",
                      True)  # fmt: skip
@@ -155,16 +169,23 @@ def moe_flags(shape) -> list[RangeFlag]:
     if shape.granularity < cap.COARSE_GRANULARITY_MAX:
         flags.append(RangeFlag("G (granularity)", shape.granularity, ">= 1.5 (fine-grained)",
                                "Krajewski 2024: G = 1 is not optimal", hard=False))  # fmt: skip
-    flags += outside("G (granularity)", shape.granularity, (0, cap.KRAJEWSKI_MAX_GRANULARITY),
+    joint = "Joint MoE law runs (Ludziejewski 2025 App. E); evaluated at their edge"
+    flags += outside("G (granularity)", shape.granularity, cap.KRAJEWSKI_GRANULARITY_RANGE,
                      "Krajewski 2024 runs; gain held at G = 16")  # fmt: skip
-    return flags
+    flags += outside("(E+shared)/(k+shared) (expansion)", shape.expansion,
+                     cap.JOINT_MOE_EXPANSION_RANGE, joint)  # fmt: skip
+    flags += outside("N_act (params, MoE law)", shape.active_params, cap.JOINT_MOE_PARAMS_RANGE,
+                     joint)  # fmt: skip
+    return flags + outside("D/N_act (tokens per active param, MoE law)",
+                           tokens / shape.active_params,
+                           (0.0, cap.JOINT_MOE_MAX_TOKENS_PER_PARAM), joint)  # fmt: skip
 
 
-def vocab_flags(shape, optimal_vocab: float) -> list[RangeFlag]:
-    flags = outside("V (vocabulary)", shape.vocab_size, (0, cap.VOCAB_DATA_MAX),
+def vocab_flags(shape) -> list[RangeFlag]:
+    flags = outside("V (vocabulary)", shape.vocab_size, (0, VOCAB_HARD_MAX),
                     "largest production vocabulary (Gemma 2: 256K)", hard=True)  # fmt: skip
-    band = cap.vocab_flat_band(optimal_vocab)
-    return flags + outside("V (vocabulary)", shape.vocab_size, band, "Tao 2024 optimum ×/÷ 4")
+    return flags + outside("V (vocabulary)", shape.vocab_size, (cap.TAO_VOCAB_RANGE[0], math.inf),
+                           "Tao 2024 runs from 4K; text per token held at 4K")  # fmt: skip
 
 
 def precision_flags(shape, fmt: str) -> list[RangeFlag]:
@@ -180,10 +201,7 @@ def precision_flags(shape, fmt: str) -> list[RangeFlag]:
     )
 
 
-def all_flags(
-    shape, n_eff: float, tokens: float, fmt: str, optimal_vocab: float
-) -> list[RangeFlag]:
-    return [*base_law_flags(n_eff, tokens), *moe_flags(shape), *depth_flags(shape),
-            *attention_flags(shape), *mixer_flags(shape), *ffn_flags(shape),
-            *vocab_flags(shape, optimal_vocab),
-            *precision_flags(shape, fmt)]  # fmt: skip
+def all_flags(shape, n_eff: float, tokens: float, fmt: str, penalties) -> list[RangeFlag]:
+    return [*base_law_flags(n_eff, tokens), *moe_flags(shape, tokens), *depth_flags(shape),
+            *attention_flags(shape), *mixer_flags(shape), *ffn_flags(shape, penalties),
+            *vocab_flags(shape), *precision_flags(shape, fmt)]  # fmt: skip

@@ -9,7 +9,8 @@ dh - 64), qlora (MLA query rank).
 Hybrids: mix (linear mixer: 1 Gated DeltaNet, 2 Kimi Delta Attention, 3 Mamba-2), full (one
 attention layer per `full` layers, the last of each unit; 0: none), lh / ld (linear heads and head
 dim, defaults 16 x 128), sw (sliding window in tokens), swp (one global layer per `swp` layers,
-the last of each unit; 0: every layer sliding). Unknown keys raise.
+the last of each unit; 0: every layer sliding), gated (1: gated FFN, the default; 0: a two-matrix
+FFN, ReLU/GeLU). Unknown keys raise.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ LINEAR_HEADS_DEFAULT = 16  # Qwen3-Next-80B-A3B: 16 q/k heads of 128 (its config
 LINEAR_HEAD_DIM_DEFAULT = 128
 LINEAR_CONV_KERNEL = 4  # Qwen3-Next / Nemotron-H / Kimi Linear configs: 4 taps
 KEYS = ("H", "L", "q", "kv", "dh", "ff", "V", "tied", "E", "k", "de", "sh", "fd", "mla", "qlora",
-        "mix", "full", "lh", "ld", "sw", "swp")  # fmt: skip
+        "mix", "full", "lh", "ld", "sw", "swp", "gated")  # fmt: skip
 CONTEXT_TOKENS = 4096  # max_position_embeddings of every parsed shape
 
 
@@ -43,6 +44,10 @@ def parse_shape(text: str) -> dict[str, int]:
             raise ValueError(f"unknown shape key {key!r} in {text!r}")
         fields[key] = int(float(value))
     return fields
+
+
+def _ffn_fields(f: dict[str, int]) -> dict:
+    return {} if f.get("gated", 1) else {"gated_mlp": False, "hidden_act": "relu"}
 
 
 def _moe_fields(f: dict[str, int]) -> dict:
@@ -93,6 +98,7 @@ def build(text: str, name: str | None = None) -> Architecture:
         name=name or text.replace(" ", "_"), vocab_size=f.get("V", 128256), hidden_size=f["H"],
         num_layers=f["L"], num_attention_heads=f["q"], num_kv_heads=kv, head_dim=f["dh"],
         max_position_embeddings=CONTEXT_TOKENS, intermediate_size=f.get("ff", 0),
-        tie_word_embeddings=bool(f.get("tied", 0)), **_moe_fields(f), **_mla_fields(f),
+        tie_word_embeddings=bool(f.get("tied", 0)), **_ffn_fields(f), **_moe_fields(f),
+        **_mla_fields(f),
         **_linear_fields(f), **_sliding_fields(f),
     )  # fmt: skip

@@ -79,7 +79,11 @@ def _family_config(config: Mapping[str, Any]) -> tuple[Mapping[str, Any], Family
 
 def _language_model_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
     """`config` itself, or the `text_config` of a multimodal wrapper (e.g. Llama 4)."""
-    text_type = TEXT_CONFIG_WRAPPERS.get(config.get("model_type"))
+    model_type = config.get("model_type")
+    if not isinstance(model_type, str):
+        raise ConfigError(f"`model_type` must be a string naming the model family; got "
+                          f"{shown(model_type)}")
+    text_type = TEXT_CONFIG_WRAPPERS.get(model_type)
     if text_type is None:
         return config
     text = config.get("text_config") or {}  # absent: the text model's defaults, as transformers

@@ -1,8 +1,9 @@
-"""Fitting the cost model's efficiency layer to measured kernels.
+"""Fitting the cost model's efficiency layer to measured kernels, per serving engine.
 
-GEMM efficiency fits on measured tables (`gemm`), attention kernels (`attention`), all-reduce
-(`comm`), fused MoE (`moe`), and the shipped measured GEMM grid that `archscout gemm` compares
-with (`measured_lookup`).
+Each engine's aiconfigurator-core tables at one engine version (`tables`): dense GEMMs per format
+(`gemm`), attention (`attention`), the all-reduce (`comm`), the fused MoE per experts' format
+(`moe`); the generic kernels (`generic`); the efficiency files and the shipped measured GEMM grid
+(`files`, `measured_lookup`); what every fit shares (`fitting`).
 
 May import: search.records, search.study, search.errors and the layers below; aiconfigurator-
 core and scipy only inside functions (the calibrate extra).

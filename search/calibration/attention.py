@@ -5,12 +5,15 @@ A measured table has one row per kernel call: `batch_size`, `isl`, `num_heads`,
 `step` and `latency` (ms) — the columns of aiconfigurator-core's `context_attention_perf.parquet`
 (prefill: `isl` new tokens per sequence, causal) and `generation_attention_perf.parquet` (decode:
 one token per sequence over `isl + step` cached tokens). Heads are per GPU (TP already applied).
-The rows are mapped onto `cost_model.attention` (one layer, TP = 1) and the eight coefficients
+The rows are mapped onto `cost_model.attention` (one layer, TP = 1) and the nine coefficients
 of COEFFICIENTS are fitted jointly by robust least squares on log time, like the GEMM fit: the
 rooflines' `prefill_compute_frac` and `decode_bandwidth_frac`, each phase's fixed floor, the SM
 time per decode (sequence, KV head), per prefill (sequence, head, 128-query tile) and per prefill
-(token, head), and the FP8 KV dequantization rate (`cost_model/efficiency.py` documents them).
-Left out: prefill rows with FP8 attention math (the model computes attention in BF16) and decode
+(token, head), the FP8 KV dequantization rate and the prefill time ratio with an FP8 KV cache
+(`cost_model/efficiency.py` documents them).
+Where an engine's table times several kernels on one call (TensorRT-LLM's and FlashInfer's, SGLang's
+TensorRT-LLM MHA, Triton and FlashInfer backends), the fastest is the engine's. Left out: prefill
+rows with FP8 attention math (the model computes attention in BF16) and decode
 rows with more than 32 query heads per KV head (TensorRT-LLM then leaves its grouped kernel for a
 per-head one that re-reads the KV cache per query head; the model assumes a grouped kernel).
 """
@@ -30,17 +33,21 @@ from cost_model.hardware import HardwareSpec
 from cost_model.precision import get_precision
 from cost_model.units import GIGA, MS_PER_S, US_PER_S
 from search.calibration.errors import CalibrationError
-from search.calibration.gemm import (
-    AIC_SYSTEMS,
-    DEFAULT_FRAMEWORK,
+from search.calibration.fitting import (
     FIT_SAMPLE_POINTS,
     abs_error_quantiles,
-    aiconfigurator_data_dir,
+    check_fit_rows,
     coefficients_in,
+    fastest_per_key,
     fit_log_time,
     fitted_source,
-    numeric_column,
     replace_coefficients,
+)
+from search.calibration.tables import (
+    DEFAULT_ENGINE,
+    aiconfigurator_table,
+    numeric_column,
+    string_column,
 )
 
 PHASES = {
@@ -62,6 +69,7 @@ COEFFICIENTS = {
     "prefill_per_tile_us": (0.0, 100.0, 1.0),
     "prefill_per_token_us": (0.0, 10.0, 0.05),
     "kv_dequant_g_per_s": (100.0, 1e5, 1500.0),
+    "prefill_quantized_kv_frac": (0.5, 2.0, 1.0),
 }
 EFFICIENCY_FIELDS = {  # coefficient -> (Efficiency field, TOML units per SI unit)
     "prefill_compute_frac": ("prefill_attention_compute_frac", 1.0),
@@ -72,6 +80,7 @@ EFFICIENCY_FIELDS = {  # coefficient -> (Efficiency field, TOML units per SI uni
     "prefill_per_tile_us": ("prefill_attention_per_tile_s", US_PER_S),
     "prefill_per_token_us": ("prefill_attention_per_token_s", US_PER_S),
     "kv_dequant_g_per_s": ("decode_kv_dequant_elements_per_s", 1.0 / GIGA),
+    "prefill_quantized_kv_frac": ("prefill_quantized_kv_frac", 1.0),
 }
 
 
@@ -96,6 +105,11 @@ class MeasuredAttention:
         return MeasuredAttention(self.phase, **{f.name: getattr(self, f.name)[index]
                                                 for f in fields(self) if f.name != "phase"})
 
+    def keys(self) -> list[np.ndarray]:
+        """The columns that make a measured call distinct."""
+        return [self.batch, self.tokens, self.heads, self.kv_heads, self.head_dim, self.window,
+                self.kv_bytes]
+
 
 @dataclass(frozen=True)
 class AttentionFitResult:
@@ -107,18 +121,17 @@ class AttentionFitResult:
     source: str
 
 
-def aiconfigurator_attention_tables(hardware: str, framework: str = DEFAULT_FRAMEWORK,
-                                    version: str | None = None) -> tuple[dict[str, Path], str]:
-    """({phase: table path}, framework version) of one of our GPUs; newest version default."""
-    if hardware not in AIC_SYSTEMS:
-        raise CalibrationError(f"`hardware` {hardware!r} has no aiconfigurator table")
-    folder = aiconfigurator_data_dir() / AIC_SYSTEMS[hardware] / "attention" / framework
-    versions = sorted(p.parent.name for p in folder.glob(f"*/{PHASES['decode']}")) \
-        if folder.is_dir() else []
-    if not versions:
-        raise CalibrationError(f"`framework` {framework!r} has no attention tables for {hardware}")
-    version = version if version in versions else versions[-1]
-    return {phase: folder / version / name for phase, name in PHASES.items()}, version
+def attention_tables(hardware: str, engine: str = DEFAULT_ENGINE,
+                     version: str | None = None) -> tuple[dict[str, Path], str]:
+    """({phase: table path}, version) of an engine's attention tables of one of our GPUs: the
+    decode table's version (the engine's, `tables.aiconfigurator_table`) for both phases."""
+    decode, version = aiconfigurator_table(hardware, "attention", engine, PHASES["decode"],
+                                           version)
+    prefill = decode.parent / PHASES["prefill"]
+    if not prefill.is_file():
+        raise CalibrationError(f"`engine` {engine!r} has no prefill attention table for "
+                               f"{hardware} at {version}")
+    return {"prefill": prefill, "decode": decode}, version
 
 
 def measured_attention(table: pa.Table, phase: str) -> MeasuredAttention:
@@ -126,20 +139,21 @@ def measured_attention(table: pa.Table, phase: str) -> MeasuredAttention:
     missing = [c for c in (*COLUMNS, "attn_dtype", "kv_cache_dtype") if c not in table.column_names]
     if missing:
         raise CalibrationError(f"attention table needs columns {', '.join(missing)}")
-    kv_names = np.array(table.column("kv_cache_dtype").to_pylist(), dtype=object)
+    kv_names = string_column(table, "kv_cache_dtype")
     keep = np.isin(kv_names, list(KV_FORMATS)) & (numeric_column(table, "latency") > 0)
     if phase == "decode":
         groups = numeric_column(table, "num_heads") / numeric_column(table, "num_key_value_heads")
         keep &= groups <= MAX_GROUPED_HEADS
     if phase == "prefill":
-        keep &= np.array(table.column("attn_dtype").to_pylist(), dtype=object) == MATH_FORMAT
+        keep &= string_column(table, "attn_dtype") == MATH_FORMAT
     col = lambda name: numeric_column(table, name)[keep]  # noqa: E731
     kv_bytes = np.array([get_precision(KV_FORMATS[n]).activation_bytes_per_value
                          for n in kv_names[keep]], dtype=np.float64)
     tokens = col("isl") if phase == "prefill" else col("isl") + col("step")
-    return MeasuredAttention(phase, col("batch_size"), tokens, col("num_heads"),
+    data = MeasuredAttention(phase, col("batch_size"), tokens, col("num_heads"),
                              col("num_key_value_heads"), col("head_dim"), col("window_size"),
                              kv_bytes, col("latency") / MS_PER_S)
+    return data.subset(fastest_per_key(data.keys(), data.time_s))
 
 
 # ---- the model at trial coefficients --------------------------------------------------------
@@ -209,6 +223,9 @@ def fit_attention(tables: dict[str, MeasuredAttention], hw: HardwareSpec, eff: E
                   hardware: str, source: str, sample_points: int = FIT_SAMPLE_POINTS,
                   seed: int = 0) -> AttentionFitResult:
     """Fit the coefficients on every phase at once (each phase weighted equally)."""
+    for phase, data in tables.items():
+        check_fit_rows(f"{source}: {phase} attention", data.time_s, data.keys(),
+                       len(COEFFICIENTS))
     coefficients = fit_log_time(
         tables, lambda d, c: predicted_s(d, hw, with_coefficients(eff, c)), COEFFICIENTS,
         sample_points, seed)

@@ -21,13 +21,17 @@ from cost_model.hardware import HardwareSpec
 from cost_model.precision import get_precision
 from cost_model.units import MS_PER_S, US_PER_S
 from search.calibration.errors import CalibrationError
-from search.calibration.gemm import (
-    AIC_SYSTEMS,
-    DEFAULT_FRAMEWORK,
+from search.calibration.fitting import (
     abs_error_quantiles,
-    aiconfigurator_data_dir,
+    check_fit_rows,
+    fastest_per_key,
     fit_log_time,
+)
+from search.calibration.tables import (
+    DEFAULT_ENGINE,
+    aiconfigurator_table,
     numeric_column,
+    string_column,
 )
 
 TABLE = "custom_allreduce_perf.parquet"
@@ -58,32 +62,29 @@ class CommFitResult:
     source: str
 
 
-def aiconfigurator_comm_table(hardware: str, framework: str = DEFAULT_FRAMEWORK,
-                              version: str | None = None) -> tuple[Path, str]:
-    """(all-reduce table, framework version) of one of our GPUs; the attention/GEMM version
-    when given and present, else the newest."""
-    if hardware not in AIC_SYSTEMS:
-        raise CalibrationError(f"`hardware` {hardware!r} has no aiconfigurator table")
-    folder = aiconfigurator_data_dir() / AIC_SYSTEMS[hardware] / "comm" / framework
-    versions = sorted(p.parent.name for p in folder.glob(f"*/{TABLE}")) if folder.is_dir() else []
-    if not versions:
-        raise CalibrationError(f"`framework` {framework!r} has no all-reduce table for {hardware}")
-    version = version if version in versions else versions[-1]
-    return folder / version / TABLE, version
+def comm_table(hardware: str, engine: str = DEFAULT_ENGINE,
+               version: str | None = None) -> tuple[Path, str]:
+    """(all-reduce table, version) of an engine on one of our GPUs (`tables.aiconfigurator_table`:
+    the engine's version where the op has it)."""
+    return aiconfigurator_table(hardware, "comm", engine, TABLE, version)
 
 
 def measured_all_reduce(table: pa.Table) -> MeasuredAllReduce:
+    """One row per (GPUs, message, format): the fastest of the engine's kernels timed on it
+    (vLLM and SGLang time their custom all-reduce under a CUDA graph and eagerly)."""
     missing = [c for c in COLUMNS if c not in table.column_names]
     if missing:
         raise CalibrationError(f"all-reduce table needs columns {', '.join(missing)}")
     column = lambda name: numeric_column(table, name)  # noqa: E731
-    dtypes = np.array(table.column("allreduce_dtype").to_pylist(), dtype=object)
+    dtypes = string_column(table, "allreduce_dtype")
     gpus, latency_ms = column("num_gpus"), column("latency")
-    keep = np.isin(dtypes, list(FORMATS)) & (latency_ms > 0) & (gpus > 1)
+    keep = np.flatnonzero(np.isin(dtypes, list(FORMATS)) & (latency_ms > 0) & (gpus > 1))
     value_bytes = np.array([get_precision(FORMATS[n]).activation_bytes_per_value
                             for n in dtypes[keep]], dtype=np.float64)
-    return MeasuredAllReduce(gpus[keep], column("message_size")[keep] * value_bytes,
-                             latency_ms[keep] / MS_PER_S)
+    message_bytes = column("message_size")[keep] * value_bytes
+    fastest = fastest_per_key([gpus[keep], message_bytes], latency_ms[keep])
+    return MeasuredAllReduce(gpus[keep][fastest], message_bytes[fastest],
+                             latency_ms[keep][fastest] / MS_PER_S)
 
 
 def with_coefficients(eff: Efficiency, coefficients: dict[str, float]) -> Efficiency:
@@ -107,6 +108,8 @@ def fit_all_reduce(data: MeasuredAllReduce, hw: HardwareSpec, eff: Efficiency, h
     if np.any(data.gpus > hw.scale_up_domain_gpus):
         raise CalibrationError(f"all-reduce rows beyond {hardware}'s scale-up domain are not "
                                f"modeled")
+    check_fit_rows(f"{source}: all-reduce", data.time_s, [data.gpus, data.message_bytes],
+                   len(COEFFICIENTS))
     coefficients = fit_log_time(
         {"all-reduce": data}, lambda d, c: predicted_s(d, hw, with_coefficients(eff, c)),
         COEFFICIENTS)

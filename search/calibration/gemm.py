@@ -2,53 +2,62 @@
 
 A measured table has one row per GEMM: `gemm_dtype` (or `dtype`), `m`, `n`, `k` and `latency`
 in milliseconds — the columns of aiconfigurator-core's `gemm_perf.parquet` (CUDA-graph timed,
-weights rotated out of L2, BF16 activations quantized inside the timed op). For each GPU and
+weights rotated out of L2, BF16 activations quantized inside the timed op), one per engine
+(`search.calibration.tables`). Where an engine's table times several kernels on one shape (its
+`kernel_source`), the fastest is the engine's (it dispatches per shape). For each GPU, engine and
 format the coefficients of `cost_model.efficiency.GemmEfficiency` are fitted by robust least
 squares on log time (scipy.optimize.least_squares, soft-L1 loss): the model stays physical — a
 handful of interpretable coefficients, not a lookup table.
 
 The fixed overhead of a quantized format's GEMM kernel is pinned to the BF16 kernel's on the
 same GPU (launch and pipeline fill do not depend on the format); the rest of its measured floor
-is the activation-quantization kernel's (`quantize_fixed_us`). Without BF16 rows the whole floor
-goes to the GEMM kernel.
+is the activation-quantization side of the op (`quantize_fixed_us`: the quantization kernel and
+whatever else the engine's op runs beside the GEMM kernel; vLLM 0.24.0's block-FP8 op measures a
+floor of ~60-230 µs flat in N and K). Without BF16 rows the whole floor goes to the GEMM kernel.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
-import importlib.util
-import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv
-import pyarrow.parquet as pq
 
-from cost_model.efficiency import Efficiency, GemmEfficiency
+from cost_model.efficiency import GemmEfficiency
 from cost_model.gemm import GemmRates, gemm_cost, gemm_time_s, quantize_time_s
 from cost_model.hardware import HardwareSpec
 from cost_model.precision import Precision, get_precision
 from cost_model.units import GIGA, MS_PER_S, US_PER_S
 from search.calibration.errors import CalibrationError
+from search.calibration.fitting import (
+    FIT_SAMPLE_POINTS,
+    LOSS_SCALE,
+    abs_error_quantiles,
+    check_fit_rows,
+    fastest_per_key,
+)
+from search.calibration.tables import (
+    AIC_PACKAGE,
+    AIC_SYSTEMS,
+    DEFAULT_ENGINE,
+    GEMM_TABLE,
+    aic_source,
+    aiconfigurator_table,
+    numeric_column,
+    read_gemm_csv,
+    read_parquet,
+)
 
-AIC_PACKAGE = "aiconfigurator_core"  # pip install aiconfigurator-core (Apache-2.0)
-AIC_DISTRIBUTION = "aiconfigurator-core"
-AIC_SYSTEMS = {"h100-sxm": "h100_sxm", "h200": "h200_sxm", "b200": "b200_sxm", "gb200": "gb200",
-               "b300": "b300_sxm", "gb300": "gb300", "rtx-pro-6000": "rtx_pro_6000_server"}
-# our catalog name -> aiconfigurator system
-DEFAULT_FRAMEWORK = "trtllm"  # TensorRT-LLM's measured kernels (also: sglang, vllm)
+__all__ = ["AIC_PACKAGE", "AIC_SYSTEMS", "DEFAULT_ENGINE", "FIT_SAMPLE_POINTS"]
+
 AIC_FORMATS = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "fp8_block": "fp8_block",
                "nvfp4": "nvfp4"}  # table gemm_dtype -> our format; others are skipped
 # our names, accepted as is
 MODELED_FORMATS = ("bf16", "fp16", "fp8", "fp8_block", "nvfp4", "mxfp4")
 REQUIRED_COLUMNS = ("m", "n", "k", "latency")
 DTYPE_COLUMNS = ("gemm_dtype", "dtype")
-FIT_SAMPLE_POINTS = 12_000  # rows a fit uses (seeded sample); errors are reported on all rows
-LOSS_SCALE = 0.1  # soft-L1 on log time: residuals beyond ~10% count linearly, not squared
 
 # name: (TOML unit per SI unit, lower bound, upper bound, start) in TOML units; None: per GPU
 COEFFICIENTS = {
@@ -60,7 +69,8 @@ COEFFICIENTS = {
     "split_k_overhead_us": (US_PER_S, 0.0, 100.0, 2.0),
     "sm_bandwidth_gb_per_s": (1 / GIGA, None, None, None),
     "fixed_overhead_us": (US_PER_S, 0.0, 50.0, 2.0),
-    "quantize_fixed_us": (US_PER_S, 0.0, 50.0, 2.0),
+    # up to 500 µs: vLLM 0.24.0's block-FP8 ops measure 60-230 µs beside the kernel
+    "quantize_fixed_us": (US_PER_S, 0.0, 500.0, 2.0),
     "quantize_bandwidth_frac": (1.0, 0.05, 1.0, 0.5),
 }
 KERNEL_COEFFICIENTS = tuple(list(COEFFICIENTS)[:8])
@@ -122,61 +132,26 @@ class GemmFitResult:
 
 # ---- reading tables -------------------------------------------------------------------------
 
-def aiconfigurator_data_dir() -> Path:
-    """`…/aiconfigurator_core/systems/data` of the installed package (not imported)."""
-    spec = importlib.util.find_spec(AIC_PACKAGE)
-    if spec is None or not spec.origin:
-        raise CalibrationError("`--source aiconfigurator` needs the measured tables of "
-                          "`pip install aiconfigurator-core` (or pass a Parquet/CSV path)")
-    return Path(spec.origin).parent / "systems" / "data"
+def gemm_table(hardware: str, engine: str = DEFAULT_ENGINE,
+               version: str | None = None) -> tuple[Path, str]:
+    """(path of an engine's GEMM table, its version) for one of our GPUs."""
+    return aiconfigurator_table(hardware, GEMM_TABLE[0], engine, GEMM_TABLE[1], version)
 
 
-def aiconfigurator_version() -> str:
-    try:
-        return importlib.metadata.version(AIC_DISTRIBUTION)
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
-
-
-def _version_key(text: str) -> tuple:
-    """Natural order of version folders (numbers compare as numbers), newest last."""
-    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", text) if p)
-
-
-def aiconfigurator_table(hardware: str, framework: str = DEFAULT_FRAMEWORK,
-                         version: str | None = None) -> tuple[Path, str]:
-    """(path of the GEMM table, framework version) for one of our GPUs; newest version default."""
-    if hardware not in AIC_SYSTEMS:
-        known = ", ".join(AIC_SYSTEMS)
-        raise CalibrationError(f"`hardware` {hardware!r} has no aiconfigurator table; known: "
-                               f"{known}")
-    folder = aiconfigurator_data_dir() / AIC_SYSTEMS[hardware] / "gemm" / framework
-    found = folder.glob("*/gemm_perf.parquet") if folder.is_dir() else []
-    versions = sorted((p.parent.name for p in found), key=_version_key)
-    if not versions:
-        raise CalibrationError(f"`framework` {framework!r} has no GEMM table for {hardware} in "
-                               f"{folder}")
-    version = version or versions[-1]
-    if version not in versions:
-        raise CalibrationError(f"`framework-version` {version!r} is not among "
-                               f"{', '.join(versions)}")
-    return folder / version / "gemm_perf.parquet", version
+def gemm_source(hardware: str, engine: str, version: str) -> str:
+    return aic_source(hardware, GEMM_TABLE[0], engine, version)
 
 
 def read_table(path: Path) -> pa.Table:
-    """A measured table from Parquet or CSV, with its columns checked."""
+    """A measured table from Parquet or CSV (every CSV field checked), its columns checked."""
     if not path.is_file():
         raise CalibrationError(f"`--source` file {str(path)!r} does not exist")
-    try:
-        table = pq.read_table(path) if path.suffix == ".parquet" else pyarrow.csv.read_csv(path)
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise CalibrationError(f"`--source` {path} is not a readable Parquet/CSV table: "
-                               f"{exc}") from None
+    table = read_parquet(path) if path.suffix == ".parquet" else read_gemm_csv(path)
     missing = [c for c in REQUIRED_COLUMNS if c not in table.column_names]
     if missing or not any(c in table.column_names for c in DTYPE_COLUMNS):
         need = ", ".join(REQUIRED_COLUMNS) + " and gemm_dtype (or dtype)"
         raise CalibrationError(f"`--source` {path} needs columns {need}; has "
-                          f"{', '.join(table.column_names)}")
+                               f"{', '.join(table.column_names)}")
     return table
 
 
@@ -194,11 +169,13 @@ def measured_gemms(table: pa.Table, hardware: str, source: str) -> tuple[list[Me
         rows = table.filter(pc.equal(names, name))
         cols = [numeric_column(rows, c) for c in REQUIRED_COLUMNS]
         for column, values in zip(REQUIRED_COLUMNS, cols):
-            bad = values[~(values > 0)]  # also NaN (a missing value)
+            bad = values[~((values > 0) & np.isfinite(values))]  # also NaN (a missing value)
             if bad.size:
-                raise CalibrationError(f"`{column}` must be > 0 in every {name} row of {source}; "
-                                  f"got {bad[0]!r}")
-        found.append(MeasuredGemms(hardware, fmt, *cols[:3], cols[3] / MS_PER_S, source))
+                raise CalibrationError(f"`{column}` must be a finite number > 0 in every {name} "
+                                       f"row of {source}; got {bad[0]!r}")
+        keep = fastest_per_key(cols[:3], cols[3])
+        found.append(MeasuredGemms(hardware, fmt, *(c[keep] for c in cols[:3]),
+                                   cols[3][keep] / MS_PER_S, source))
     found.sort(key=lambda d: d.dtype != "bf16")
     return found, skipped
 
@@ -234,64 +211,6 @@ def roofline_s(data: MeasuredGemms, hw: HardwareSpec) -> np.ndarray:
     return np.maximum(cost.math_s, cost.read_s + cost.write_s)
 
 
-def numeric_column(table: pa.Table, name: str) -> np.ndarray:
-    """A numeric column as float64 (nulls as NaN), without pandas."""
-    return np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=np.float64)
-
-
-def replace_coefficients(eff: Efficiency, coefficients: dict[str, float],
-                         fields: dict[str, tuple[str, float]]) -> Efficiency:
-    """`eff` with `coefficients` (TOML units) set; `fields`: name -> (Efficiency field, TOML
-    units per SI unit)."""
-    return eff.model_copy(update={field: coefficients[name] / scale
-                                  for name, (field, scale) in fields.items()})
-
-
-def coefficients_in(eff: Efficiency, fields: dict[str, tuple[str, float]]) -> dict[str, float]:
-    """`eff`'s values of `fields` in TOML units (the inverse of `replace_coefficients`)."""
-    return {name: getattr(eff, field) * scale for name, (field, scale) in fields.items()}
-
-
-def fit_log_time(tables: dict, predicted: Callable[[Any, dict[str, float]], np.ndarray],
-                 spec: dict[str, tuple[float, float, float]], sample_points: int | None = None,
-                 seed: int = 0) -> dict[str, float]:
-    """Coefficients (the names of `spec`: (low, high, start)) minimizing the soft-L1 misfit of
-    log time over every table at once; with `sample_points`, each table is subsampled to the
-    same number of rows (at most that many) so the tables weigh the same."""
-    from scipy.optimize import least_squares  # only calibration needs scipy
-
-    names = list(spec)
-    bounds = np.array([spec[n] for n in names])
-    samples = tables
-    if sample_points is not None:
-        rng = np.random.default_rng(seed)
-        size = min(sample_points, *(len(d) for d in tables.values()))
-        samples = {key: d.subset(rng.permutation(len(d))[:size]) for key, d in tables.items()}
-
-    def residuals(x: np.ndarray) -> np.ndarray:
-        trial = dict(zip(names, x.tolist()))
-        return np.concatenate([np.log(predicted(d, trial)) - np.log(d.time_s)
-                               for d in samples.values()])
-
-    fit = least_squares(residuals, bounds[:, 2], bounds=(bounds[:, 0], bounds[:, 1]),
-                        loss="soft_l1", f_scale=LOSS_SCALE, x_scale="jac")
-    return dict(zip(names, fit.x.tolist()))
-
-
-def fitted_source(source: str, points: dict[str, int],
-                  errors: dict[str, tuple[float, float]]) -> str:
-    """The `source` of fitted coefficients: the table, and rows and errors per part."""
-    parts = [f"{key} {points[key]} rows |error| median {med:.1%}, p90 {p90:.1%}"
-             for key, (med, p90) in errors.items()]
-    return f"fitted by archscout calibrate to {source} ({'; '.join(parts)})"
-
-
-def abs_error_quantiles(predicted: np.ndarray, measured: np.ndarray) -> tuple[float, float]:
-    """(median, 90th percentile) of |predicted / measured − 1|."""
-    error = np.abs(predicted / measured - 1.0)
-    return float(np.median(error)), float(np.quantile(error, 0.9))
-
-
 # ---- fitting --------------------------------------------------------------------------------
 
 def _bounds(name: str, hw: HardwareSpec) -> tuple[float, float, float]:
@@ -324,6 +243,8 @@ def fit_gemm(data: MeasuredGemms, hw: HardwareSpec, pinned: dict[str, float] | N
     prec = get_precision(data.dtype)
     pinned = dict(pinned or {})
     free = _free_coefficients(prec, pinned)
+    check_fit_rows(f"{data.source}: {data.dtype} GEMMs", data.time_s, [data.m, data.n, data.k],
+                   len(free))
     bounds = np.array([_bounds(name, hw) for name in free])
     rng = np.random.default_rng(seed)
     sample = data.subset(rng.permutation(len(data))[:sample_points])

@@ -1,16 +1,26 @@
-"""Comparison (and calibration) of the MoE layer on measured fused-MoE kernels.
+"""Calibration of the fused MoE layer, per engine and experts' format, on measured kernels.
 
 A measured table has one row per fused MoE call on one GPU: `num_tokens` (tokens entering the
 layer), `hidden_size`, `inter_size` (one expert's H′), `topk`, `num_experts`, `moe_tp_size`,
 `moe_ep_size`, `moe_dtype`, `distribution`, `kernel_source` and `latency` (ms) — the columns of
-aiconfigurator-core's `moe_perf.parquet`. The op routes, permutes, runs the two grouped expert
-GEMMs (gated up, down) and un-permutes; the router GEMM is outside it.
+aiconfigurator-core's `moe_perf.parquet`, one per engine. The op routes, permutes (quantizing the
+activations where the format has quantized ones), runs the two grouped expert GEMMs (gated up,
+down) and un-permutes; the router GEMM is outside it. Where an engine's table times several fused
+kernels on one shape (TensorRT-LLM's CUTLASS and min-latency NVFP4 flows; vLLM's FlashInfer CUTLASS
+and TensorRT-LLM-gen experts), the fastest is the engine's: it picks its MoE backend per
+deployment.
 Each row maps onto `cost_model.layers.ffn_gemms` (one MoE layer, no shared expert: the
-`moe/experts_up` and `moe/experts_down` rows) timed by the calibrated GEMM model.
-Rows left out: weight-only or mixed formats the model does not have (`w4a16_mxfp4`,
-`w4a8_mxfp4_mxfp8`), non-gated experts (`ffn_gemms` models gated experts), the second
-(min-latency) nvfp4 kernel timed on the same shapes, and power-law routing (the model takes an
-imbalance δ, not a distribution; the balanced rows fit the δ = 0 case).
+`moe/experts_up` and `moe/experts_down` rows) plus `cost_model.layers.moe_overhead_s`, and per
+format the six coefficients of `cost_model.efficiency.MoeEfficiency` are fitted by robust least
+squares on log time: the grouped GEMMs' compute and HBM ceilings and per-SM stream rate (the rest
+of the format's dense kernel model kept), the floor, the cost per local routed copy and per
+scanned routing index.
+Formats: bfloat16, fp8, fp8_block, nvfp4; `w4a16_mxfp4` (MXFP4 weights on BF16 math, gpt-oss on
+Hopper) as `w4a16`; `w4a8_mxfp4_mxfp8` (MXFP4 weights, MXFP8 activations on Blackwell's
+block-scaled tensor cores, how every engine runs gpt-oss there) as `mxfp4`.
+Rows left out: formats the model does not have (`int4_wo`), non-gated experts (`ffn_gemms` models
+gated experts) and power-law routing (the model takes an imbalance δ, not a distribution; the
+balanced rows fit the δ = 0 case).
 """
 
 from __future__ import annotations
@@ -22,45 +32,51 @@ import numpy as np
 import pyarrow as pa
 
 from cost_model.batch import ArchArrays, DeployArrays, Env
-from cost_model.efficiency import Efficiency
+from cost_model.efficiency import Efficiency, MoeEfficiency
 from cost_model.hardware import HardwareSpec
 from cost_model.layers import GemmList, ffn_gemms, moe_overhead_s
 from cost_model.precision import get_precision
 from cost_model.step_load import StepLoad
-from cost_model.units import MS_PER_S, US_PER_S
+from cost_model.units import GIGA, MS_PER_S, US_PER_S
 from search.calibration.errors import CalibrationError
-from search.calibration.gemm import (
-    AIC_SYSTEMS,
-    DEFAULT_FRAMEWORK,
+from search.calibration.fitting import (
     FIT_SAMPLE_POINTS,
-    _version_key,
     abs_error_quantiles,
-    aiconfigurator_data_dir,
-    coefficients_in,
+    check_fit_rows,
+    fastest_per_key,
     fit_log_time,
     fitted_source,
+)
+from search.calibration.tables import (
+    DEFAULT_ENGINE,
+    aiconfigurator_table,
     numeric_column,
-    replace_coefficients,
+    string_column,
 )
 
-TABLE = "moe_perf.parquet"
-MOE_FORMATS = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "nvfp4"}
+TABLE = ("moe", "moe_perf.parquet")
+MOE_FORMATS = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "nvfp4",
+               "w4a16_mxfp4": "w4a16", "w4a8_mxfp4_mxfp8": "mxfp4"}
 BALANCED = "balanced"
-NON_GATED_SOURCE = "moe_torch_flow_nongated"
-ALTERNATE_SOURCES = ("moe_torch_flow_min_latency",)  # second kernel timed on the same shapes
+NON_GATED = "nongated"  # in `kernel_source`: experts without a gate (ffn_gemms models gated ones)
 COLUMNS = ("num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size",
-           "moe_ep_size", "latency")
-# name: (lower bound, upper bound, start) in TOML units
+           "moe_ep_size")
+# name: (TOML units per SI unit, lower bound, upper bound); starts: the dense entry's
 COEFFICIENTS = {
-    "fixed_overhead_us": (0.0, 200.0, 10.0),
-    "per_token_us": (0.0, 1.0, 0.01),
-    "per_routed_copy_us": (0.0, 0.1, 0.001),
+    "compute_ceiling_frac": (1.0, 0.02, 1.0),
+    "bandwidth_ceiling_frac": (1.0, 0.05, 1.0),
+    "sm_bandwidth_gb_per_s": (1.0 / GIGA, None, None),
+    "fixed_overhead_us": (US_PER_S, 0.0, 500.0),
+    "per_local_copy_us": (US_PER_S, 0.0, 1.0),
+    "per_scanned_copy_us": (US_PER_S, 0.0, 0.1),
 }
-EFFICIENCY_FIELDS = {  # coefficient -> (Efficiency field, TOML units per SI unit)
-    "fixed_overhead_us": ("moe_fixed_overhead_s", US_PER_S),
-    "per_token_us": ("moe_per_token_s", US_PER_S),
-    "per_routed_copy_us": ("moe_per_routed_copy_s", US_PER_S),
-}
+FIELDS = {"compute_ceiling_frac": "compute_ceiling_frac",
+          "bandwidth_ceiling_frac": "bandwidth_ceiling_frac",
+          "sm_bandwidth_gb_per_s": "sm_bandwidth_bytes_per_s",
+          "fixed_overhead_us": "fixed_overhead_s", "per_local_copy_us": "per_local_copy_s",
+          "per_scanned_copy_us": "per_scanned_copy_s"}
+START_FIXED_US, START_PER_LOCAL_US, START_PER_SCANNED_US = 20.0, 0.01, 0.0005
+SM_BANDWIDTH_FLOOR_SHARES = 8.0  # B_SM may fall to 1/8 of an SM's fair share of HBM
 
 
 @dataclass(frozen=True)
@@ -84,62 +100,58 @@ class MeasuredMoe:
         return MeasuredMoe(self.dtype, **{f.name: getattr(self, f.name)[index]
                                           for f in fields(self) if f.name != "dtype"})
 
+    def keys(self) -> list[np.ndarray]:
+        return [self.tokens, self.hidden, self.inter, self.top_k, self.experts, self.moe_tp,
+                self.moe_ep]
+
 
 @dataclass(frozen=True)
 class MoeFitResult:
     hardware: str
+    dtype: str
     coefficients: dict[str, float]  # TOML units
-    points: dict[str, int]  # by format
-    errors: dict[str, tuple[float, float]]  # by format: (median, p90) after the fit
-    prior_errors: dict[str, tuple[float, float]]  # the same with the GEMMs alone
+    points: int
+    error: tuple[float, float]  # (median, p90) after the fit
+    prior_error: tuple[float, float]  # the same with the GEMMs alone (no overhead terms)
     source: str
 
 
-def aiconfigurator_moe_table(hardware: str, framework: str = DEFAULT_FRAMEWORK,
-                             version: str | None = None) -> tuple[Path, str]:
-    """(table path, framework version) of one of our GPUs. Default: the largest table (later
-    versions of aiconfigurator-core add small tables of new kernels beside the full sweep)."""
-    if hardware not in AIC_SYSTEMS:
-        raise CalibrationError(f"`hardware` {hardware!r} has no aiconfigurator table")
-    folder = aiconfigurator_data_dir() / AIC_SYSTEMS[hardware] / "moe" / framework
-    found = folder.glob(f"*/{TABLE}") if folder.is_dir() else []
-    sizes = {p.parent.name: p.stat().st_size for p in found}
-    if not sizes:
-        raise CalibrationError(f"`framework` {framework!r} has no MoE table for {hardware}")
-    if version not in sizes:
-        version = max(sorted(sizes, key=_version_key), key=sizes.get)
-    return folder / version / TABLE, version
+def moe_table(hardware: str, engine: str = DEFAULT_ENGINE,
+              version: str | None = None) -> tuple[Path, str]:
+    """(table path, version) of an engine's fused-MoE table of one of our GPUs."""
+    return aiconfigurator_table(hardware, TABLE[0], engine, TABLE[1], version)
 
 
-def _names(table: pa.Table, name: str) -> np.ndarray:
-    return np.array(table.column(name).to_pylist(), dtype=object)
+def _reasons(table: pa.Table) -> dict[str, np.ndarray]:
+    missing = [c for c in (*COLUMNS, "latency", "moe_dtype", "distribution", "kernel_source")
+               if c not in table.column_names]
+    if missing:
+        raise CalibrationError(f"MoE table needs columns {', '.join(missing)}")
+    dtype, source = string_column(table, "moe_dtype"), string_column(table, "kernel_source")
+    return {"format not modeled": ~np.isin(dtype, list(MOE_FORMATS)),
+            "non-gated experts": np.array([NON_GATED in s for s in source], dtype=bool),
+            "power-law routing": string_column(table, "distribution") != BALANCED,
+            "no latency": ~(numeric_column(table, "latency") > 0)}
 
 
 def measured_moe(table: pa.Table) -> tuple[dict[str, MeasuredMoe], dict[str, int]]:
-    """({our format: rows the model covers}, {reason: rows left out})."""
-    needed = (*COLUMNS, "moe_dtype", "distribution", "kernel_source")
-    missing = [c for c in needed if c not in table.column_names]
-    if missing:
-        raise CalibrationError(f"MoE table needs columns {', '.join(missing)}")
-    dtype, source = _names(table, "moe_dtype"), _names(table, "kernel_source")
-    reasons = {"format not modeled": ~np.isin(dtype, list(MOE_FORMATS)),
-               "non-gated experts": source == NON_GATED_SOURCE,
-               "alternate (min-latency) kernel": np.isin(source, ALTERNATE_SOURCES),
-               "power-law routing": _names(table, "distribution") != BALANCED,
-               "no latency": ~(numeric_column(table, "latency") > 0)}
+    """({our format: one row per measured shape, the engine's fastest kernel}, {reason: rows
+    left out})."""
     left = np.zeros(table.num_rows, bool)
     skipped = {}
-    for reason, rows in reasons.items():
+    for reason, rows in _reasons(table).items():
         skipped[reason] = int(np.sum(rows & ~left))
         left |= rows
+    dtype = string_column(table, "moe_dtype")
+    columns = {c: numeric_column(table, c) for c in (*COLUMNS, "latency")}
     out = {}
     for name, fmt in MOE_FORMATS.items():
-        keep = ~left & (dtype == name)
-        if keep.any():
-            col = {c: numeric_column(table, c)[keep] for c in COLUMNS}
-            out[fmt] = MeasuredMoe(fmt, col["num_tokens"], col["hidden_size"], col["inter_size"],
-                                   col["topk"], col["num_experts"], col["moe_tp_size"],
-                                   col["moe_ep_size"], col["latency"] / MS_PER_S)
+        rows = np.flatnonzero(~left & (dtype == name))
+        if rows.size:
+            col = {c: v[rows] for c, v in columns.items()}
+            keep = fastest_per_key([col[c] for c in COLUMNS], col["latency"])
+            out[fmt] = MeasuredMoe(fmt, *(col[c][keep] for c in COLUMNS),
+                                   col["latency"][keep] / MS_PER_S)
     return out, skipped
 
 
@@ -161,13 +173,20 @@ def _deploy(data: MeasuredMoe) -> DeployArrays:
                         imbalance=0.0 * ones, random_routing=0.0)
 
 
-def with_coefficients(eff: Efficiency, coefficients: dict[str, float]) -> Efficiency:
-    """`eff` with the MoE coefficients (TOML units) replaced."""
-    return replace_coefficients(eff, coefficients, EFFICIENCY_FIELDS)
+def moe_efficiency_of(coefficients: dict[str, float]) -> MoeEfficiency:
+    """TOML-unit coefficients -> `MoeEfficiency` (SI)."""
+    return MoeEfficiency(**{FIELDS[name]: value / COEFFICIENTS[name][0]
+                            for name, value in coefficients.items()})
 
 
-def prior_coefficients(eff: Efficiency) -> dict[str, float]:
-    return coefficients_in(eff, EFFICIENCY_FIELDS)
+def coefficients_of(moe: MoeEfficiency) -> dict[str, float]:
+    """`MoeEfficiency` -> TOML-unit coefficients (the inverse of `moe_efficiency_of`)."""
+    return {name: getattr(moe, field) * COEFFICIENTS[name][0] for name, field in FIELDS.items()}
+
+
+def with_moe(eff: Efficiency, fmt: str, moe: MoeEfficiency) -> Efficiency:
+    """`eff` with the `[moe.<fmt>]` entry replaced."""
+    return eff.model_copy(update={"moe": {**eff.moe, fmt: moe}})
 
 
 def predicted_s(data: MeasuredMoe, hw: HardwareSpec, eff: Efficiency) -> np.ndarray:
@@ -177,27 +196,58 @@ def predicted_s(data: MeasuredMoe, hw: HardwareSpec, eff: Efficiency) -> np.ndar
               high=get_precision("bf16"))
     gemms = GemmList(shape=(len(data),))
     ffn_gemms(gemms, a, d, StepLoad.single_group(data.tokens), 0.0, 1.0)
-    times = gemms.times_s(env)
+    times = gemms.times_s(env, np.float64)
     return times["moe/experts_up"] + times["moe/experts_down"] + moe_overhead_s(
         a, d, env, data.tokens)
 
 
 # ---- fitting --------------------------------------------------------------------------------
 
-def fit_moe(tables: dict[str, MeasuredMoe], hw: HardwareSpec, eff: Efficiency, hardware: str,
-            source: str, sample_points: int = FIT_SAMPLE_POINTS, seed: int = 0) -> MoeFitResult:
-    """Fit the MoE coefficients on every format at once (each format weighted equally)."""
+def _spec(fmt: str, hw: HardwareSpec, eff: Efficiency) -> dict[str, tuple[float, float, float]]:
+    """(low, high, start) per coefficient: starts at the format's dense kernel model."""
+    dense = eff.for_precision(get_precision(fmt))
+    fair = hw.hbm_bytes_per_s / hw.sm_count * GIGA ** -1
+    starts = {"compute_ceiling_frac": dense.compute_ceiling_frac,
+              "bandwidth_ceiling_frac": max(dense.bandwidth_ceiling_frac,
+                                            eff.grouped_bandwidth_ceiling_frac),
+              "sm_bandwidth_gb_per_s": dense.sm_bandwidth_bytes_per_s / GIGA,
+              "fixed_overhead_us": START_FIXED_US, "per_local_copy_us": START_PER_LOCAL_US,
+              "per_scanned_copy_us": START_PER_SCANNED_US}
+    spec = {}
+    for name, (_, low, high) in COEFFICIENTS.items():
+        if name == "sm_bandwidth_gb_per_s":
+            low, high = fair / SM_BANDWIDTH_FLOOR_SHARES, hw.hbm_bytes_per_s / GIGA
+        spec[name] = (low, high, float(np.clip(starts[name], low, high)))
+    return spec
+
+
+def fit_moe_format(data: MeasuredMoe, hw: HardwareSpec, eff: Efficiency, hardware: str,
+                   source: str, sample_points: int = FIT_SAMPLE_POINTS,
+                   seed: int = 0) -> MoeFitResult:
+    """Fit one format's `[moe.<format>]` entry on its rows (the GEMMs' dense model from `eff`)."""
+    spec = _spec(data.dtype, hw, eff)
+    check_fit_rows(f"{source}: {data.dtype} fused MoE", data.time_s, data.keys(), len(spec))
     coefficients = fit_log_time(
-        tables, lambda d, c: predicted_s(d, hw, with_coefficients(eff, c)), COEFFICIENTS,
-        sample_points, seed)
-    gemms_only = with_coefficients(eff, dict.fromkeys(COEFFICIENTS, 0.0))
-    fitted = with_coefficients(eff, coefficients)
-    errors = lambda e: {f: abs_error_quantiles(predicted_s(d, hw, e), d.time_s)  # noqa: E731
-                        for f, d in tables.items()}
-    return MoeFitResult(hardware, coefficients, {f: len(d) for f, d in tables.items()},
-                        errors(fitted), errors(gemms_only), source)
+        {data.dtype: data},
+        lambda d, c: predicted_s(d, hw, with_moe(eff, data.dtype, moe_efficiency_of(c))),
+        spec, sample_points, seed)
+    fitted = with_moe(eff, data.dtype, moe_efficiency_of(coefficients))
+    gemms_only = with_moe(eff, data.dtype, moe_efficiency_of({
+        **coefficients, "fixed_overhead_us": 0.0, "per_local_copy_us": 0.0,
+        "per_scanned_copy_us": 0.0}))
+    error = lambda e: abs_error_quantiles(predicted_s(data, hw, e), data.time_s)  # noqa: E731
+    return MoeFitResult(hardware, data.dtype, coefficients, len(data), error(fitted),
+                        error(gemms_only), source)
+
+
+def fit_moe(tables: dict[str, MeasuredMoe], hw: HardwareSpec, eff: Efficiency, hardware: str,
+            source: str, sample_points: int = FIT_SAMPLE_POINTS,
+            seed: int = 0) -> list[MoeFitResult]:
+    """Fit every format the GPU supports (mxfp4 needs FP4 tensor cores)."""
+    return [fit_moe_format(data, hw, eff, hardware, source, sample_points, seed)
+            for fmt, data in tables.items() if hw.supports(get_precision(fmt))]
 
 
 def fit_source(r: MoeFitResult) -> str:
-    """The `source` of every fitted MoE coefficient: table, points and errors."""
-    return fitted_source(r.source, r.points, r.errors)
+    """The `source` of a fitted `[moe.<format>]` entry: table, points and error."""
+    return fitted_source(r.source, {r.dtype: r.points}, {r.dtype: r.error})

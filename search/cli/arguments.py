@@ -4,6 +4,7 @@ and the value (argparse prefixes the option), which the CLI turns into exit code
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Callable
 
 
@@ -21,6 +22,23 @@ def whole_number(low: int, high: int | None = None, noun: str | None = None
             raise argparse.ArgumentTypeError(f"must be {noun}; got {text!r}") from None
         if value < low or (high is not None and value > high):
             raise argparse.ArgumentTypeError(f"must be {bound}; got {value}")
+        return value
+
+    return parse
+
+
+def positive_number(high: float | None = None) -> Callable[[str], float]:
+    """A type accepting finite numbers > 0 (and <= `high` when given): `nan`, `inf`, zero and
+    negative values are refused."""
+    bound = "> 0" if high is None else f"> 0 and <= {high:g}"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number {bound}; got {text!r}") from None
+        if not math.isfinite(value) or value <= 0 or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be a finite number {bound}; got {text}")
         return value
 
     return parse

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 from pathlib import Path
 
 import numpy as np
 
+from cost_model.deployment import ENGINES
+from cost_model.efficiency import get_efficiency
 from cost_model.gemm import DEFAULT_OUT_PRECISION, gemm_cost
 from cost_model.hardware import HardwareSpec, catalog_names, get_hardware
 from cost_model.precision import get_precision
@@ -18,7 +21,7 @@ from search.records.tables import format_table, print_json
 
 GEMM_KEYS = ("m", "n", "k", "dtype", "out_dtype", "math_us", "read_us", "write_us", "time_us",
              "quantize_us", "op_us", "bound", "roofline_bound", "intensity_flop_per_byte",
-             "tile_efficiency", "wave_efficiency", "tflops")
+             "tile_efficiency", "wave_efficiency", "tflops", "kernels")
 
 
 def hardware_summary(hw: HardwareSpec) -> dict:
@@ -46,12 +49,16 @@ def run_hardware(args: argparse.Namespace) -> int:
     return 0
 
 
-def gemm_rows(m, n, k, hw: HardwareSpec, dtype: str, out_dtype: str) -> list[dict]:
+def gemm_rows(m, n, k, hw: HardwareSpec, dtype: str, out_dtype: str,
+              engine: str | None = None) -> list[dict]:
     """One row per GEMM with the CLI's keys (µs, TFLOP/s); m, n, k are equal-length arrays.
     `time_us` is the kernel; `quantize_us` the kernel quantizing BF16 activations to `dtype`
     (0 for BF16); `op_us` both, what measured quantized GEMM ops include; `bound` what sets
-    the kernel's time: its fixed overhead, memory or compute."""
-    cost = gemm_cost(m, n, k, hw, dtype, out_precision=out_dtype)
+    the kernel's time: its fixed overhead, memory or compute; `kernels` the engine whose
+    measured kernels priced it (`engine`'s, or under the generic kernels the fastest one's)."""
+    cost = gemm_cost(m, n, k, hw, dtype, out_precision=out_dtype, engine=engine)
+    eff = get_efficiency(hw.name, engine)
+    kernels = eff.kernels_of(f"gemm.{eff.dense_format(get_precision(dtype))}")
     columns = {
         "math_us": cost.math_s * US_PER_S, "read_us": cost.read_s * US_PER_S,
         "write_us": cost.write_s * US_PER_S, "time_us": cost.time_s * US_PER_S,
@@ -65,47 +72,88 @@ def gemm_rows(m, n, k, hw: HardwareSpec, dtype: str, out_dtype: str) -> list[dic
     return [
         {"m": int(m[i]), "n": int(n[i]), "k": int(k[i]), "dtype": dtype, "out_dtype": out_dtype,
          **{key: float(np.ravel(v)[i]) for key, v in columns.items()}, "bound": str(bound[i]),
-         "roofline_bound": str(roofline[i]),
-         "measured_us": _measured_us(hw, dtype, out_dtype, int(m[i]), int(n[i]), int(k[i]))}
+         "roofline_bound": str(roofline[i]), "kernels": kernels,
+         "measured_us": _measured_us(hw, kernels, dtype, out_dtype, int(m[i]), int(n[i]),
+                                     int(k[i]))}
         for i in range(len(m))
     ]
 
 
-def _measured_us(hw: HardwareSpec, dtype: str, out_dtype: str, m: int, n: int, k: int):
-    """The calibration tables' measured time of this shape (BF16 output, BF16 activations
-    quantized inside the timed op), or None."""
-    if out_dtype != DEFAULT_OUT_PRECISION:
+def _measured_us(hw: HardwareSpec, kernels: str, dtype: str, out_dtype: str, m: int, n: int,
+                 k: int):
+    """The calibration tables' measured time of this shape on those kernels (BF16 output, BF16
+    activations quantized inside the timed op), or None."""
+    if out_dtype != DEFAULT_OUT_PRECISION or kernels not in ENGINES:
         return None
-    time_s = measured_time_s(hw.name, dtype, m, n, k)
+    time_s = measured_time_s(kernels, hw.name, dtype, m, n, k)
     return None if time_s is None else time_s * US_PER_S
 
 
+def kernels_document(hw: HardwareSpec, engine: str | None, dtypes: list[str],
+                     experts: str | None = None) -> dict:
+    """Which kernels price these formats (dense GEMMs in `dtypes`, a fused MoE's `experts`) on
+    this GPU: the engine (or "generic"), where the coefficients come from, and what runs on
+    another format's or GPU's kernels (`uncalibrated`)."""
+    eff = get_efficiency(hw.name, engine)
+    substitutes = [line for d in dtypes for line in eff.substitutes(get_precision(d))]
+    if experts is not None:
+        substitutes += eff.substitutes(get_precision(dtypes[0]), get_precision(experts))
+    return {"kernels": eff.kernels, "origin": eff.origin, "version": eff.version,
+            "uncalibrated": list(dict.fromkeys(substitutes))}
+
+
+def kernels_line(doc: dict, engine: str | None) -> str:
+    given = "" if engine else " (no --engine: per part the fastest measured engine's)"
+    origin = "" if doc["origin"] == "package" else f" from {doc['origin']}"
+    return f"kernels: {doc['kernels']}{given}{origin}"
+
+
+MAX_DIM = 1 << 31  # a GEMM dimension beyond this is no kernel's (int32 index limits)
+MAX_FIELD_CHARS = 64
+
+
 def _positive_int(text: str, field: str) -> int:
+    text = str(text)
+    if len(text) > MAX_FIELD_CHARS:
+        raise CommandError(f"`{field}` must be a positive integer of at most {MAX_FIELD_CHARS} "
+                           f"characters; got {text[:20]!r}...")
     try:
         value = int(text)
     except (TypeError, ValueError):
         raise CommandError(f"`{field}` must be a positive integer; got {text!r}") from None
-    if value < 1:
-        raise CommandError(f"`{field}` must be a positive integer; got {text!r}")
+    if not 1 <= value <= MAX_DIM:
+        raise CommandError(f"`{field}` must be a positive integer up to {MAX_DIM}; got {text!r}")
     return value
+
+
+def _shapes_text(path: Path) -> str:
+    """The text of a `--shapes` file: no NUL bytes, UTF-8."""
+    if not path.is_file():
+        raise CommandError(f"`--shapes` file {str(path)!r} does not exist")
+    raw = path.read_bytes()
+    if b"\x00" in raw:
+        line = raw[: raw.index(b"\x00")].count(b"\n") + 1
+        raise CommandError(f"`--shapes` line `{line}` holds a NUL byte; a CSV is text")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise CommandError(f"`--shapes` {path} is not UTF-8 text (byte {exc.start})") from None
 
 
 def read_shapes(path: Path, default_dtype: str) -> list[tuple[int, int, int, str]]:
     """Rows (m, n, k, dtype) of a CSV with columns m,n,k[,dtype]."""
-    if not path.is_file():
-        raise CommandError(f"`--shapes` file {str(path)!r} does not exist")
-    with path.open(newline="") as handle:
-        reader = csv.DictReader(handle)
-        missing = [c for c in ("m", "n", "k") if c not in (reader.fieldnames or [])]
-        if missing:
-            raise CommandError(
-                f"`--shapes` needs columns m,n,k[,dtype]; missing {missing} in {path}"
-            )
-        rows = []
-        for line, row in enumerate(reader, start=2):
-            dims = [_positive_int(row[c], f"{c}` on line `{line}") for c in ("m", "n", "k")]
-            dtype = (row.get("dtype") or "").strip() or default_dtype
-            rows.append((*dims, get_precision(dtype, f"dtype` on line `{line}").name))
+    reader = csv.DictReader(io.StringIO(_shapes_text(path), newline=""))
+    missing = [c for c in ("m", "n", "k") if c not in (reader.fieldnames or [])]
+    if missing:
+        raise CommandError(f"`--shapes` needs columns m,n,k[,dtype]; missing {missing} in {path}")
+    rows = []
+    for line, row in enumerate(reader, start=2):
+        dims = [_positive_int(row[c] or "", f"{c}` on line `{line}") for c in ("m", "n", "k")]
+        dtype = (row.get("dtype") or "").strip() or default_dtype
+        if len(dtype) > MAX_FIELD_CHARS:
+            raise CommandError(f"`dtype` on line `{line}` must be at most {MAX_FIELD_CHARS} "
+                               f"characters; got {dtype[:20]!r}...")
+        rows.append((*dims, get_precision(dtype, f"dtype` on line `{line}").name))
     if not rows:
         raise CommandError(f"`--shapes` file {path} has no rows")
     return rows
@@ -122,15 +170,24 @@ def run_gemm(args: argparse.Namespace) -> int:
         dims = [_positive_int(str(v), f) for v, f in ((args.m, "M"), (args.n, "N"), (args.k, "K"))]
         shapes = [(*dims, get_precision(args.dtype, "dtype").name)]
     rows = []
-    for dtype in dict.fromkeys(s[3] for s in shapes):
+    dtypes = list(dict.fromkeys(s[3] for s in shapes))
+    for dtype in dtypes:
         group = np.array([s[:3] for s in shapes if s[3] == dtype], dtype=np.int64)
-        rows += gemm_rows(group[:, 0], group[:, 1], group[:, 2], hw, dtype, out_dtype)
+        rows += gemm_rows(group[:, 0], group[:, 1], group[:, 2], hw, dtype, out_dtype,
+                          args.engine)
     order = {s: i for i, s in enumerate(shapes)}
     rows.sort(key=lambda r: order[(r["m"], r["n"], r["k"], r["dtype"])])
+    kernels = kernels_document(hw, args.engine, dtypes)
     if args.json:
+        for row in rows:
+            row["uncalibrated"] = [line for line in kernels["uncalibrated"]
+                                   if line.startswith(f"{row['dtype']} ") or "GPU" in line]
         print_json(rows if args.shapes else rows[0])
-    else:
-        print(format_table(rows, GEMM_KEYS))
+        return 0
+    print(format_table(rows, GEMM_KEYS))
+    print(kernels_line(kernels, args.engine))
+    if kernels["uncalibrated"]:
+        print("uncalibrated: " + "; ".join(kernels["uncalibrated"]))
     return 0
 
 
@@ -149,5 +206,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     gemm.add_argument("--dtype", default="bf16", help="input precision of A and B (default bf16)")
     gemm.add_argument("--out-dtype", default=DEFAULT_OUT_PRECISION,
                       help=f"output precision of C (default {DEFAULT_OUT_PRECISION})")
+    gemm.add_argument("--engine", default=None, choices=ENGINES,
+                      help="serving engine whose measured kernels price it (default: the "
+                           "generic kernels, per format the fastest engine's)")
     gemm.add_argument("--json", action="store_true", help="one JSON document on stdout")
     gemm.set_defaults(func=run_gemm)

@@ -5,10 +5,13 @@
 from __future__ import annotations
 
 import argparse
+import errno
+import socket
 from pathlib import Path
 
 from search.cli.arguments import whole_number
 from search.cli.errors import CommandError
+from search.cli.secrets import redacting
 from search.cli.study import load_study, open_for_reading
 from search.records.dashboard import VIEW_NAME, DashboardView, default_view_path, write_view
 from search.study.record import recorded_spec
@@ -45,9 +48,40 @@ def serve(view: DashboardView, host: str, port: int) -> None:
         optuna_dashboard.run_server(str(view.path), host=host, port=port)
     except KeyboardInterrupt:
         pass
+    except OSError as exc:  # taken between the check and the server's own bind
+        raise address_error(host, port, exc) from None
+
+
+def check_address(host: str, port: int) -> None:
+    """That the server can listen on `host`:`port`, tried before anything is written: an
+    unknown host, an address of another machine or a port in use is one line naming the
+    option. The family is the one optuna-dashboard's server (bottle's wsgiref) binds: IPv6 for
+    a host with a colon, else IPv4."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        address = socket.getaddrinfo(host, port, family, socket.SOCK_STREAM)[0][4]
+    except (OSError, UnicodeError, ValueError) as exc:  # gaierror; idna; an embedded NUL
+        raise CommandError(f"`--host` ({host!r}) is not a host this machine can resolve: "
+                           f"{getattr(exc, 'strerror', None) or exc}") from None
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server does
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise address_error(host, port, exc) from None
+
+
+def address_error(host: str, port: int, exc: OSError) -> CommandError:
+    why = exc.strerror or str(exc)
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return CommandError(f"`--host` ({host!r}) is not an address of this machine ({why})")
+    return CommandError(f"`--port` ({port}) cannot be listened on at {host}: {why}; choose "
+                        "another with --port")
 
 
 def run_dashboard(args: argparse.Namespace) -> int:
+    if args.serve:
+        check_address(args.host, args.port)
     view = write_dashboard_view(args)
     print(f"dashboard view of `{view.study}`: {view.feasible} feasible of {view.complete} "
           f"complete trials ({view.finished} finished) in {view.path}")
@@ -74,4 +108,4 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    f"{DEFAULT_HOST})")
     d.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"--serve: port (default "
                    f"{DEFAULT_PORT})")
-    d.set_defaults(func=run_dashboard)
+    d.set_defaults(func=redacting(run_dashboard))

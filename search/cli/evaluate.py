@@ -23,6 +23,8 @@ from cost_model.frontier import pareto_mask
 from cost_model.hardware import get_hardware
 from cost_model.hf import deployment_formats, formats_document, load_model
 from cost_model.units import MS_PER_S
+from search.cli.arguments import positive_number, whole_number
+from search.cli.cost import kernels_document, kernels_line
 from search.cli.errors import CommandError, NoFitError
 from search.records.documents import (
     BATCH_COLUMNS,
@@ -73,7 +75,8 @@ def evaluate_document(args: argparse.Namespace) -> dict:
     dep = _deployment(args, formats.fields)
     validate_deployment(arch, dep)
     workload = make_workload(isl_tokens=args.isl, osl_tokens=args.osl,
-                             prefix_cached_frac=args.prefix_cache, engine=args.engine)
+                             prefix_cached_frac=args.prefix_cache, engine=args.engine,
+                             adp_balance_timeout_steps=args.adp_balance_timeout)
     memory = memory_document(arch, dep, hw, workload)
     disaggregated = args.serving == "disaggregated"
     points = (_disaggregated_points(arch, args, dep, hw, workload, formats.fields) if disaggregated
@@ -85,12 +88,15 @@ def evaluate_document(args: argparse.Namespace) -> dict:
         "deployment": deployment_document(dep),
         "workload": {"isl": workload.isl_tokens, "osl": workload.osl_tokens,
                      "prefix_cached_frac": workload.prefix_cached_frac,
-                     "engine": workload.engine},
+                     "engine": workload.engine,
+                     "adp_balance_timeout_steps": workload.adp_balance_timeout_steps},
         "params": params_document(arch),
         "checkpoint_formats": formats_document(formats),
         "assumed_defaults": dict(model.assumed),
         "notes": [n for n in (formats.note, model.assumed_note) if n],
         "uncalibrated": uncalibrated_document(arch),
+        "kernels": kernels_document(hw, workload.engine, [dep.precision],
+                                    dep.expert_precision if arch.is_moe else None),
         "memory": {**memory, "max_concurrency": limit},
         "fits_memory": fits,
         "points": [point_document(points, j) for j in range(points.concurrency.shape[1])
@@ -146,17 +152,6 @@ def check_concurrency(values: list[int] | None) -> None:
                                f"(4,096 per DP group × DP 1,024); got {concurrency}")
 
 
-def check_pools(args: argparse.Namespace) -> None:
-    """Disaggregated pools: a TTFT limit is a positive time, a ratio whole instances >= 1."""
-    limit = args.ttft_limit
-    if limit is not None and not (math.isfinite(limit) and limit > 0):
-        raise CommandError(f"`--ttft-limit` must be a positive number of milliseconds; got "
-                           f"{limit:g}")
-    if args.ratio and min(args.ratio) < 1:
-        raise CommandError(f"`--ratio` must be whole instances >= 1 (X prefill, Y decode); got "
-                           f"{args.ratio[0]} {args.ratio[1]}")
-
-
 def check_window(window: tuple[float, float]) -> None:
     """The frontier area's interactivity window: finite, 0 < LO < HI (tokens/s/user)."""
     lo, hi = window
@@ -185,7 +180,6 @@ def run_evaluate(args: argparse.Namespace) -> int:
         return run_batch(args)
     check_single(args)
     check_window(args.window)
-    check_pools(args)
     if args.plot is not None:
         _write_plot(args)
     doc = evaluate_document(args)
@@ -213,6 +207,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
               f"ep{pre['ep']} dp{pre['dp']}); each point names its prefill:decode instance ratio")
     if (line := uncalibrated_line(doc["uncalibrated"])) is not None:
         print(line)
+    print(kernels_line(doc["kernels"], doc["workload"]["engine"]))
+    if doc["kernels"]["uncalibrated"]:
+        print("uncalibrated: " + "; ".join(doc["kernels"]["uncalibrated"]))
     rows = [{k: v for k, v in r.items() if k != "breakdown_ms"} for r in doc["points"]]
     print(format_table(rows))
     if "frontier_area" in doc:
@@ -257,10 +254,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        ("--prefill-kvp", "Helix KV parallel")):
         p.add_argument(flag, type=int, default=None,
                        help=f"prefill pool's {text} degree (default: the decode pool's)")
-    p.add_argument("--ratio", type=int, nargs=2, default=None, metavar=("X", "Y"),
+    p.add_argument("--ratio", type=whole_number(1), nargs=2, default=None, metavar=("X", "Y"),
                    help="disaggregated: exactly X prefill and Y decode instances (default: "
                    "the best ratio per point)")
-    p.add_argument("--ttft-limit", type=float, default=None, metavar="MS",
+    p.add_argument("--ttft-limit", type=positive_number(), default=None, metavar="MS",
                    help="disaggregated: size the pools for TTFT at most MS milliseconds")
     p.add_argument("--precision", default=None, help="weights/activations of attention, dense "
                    "and shared-expert layers: bf16, fp8, fp8_block, nvfp4, mxfp4, or weight-only "
@@ -279,7 +276,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--concurrency", type=int, nargs="+", default=None,
                    help="operating points at these concurrencies (default: sweep to memory limit)")
     p.add_argument("--engine", default=None, choices=ENGINES, help="serving engine whose "
-                   "benchmark-TTFT terms apply (default: the generic ones)")
+                   "measured kernels and benchmark-TTFT terms apply (default: the generic ones)")
+    p.add_argument("--adp-balance-timeout", type=int, default=0, metavar="STEPS",
+                   help="attention-DP balancer: new requests wait until every DP group has one, "
+                   "at most STEPS forward steps, so the groups prefill together (TensorRT-LLM "
+                   "attention_dp_config enable_balance/timeout_iters, SGLang "
+                   "--enable-prefill-delayer); default 0: off")
     p.add_argument("--window", type=float, nargs=2, default=DEFAULT_WINDOW, metavar=("LO", "HI"),
                    help="interactivity window of the frontier area, tokens/s/user "
                         "(default 10 1000)")

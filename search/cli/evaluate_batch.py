@@ -14,8 +14,11 @@ column takes the value of the command's flag of the same name):
     kv_precision   KV cache (default: fp8 when precision computes in 8 bits or less, else bf16)
     isl, osl       input / output tokens per request
     concurrency    requests in flight; blank: the most that fit (memory and the engine's cap)
-    engine         serving engine (vllm, sglang, trtllm) whose benchmark-TTFT terms apply;
-                   blank: the generic ones
+    engine         serving engine (vllm, sglang, trtllm) whose measured kernels and
+                   benchmark-TTFT terms apply; blank: the generic ones
+    adp_balance_timeout_steps
+                   attention-DP balancer's timeout in forward steps (0: off), as
+                   `--adp-balance-timeout`
 
 Other columns (e.g. your measured values) are ignored, except one whose name is a near miss of
 an input column's (`precison`): that is refused, naming the column it resembles. Each row is
@@ -56,11 +59,11 @@ from cost_model.deployment import (
     DEFAULT_MAX_BATCH_SEQUENCES, Deployment, Workload, make_deployment, make_workload,
 )  # fmt: skip
 from cost_model.errors import CostModelError
-from cost_model.evaluate import evaluate_points, validate_deployment
+from cost_model.evaluate import concurrency_limits, evaluate_points, validate_deployment
 from cost_model.hardware import HardwareSpec, get_hardware
 from cost_model.hf import LoadedModel, deployment_formats, load_model
 from cost_model.hf.schema import shown
-from cost_model.memory import max_concurrency, weight_bytes_per_gpu
+from cost_model.memory import weight_bytes_per_gpu
 from cost_model.params import count_params
 from cost_model.units import GIB_BYTES, MS_PER_S
 from search.cli.errors import CommandError
@@ -68,7 +71,6 @@ from search.errors import SearchError
 from search.records.documents import BATCH_COLUMNS as INPUT_COLUMNS
 from search.records.documents import breakdown_ms
 
-INT_COLUMNS = ("tp", "ep", "pp", "dp", "isl", "osl")
 FORMAT_COLUMNS = ("precision", "moe_precision", "kv_precision")
 MAX_PATH_CHARS = 4096  # Linux PATH_MAX: no longer model path or hardware file can be opened
 MAX_NAME_CHARS = 64  # a format or engine name (the longest known is 9 characters)
@@ -102,14 +104,19 @@ class BatchFields(BaseModel):
     osl: Whole = 1024
     concurrency: Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)] | None = None
     engine: Name | None = None
+    adp_balance_timeout_steps: Annotated[int, Field(ge=0)] = 0
+
+
 OUTPUT_COLUMNS = (
     "line", "model", "hardware", "gpus", "tp", "ep", "pp", "dp", "precision", "moe_precision",
     "kv_precision", "isl", "osl", "engine", "concurrency", "params_total", "params_active",
-    "weights_gib_per_gpu", "max_concurrency", "fits_memory", "tpot_ms", "ttft_ms",
-    "benchmark_ttft_ms", "tokens_per_s_per_user", "tokens_per_s_per_gpu", "gemm_ms",
-    "attention_ms", "linear_attention_ms", "communication_ms", "other_ms",
+    "adp_balance_timeout_steps", "weights_gib_per_gpu", "max_concurrency", "fits_memory",
+    "tpot_ms", "ttft_ms", "benchmark_ttft_ms", "benchmark_ttft_median_ms",
+    "tokens_per_s_per_user", "tokens_per_s_per_gpu", "gemm_ms", "attention_ms",
+    "linear_attention_ms", "communication_ms", "other_ms",
 )
-TIMES = ("tpot", "ttft", "benchmark_ttft")  # the breakdown's parts are documents.BREAKDOWN_PARTS
+# the breakdown's parts are documents.BREAKDOWN_PARTS; benchmark_ttft is the mean
+TIMES = ("tpot", "ttft", "benchmark_ttft", "benchmark_ttft_median")
 
 
 @dataclass(frozen=True)
@@ -178,7 +185,8 @@ class RowReader:
         for note in filter(None, (formats.note, model.assumed_note)):
             self.say_once(f"{f.model}: {note}")
         return BatchRow(line, model.arch, hw, dep,
-                        make_workload(isl_tokens=f.isl, osl_tokens=f.osl, engine=f.engine),
+                        make_workload(isl_tokens=f.isl, osl_tokens=f.osl, engine=f.engine,
+                                      adp_balance_timeout_steps=f.adp_balance_timeout_steps),
                         f.concurrency)
 
     def say_once(self, note: str) -> None:
@@ -265,10 +273,7 @@ def _memory(rows: list[BatchRow]) -> tuple[np.ndarray, np.ndarray]:
     deps, workload = [r.dep for r in rows], rows[0].workload
     a = ArchArrays.from_architectures([r.arch for r in rows])
     d, env = DeployArrays.from_deployments(deps), Env.for_deployments(rows[0].hw, deps)
-    limit = np.minimum(max_concurrency(a, d, env, float(workload.max_context_tokens),
-                                       float(workload.prefill_chunk_tokens),
-                                       float(workload.cached_prefix_tokens)),
-                       workload.max_batch_sequences * d.dp)
+    _, limit = concurrency_limits(a, d, env, workload)
     return weight_bytes_per_gpu(a, d, env)[:, 0] / GIB_BYTES, limit[:, 0]
 
 
@@ -296,6 +301,7 @@ def _inputs(row: BatchRow, concurrency: int) -> dict:
             "moe_precision": d.expert_precision, "kv_precision": d.kv_cache_precision,
             "isl": row.workload.isl_tokens, "osl": row.workload.osl_tokens,
             "engine": row.workload.engine or "", "concurrency": concurrency,
+            "adp_balance_timeout_steps": row.workload.adp_balance_timeout_steps,
             "params_total": counts.total_params, "params_active": counts.active_params}
 
 
@@ -310,7 +316,7 @@ def _defaults(args: argparse.Namespace) -> dict[str, str]:
     values = {"hardware": args.hardware, "tp": args.tp, "ep": args.ep, "pp": args.pp,
               "dp": args.dp, "precision": args.precision, "kv_precision": args.kv_precision,
               "moe_precision": args.moe_precision, "isl": args.isl, "osl": args.osl,
-              "engine": args.engine,
+              "engine": args.engine, "adp_balance_timeout_steps": args.adp_balance_timeout,
               "concurrency": args.concurrency[0] if args.concurrency else None}
     return {k: str(v) for k, v in values.items() if v is not None}
 

@@ -10,23 +10,27 @@ by the commands that use them."""
 from __future__ import annotations
 
 import argparse
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from optuna.trial import FrozenTrial, TrialState
 
+from search.cli.arguments import positive_number
 from search.cli.errors import CommandError, TrialError
+from search.records.engines import ENGINES
 from search.records.export import (
     FORMATS,
+    check_exportable,
     export_document,
     export_target,
     frontier_points,
+    serving_document,
     trial_record,
-    vllm_document,
     write_export,
 )
-from search.records.documents import uncalibrated_document, uncalibrated_line
+from search.records.documents import FLAGS_NOTE, uncalibrated_document, uncalibrated_line
 from search.records.tables import format_table, print_json
 from search.study.errors import NoFeasibleError
 from search.study.evaluation import (
@@ -36,13 +40,13 @@ from search.study.evaluation import (
     trial_candidate,
     trial_details,
 )
+from search.cli.secrets import redacting
 from search.study.record import recorded_spec
 from search.study.report import pareto_document
 from search.study.space import Candidate, sweeps_deployments, swept_candidates
 from search.study.spec import StudySpec, load_spec
 from search.study.storage import check_readable, default_journal_path
 from search.study.trial_index import IndexedTrial, read_trial
-from search.study.journal_file import acknowledged_end
 
 if TYPE_CHECKING:
     import optuna
@@ -87,7 +91,7 @@ def indexed_trial(study_file: Path, spec: StudySpec, number: int) -> IndexedTria
         return None  # the replay's path names what is missing
     check_readable(path)
     try:
-        return read_trial(path, spec.name, number, limit=acknowledged_end(path))
+        return read_trial(path, spec.name, number)
     except (OSError, ValueError, KeyError, TypeError):  # an index that does not match: replay
         return None
 
@@ -203,7 +207,9 @@ def print_record(rec: dict) -> None:
     loss = rec["loss"]
     print(f"loss proxy {loss.get('loss_proxy', float('nan')):.4f} nats (the ranked loss: the "
           f"pessimistic end of the band when a hard flag fires)")
-    for flag in loss.get("loss_flags", []):
+    flags = loss.get("loss_flags", [])
+    print(f"{len(flags)} flag(s) (the `flags` column of `pareto`): {FLAGS_NOTE}")
+    for flag in flags:
         print(f"  flag: {flag}")
 
 
@@ -248,18 +254,41 @@ def point_candidate(spec: StudySpec, cand: Candidate, interactivity: float,
 
 
 def run_export(args: argparse.Namespace) -> int:
+    if args.interactivity is not None and args.format not in (*ENGINES, "bundle"):
+        raise TrialError(f"`--interactivity` chooses a deployment: it needs --format "
+                         f"{' | '.join((*ENGINES, 'bundle'))}")
     target = export_target(args.output, args.format)
     spec, trial, cand = read_one_trial(args)
+    infeasible = check_exportable(spec, trial, args.force)
+    if args.format == "bundle":
+        return _export_bundle(args, spec, trial, cand, infeasible)
     if args.interactivity is not None:
-        if args.format != "vllm":
-            raise TrialError("`--interactivity` chooses a deployment: it needs --format vllm")
         cand, point = point_candidate(spec, cand, args.interactivity,
                                       _design_frontier(args, spec, trial.number))
-        document = {**vllm_document(spec, cand, point["concurrency"]), "operating_point": point}
+        document = {**serving_document(spec, cand, args.format, point["concurrency"]),
+                    "operating_point": point}
     else:
         document = export_document(spec, trial, cand, args.format)
+    if infeasible and args.format != "hf":
+        document["notes"] = [*infeasible, *document.get("notes", [])]
     write_export(args.output, target, document)
     print(f"wrote {args.format} export of trial {trial.number} ({cand.arch.name}) to {target}")
+    for line in infeasible:
+        print(f"note: {line}", file=sys.stderr)
+    return 0
+
+
+def _export_bundle(args, spec: StudySpec, trial: FrozenTrial, cand: Candidate,
+                   infeasible: list[str]) -> int:
+    from search.records.bundle import write_bundle
+
+    interactivity = args.interactivity if args.interactivity is not None else \
+        spec.workload.interactivity_min
+    cand, point = point_candidate(spec, cand, interactivity,
+                                  _design_frontier(args, spec, trial.number))
+    folder = write_bundle(Path(args.output), spec, trial.number, cand, point, infeasible)
+    print(f"wrote bundle of trial {trial.number} ({cand.arch.name}) to {folder}: config.json, "
+          f"serve and benchmark commands per engine, README.md")
     return 0
 
 
@@ -359,19 +388,24 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     _study_arguments(s)
     s.add_argument("trial", type=int, help="trial number")
     s.add_argument("--json", action="store_true", help="one JSON document on stdout")
-    s.set_defaults(func=run_show)
+    s.set_defaults(func=redacting(run_show))
 
     e = sub.add_parser("export", help="one trial as a Hugging Face config.json, our JSON record "
                        "or vLLM serving arguments")
     _study_arguments(e)
     e.add_argument("trial", type=int, help="trial number")
-    e.add_argument("--format", required=True, choices=FORMATS, help="hf | json | vllm")
+    e.add_argument("--format", required=True, choices=FORMATS, help="hf | json | vllm | sglang "
+                   "| trtllm (serve commands and config files per node) | bundle (a folder: "
+                   "config.json, dummy-weight serve and benchmark commands, README)")
     e.add_argument("-o", "--output", required=True, help="file (or, for hf, a folder: "
                    "FOLDER/config.json)")
-    e.add_argument("--interactivity", type=float, default=None, metavar="TOK_S_USER",
-                   help="vllm: the deployment of the frontier point of most tokens/s/GPU at "
-                   "this interactivity or more (its concurrency becomes max_num_seqs)")
-    e.set_defaults(func=run_export)
+    e.add_argument("--interactivity", type=positive_number(), default=None, metavar="TOK_S_USER",
+                   help="vllm, sglang, trtllm, bundle: the deployment of the frontier point of "
+                   "most tokens/s/GPU at this interactivity or more (its concurrency caps the "
+                   "engine's batch; bundle default: the study window's low end)")
+    e.add_argument("--force", action="store_true", help="export a trial that breaks a hard "
+                   "constraint (each broken one is named in the export's notes)")
+    e.set_defaults(func=redacting(run_export))
 
     p = sub.add_parser("plot", help="plot the study: Pareto frontiers, one trial's time "
                        "breakdown or GEMM roofline, or hypervolume over trials")
@@ -379,11 +413,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", required=True, help="image file (.png, .svg, .pdf)")
     p.add_argument("--kind", choices=PLOT_KINDS, default="frontier", help="frontier: throughput "
                    "vs interactivity of the Pareto set (default); breakdown: TPOT by part at "
-                   "latency- and throughput-first serving; roofline: a trial's GEMMs on the GPU "
+                   "latency- and throughput-first serving, for the study's workload and, when "
+                   "its ISL is shorter, at ISL 32,768 (the long-context column of NVIDIA's "
+                   "co-design post, Figure 2); roofline: a trial's GEMMs on the GPU "
                    "roofline; history: hypervolume and feasible trials over trials")
     p.add_argument("--top", type=int, default=None, help="frontier: architectures drawn, by "
                    "frontier area (default: search.plots.frontier.DEFAULT_TOP; the plotting "
                    "module is imported only when a plot is drawn)")
     p.add_argument("--trial", type=int, default=None, help="breakdown, roofline: the trial "
                    "(default: the top-ranked Pareto architecture)")
-    p.set_defaults(func=run_plot)
+    p.set_defaults(func=redacting(run_plot))

@@ -1,6 +1,7 @@
-"""`archscout lint CONFIG --hardware NAME [--tp --ep --pp --dp --precision --isl --osl] [--json]`:
-the seven guidelines of NVIDIA, AI Model Co-Design (2026) on a real model, one finding per line
-(`search/lint/guidelines.py`).
+"""`archscout lint CONFIG --hardware NAME [--tp --ep --pp --dp --precision --isl --osl
+--max-param-change FRAC] [--json]`: the seven guidelines of NVIDIA, AI Model Co-Design (2026) on a
+real model, one finding per line (`search/lint/guidelines.py`); a fix is offered only within the
+parameter budget and, unless it fixes an error, when it raises the frontier area.
 
 Exit code: 1 when any finding is an error (so it can gate a model repository's CI), else 0;
 bad input is a `ConfigError`, one line and exit code 2 through `search.cli.main.main`.
@@ -17,7 +18,9 @@ from cost_model.evaluate import validate_deployment
 from cost_model.hardware import get_hardware
 from cost_model.hf import deployment_formats, load_model
 from cost_model.units import MS_PER_S
+from search.cli.errors import CommandError
 from search.lint.guidelines import Finding, LintContext, default_precision, lint
+from search.lint.support import MAX_PARAM_CHANGE_FRAC
 from search.records.tables import print_json
 
 EXIT_CLEAN, EXIT_ERRORS = 0, 1
@@ -26,6 +29,9 @@ SEVERITY_ORDER = ("error", "warning", "info")
 
 def lint_context(args: argparse.Namespace) -> LintContext:
     """The model, deployment, GPU and workload the flags name (`ConfigError` if any is bad)."""
+    if not 0.0 <= args.max_param_change <= 1.0:
+        raise CommandError(f"`max_param_change` ({args.max_param_change:g}) must be a share of "
+                           "the parameters between 0 and 1")
     model, hw = load_model(args.config), get_hardware(args.hardware)
     arch = model.arch
     formats = deployment_formats(model.checkpoint, arch, hw, args.precision,
@@ -34,7 +40,8 @@ def lint_context(args: argparse.Namespace) -> LintContext:
     for note in filter(None, (formats.note, model.assumed_note)):
         print(f"archscout: note: {note}", file=sys.stderr)
     validate_deployment(arch, dep)
-    return LintContext(arch, dep, hw, make_workload(isl_tokens=args.isl, osl_tokens=args.osl))
+    return LintContext(arch, dep, hw, make_workload(isl_tokens=args.isl, osl_tokens=args.osl),
+                       max_param_change_frac=args.max_param_change)
 
 
 def _counts(findings: list[Finding]) -> dict[str, int]:
@@ -49,6 +56,7 @@ def lint_document(ctx: LintContext, findings: list[Finding]) -> dict:
         "deployment": {**dep.model_dump(exclude={"kv_precision"}),
                        "kv_precision": dep.kv_cache_precision, "gpus": dep.gpus},
         "workload": {"isl": ctx.workload.isl_tokens, "osl": ctx.workload.osl_tokens},
+        "max_param_change_frac": ctx.max_param_change_frac,
         "baseline": {"tpot_ms": base.tpot_s * MS_PER_S,
                      "tokens_per_s_per_gpu": base.tokens_per_s_per_gpu,
                      "frontier_area": base.frontier_area, "max_concurrency": base.max_concurrency},
@@ -98,5 +106,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "the GPU has FP4 tensor cores, else fp8)")
     p.add_argument("--isl", type=int, default=1024, help="input tokens per request (default 1024)")
     p.add_argument("--osl", type=int, default=1024, help="output tokens per request (default 1024)")
+    p.add_argument("--max-param-change", type=float, default=MAX_PARAM_CHANGE_FRAC,
+                   metavar="FRAC", help="the parameter budget of a fix: the largest change of the "
+                   "total or active parameters, as a share (default 0.05); a fix over it, or one "
+                   "that does not raise the frontier area (unless it fixes an error), is reported "
+                   "but not offered")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
     p.set_defaults(func=run_lint)

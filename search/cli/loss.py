@@ -1,6 +1,7 @@
 """`archscout loss MODEL --training-tokens N [--training-precision P] [--law L] [--json]`: the
-accuracy proxy of one architecture (`objectives.accuracy`): central loss, band, ranked loss, each
-term's factor, effective parameters, ΔL / CEF against the compute-optimal dense model, and flags.
+accuracy proxy of one architecture (`objectives.accuracy`): central loss, band (with the families
+of difference it sums), ranked loss, each term's factor, effective parameters, ΔL / CEF against
+the compute-optimal dense model, and flags.
 
 MODEL is a Hugging Face config.json (or its folder) or archscout's own JSON. Bad input is a
 `ConfigError` (one line, exit code 2 through `search.cli.main.main`). Register with
@@ -50,12 +51,12 @@ def _print(doc: dict, total_params: float, active_params: float) -> None:
     low, high = doc["band_nats"]
     print(f"{doc['model']}: {total_params / GIGA:.2f}B total, {active_params / GIGA:.2f}B active, "
           f"{doc['training_tokens']:.3g} tokens in {doc['training_precision']} ({doc['law']} law)")
-    print(f"loss      {doc['loss_nats']:.4f} nats (central)  band [{low:.4f}, {high:.4f}]")
+    print(f"loss      {doc['loss_nats']:.4f} nats (central)  band [{low:.4f}, {high:.4f}] "
+          f"({', '.join(doc['band_families'])})")
     ranked = "high end: a hard flag fired" if doc["hard_flags"] else "central: no hard flag"
     print(f"ranked    {doc['ranked_loss_nats']:.4f} nats ({ranked})")
-    print(
-        f"base      {doc['base_loss_nats']:.4f} nats at N_eff {doc['effective_params'] / GIGA:.2f}B"
-    )
+    print(f"base      {doc['base_loss_nats']:.4f} nats at the active params; N_eff "
+          f"{doc['effective_params'] / GIGA:.2f}B")
     print(f"vs dense  ΔL {doc['delta_loss_nats']:+.4f} nats, "
           f"CEF {doc['compute_equivalence_frac']:.3f}")
     print("terms     " + "  ".join(f"{name} {factor:.4f}" for name, factor in doc["terms"].items()))

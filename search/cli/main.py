@@ -11,6 +11,7 @@ import argparse
 import importlib
 import importlib.metadata
 import os
+import re
 import sys
 import traceback
 
@@ -19,6 +20,7 @@ from search.errors import EXIT_BAD_INPUT, InfeasibleError, SearchError
 
 EXIT_OK = 0
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for a Ctrl-C
+PATH_SHOWN_MAX = 120  # characters of a path an error line shows (names can be 4096 long)
 # Every command, the module (under `search.cli`) whose add_parser / add_parsers registers it, and
 # its help line. Modules are imported only when their command runs (or its help is shown): the
 # gemm and evaluate paths never load optuna, matplotlib, scipy or the calibration code. A test
@@ -34,7 +36,7 @@ COMMANDS = (
                               "costs and the nearest compliant alternative")),
     ("loss", "loss", ("the accuracy proxy of one architecture: loss, band, ranked loss, "
                               "each term and the flags")),
-    ("calibrate", "calibrate", "fit the GEMM efficiency layer to measured kernels"),
+    ("calibrate", "calibrate", "fit the efficiency layer to measured kernels, per serving engine"),
     ("show", "inspect", ("one trial: shape, deployment, frontier, time breakdown, "
                                   "constraints")),
     ("export", "inspect", ("one trial as a Hugging Face config.json, our JSON record "
@@ -43,6 +45,8 @@ COMMANDS = (
                                   "or GEMM roofline, or hypervolume over trials")),
     ("dashboard", "dashboard", ("a feasible-only view of a study for optuna-dashboard "
                                 "(and serve it)")),
+    ("compare", "compare", ("measured vs predicted TPOT, TTFT and tokens/s/GPU from the "
+                            "engines' benchmark outputs")),
 )
 COMMAND_MODULES = tuple(dict.fromkeys(module for _, module, _ in COMMANDS))
 # Errors of layers 0 and 1 a command may not have imported, by (module, class): an error whose
@@ -67,7 +71,16 @@ def __getattr__(name: str):
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one clear line instead of usage + message
-        raise CommandError(f"{self.prog}: {message}")
+        raise CommandError(command_message(self.prog, message))
+
+
+def command_message(prog: str, message: str) -> str:
+    """argparse's `message` about `prog` ("archscout search") as main prints it after
+    "archscout: error: ": the command named once and the option in backticks ("search:
+    `--trials`: must be …")."""
+    command = prog.removeprefix("archscout").strip()
+    message = re.sub(r"^argument ([^:\s/]+)(?:/[^:\s]+)?: ", r"`\1`: ", message)  # the field, named
+    return f"{command}: {message}" if command else message
 
 
 class _Registrar:
@@ -153,12 +166,36 @@ def parse(argv: list[str]) -> argparse.Namespace | int:
     return args
 
 
+def run(args: argparse.Namespace) -> int:
+    """The parsed command; one that writes files runs with what it may not overwrite protected
+    (`search.cli.guard`: the study's own files, the package's data)."""
+    from search.cli.guard import guarded, has_outputs
+
+    if not has_outputs(args):
+        return args.func(args)
+    with guarded(args):
+        return args.func(args)
+
+
+def path_message(exc: OSError) -> str:
+    """An OSError no command turned into its own error, as one line naming the path."""
+    name = exc.filename if exc.filename is not None else "a file"
+    shown = str(name) if len(str(name)) <= PATH_SHOWN_MAX else f"{str(name)[:PATH_SHOWN_MAX]}…"
+    return f"{shown!r} cannot be used: {exc.strerror or exc}"
+
+
+def one_line(message: str) -> str:
+    """`message` as one line: a control character a user's value brought in (a newline in a
+    path, an escape) is written as its escape (`\\n`), never acted on."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     debug = "--debug" in argv
     try:
         args = parse(argv)
-        return args if isinstance(args, int) else args.func(args)
+        return args if isinstance(args, int) else run(args)
     except KeyboardInterrupt:  # the journal keeps every finished batch
         end_line = "\n" if sys.stderr.isatty() else ""  # after a progress bar's last line
         print(f"{end_line}archscout: interrupted; finished trials are saved, run the same command "
@@ -168,12 +205,17 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
         return EXIT_OK
     except InfeasibleError as exc:
-        print(f"archscout: {exc}", file=sys.stderr)
+        print(f"archscout: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except (SearchError, *loaded_errors(BAD_INPUT_ERRORS)) as exc:
         if debug:
             traceback.print_exc()
-        print(f"archscout: error: {exc}", file=sys.stderr)
+        print(f"archscout: error: {one_line(str(exc))}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except OSError as exc:  # a path the system refuses (too long, not a folder, no permission)
+        if debug:
+            traceback.print_exc()
+        print(f"archscout: error: {one_line(path_message(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
 

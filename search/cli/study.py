@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import sys
 from pathlib import Path
 
@@ -11,29 +12,33 @@ import optuna
 
 from cost_model.errors import CostModelError
 from search.cli.arguments import whole_number
+from search.cli.errors import CommandError
 from search.errors import SearchError
 from search.records.arrow_export import write_pareto_files
 from search.records.tables import format_table, print_json
 from search.study.errors import NoFeasibleError, SpecError, StorageError
-from search.study.record import recorded_spec
+from search.study.record import hardware_record, recorded_spec
 from search.study.report import pareto_document, read_cached_document, write_cached_document
 from search.study.resilience import with_retries
 from search.study.runner import RunSummary, describe_rejections, run_study
 from search.study.space import sweeps_deployments
 from search.study.spec import StudySpec, load_spec
+from search.study.journal_file import check_readable
 from search.study.storage import (
     StorageHandle,
-    check_readable,
     default_journal_path,
-    finish_workers,
     open_default,
     open_url,
     prepare_for_workers,
-)  # fmt: skip
+)
+from search.study.secrets import redact_text
+from search.cli.secrets import redacting
 
 
-def open_storage(spec_path: Path, spec: StudySpec, url: str | None, shared: bool,
+def open_storage(spec_path: Path, spec: StudySpec, url: str | None, shared: bool = False,
                  worker: bool = False) -> StorageHandle:
+    """The study's storage for writing: `url`, or its default journal (owned by this run, or
+    `shared` with other writers, or by the workers of one run: `worker`)."""
     if url:
         return open_url(url)
     return open_default(default_journal_path(spec_path, spec.name), shared, worker=worker)
@@ -48,7 +53,29 @@ def open_for_reading(spec_path: Path, spec: StudySpec, url: str | None) -> Stora
     if not path.exists():
         raise StorageError(f"no study `{spec.name}` in journal {path}; run `archscout search` "
                            "first")
-    return open_default(path, shared=True, read_only=True)
+    return open_default(path, read_only=True)
+
+
+# One `--workers` process holds the cost model, numpy, Optuna and its copy of the study: 178 MiB
+# resident at most (`ps -o rss` of the spawned workers of `search quickstart --trials 512
+# --workers 2`, sampled every 0.5 s); 256 MiB leaves room for a larger study. A count whose
+# processes cannot all fit in the machine's memory is refused; one above the cores warns.
+WORKER_MEMORY_BYTES = 256 * 2**20
+
+
+def check_workers(workers: int) -> None:
+    """Refuse a `--workers` count this machine cannot hold (one line, exit 2); warn once when it
+    exceeds the cores (the processes then share them: no faster, more memory)."""
+    memory_bytes = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    most = max(memory_bytes // WORKER_MEMORY_BYTES, 1)
+    if workers > most:
+        raise CommandError(f"`--workers` must be at most {most} on this machine (its "
+                           f"{memory_bytes / 2**30:.0f} GiB of memory hold that many worker "
+                           f"processes of ~{WORKER_MEMORY_BYTES // 2**20} MiB); got {workers}")
+    cores = os.cpu_count() or 1
+    if workers > cores:
+        print(f"archscout: warning: --workers {workers} is more than this machine's {cores} "
+              "cores; the workers share them (no faster than one per core)", file=sys.stderr)
 
 
 def _worker(number: int, spec_path: str, url: str | None, trials: int, seed: int) -> None:
@@ -56,7 +83,7 @@ def _worker(number: int, spec_path: str, url: str | None, trials: int, seed: int
     (2 for bad input or storage errors, 1 otherwise), never a traceback."""
     try:
         spec = load_spec(spec_path)
-        handle = open_storage(Path(spec_path), spec, url, shared=True, worker=True)
+        handle = open_storage(Path(spec_path), spec, url, worker=True)
         try:
             run_study(spec, handle, trials, seed, show_progress=False)
         finally:
@@ -64,11 +91,12 @@ def _worker(number: int, spec_path: str, url: str | None, trials: int, seed: int
     except KeyboardInterrupt:
         sys.exit(130)
     except (CostModelError, SearchError) as exc:
-        print(f"archscout: worker {number}: error: {exc}", file=sys.stderr)
+        print(f"archscout: worker {number}: error: {redact_text(str(exc), url)}",
+              file=sys.stderr)
         sys.exit(2)
     except Exception as exc:  # noqa: BLE001 - one line per worker, the parent sums them up
-        print(f"archscout: worker {number}: {type(exc).__name__}: {_first_line(exc)}",
-              file=sys.stderr)
+        print(f"archscout: worker {number}: {type(exc).__name__}: "
+              f"{redact_text(_first_line(exc), url)}", file=sys.stderr)
         sys.exit(1)
 
 
@@ -154,17 +182,18 @@ def run_search(args: argparse.Namespace) -> int:
     if args.workers > 1 and (args.exhaustive or spec.sampler == "exhaustive"):
         raise SpecError("`--workers`: an exhaustive search runs in one process")
     if args.workers > 1:
-        # The default journal: this process owns it while its workers run (it checks and
-        # repairs it first, and no single run may start beside them).
+        check_workers(args.workers)
+        # The default journal: this process holds its owner lock while its workers run (it
+        # checks and repairs it first, and no single run may start beside them).
         path = default_journal_path(Path(args.study), spec.name)
-        lock_fd = None if args.storage else prepare_for_workers(path)
+        lock_fd = None if args.storage else prepare_for_workers(path, spec.name)
         try:
             _run_workers(args, spec, trials, seed)
         finally:
             if lock_fd is not None:
-                finish_workers(path, lock_fd)
+                os.close(lock_fd)
         return _finish(args, spec, None)
-    handle = open_storage(Path(args.study), spec, args.storage, shared=False)
+    handle = open_storage(Path(args.study), spec, args.storage)
     try:
         if args.exhaustive or spec.sampler == "exhaustive":
             return _exhaustive(args, spec, handle, seed)
@@ -194,7 +223,8 @@ def _exhaustive(args, spec: StudySpec, handle: StorageHandle, seed: int) -> int:
     from search.study.runner import open_study
 
     study = with_retries(lambda: open_study(spec, handle, seed), "opening the study")
-    found = run_exhaustive(spec, study, show_progress=not args.no_progress, flush=handle.flush)
+    found = run_exhaustive(spec, study, show_progress=not args.no_progress,
+                           write_batch=lambda: handle.write_batch(spec.name))
     print(f"exhaustive: {found.designs:,} parameter sets, {found.within_rules:,} inside the "
           f"rules, {found.scored:,} designs scored, {found.feasible:,} feasible; exact front "
           f"{found.size} designs ({found.wall_s:.1f} s)", file=sys.stderr)
@@ -239,7 +269,9 @@ def load_study(spec: StudySpec, handle: StorageHandle) -> optuna.Study:
 def run_pareto(args: argparse.Namespace) -> int:
     spec = load_spec(args.study)
     doc, path = None, default_journal_path(Path(args.study), spec.name)
-    if not (args.storage or args.parquet or args.csv) and path.exists():
+    # a study on a hardware file is read through its record, which says when the file changed
+    if not (args.storage or args.parquet or args.csv) and path.exists() \
+            and hardware_record(spec) is None:
         check_readable(path)
         doc = read_cached_document(path, spec)  # the document the last search kept
     if doc is None:
@@ -275,7 +307,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    "`sampler = \"exhaustive\"` does")
     s.add_argument("--json", action="store_true", help="end with the `pareto --json` document "
                    "on stdout instead of the table")
-    s.set_defaults(func=run_search)
+    s.set_defaults(func=redacting(run_search))
 
     p = sub.add_parser("pareto", help="the Pareto-optimal architectures, ranked by frontier area")
     p.add_argument("study", help="study file (TOML)")
@@ -286,4 +318,4 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--csv", metavar="PATH", default=None, help="also write the table as CSV")
     p.add_argument("--top", type=_at_least_one, default=None, metavar="N", help="only the "
                    "first N ranks (the table and --json; --parquet/--csv keep every entry)")
-    p.set_defaults(func=run_pareto)
+    p.set_defaults(func=redacting(run_pareto))

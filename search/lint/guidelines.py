@@ -12,13 +12,15 @@ What fires each guideline (every GEMM dim taken *after* sharding):
 3. width vs depth: per-layer collectives and fixed kernels ≥ 25% of TPOT at concurrency 1; the
    alternative is ¾ of the layers at equal total parameters (wider FFN), inside the flat region
    of the loss in H/L (`objectives.accuracy_terms`, Morph runs) (002 §3);
-4. quantization: a K not a multiple of the block of a block-scaled format (16 for NVFP4); a
-   format above the lowest the GPU runs; the BF16 LM head ≥ 5% of TPOT at concurrency 1 (002 §4);
+4. quantization (`lint_quantization`): a K not a multiple of the block of a block-scaled format
+   (16 for NVFP4); a format above the lowest the GPU runs; the BF16 LM head ≥ 5% of TPOT at
+   concurrency 1 (002 §4);
 5. MoE sizing (`lint_parallel`): M_expert = C·k/E at the memory limit below M*, the M at which
    the expert GEMM reaches the ridge; the cost of the imbalance (1+δ) with it (002 §5);
 6. pipeline balance (`lint_parallel`): the slowest stage of a contiguous split ≥ 2% over the mean
-   (prefill chunk or decode step, from per-layer-kind times of the cost model), at the deployed PP
-   or, with PP = 1, as PP = 2, 4, 8 would split it; the bubble (S−1)/(S−1+m) with it (002 §5);
+   (prefill chunk or decode step, from per-layer-kind times of the cost model) at the deployed
+   PP (none at PP = 1: only the deployment asked for is linted); the bubble (S−1)/(S−1+m) with
+   it (002 §5);
 7. attention vs FFN parallelism (`lint_parallel`): TP beyond the KV heads (any TP with MLA)
    replicates the KV cache (002 §5); and (`hybrid`) full-attention KV reads ≥ 50% of TPOT at the
    throughput end of a long-context workload, where more linear-attention layers pay.
@@ -28,13 +30,17 @@ multiple of 128 (a fractional shard included), a K that is not a multiple of the
 deployed block-scaled format; any error makes the command exit 1 (for a model repository's CI).
 `warning` is a loss the deployment cannot avoid without a change: guidelines 1, 3, 5 (when a wider
 EP helps) and 7, a model that cannot run in NVFP4, imbalance at the deployed PP. `info` is an
-opportunity: 256/512 beyond the 128 floor, a lower-precision format, the BF16 LM head, the balance
-of a PP split that is not deployed, MoE sizing that no wider EP improves.
+opportunity: 256/512 beyond the 128 floor, a lower-precision format, the BF16 LM head (where the
+linear layers run below BF16), MoE sizing that no wider EP improves.
 
-Measured cost: each fix is evaluated with `evaluate_points` next to the model (TPOT at concurrency
-1, tokens/s/GPU at the throughput end, frontier area, before → after, with its parameter delta).
-A fix that adds parameters is measured as the bigger model it is: read the change next to the
-delta. Deployment fixes (EP, attention DP) keep the parameters; a wider EP may take more GPUs.
+Measured cost: each candidate fix is evaluated with `evaluate_points` next to the model (TPOT at
+concurrency 1, tokens/s/GPU at the throughput end, frontier area, before → after, with its
+parameter delta). A fix is offered only if its parameters stay within the budget (the larger of
+the total and the active change ≤ `--max-param-change`, 5% by default) and, unless the finding
+breaks a hard rule (an error), it raises the frontier area (by ≥ 0.1%); the others are reported
+with why ("No fix offered: … changes the parameters by 7.3%, over the ±5% budget", "no larger
+frontier area"). Guideline 6's fixes count the stage balance the cost model does not see.
+Deployment fixes (EP, attention DP) keep the parameters; a wider EP may take more GPUs.
 """
 
 from __future__ import annotations
@@ -43,12 +49,11 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from constraints import check_alignment, check_nvfp4_block, gemm_dims, padding_waste_frac
+from constraints import check_alignment, gemm_dims, padding_waste_frac
 from cost_model.architecture import Architecture
 from cost_model.deployment import Deployment
 from cost_model.gemm import gemm_cost, intensity_cap_flop_per_byte, tile_efficiency
-from cost_model.precision import get_precision
-from cost_model.units import MS_PER_S, TERA, US_PER_S
+from cost_model.units import MS_PER_S, TERA
 from objectives.accuracy_terms import (
     ASPECT_KAPPA_CENTRAL,
     ASPECT_RATIO_MORPH_RANGE,
@@ -56,38 +61,38 @@ from objectives.accuracy_terms import (
     aspect_ratio_penalty,
 )  # fmt: skip
 from search.lint.hybrid import check_kv_dominated
+from search.lint.quantization import check_quantization
 from search.lint.parallel import (
     check_attention_parallelism,
     check_disaggregation,
     check_moe_sizing,
     check_pipeline_balance,
 )  # fmt: skip
+from search.lint.verdict import Measured, change_document, change_text, raises_frontier
 from search.lint.support import (
     FIX_FIELDS,
     GEMM_PROBE_TOKENS,
-    NVFP4,
+    REPORT_REACH,
     Draft,
     Fix,
     Gemm,
     LintContext,
-    Measured,
     Severity,
-    change_document,
-    change_text,
     default_precision,
     deployment_variants,
     describe_fix,
+    misaligned_fields,
     dims_of,
     fix_field,
     gemm_rate_flop_per_s,
     is_multiple,
     label_fields,
-    nearest_value,
+    nearest_values,
+    param_change_frac,
     params_delta,
     small_dim_field,
     valid,
     weight_gemms,
-    with_deployment,
     with_fields,
 )  # fmt: skip
 
@@ -97,7 +102,7 @@ ALIGN_FLOOR = 128  # the post's Guideline 2: "multiples of 128 at minimum"
 INFO_MIN_GAIN_FRAC = 0.01  # policy: a 256/512 alignment worth reporting raises the GEMM rate 1%
 SERIAL_SHARE_LIMIT_FRAC = 0.25  # policy: per-layer collectives + fixed kernels at concurrency 1
 DEPTH_CUT_FRAC = 0.75  # guideline 3's alternative: ¾ of the layers at equal total parameters
-BF16_SHARE_LIMIT_FRAC = 0.05  # policy: a BF16 layer worth quantizing
+LAYER_CUT_REACH_FRAC = 0.125  # layer counts tried around the ¾ cut (± this share of L)
 
 
 @dataclass(frozen=True)
@@ -149,8 +154,10 @@ def _cap_draft(ctx: LintContext, name: str, gemm: Gemm, cap: float) -> Draft:
         aligned = all(is_multiple(d.size, ALIGN_FLOOR) for d in dims_of(arch, dep, name))
         return valid(arch, dep) and aligned and \
             all(_cap(ctx, g) >= ctx.ridge for g in weight_gemms(arch, dep, name))
-    arch_fix = nearest_value(ctx.arch, name, ok, up_only=True) if name in FIX_FIELDS else None
+    arch_fixes = nearest_values(ctx, name, ok, up_only=True) if name in FIX_FIELDS else []
     dep_fix = next((v for v in deployment_variants(ctx.arch, ctx.dep) if ok(ctx.arch, v)), None)
+    why = "" if arch_fixes or name not in FIX_FIELDS else f"no wider `{name}` within " \
+        f"{ctx.budget_text(REPORT_REACH)} of the parameters lifts I∞ to the ridge"
     rate = float(gemm_cost(GEMM_PROBE_TOKENS, gemm.n, gemm.k, ctx.hw, ctx.precision)
                  .achieved_flop_per_s)
     peak_frac = rate / ctx.hw.peak_for(ctx.precision)
@@ -160,9 +167,9 @@ def _cap_draft(ctx: LintContext, name: str, gemm: Gemm, cap: float) -> Draft:
                f"{ctx.where()} at any batch ({peak_frac:.0%} of peak at M = {GEMM_PROBE_TOKENS})")
     cost = {"gemm": gemm.name, "n": gemm.n, "k": gemm.k, "intensity_cap_flop_per_byte": cap,
             "ridge_flop_per_byte": ctx.ridge, "peak_frac_at_probe_tokens": peak_frac}
-    fixes = _fixes(Fix(arch_fix, ctx.dep) if arch_fix else None,
-                   Fix(ctx.arch, dep_fix) if dep_fix else None)
-    return Draft(1, "intensity-cap", "warning", message, cost, fixes)
+    fixes = (*(Fix(a, ctx.dep) for a in arch_fixes), *_fixes(Fix(ctx.arch, dep_fix) if dep_fix
+                                                              else None))
+    return Draft(1, "intensity-cap", "warning", message, cost, fixes, why_none=why)
 
 
 # ---- guideline 2: alignment after sharding -----------------------------------------------------
@@ -184,21 +191,34 @@ def check_alignment_ladder(ctx: LintContext) -> list[Draft]:
     return [d for d in drafts if d is not None]
 
 
-def _alignment_fixes(ctx: LintContext, dim, multiple: int):
-    """(architecture, deployment) nearest to the model's with every dim of `dim`'s fields aligned
-    to `multiple` and every dim to 128; None where there is none."""
+def _alignment_fixes(ctx: LintContext, dim, multiple: int) -> tuple[list[Fix], str]:
+    """Nearest (architecture, deployment)s with every dim of `dim`'s fields aligned to
+    `multiple` and no dim misaligned that the model has aligned: the field above and below on
+    the same GPUs, another deployment of them, else the field under the nearest such deployment
+    (gpt-oss's 2880-wide experts, 720 per GPU at TP 4, align as 2816 over EP 2); with why none."""
     name, names = fix_field(dim), label_fields(dim)
+    before = misaligned_fields(ctx.arch, ctx.dep)
 
     def ok(arch: Architecture, dep: Deployment = ctx.dep) -> bool:
-        return valid(arch, dep) and check_alignment(arch, dep, ALIGN_FLOOR).feasible and \
+        return valid(arch, dep) and misaligned_fields(arch, dep) <= before and \
             all(_aligned(d.size, multiple) for d in dims_of(arch, dep, *names))
-    arch_fix = nearest_value(ctx.arch, name, ok) if name else None
-    dep_fix = next((v for v in deployment_variants(ctx.arch, ctx.dep) if ok(ctx.arch, v)), None)
-    return arch_fix, dep_fix
+    variants = deployment_variants(ctx.arch, ctx.dep)
+    fixes = [Fix(a, ctx.dep) for a in nearest_values(ctx, name, ok)] if name else []
+    fixes += next(([Fix(ctx.arch, v)] for v in variants if ok(ctx.arch, v)), [])
+    for dep in variants if name and not ctx.any_within_budget(fixes) else ():
+        found = [Fix(a, dep) for a in nearest_values(ctx, name, lambda a, d=dep: ok(a, d))]
+        if ctx.any_within_budget(found):
+            fixes += [f for f in found if ctx.within_budget(f.arch)]
+            break
+    why = "" if fixes else (f"no `{name}` within {ctx.budget_text(REPORT_REACH)} of the "
+                            "parameters aligns it on these GPUs or another split of them"
+                            if name else "no field of the table sets it")
+    return fixes, why
 
 
 def _align_draft(ctx: LintContext, dim, multiple: int, severity: Severity) -> Draft | None:
-    arch_fix, dep_fix = _alignment_fixes(ctx, dim, multiple)
+    fixes, why = _alignment_fixes(ctx, dim, multiple)
+    arch_fix = next((f.arch for f in fixes if f.arch is not ctx.arch), None)
     over = fix_field(dim) or label_fields(dim)[-1]
     rates = [_rate_tflop_per_s(ctx, ctx.arch, ctx.dep, over)]
     if arch_fix is not None:
@@ -215,10 +235,8 @@ def _align_draft(ctx: LintContext, dim, multiple: int, severity: Severity) -> Dr
                f"{gemm_rate} TFLOP/s at M = {GEMM_PROBE_TOKENS}")
     cost = {"dim": dim.label, "size": dim.size, "multiple": multiple, "tile_efficiency": eta,
             "padding_waste_frac": waste, "gemm_tflop_per_s_at_probe_tokens": rates}
-    fixes = _fixes(Fix(arch_fix, ctx.dep) if arch_fix else None,
-                   Fix(ctx.arch, dep_fix) if dep_fix else None)
     code = "misaligned" if severity == "error" else f"not-{multiple}"
-    return Draft(2, code, severity, message, cost, fixes)
+    return Draft(2, code, severity, message, cost, tuple(fixes), why_none=why)
 
 
 # ---- guideline 3: width vs depth ---------------------------------------------------------------
@@ -253,79 +271,35 @@ def check_width_vs_depth(ctx: LintContext) -> list[Draft]:
 
 
 def _shallower(ctx: LintContext) -> Fix | None:
-    """¾ of the layers (a multiple of PP), the FFN widened back to the same total parameters."""
+    """About ¾ of the layers (a multiple of PP, within ±1/8 of the model's layers of the ¾ cut)
+    with the FFN widened back to the same total parameters in steps that stay aligned after
+    sharding: the count nearest the cut whose parameters stay within the budget, else the one
+    whose parameters come nearest (reported, not offered)."""
     arch, dep = ctx.arch, ctx.dep
-    layers = max(round(arch.num_layers * DEPTH_CUT_FRAC) // dep.pp * dep.pp, dep.pp)
-    short = with_fields(arch, num_layers=layers)
-    if short is None or arch.hidden_size / layers > ASPECT_RATIO_MORPH_RANGE[1]:
-        return None  # already at the wide end of the flat region
     name = "moe_intermediate_size" if arch.is_moe else "intermediate_size"
     granule = ALIGN_FLOOR * (dep.moe_tp if arch.is_moe else dep.tp)
+    cut, reach = arch.num_layers * DEPTH_CUT_FRAC, arch.num_layers * LAYER_CUT_REACH_FRAC
+    counts = sorted((n for n in range(dep.pp, arch.num_layers, dep.pp) if abs(n - cut) <= reach
+                     and arch.hidden_size / n <= ASPECT_RATIO_MORPH_RANGE[1]),
+                    key=lambda n: abs(n - cut))
+    options = [wide for n in counts if (wide := _widened(arch, n, name, granule)) is not None
+               and valid(wide, dep)]
+    best = next((a for a in options if ctx.within_budget(a)), None) or \
+        min(options, key=lambda a: param_change_frac(arch, a), default=None)
+    return None if best is None else Fix(best, dep)
+
+
+def _widened(arch: Architecture, layers: int, name: str, granule: int) -> Architecture | None:
+    """`arch` with `layers` layers and `name` widened (by whole `granule`s) to the total
+    parameters nearest the model's."""
+    short = with_fields(arch, num_layers=layers)
     width = getattr(arch, name)
-    stepped = with_fields(short, **{name: width + granule})
+    stepped = None if short is None else with_fields(short, **{name: width + granule})
     if stepped is None:
         return None
     per_step, missing = params_delta(short, stepped)[0], params_delta(short, arch)[0]
     target = round((width + missing / per_step * granule) / granule) * granule
-    wide = with_fields(short, **{name: target})
-    return Fix(wide, dep) if wide is not None and valid(wide, dep) else None
-
-
-# ---- guideline 4: quantization readiness -------------------------------------------------------
-
-
-def check_quantization(ctx: LintContext) -> list[Draft]:
-    """Guideline 4: block-scaled K, the lowest format of the GPU, the BF16 LM head."""
-    return _block_scaling(ctx) + _lower_precision(ctx) + _bf16_lm_head(ctx)
-
-
-def _block_scaling(ctx: LintContext) -> list[Draft]:
-    deployed = ctx.precision.block_size > 1
-    dep = ctx.dep if deployed else with_deployment(ctx.dep, precision=NVFP4)
-    verdict = check_nvfp4_block(ctx.arch, dep)
-    if verdict.feasible:
-        return []
-    block = get_precision(dep.precision).block_size
-    bad = [d for d in gemm_dims(ctx.arch, dep) if d.reduction and not is_multiple(d.size, block)]
-    name = fix_field(bad[0])
-    ok = lambda a: valid(a, ctx.dep) and check_nvfp4_block(a, dep).feasible  # noqa: E731
-    fix = nearest_value(ctx.arch, name, ok) if name else None
-    severity, code = ("error", "block-k") if deployed else ("warning", "not-nvfp4-ready")
-    message = verdict.message if deployed else f"the model cannot run in NVFP4: {verdict.message}"
-    cost = {"block": block, "k_dims": [d.label for d in bad], "sizes": [d.size for d in bad]}
-    return [Draft(4, code, severity, message, cost, _fixes(Fix(fix, ctx.dep) if fix else None))]
-
-
-def _lower_precision(ctx: LintContext) -> list[Draft]:
-    lowest = get_precision(default_precision(ctx.hw))
-    if lowest.value_bits >= ctx.precision.value_bits:
-        return []
-    speedup = ctx.hw.peak_for(lowest) / ctx.hw.peak_for(ctx.precision)
-    message = (f"linear layers run in {ctx.precision.name} although {ctx.hw.name} has "
-               f"{lowest.name} tensor cores ({speedup:.3g}× the math, "
-               f"{lowest.weight_bytes_per_value / ctx.bytes_per_value:.2g}× the weight bytes)")
-    fix = Fix(ctx.arch, with_deployment(ctx.dep, precision=lowest.name))
-    return [Draft(4, "higher-precision", "info", message, {"lowest_precision": lowest.name},
-                  (fix,))]
-
-
-def _bf16_lm_head(ctx: LintContext) -> list[Draft]:
-    n, k = ctx.arch.vocab_size / ctx.dep.tp, ctx.arch.hidden_size
-    high_s = float(gemm_cost(1, n, k, ctx.hw, "bf16").time_s)
-    low_s = float(gemm_cost(1, n, k, ctx.hw, ctx.precision).time_s)
-    share = high_s / ctx.baseline.tpot_s
-    if share < BF16_SHARE_LIMIT_FRAC:
-        return []
-    saving = (high_s - low_s) / ctx.baseline.tpot_s
-    message = (f"lm_head (vocab {ctx.arch.vocab_size:,} × H {k}, N = {n:g} per GPU) stays in "
-               f"BF16 and is {share:.0%} of TPOT at concurrency 1: in {ctx.precision.name} it "
-               f"would take {low_s * US_PER_S:.0f} µs instead of {high_s * US_PER_S:.0f} µs "
-               f"(TPOT {-saving:+.1%})")
-    cost = {"lm_head_share_frac": share, "lm_head_us": [high_s * US_PER_S, low_s * US_PER_S],
-            "tpot_change_frac": -saving}
-    note = {"summary": f"lm_head in {ctx.precision.name} (same params)", "lm_head_precision":
-            ["bf16", ctx.precision.name], "params_delta": 0, "active_params_delta": 0}
-    return [Draft(4, "bf16-lm-head", "info", message, cost, note=note)]
+    return with_fields(short, **{name: target}) if target > 0 else None
 
 
 # ---- all together ------------------------------------------------------------------------------
@@ -335,16 +309,39 @@ CHECKS = (check_near_square, check_alignment_ladder, check_width_vs_depth, check
           check_attention_parallelism, check_kv_dominated)
 
 
+def _verdict(ctx: LintContext, draft: Draft, fix: Fix, measured: Measured) -> str:
+    """Why `fix` is not offered ("" when it is): over the parameter budget, or, for a finding
+    that breaks no hard rule, no higher frontier area."""
+    change = param_change_frac(ctx.arch, fix.arch)
+    if change > ctx.max_param_change_frac:
+        return f"changes the parameters by {change:.1%}, over the {ctx.budget_text()} budget"
+    if draft.severity != "error" and not raises_frontier(ctx.baseline, measured,
+                                                          fix.frontier_factor):
+        return "no larger frontier area"
+    return ""
+
+
 def _finding(ctx: LintContext, draft: Draft, measured: list[Measured]) -> Finding:
-    if not draft.fixes:
-        text = f". Fix: {draft.note['summary']}" if draft.note else ""
-        return Finding(draft.guideline, draft.code, draft.severity, draft.message + text,
-                       draft.cost, draft.note)
-    docs = [{**describe_fix(ctx, f), "measured": change_document(ctx.baseline, m)}
-            for f, m in zip(draft.fixes, measured)]
-    text = " | or ".join(f"{d['summary']}: {change_text(d['measured'])}" for d in docs)
-    return Finding(draft.guideline, draft.code, draft.severity, f"{draft.message}. Fix: {text}",
-                   {**draft.cost, "fix": docs[0]["measured"]}, {**docs[0], "others": docs[1:]})
+    """The draft with its fixes measured: those offered (see the module docstring), those not
+    with why, or why the search found none within the parameter budget."""
+    docs = [({**describe_fix(ctx, f),
+              "measured": change_document(ctx.baseline, m, f.frontier_factor)},
+             _verdict(ctx, draft, f, m)) for f, m in zip(draft.fixes, measured)]
+    offered = [d for d, reason in docs if not reason]
+    withheld = [{**d, "reason": reason} for d, reason in docs if reason]
+    shown = lambda d: f"{d['summary']}: {change_text(d['measured'])}"  # noqa: E731
+    text = " | or ".join(shown(d) for d in offered)
+    text = f". Fix: {text}" if offered else \
+        (f". Fix: {draft.note['summary']}" if draft.note else "")
+    unfixed = [f"{shown(d)}: {d['reason']}" for d in withheld] + \
+        ([draft.why_none] if draft.why_none and not offered else [])
+    if unfixed:
+        text += f"{'; not offered' if offered else '. No fix offered'}: " + " | ".join(unfixed)
+    cost = {**draft.cost, **({"fix": offered[0]["measured"]} if offered else {}),
+            **({"withheld_fixes": withheld} if withheld else {})}
+    alternative = {**offered[0], "others": offered[1:]} if offered else draft.note
+    return Finding(draft.guideline, draft.code, draft.severity, draft.message + text, cost,
+                   alternative)
 
 
 def lint(ctx: LintContext) -> list[Finding]:

@@ -11,7 +11,9 @@ import numpy as np
 
 from cost_model.architecture import ATTENTION_MIXER, GATED_DELTANET_MIXER, Architecture
 from cost_model.evaluate import evaluate_points
-from search.lint.support import Draft, Fix, LintContext, valid, with_fields
+from search.lint.support import (
+    Draft, Fix, LintContext, param_change_frac, valid, with_fields,
+)  # fmt: skip
 
 # policy: full/sliding attention (KV reads and prefill attention, the cost model's attention_s
 # less linear_attention_s) at or above this share of TPOT at the throughput end (the most
@@ -26,6 +28,9 @@ PERIODS = (2, 4, 8)  # full-attention periods tried: 1 in 2, Qwen3-Next's 1 in 4
 # linear_num_value_heads 32 x 128, linear_num_key_heads 16 x 128, linear_conv_kernel_dim 4)
 QWEN3_NEXT_LINEAR = dict(linear_num_value_heads=32, linear_value_head_dim=128,
                          linear_num_key_heads=16, linear_key_head_dim=128, linear_conv_kernel=4)
+# its key-head counts tried (value heads twice as many, as there), the one whose parameters come
+# nearest the model's is proposed: the lint budget holds parameters about fixed
+LINEAR_KEY_HEADS = (4, 8, 16, 32)
 
 
 def attention_shares(ctx: LintContext, pairs) -> list[tuple[float, int]]:
@@ -46,16 +51,19 @@ def attention_shares(ctx: LintContext, pairs) -> list[tuple[float, int]]:
 
 def more_linear(arch: Architecture, period: int, stages: int) -> Architecture | None:
     """`arch` with every `period`-th layer full attention and the rest linear (its own linear
-    mixer and shape, else Qwen3-Next's Gated DeltaNet); None unless the unit divides the layers
-    per PP stage."""
+    mixer and shape, else Qwen3-Next's Gated DeltaNet with the head count whose parameters
+    come nearest the model's); None unless the unit divides the layers per PP stage."""
     layers = arch.num_layers
     if layers % stages or (layers // stages) % period:
         return None
     mixer = arch.linear_mixer_kind or GATED_DELTANET_MIXER
-    shape = {} if arch.num_linear_attention_layers else QWEN3_NEXT_LINEAR
     mixers = tuple(ATTENTION_MIXER if (i + 1) % period == 0 else mixer for i in range(layers))
-    return with_fields(arch, layer_mixers=mixers, sliding_window=None, layer_types=None,
-                       **shape)
+    shapes = [{}] if arch.num_linear_attention_layers else \
+        [{**QWEN3_NEXT_LINEAR, "linear_num_key_heads": k, "linear_num_value_heads": 2 * k}
+         for k in LINEAR_KEY_HEADS]
+    alts = [a for shape in shapes if (a := with_fields(
+        arch, layer_mixers=mixers, sliding_window=None, layer_types=None, **shape)) is not None]
+    return min(alts, key=lambda a: param_change_frac(arch, a), default=None)
 
 
 def _full_period(arch: Architecture) -> float:

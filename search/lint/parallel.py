@@ -19,22 +19,22 @@ from cost_model.deployment import Deployment
 from cost_model.layers import tokens_per_expert
 from cost_model.step import bubble_frac, stage_forward
 from cost_model.units import GIB_BYTES, MS_PER_S
+from search.lint.verdict import change_frac
 from search.lint.support import (
     Draft,
     Fix,
     Gemm,
+    REPORT_REACH,
     LintContext,
-    change_frac,
-    describe_fix,
     model_gemms,
-    nearest_value,
+    nearest_values,
+    param_change_frac,
     valid,
     with_deployment,
     with_fields,
 )  # fmt: skip
 
 STAGE_IMBALANCE_LIMIT_FRAC = 0.02  # policy: slowest pipeline stage over the mean
-PROBE_STAGES = (2, 4, 8)  # chunked-PP degrees probed when the deployment has PP = 1
 LAYER_FIX_RANGE_FRAC = 0.125  # a layer-count fix moves L by at most this share
 MIB_PER_GIB = 1024
 
@@ -188,32 +188,43 @@ def _composition(arch: Architecture) -> str:
 
 
 def check_pipeline_balance(ctx: LintContext) -> list[Draft]:
-    """Guideline 6: per-stage time of an even split by layer count, and the bubble."""
-    arch, deployed = ctx.arch, ctx.dep.pp > 1
-    probes = [ctx.dep.pp] if deployed else [s for s in PROBE_STAGES if s <= arch.num_layers]
-    decode_seqs = max(ctx.baseline.max_concurrency, 1.0) / max(probes, default=1)
-    times = layer_times_s(ctx, decode_seqs)
-    bad = {s: v for s in probes
-           if (v := stage_imbalance(arch, times, s)) > STAGE_IMBALANCE_LIMIT_FRAC}
-    if not bad:
+    """Guideline 6 at the deployed PP: per-stage time of an even split by layer count, and the
+    bubble. A deployment without PP has no stages to balance (a split nobody asked for is not
+    linted)."""
+    arch, stages = ctx.arch, ctx.dep.pp
+    if stages == 1:
         return []
-    message, cost = _imbalance_report(ctx, times, max(bad, key=bad.get), bad, deployed)
-    severity = "warning" if deployed else "info"
+    times = layer_times_s(ctx, max(ctx.baseline.max_concurrency, 1.0) / stages)
+    imbalance = stage_imbalance(arch, times, stages)
+    if imbalance <= STAGE_IMBALANCE_LIMIT_FRAC:
+        return []
+    bad = {stages: imbalance}
+    message, cost = _imbalance_report(ctx, times, stages, bad)
     placed = balanced_placement(ctx.arch, bad)
     if placed is not None:  # the same layers in a repeating unit: same params, alike stages
-        return [Draft(6, "pipeline-imbalance", severity, message, cost,
+        return [Draft(6, "pipeline-imbalance", "warning", message, cost,
                       note=_placement_note(ctx, placed, times, bad))]
-    fix = _balanced_depth(ctx, times, bad) or recounted_pattern(ctx.arch, bad)
-    if fix is None:
-        message += "; no nearby layer count splits evenly: assign layers to stages by time"
-        return [Draft(6, "pipeline-imbalance", severity, message, cost)]
-    if deployed:
-        return [Draft(6, "pipeline-imbalance", severity, message, cost, (Fix(fix, ctx.dep),))]
-    after = {s: stage_imbalance(fix, times, s) for s in bad}
-    note = {**describe_fix(ctx, Fix(fix, ctx.dep)), "imbalance_frac": after}
-    note["summary"] += ": " + ", ".join(f"PP={s} {bad[s]:+.1%} → {v:+.1%}"
-                                        for s, v in after.items())
-    return [Draft(6, "pipeline-imbalance", severity, message, cost, note=note)]
+    fixes = _balanced_depths(ctx, times, bad)
+    recounted = recounted_pattern(ctx.arch, bad)
+    if recounted is not None and \
+            param_change_frac(arch, recounted) <= REPORT_REACH * ctx.max_param_change_frac:
+        fixes.append(recounted)
+    why = "" if fixes else (f"no layer count or pattern within {ctx.budget_text(REPORT_REACH)} "
+                            "of the parameters splits evenly: assign layers to stages by time")
+    unseen = unmodeled_stage_factor(arch, times, stages)
+    return [Draft(6, "pipeline-imbalance", "warning", message, cost, tuple(
+        Fix(a, ctx.dep, unseen / unmodeled_stage_factor(a, times, stages)) for a in fixes),
+        why_none=why)]
+
+
+def unmodeled_stage_factor(arch: Architecture, times: dict[Kind, np.ndarray],
+                           stages: int) -> float:
+    """The slowest stage over what the cost model runs a stage (ceil(L/S) layers of the model's
+    average mix, `cost_model.step`), the worse of prefill and decode: what a layer pattern's
+    placement costs beyond the layer count (30 alike layers over 4 stages: 1)."""
+    stage_s = stage_split(arch, times, stages)[1]
+    modeled = math.ceil(arch.num_layers / stages) / arch.num_layers * stage_s.sum(axis=0)
+    return float(np.max(stage_s.max(axis=0) / modeled))
 
 
 def balanced_placement(arch: Architecture, bad: dict) -> Architecture | None:
@@ -298,26 +309,26 @@ def check_disaggregation(ctx: LintContext) -> list[Draft]:
                   (Fix(ctx.arch, split),))]
 
 
-def _balanced_depth(ctx: LintContext, times, bad: dict) -> Architecture | None:
-    """The nearest layer count (within ±1/8) whose split is balanced at every bad PP degree."""
+def _balanced_depths(ctx: LintContext, times, bad: dict) -> list[Architecture]:
+    """The nearest layer counts above and below (within ±1/8 and the parameter budget) whose
+    split is balanced at every bad PP degree."""
     ok = lambda a: valid(a, ctx.dep) and a.num_layers >= max(bad) and all(  # noqa: E731
         stage_imbalance(a, times, s) <= STAGE_IMBALANCE_LIMIT_FRAC for s in bad)
     reach = max(1.0, LAYER_FIX_RANGE_FRAC * ctx.arch.num_layers)
-    return nearest_value(ctx.arch, "num_layers", ok, max_distance=reach)
+    return nearest_values(ctx, "num_layers", ok, max_distance=reach)
 
 
-def _imbalance_report(ctx: LintContext, times, stages: int, bad: dict, deployed: bool):
+def _imbalance_report(ctx: LintContext, times, stages: int, bad: dict):
     sizes, stage_s = stage_split(ctx.arch, times, stages)
     chunks = math.ceil(ctx.workload.isl_tokens / ctx.workload.prefill_chunk_tokens)
     ttft_s = (chunks + stages - 1) * float(stage_s[:, 0].max() - stage_s[:, 0].mean())
     loss = 1.0 - 1.0 / (1.0 + bad[stages])
     bubble = float(bubble_frac(stages, chunks))
-    others = "; ".join(f"PP={s} {v:+.1%}" for s, v in bad.items() if s != stages)
     message = (f"{ctx.arch.num_layers} layers{_composition(ctx.arch)} in "
-               f"{'' if deployed else 'a '}PP={stages} split of {'/'.join(map(str, sizes))}: "
+               f"PP={stages} split of {'/'.join(map(str, sizes))}: "
                f"the slowest stage is {bad[stages]:+.1%} over the mean, {loss:.1%} of pipeline "
                f"throughput lost, TTFT +{ttft_s * MS_PER_S:.2f} ms; bubble (S−1)/(S−1+m) = "
-               f"{bubble:.0%} with m = {chunks} chunk(s)" + (f" (also {others})" if others else ""))
+               f"{bubble:.0%} with m = {chunks} chunk(s)")
     cost = {"stages": stages, "layers_per_stage": sizes, "imbalance_frac": bad,
             "throughput_loss_frac": loss, "ttft_change_ms": ttft_s * MS_PER_S,
             "bubble_frac": bubble}

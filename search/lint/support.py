@@ -20,7 +20,7 @@ from cost_model.architecture import Architecture
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.deployment import Deployment, Workload, make_deployment
 from cost_model.errors import ConfigError
-from cost_model.evaluate import deployment_violations, evaluate_points
+from cost_model.evaluate import deployment_violations
 from cost_model.gemm import gemm_cost
 from cost_model.hardware import HardwareSpec
 from cost_model.layers import GemmList, layer_gemms
@@ -28,7 +28,7 @@ from cost_model.params import count_params
 from cost_model.sharded_gemms import rows_of
 from cost_model.precision import Precision, get_precision
 from cost_model.step_load import StepLoad
-from cost_model.units import MS_PER_S
+from search.lint.verdict import Measured, measure
 from search.records.documents import DEFAULT_WINDOW
 
 Severity = Literal["error", "warning", "info"]
@@ -45,6 +45,11 @@ HEAD_DIM_GRANULE = 8  # head widths move in steps of 8 (every real head_dim is a
 WIDTH_GRANULE = 16  # widths move in steps of 16 (the NVFP4 block, a divisor of every tile)
 COUNT_FIELDS = ("num_layers", "num_attention_heads", "num_kv_heads", "num_experts")
 SEARCH_STEPS = 256  # candidate values tried on each side of the current one
+# policy: the parameter cost a fix may have, the larger of its total and active parameter
+# change as a share of the model's (`archscout lint --max-param-change`); a model's parameter
+# count is a quality choice lint does not remake
+MAX_PARAM_CHANGE_FRAC = 0.05
+REPORT_REACH = 4  # a fix up to this many budgets away is still measured, to say what it costs
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,9 @@ class Fix:
 
     arch: Architecture
     dep: Deployment
+    # throughput the cost model does not see, the fix's over the model's (guideline 6: the
+    # stage balance of a layer pattern; the cost model runs ceil(L/PP) average layers a stage)
+    frontier_factor: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -66,6 +74,7 @@ class Draft:
     cost: dict = field(default_factory=dict)
     fixes: tuple[Fix, ...] = ()  # primary first
     note: dict | None = None  # an alternative the cost model does not evaluate
+    why_none: str = ""  # what the search for a fix within the parameter budget found instead
 
 
 def default_precision(hw: HardwareSpec) -> str:
@@ -82,6 +91,7 @@ class LintContext:
     hw: HardwareSpec
     workload: Workload
     window: tuple[float, float] = DEFAULT_WINDOW
+    max_param_change_frac: float = MAX_PARAM_CHANGE_FRAC
 
     @cached_property
     def precision(self) -> Precision:
@@ -114,6 +124,17 @@ class LintContext:
 
     def where(self) -> str:
         return f"{self.precision.name} on {self.hw.name}"
+
+    def within_budget(self, arch: Architecture) -> bool:
+        """`arch`'s parameters within the budget of the model's (`param_change_frac`)."""
+        return param_change_frac(self.arch, arch) <= self.max_param_change_frac
+
+    def budget_text(self, reach: float = 1.0) -> str:
+        """"±5%": the budget (× `reach`: how far a search for a fix goes, `REPORT_REACH`)."""
+        return f"±{self.max_param_change_frac * reach:.0%}"
+
+    def any_within_budget(self, fixes) -> bool:
+        return any(self.within_budget(f.arch) for f in fixes)
 
 
 # ---- shapes ------------------------------------------------------------------------------------
@@ -197,6 +218,12 @@ def is_multiple(size: float, multiple: int) -> bool:
     return float(size).is_integer() and int(size) % multiple == 0
 
 
+def misaligned_fields(arch: Architecture, dep: Deployment, multiple: int = 128) -> set:
+    """The field tuples of the dims after sharding that are not multiples of `multiple` (the
+    alignment floor of guideline 2)."""
+    return {d.fields for d in gemm_dims(arch, dep) if not is_multiple(d.size, multiple)}
+
+
 # ---- modified copies and the nearest compliant one ---------------------------------------------
 
 
@@ -239,24 +266,35 @@ def _granule(field: str) -> int:
     return HEAD_DIM_GRANULE if field.endswith("head_dim") else WIDTH_GRANULE
 
 
-def _nearby(value: int, granule: int, up_only: bool, max_distance: float) -> list[int]:
-    """Multiples of `granule` around `value`, nearest first (up before down on a tie)."""
-    up = (value // granule + 1) * granule
-    down = (-(-value // granule) - 1) * granule
-    ups = [up + j * granule for j in range(SEARCH_STEPS)]
-    downs = [] if up_only else [down - j * granule for j in range(SEARCH_STEPS)]
-    near = [v for v in ups + downs if v >= 1 and abs(v - value) <= max_distance]
-    return sorted(near, key=lambda v: (abs(v - value), v < value))
+def _steps(value: int, granule: int, up: bool, max_distance: float) -> list[int]:
+    """Multiples of `granule` above (or below) `value`, nearest first."""
+    first = (value // granule + 1) * granule if up else (-(-value // granule) - 1) * granule
+    sign = 1 if up else -1
+    steps = (first + sign * j * granule for j in range(SEARCH_STEPS))
+    return [v for v in steps if v >= 1 and abs(v - value) <= max_distance]
 
 
-def nearest_value(arch: Architecture, field: str, ok: Callable[[Architecture], bool],
-                  up_only: bool = False, max_distance: float = math.inf) -> Architecture | None:
-    """The copy of `arch` with `field` nearest its value for which `ok` holds (None if none)."""
-    for value in _nearby(getattr(arch, field), _granule(field), up_only, max_distance):
-        alt = with_fields(arch, **{field: value})
-        if alt is not None and ok(alt):
-            return alt
-    return None
+def nearest_values(ctx: LintContext, field: str, ok: Callable[[Architecture], bool],
+                   up_only: bool = False, max_distance: float = math.inf) -> list[Architecture]:
+    """The copies of the model with `field` nearest its value, one above and one below (nearest
+    first), for which `ok` holds. A direction with none within the parameter budget
+    (`ctx.within_budget`) goes on to `REPORT_REACH` × the budget, so that the nearest one over
+    it is measured and reported, not offered; it stops there (parameters grow with every field,
+    and the search is what makes lint slow)."""
+    value, found = getattr(ctx.arch, field), []
+    reach = REPORT_REACH * ctx.max_param_change_frac
+    for up in (True,) if up_only else (True, False):
+        for step in _steps(value, _granule(field), up, max_distance):
+            alt = with_fields(ctx.arch, **{field: step})
+            if alt is None:
+                continue
+            if param_change_frac(ctx.arch, alt) > reach:
+                break
+            if ok(alt):
+                found.append(alt)
+                break
+    return sorted(found, key=lambda a: (not ctx.within_budget(a),
+                                        abs(getattr(a, field) - value), getattr(a, field) < value))
 
 
 def _divisors(n: int) -> list[int]:
@@ -272,70 +310,11 @@ def deployment_variants(arch: Architecture, dep: Deployment) -> list[Deployment]
     return [v for v in variants if v is not None and valid(arch, v)]
 
 
-# ---- the cost model's verdict ------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Measured:
-    """One (architecture, deployment) on the linted hardware and workload."""
-
-    tpot_s: float  # at concurrency 1 (computed even when memory does not hold one sequence)
-    communication_s: float  # TPOT breakdown at concurrency 1
-    other_s: float
-    tokens_per_s_per_gpu: float  # the best point that fits memory: the throughput end
-    frontier_area: float
-    max_concurrency: float
-
-
-def measure(pairs: Sequence[tuple[Architecture, Deployment]], hw: HardwareSpec,
-            workload: Workload, window: tuple[float, float]) -> list[Measured]:
-    """Every pair through `evaluate_points`: one swept call, one at concurrency 1."""
-    archs, deps = [p[0] for p in pairs], [p[1] for p in pairs]
-    sweep = evaluate_points(archs, deps, hw, workload)
-    one = evaluate_points(archs, deps, hw, workload, np.array([1.0]))
-    fits = np.where(sweep.fits_memory, sweep.tokens_per_s_per_gpu, np.nan)
-    best = [float(np.nanmax(row)) if np.isfinite(row).any() else math.nan for row in fits]
-    area = sweep.frontier_area(*window)
-    return [Measured(float(one.tpot_s[i, 0]), float(one.communication_s[i, 0]),
-                     float(one.other_s[i, 0]), best[i], float(area[i]),
-                     float(sweep.max_concurrency[i, 0])) for i in range(len(pairs))]
-
-
-def change_frac(before: float, after: float) -> float:
-    ok = math.isfinite(before) and math.isfinite(after) and before > 0
-    return after / before - 1.0 if ok else math.nan
-
-
-def change_document(before: Measured, after: Measured) -> dict:
-    """Before → after: TPOT@1, tokens/s/GPU at the throughput end, frontier area, concurrency."""
-    pairs = {"tpot_ms": (before.tpot_s * MS_PER_S, after.tpot_s * MS_PER_S),
-             "tokens_per_s_per_gpu": (before.tokens_per_s_per_gpu, after.tokens_per_s_per_gpu),
-             "frontier_area": (before.frontier_area, after.frontier_area),
-             "max_concurrency": (before.max_concurrency, after.max_concurrency)}
-    doc = {key: list(pair) for key, pair in pairs.items()}
-    doc.update(tpot_change_frac=change_frac(*pairs["tpot_ms"]),
-               throughput_change_frac=change_frac(*pairs["tokens_per_s_per_gpu"]),
-               frontier_area_change_frac=change_frac(*pairs["frontier_area"]))
-    return doc
-
-
-def _number(value: float) -> str:
-    return f"{value:,.0f}" if math.isfinite(value) and value > 0 else "no fit"
-
-
-def _pct(frac: float) -> str:
-    return "" if not math.isfinite(frac) else f" ({frac:+.1%})"
-
-
-def change_text(doc: dict) -> str:
-    """"TPOT@1 2.88→2.81 ms (−2.4%), 9,369→9,800 tok/s/GPU (+4.6%), frontier area +3.1%"."""
-    (t0, t1), (y0, y1) = doc["tpot_ms"], doc["tokens_per_s_per_gpu"]
-    area = doc["frontier_area_change_frac"]
-    before, after = _number(y0), _number(y1)
-    tokens = before if before == after == "no fit" else f"{before}→{after}"
-    return (f"TPOT@1 {t0:.3g}→{t1:.3g} ms{_pct(doc['tpot_change_frac'])}, {tokens} tok/s/GPU"
-            f"{_pct(doc['throughput_change_frac'])}"
-            + (f", frontier area {area:+.1%}" if math.isfinite(area) else ""))
+def param_change_frac(before: Architecture, after: Architecture) -> float:
+    """The larger of the total and the active parameter change, as a share of `before`'s."""
+    b, a = count_params(before), count_params(after)
+    return max(abs(a.total_params / b.total_params - 1.0),
+               abs(a.active_params / b.active_params - 1.0))
 
 
 def params_delta(before: Architecture, after: Architecture) -> tuple[int, int]:

@@ -21,6 +21,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator  # noqa: E402
 from cost_model.frontier import pareto_mask  # noqa: E402
 from search.atomic import write_atomic  # noqa: E402
 from search.plots.errors import PlotError  # noqa: E402
+from search.plots.labels import Label, place_labels  # noqa: E402
 from search.study.spec import StudySpec  # noqa: E402
 
 DEFAULT_TOP = 8
@@ -152,19 +153,19 @@ def _model_title(doc: dict, log_x: bool) -> str:
             f"{d['precision']}, kv {d['kv_precision']}; ISL {w['isl']} / OSL {w['osl']}{area}")
 
 
-def _mark_points(ax, points: list[dict], style: str, color, label: str | None, **kw) -> None:
-    """Operating points with their concurrency written beside each."""
+def _mark_points(ax, points: list[dict], style: str, color, label: str | None,
+                 **kw) -> list[Label]:
+    """Operating points; returns their concurrency names, placed once the layout is final."""
     xy = [(p["tokens_per_s_per_user"], p["tokens_per_s_per_gpu"]) for p in points]
     if label is not None:
         ax.plot(*zip(*xy), style, color=color, label=label, **kw)
-    for p, at in zip(points, xy):
-        ax.annotate(f"c={p['concurrency']:,}", at, textcoords="offset points", xytext=(4, 4),
-                    fontsize=7, color=color)
+    return [Label(f"c={p['concurrency']:,}", at, color) for p, at in zip(points, xy)]
 
 
 def model_frontier_figure(doc: dict, window: tuple[float, float], log_x: bool = True):
     """The operating points of an `evaluate` document, its frontier staircase and the window;
-    dominated points as crosses, points beyond the memory limit hollow."""
+    dominated points as crosses, points beyond the memory limit hollow; each point's
+    concurrency beside it where it overlaps nothing (`search.plots.labels`)."""
     pts = sorted(doc["points"], key=lambda p: p["tokens_per_s_per_user"])
     fits = [p for p in pts if p["fits_memory"]]
     x = np.array([p["tokens_per_s_per_user"] for p in fits])
@@ -172,16 +173,19 @@ def model_frontier_figure(doc: dict, window: tuple[float, float], log_x: bool = 
     on_front = pareto_mask(x, y)[0] if fits else np.zeros(0, bool)
     fig, ax = plt.subplots(figsize=FIGURE_SIZE_IN, dpi=DPI)
     line = draw_staircase(ax, x[on_front], y[on_front], label=f"frontier of {doc['model']}")
-    _mark_points(ax, [p for p, f in zip(fits, on_front) if f], "o", line.get_color(), None)
+    labels = _mark_points(ax, [p for p, f in zip(fits, on_front) if f], "o", line.get_color(),
+                          None)
     dominated = [p for p, f in zip(fits, on_front) if not f]
     if dominated:
-        _mark_points(ax, dominated, "x", OUTSIDE_COLOR, "dominated operating point")
+        labels += _mark_points(ax, dominated, "x", OUTSIDE_COLOR, "dominated operating point")
     outside = [p for p in pts if not p["fits_memory"]]
     if outside:
-        _mark_points(ax, outside, "o", OUTSIDE_COLOR, "beyond the memory limit", mfc="none")
+        labels += _mark_points(ax, outside, "o", OUTSIDE_COLOR, "beyond the memory limit",
+                               mfc="none")
     shade_window(ax, *window)
     decorate_frontier(ax, _model_title(doc, log_x), log_x)
     fig.tight_layout()
+    place_labels(fig, ax, labels, [*ax.lines, ax.get_legend()])
     return fig
 
 

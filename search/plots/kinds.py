@@ -19,7 +19,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 import optuna
 from matplotlib.ticker import FuncFormatter
-from matplotlib.transforms import Bbox
 from optuna.trial import TrialState
 
 from cost_model.batch import ArchArrays, DeployArrays
@@ -34,6 +33,7 @@ from cost_model.units import TERA
 from search.plots.frontier import DPI, GRID_ALPHA, TITLE_FONT_SIZE, thousands
 from search.records.documents import BREAKDOWN_PARTS
 from search.plots.errors import PlotError
+from search.plots.labels import Label, place_labels
 from search.records.export import time_breakdown
 from search.study.convergence import HV_REFERENCE, feasible_trial, hypervolume, normalized
 from search.study.evaluation import hard_constraints, score_valid
@@ -50,7 +50,8 @@ PART_COLORS = {"gemm": "tab:blue", "attention": "tab:orange", "linear_attention"
 PART_LABELS = {"gemm": "GEMM", "attention": "attention", "linear_attention": "linear attention",
                "communication": "communication", "other": "other"}
 SHARE_LABEL_MIN_FRAC = 0.04  # segments narrower than this carry no text inside
-BREAKDOWN_SIZE_IN = (10.0, 5.0)
+BREAKDOWN_SIZE_IN = (10.0, 5.4)
+CAPTION_HEIGHT_FRAC = 0.08  # the figure's bottom strip kept for the caption
 BAR_HEIGHT = 0.62
 
 
@@ -121,8 +122,23 @@ def breakdown_figure(spec: StudySpec, trial: int, cand: Candidate):
                  fontsize=TITLE_FONT_SIZE)
     ax.legend(ncols=len(BREAKDOWN_PARTS), fontsize=8, loc="upper center",
               bbox_to_anchor=(0.5, -0.14), frameon=False)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, CAPTION_HEIGHT_FRAC, 1, 1))
+    fig.text(0.5, 0.01, breakdown_caption(spec, regimes), ha="center", va="bottom", fontsize=8,
+             wrap=True)
     return fig
+
+
+def breakdown_caption(spec: StudySpec, regimes: list[Regime]) -> str:
+    """What the rows are: the study's workload, and the long-context rows when drawn."""
+    w = spec.workload
+    text = (f"Rows: the study's workload (ISL {w.isl_tokens:,} / OSL {w.osl_tokens:,}) at "
+            "concurrency 1 (latency-first) and at the most requests memory holds "
+            "(throughput-first)")
+    if any(r.label.startswith(f"ISL {LONG_CONTEXT_ISL_TOKENS:,}:") for r in regimes):
+        text += (f"; ISL {LONG_CONTEXT_ISL_TOKENS:,} rows: the same design and deployment at a "
+                 f"32K-token prompt (OSL kept), the long-context column of NVIDIA's AI Model "
+                 f"Co-Design (2026), Figure 2: where attention's KV reads grow")
+    return text + "."
 
 
 # ---- roofline -----------------------------------------------------------------------------------
@@ -131,12 +147,6 @@ ROOFLINE_SIZE_IN = (11.0, 7.0)
 REGIME_MARKERS = ("o", "s", "^")
 MARKER_SIZE_PT = 7
 PLAIN_NUMBER = FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}")
-# where a point's name may go (offset points, alignment), tried in order until it collides with
-# no other name or marker
-LABEL_PLACES = ((6, 0, "left", "center"), (-6, 0, "right", "center"), (0, 6, "center", "bottom"),
-                (0, -6, "center", "top"), (5, 5, "left", "bottom"), (-5, -5, "right", "top"),
-                (5, -5, "left", "top"), (-5, 5, "right", "bottom"), (0, 16, "center", "bottom"),
-                (0, -16, "center", "top"), (14, 10, "left", "bottom"), (-14, -10, "right", "top"))
 ROOF_MARGIN = 2.0  # the intensity axis runs this factor beyond the points and the ridge
 HIGH_PRECISION = "bf16"  # unquantized GEMMs (LM head, router): see cost_model.layers
 
@@ -226,26 +236,6 @@ def _draw_roofs(ax, hw: HardwareSpec, precisions: list[str], x_lo: float, x_hi: 
                 ha="right", va="bottom", fontsize=8, transform=ax.get_xaxis_transform())
 
 
-def _place_labels(fig, ax, labels: list[tuple[str, tuple[float, float], tuple]]) -> None:
-    """Name each point where the name overlaps no marker and no name placed before it; a point
-    with no free place stays unnamed (its color names it in the legend). Needs the final
-    layout: placement is in display coordinates."""
-    renderer = fig.canvas.get_renderer()
-    radius_px = MARKER_SIZE_PT / 2 * fig.dpi / 72
-    taken = [Bbox.from_bounds(x - radius_px, y - radius_px, 2 * radius_px, 2 * radius_px)
-             for x, y in ax.transData.transform([xy for _, xy, _ in labels])]
-    taken.append(ax.get_legend().get_window_extent(renderer))
-    for text, xy, color in labels:
-        for dx, dy, ha, va in LABEL_PLACES:
-            note = ax.annotate(text, xy, textcoords="offset points", xytext=(dx, dy), ha=ha,
-                               va=va, fontsize=7, color=color)
-            box = note.get_window_extent(renderer)
-            if not any(box.overlaps(other) for other in taken):
-                taken.append(box)
-                break
-            note.remove()
-
-
 def _draw_gemm_points(ax, cases: list[list[GemmPoint]]) -> list[tuple]:
     """Markers (color = GEMM, marker = regime) and their legend; returns the labels to place."""
     names = list(dict.fromkeys(p.name for case in cases for p in case))
@@ -256,7 +246,7 @@ def _draw_gemm_points(ax, cases: list[list[GemmPoint]]) -> list[tuple]:
             xy = (p.intensity_flop_per_byte, p.achieved_flop_per_s / TERA)
             ax.plot(*xy, marker, color=colors[p.name], markersize=MARKER_SIZE_PT,
                     markeredgecolor="black", markeredgewidth=0.5)
-            labels.append((_short(p.name), xy, colors[p.name]))
+            labels.append(Label(_short(p.name), xy, colors[p.name]))
     for name in names:
         ax.plot([], [], "o", color=colors[name], label=name)
     for marker, case in zip(REGIME_MARKERS, cases):
@@ -292,7 +282,8 @@ def roofline_figure(spec: StudySpec, trial: int, cand: Candidate):
                  f"\n{_candidate_title(spec, trial, cand)}", fontsize=TITLE_FONT_SIZE)
     ax.legend(fontsize=7, loc="upper left", framealpha=0.9)  # above the roof: always empty
     fig.tight_layout()
-    _place_labels(fig, ax, labels)  # after the layout: placement is in display coordinates
+    # after the layout: placement is in display coordinates
+    place_labels(fig, ax, labels, [*ax.lines, *ax.texts, ax.get_legend()])
     return fig
 
 
@@ -345,7 +336,8 @@ def history_figure(spec: StudySpec, history: History):
     last = int(history.finished_trials[-1])
     x = np.append(history.checkpoints, last)
     top.step(x, np.append(history.hypervolume, history.hypervolume[-1]), where="post",
-             color="tab:blue", linewidth=1.6)
+             color="tab:blue", linewidth=1.6,
+             label=f"hypervolume (final {history.hypervolume[-1]:.3f})")
     top.plot(history.checkpoints, history.hypervolume, "o", markersize=2, color="tab:blue")
     top.set_ylabel(f"hypervolume (normalized,\nreference {HV_REFERENCE:g}; unitless)")
     top.set_ylim(bottom=0)
@@ -353,8 +345,7 @@ def history_figure(spec: StudySpec, history: History):
     top.set_title(f"{spec.name}: hypervolume of the feasible Pareto front over trials\n"
                   f"objectives {_objective_text(history)}, each scaled to the range of the final "
                   f"feasible set", fontsize=TITLE_FONT_SIZE)
-    top.annotate(f"final {history.hypervolume[-1]:.3f}", (last, history.hypervolume[-1]),
-                 textcoords="offset points", xytext=(-70, -14), fontsize=8)
+    top.legend(fontsize=8, loc="best")  # where the curve is not: no text on it
     bottom.step(history.finished_trials, history.feasible_cumulative, where="post",
                 color="tab:green", linewidth=1.6,
                 label=f"feasible ({int(history.feasible_cumulative[-1]):,} of "

@@ -6,13 +6,14 @@ break a hard constraint (20 of its 43 front trials on the 384-trial quick-start 
 this view: tests/benchmarks/dashboard_screenshot.py). The study itself must
 keep those trials (NSGA-II ranks by their violations, and `pareto`, `show` and resume read
 them), so the dashboard gets a view instead: a separate journal file holding only the feasible
-COMPLETE trials (`search.study.report.load_records`: every hard constraint <= 0, the test
+COMPLETE trials, one per distinct design (`search.study.report.load_records`: every hard
+constraint <= 0, the test
 `pareto` applies), each with its values, params, distributions and attributes, plus
 `feasible` = True and `study_trial` (its number in the study, for `archscout show`). The view
 study has the study's name, directions, metric names (`study.metric_names`) and user
 attributes, and `archscout_view` saying what it is a view of. A journal file because the
 dashboard opens one by path (`optuna-dashboard PATH`), it is written in one append and one
-fsync (`BatchedJournalBackend`), and any storage (journal or PostgreSQL) can be viewed this
+fsync (`JournalFile.batch`), and any storage (journal or PostgreSQL) can be viewed this
 way. The view is rebuilt from scratch on each call and replaces the old one atomically
 (`search.atomic.write_atomic`): refresh it by writing it again (a dashboard serving the old
 file must be restarted).
@@ -30,7 +31,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from search.atomic import write_atomic
-from search.study.journal_file import BatchedJournalBackend, SafeJournalFileBackend
+from search.study.journal_file import JournalFile
 from search.study.report import load_records
 from search.study.spec import StudySpec
 from search.study.storage import default_journal_path
@@ -56,8 +57,25 @@ def default_view_path(spec_path: Path, study_name: str) -> Path:
 
 
 def feasible_trials(spec: StudySpec, study: optuna.Study) -> list[FrozenTrial]:
-    """The study's feasible COMPLETE trials in trial order, as the view stores them."""
-    return [_view_trial(r.trial) for r in load_records(spec, study) if r.feasible]
+    """The study's feasible COMPLETE trials, one per distinct design (`Architecture.design_key`,
+    as `pareto` groups them: NSGA-II repeats designs, and the dashboard drew every repeat as its
+    own "best trial"), the first trial of each design with the best values, in trial order."""
+    best: dict = {}
+    for record in load_records(spec, study):
+        if not record.feasible or record.arch_key is None:
+            continue
+        kept = best.get(record.arch_key)
+        if kept is None or _better(spec, record.trial, kept.trial):
+            best[record.arch_key] = record
+    return [_view_trial(r.trial) for r in sorted(best.values(), key=lambda r: r.trial.number)]
+
+
+def _better(spec: StudySpec, trial: FrozenTrial, than: FrozenTrial) -> bool:
+    """`trial` dominates `than` in the study's objectives (a twin with equal values keeps the
+    earlier trial)."""
+    signs = [1.0 if d == "maximize" else -1.0 for d in spec.objectives.directions]
+    pairs = [(s * a, s * b) for s, a, b in zip(signs, trial.values, than.values)]
+    return all(a >= b for a, b in pairs) and any(a > b for a, b in pairs)
 
 
 def _view_trial(trial: FrozenTrial) -> FrozenTrial:
@@ -68,7 +86,14 @@ def _view_trial(trial: FrozenTrial) -> FrozenTrial:
 
 def _fill(path: Path, spec: StudySpec, study: optuna.Study, trials: list[FrozenTrial],
           about: dict) -> None:
-    backend = BatchedJournalBackend(SafeJournalFileBackend(path), 0, indexed=False)
+    backend = JournalFile(path)
+    with backend.batch():  # one append, one fsync
+        _fill_view(backend, spec, study, trials, about)
+    backend.close()
+
+
+def _fill_view(backend: JournalFile, spec: StudySpec, study: optuna.Study,
+               trials: list[FrozenTrial], about: dict) -> None:
     verbosity = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # no "A new study created" line
     try:
@@ -82,7 +107,6 @@ def _fill(path: Path, spec: StudySpec, study: optuna.Study, trials: list[FrozenT
     for key, value in {**study.user_attrs, VIEW_ATTR: about}.items():
         view.set_user_attr(key, value)
     view.add_trials(trials)
-    backend.flush()
 
 
 def write_view(spec: StudySpec, study: optuna.Study, path: Path, source: str,
@@ -92,7 +116,8 @@ def write_view(spec: StudySpec, study: optuna.Study, path: Path, source: str,
     trials = feasible_trials(spec, study)
     finished = study.get_trials(deepcopy=False, states=FINISHED)
     complete = sum(t.state == TrialState.COMPLETE for t in finished)
-    about = {"of": source, "holds": "feasible COMPLETE trials", "finished": len(finished),
+    about = {"of": source, "holds": "feasible COMPLETE trials, one per distinct design",
+             "finished": len(finished),
              "complete": complete, "feasible": len(trials),
              "written": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     write_atomic(path, lambda tmp: _fill(tmp, spec, study, trials, about), option,

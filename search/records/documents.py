@@ -25,7 +25,12 @@ from cost_model.units import GIB_BYTES, MS_PER_S
 # the columns of `evaluate --batch ROWS.csv` (search/cli/evaluate_batch.py): one operating point
 # per row, blank or absent columns taking the command's flags
 BATCH_COLUMNS = ("model", "hardware", "tp", "ep", "pp", "dp", "precision", "kv_precision",
-                 "moe_precision", "isl", "osl", "concurrency", "engine")
+                 "moe_precision", "isl", "osl", "concurrency", "engine",
+                 "adp_balance_timeout_steps")
+# what the `flags` column of `pareto` counts (and `show` lists): objectives/accuracy_flags.py
+FLAGS_NOTE = ("the loss proxy's range flags: design quantities outside what its published "
+              "evidence covers; each widens the loss band, a hard one ranks the design at the "
+              "band's high end")
 DEFAULT_WINDOW = (10.0, 1000.0)  # tokens/s/user: from batch-style serving to very fast chat
 # TPOT by part (NVIDIA, AI Model Co-Design (2026), Figure 2, with the linear-attention layers'
 # state updates and scans as their own part): `attention` is full and sliding attention only
@@ -72,6 +77,7 @@ def point_document(points: OperatingPoints | DisaggregatedPoints, j: int) -> dic
         "concurrency": int(points.concurrency[0, j]), "tpot_ms": at("tpot_s") * MS_PER_S,
         "ttft_ms": at("ttft_s") * MS_PER_S,
         "benchmark_ttft_ms": at("benchmark_ttft_s") * MS_PER_S,
+        "benchmark_ttft_median_ms": at("benchmark_ttft_median_s") * MS_PER_S,
         "tokens_per_s_per_user": at("tokens_per_s_per_user"),
         "tokens_per_s_per_gpu": at("tokens_per_s_per_gpu"),
         "fits_memory": bool(points.fits_memory[0, j]),

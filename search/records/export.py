@@ -1,5 +1,6 @@
 """What `show` prints and `export` writes about one trial: our full record (JSON), a Hugging Face
-`config.json`, or the vLLM serving arguments of its deployment. Files are written atomically: a
+`config.json`, or the serving commands of its deployment on vLLM, SGLang or TensorRT-LLM
+(`engines`). Files are written atomically: a
 temporary file in the target's folder, renamed over the target; on any error nothing is left.
 
 Every number is recomputed from the trial's rebuilt candidate (`score_valid` is deterministic),
@@ -10,16 +11,14 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 from pathlib import Path
 
 import numpy as np
 from optuna.trial import FrozenTrial
 
 from constraints import CONSTRAINT_NAMES
-from constraints.engines import ENGINE_LABELS, engine_violations
-from cost_model.architecture import Architecture
-from cost_model.deployment import DEFAULT_MAX_BATCH_SEQUENCES, Deployment
+from constraints.engines import ENGINE_LABELS
+from cost_model.deployment import Deployment
 from cost_model.evaluate import OperatingPoints
 from cost_model.hf_config import (
     ARCHSCOUT_RECORD_KEY,
@@ -30,6 +29,7 @@ from cost_model.units import MS_PER_S
 from objectives.serving import ServingScores
 from search.atomic import write_text_atomic
 from search.records.documents import breakdown_ms, params_document
+from search.records.engines import ENGINES, MTP_DRAFT_KEYS, MTP_DRAFT_LAYERS, engine_document
 from search.records.errors import ExportError
 from search.records.tables import plain
 from search.study.evaluation import hard_constraints, score_valid, sweep_outcome, trial_details
@@ -38,28 +38,9 @@ from search.study.spec import StudySpec
 
 RECORD_KEY = ARCHSCOUT_RECORD_KEY  # marker (and format version) of a trial record
 RECORD_VERSION = 1
-FORMATS = ("hf", "json", "vllm")
+FORMATS = ("hf", "json", "vllm", "sglang", "trtllm", "bundle")
 HF_CONFIG_NAME = "config.json"
 HF_ENGINE_KEY = "archscout_engine"  # the study's serving engine in an HF export (null: any)
-
-# vLLM `--quantization` of each serving precision (None: unquantized checkpoint, no flag). Names
-# from vLLM's QuantizationMethods: "fp8" (also reads block-scaled FP8 checkpoints),
-# "modelopt_fp4" (NVIDIA ModelOpt NVFP4), "mxfp4" (OCP MX FP4).
-VLLM_QUANTIZATION = {"fp32": None, "fp16": None, "bf16": None, "fp8": "fp8", "fp8_block": "fp8",
-                     "nvfp4": "modelopt_fp4", "mxfp4": "mxfp4"}
-# vLLM `--kv-cache-dtype`: "auto" stores the KV cache in the model's dtype.
-VLLM_KV_CACHE_DTYPE = {"fp32": "auto", "fp16": "auto", "bf16": "auto", "fp8": "fp8",
-                       "fp8_block": "fp8"}
-# `--max-num-seqs` is per engine (one per DP rank); capped at the batch the cost model assumes.
-VLLM_MAX_NUM_SEQS_CAP = DEFAULT_MAX_BATCH_SEQUENCES
-VLLM_MODEL_PLACEHOLDER = "/path/to/{name}"  # the folder holding config.json and the weights
-# vLLM's `--speculative-config` methods (vllm/config/speculative.py): DeepSeek-style MTP layers
-# shipped with the model, or an EAGLE-3 draft model of its own
-VLLM_SPEC_METHODS = {"mtp": "deepseek_mtp", "eagle": "eagle3"}
-VLLM_DRAFT_PLACEHOLDER = "/path/to/eagle3-draft"
-# vLLM's disaggregated prefill (docs "Disaggregated Prefilling"): every instance, prefill or
-# decode, transfers KV through the NIXL connector
-VLLM_NIXL_CONFIG = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
 
 
 def write_json(path: Path, document: dict) -> Path:
@@ -186,86 +167,35 @@ def _sweep_document(spec: StudySpec, cand: Candidate) -> dict:
                                               point)) for point in attrs["frontier_deployments"]]}
 
 
-# ---- serving-engine arguments -------------------------------------------------------------------
+# ---- serving-engine exports and feasibility -----------------------------------------------------
 
 
-def _vllm_quantization(dep: Deployment) -> str | None:
-    if dep.precision not in VLLM_QUANTIZATION:
-        raise ExportError(f"`precision` ({dep.precision}) has no vLLM `--quantization`; supported: "
-                          f"{', '.join(VLLM_QUANTIZATION)}")
-    return VLLM_QUANTIZATION[dep.precision]
+def broken_constraints(spec: StudySpec, trial: FrozenTrial) -> list[str]:
+    """Each hard constraint the trial breaks, as "`name`: message"."""
+    return [f"`{name}`: {c['message']}" for name, c in constraints_document(spec, trial).items()
+            if c["hard"] and not c["satisfied"]]
 
 
-def _vllm_kv_cache_dtype(dep: Deployment) -> str:
-    kv = dep.kv_cache_precision
-    if kv not in VLLM_KV_CACHE_DTYPE:
-        raise ExportError(f"`kv_precision` ({kv}) has no vLLM `--kv-cache-dtype`; supported: "
-                          f"{', '.join(VLLM_KV_CACHE_DTYPE)}")
-    return VLLM_KV_CACHE_DTYPE[kv]
+def check_exportable(spec: StudySpec, trial: FrozenTrial, force: bool) -> list[str]:
+    """The hard constraints `trial` breaks: an ExportError naming them unless `force`, in which
+    case they come back to be written into the export's notes."""
+    broken = broken_constraints(spec, trial)
+    if broken and not force:
+        raise ExportError(f"trial {trial.number} is infeasible in study `{spec.name}`: "
+                          f"{'; '.join(broken)}; pass --force to export it anyway")
+    return [f"infeasible in study `{spec.name}`: {b}" for b in broken]
 
 
-def _vllm_notes(arch: Architecture, dep: Deployment) -> list[str]:
-    notes = []
-    if dep.serving == "disaggregated":
-        notes.append("disaggregated: run this command for the prefill and for the decode "
-                     "instances (each frontier point names its xPyD ratio in `show`); the KV "
-                     "moves over NIXL (`--kv-transfer-config`), requests go through vLLM's "
-                     "disaggregated-prefill proxy")
-    if dep.kvp > 1:
-        notes.append(f"Helix (kvp = {dep.kvp}) as vLLM decode context parallelism: vLLM keeps "
-                     f"attention TP over all {dep.tp * dep.kvp} GPUs, the cost model "
-                     f"tp = {dep.tp} heads × kvp = {dep.kvp} sequence shards")
-    # a study that names no engine may evaluate mappings vLLM does not run (constraints/engines.py)
-    notes += [f"not what vLLM runs: {m}" for m in engine_violations("vllm", arch, dep)]
-    return notes
-
-
-def vllm_command(args: dict) -> str:
-    words = ["vllm", "serve", args["model"]]
-    for key, value in args.items():
-        flag = "--" + key.replace("_", "-")
-        if key == "model" or value is None or value is False:
-            continue
-        words += [flag] if value is True else [flag, str(value)]
-    return shlex.join(words)
-
-
-def _vllm_speculative_config(dep: Deployment) -> str | None:
-    """`--speculative-config` (vLLM's JSON argument) for MTP or EAGLE drafts; an EAGLE draft
-    model is named by a placeholder to fill in."""
-    if dep.spec_tokens == 0:
-        return None
-    config = {"method": VLLM_SPEC_METHODS[dep.spec_method],
-              "num_speculative_tokens": dep.spec_tokens}
-    if dep.spec_method == "eagle":
-        config["model"] = VLLM_DRAFT_PLACEHOLDER
-    return json.dumps(config, separators=(",", ":"))
-
-
-def vllm_document(spec: StudySpec, cand: Candidate, max_concurrency: int) -> dict:
-    """`vllm serve` arguments of the candidate's deployment (one engine per DP rank). Helix's
-    KV parallelism maps onto vLLM's decode context parallelism: TP = tp·kvp GPUs whose
-    `--decode-context-parallel-size` kvp ranks split each sequence's KV."""
-    arch, dep = cand.arch, cand.deployment
-    if spec.engine not in (None, "vllm"):
-        raise ExportError(f"`--format vllm`: study `{spec.name}` names engine "
+def serving_document(spec: StudySpec, cand: Candidate, engine: str, sequences: int,
+                     dummy: bool = False) -> dict:
+    """`engine`'s commands and config files for the candidate's deployment (a study that names
+    another engine chose its deployments for that one: refused)."""
+    if spec.engine not in (None, engine):
+        raise ExportError(f"`--format {engine}`: study `{spec.name}` names engine "
                           f"{ENGINE_LABELS[spec.engine]} (`engine` = {spec.engine!r}); its "
-                          "deployments were chosen for that engine, not vLLM")
-    per_engine = max(1, min(max_concurrency // dep.dp, VLLM_MAX_NUM_SEQS_CAP))
-    args = {
-        "model": VLLM_MODEL_PLACEHOLDER.format(name=arch.name),
-        "tensor_parallel_size": dep.tp * dep.kvp,
-        "decode_context_parallel_size": dep.kvp if dep.kvp > 1 else None,
-        "pipeline_parallel_size": dep.pp,
-        "data_parallel_size": dep.dp, "enable_expert_parallel": arch.is_moe and dep.ep > 1,
-        "quantization": _vllm_quantization(dep), "kv_cache_dtype": _vllm_kv_cache_dtype(dep),
-        "max_model_len": spec.workload.isl_tokens + spec.workload.osl_tokens,
-        "max_num_seqs": per_engine,
-        "speculative_config": _vllm_speculative_config(dep),
-        "kv_transfer_config": VLLM_NIXL_CONFIG if dep.serving == "disaggregated" else None,
-    }
-    return {"engine": "vllm", **args, "command": vllm_command(args),
-            "notes": _vllm_notes(arch, dep)}
+                          f"deployments were chosen for that engine: export --format "
+                          f"{spec.engine}")
+    return engine_document(engine, spec, cand, sequences, dummy)
 
 
 # ---- export -------------------------------------------------------------------------------------
@@ -282,6 +212,8 @@ def export_target(output: str | Path, fmt: str) -> Path:
     if not str(output).strip():  # Path("") is ".": an empty -o must not mean the current folder
         raise ExportError(f"`-o` ({str(output)!r}) must name a file or a folder")
     path = Path(output)
+    if fmt == "bundle":
+        return path
     if path.is_dir() or names_new_folder(output):
         if fmt != "hf":
             raise ExportError(f"`-o` ({path}) is a directory; give a file path for --format {fmt}")
@@ -326,16 +258,23 @@ def remove_folders(created: list[Path]) -> None:
 
 def hf_document(spec: StudySpec, cand: Candidate) -> dict:
     """The architecture's Hugging Face config.json, naming the study's engine (transformers
-    keeps an unknown key as a config attribute; archscout's importer ignores it)."""
-    return {**architecture_to_hf_config(cand.arch), HF_ENGINE_KEY: spec.engine}
+    keeps an unknown key as a config attribute; archscout's importer ignores it), with the MTP
+    draft layers the engines read when the deployment speculates with MTP (transformers builds
+    no draft layers: the model's parameter count is unchanged)."""
+    config = {**architecture_to_hf_config(cand.arch), HF_ENGINE_KEY: spec.engine}
+    dep = cand.deployment
+    key = MTP_DRAFT_KEYS.get(config["model_type"])
+    if key is not None and dep.spec_tokens and dep.spec_method == "mtp":
+        config[key] = MTP_DRAFT_LAYERS
+    return config
 
 
 def export_document(spec: StudySpec, trial: FrozenTrial, cand: Candidate, fmt: str) -> dict:
     if fmt == "hf":
         return hf_document(spec, cand)
-    if fmt == "vllm":
+    if fmt in ENGINES:
         limit = int(score_valid(spec, [cand]).max_concurrency[0])
-        return vllm_document(spec, cand, limit)
+        return serving_document(spec, cand, fmt, limit)
     if fmt == "json":
         return trial_record(spec, trial, cand)
     raise ExportError(f"`--format` ({fmt!r}) must be one of {', '.join(FORMATS)}")

@@ -30,6 +30,8 @@ import optuna
 from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState
 
+from search.study import optuna_adapter
+
 ChildStrategy = Callable[[optuna.Study, dict[str, BaseDistribution], list[FrozenTrial]],
                          dict[str, Any]]
 DesignKey = Callable[[dict[str, Any]], Any]  # params → a hashable design identity (None: none)
@@ -90,16 +92,16 @@ def with_distinct_children(sampler: optuna.samplers.NSGAIISampler,
                            ) -> optuna.samplers.NSGAIISampler:
     """`sampler` with its own child generation (crossover, mutation, random state) wrapped in
     `DistinctChildren`. Optuna 5 builds that strategy inside the constructor from private parts,
-    so the wrapper replaces the attribute; tests check it is in place."""
-    sampler._child_generation_strategy = DistinctChildren(  # noqa: SLF001
-        sampler._child_generation_strategy, attempts, key)  # noqa: SLF001
+    so the wrapper replaces it (`search.study.optuna_adapter`); tests check it is in place."""
+    optuna_adapter.replace_child_generation_strategy(
+        sampler, lambda inner: DistinctChildren(inner, attempts, key))
     return sampler
 
 
 class GenerationIndex:
     """The COMPLETE trials of a study by NSGA-II generation, and the intersection of their
     distributions, updated from the trials not seen finished yet. Trials are read by position
-    in the storage's list (their number): `_read` positions were seen, `_waiting` are those of
+    in the study's list (their number): `_read` positions were seen, `_waiting` are those of
     them that were not finished then."""
 
     def __init__(self, generation_key: str):
@@ -110,7 +112,7 @@ class GenerationIndex:
         self._waiting: list[int] = []
 
     def update(self, study: optuna.Study) -> GenerationIndex:
-        trials = study._storage.get_all_trials(study._study_id, deepcopy=False)  # noqa: SLF001
+        trials = study.get_trials(deepcopy=False)
         waiting = []
         for position in [*self._waiting, *range(self._read, len(trials))]:
             trial = trials[position]
@@ -144,12 +146,13 @@ class GenerationIndex:
 
 class FlatNSGAIISampler(optuna.samplers.NSGAIISampler):
     """`NSGAIISampler` reading the study through a `GenerationIndex` (see the module's
-    docstring); parent populations are kept in memory as well as in the study's system
-    attributes (where Optuna keeps them, so other processes find the same parents)."""
+    docstring). Parent populations are kept in memory: a run samples in its own in-memory copy
+    of the study (`search.study.runner`), where Optuna would cache them in study attributes."""
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
-        self._index = GenerationIndex(self._get_generation_key())
+        self.generation_key = optuna_adapter.generation_key(optuna.samplers.NSGAIISampler)
+        self._index = GenerationIndex(self.generation_key)
         self._parents: dict[int, list[FrozenTrial]] = {}
 
     def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial
@@ -157,13 +160,14 @@ class FlatNSGAIISampler(optuna.samplers.NSGAIISampler):
         space = self._index.update(study).search_space or {}
         return {name: space[name] for name in sorted(space) if not space[name].single()}
 
+    def next_generation(self, study: optuna.Study) -> int:
+        return self._index.update(study).next_generation(self.population_size)
+
     def get_trial_generation(self, study: optuna.Study, trial: FrozenTrial) -> int:
-        generation = trial.system_attrs.get(self._get_generation_key())
-        if generation is not None:
-            return generation
-        generation = self._index.update(study).next_generation(self._population_size)
-        study._storage.set_trial_system_attr(  # noqa: SLF001
-            trial._trial_id, self._get_generation_key(), generation)  # noqa: SLF001
+        generation = trial.system_attrs.get(self.generation_key)
+        if generation is None:
+            generation = self.next_generation(study)
+            optuna_adapter.set_trial_system_attr(study, trial, self.generation_key, generation)
         return generation
 
     def get_population(self, study: optuna.Study, generation: int) -> list[FrozenTrial]:
@@ -175,9 +179,8 @@ class FlatNSGAIISampler(optuna.samplers.NSGAIISampler):
         if generation in self._parents:
             return self._parents[generation]
         self._known_parents_below(study, generation)
-        parents = self._stored_parents(study, generation) or \
-            self._select_and_store(study, generation)
-        # as Optuna: the selection's own order this once, trial order from the cache after
+        parents = self.select_parent(study, generation)
+        # as Optuna: the selection's own order this once, trial order from its cache after
         self._parents[generation] = sorted(parents, key=lambda t: t.number)
         return parents
 
@@ -188,31 +191,10 @@ class FlatNSGAIISampler(optuna.samplers.NSGAIISampler):
         missing = []
         below = generation - 1
         while below > 0 and below not in self._parents:
-            stored = self._stored_parents(study, below)
-            if stored:
-                self._parents[below] = stored
-                break
             missing.append(below)
             below -= 1
         for g in reversed(missing):
-            self._parents[g] = sorted(self._select_and_store(study, g), key=lambda t: t.number)
-
-    def _stored_parents(self, study: optuna.Study, generation: int) -> list[FrozenTrial]:
-        """The parents another process (or an earlier run) stored for `generation`, if any."""
-        key = self._get_parent_cache_key_prefix() + str(generation)
-        ids = study._storage.get_study_system_attrs(study._study_id).get(key)  # noqa: SLF001
-        if ids is None:
-            return []
-        wanted = set(ids)
-        trials = study._storage.get_all_trials(study._study_id, deepcopy=False)  # noqa: SLF001
-        return [t for t in trials if t._trial_id in wanted]  # noqa: SLF001
-
-    def _select_and_store(self, study: optuna.Study, generation: int) -> list[FrozenTrial]:
-        parents = self.select_parent(study, generation)
-        study._storage.set_study_system_attr(  # noqa: SLF001
-            study._study_id, self._get_parent_cache_key_prefix() + str(generation),  # noqa: SLF001
-            [t._trial_id for t in parents])  # noqa: SLF001
-        return parents
+            self._parents[g] = sorted(self.select_parent(study, g), key=lambda t: t.number)
 
 
 def adopt(sampler: optuna.samplers.BaseSampler, study: optuna.Study,
@@ -223,18 +205,13 @@ def adopt(sampler: optuna.samplers.BaseSampler, study: optuna.Study,
     sampler = getattr(sampler, "inner", sampler)  # a `ProposalSampler` wraps the NSGA-II
     if not isinstance(sampler, FlatNSGAIISampler) or not trials:
         return trials
-    key = sampler._get_generation_key()  # noqa: SLF001
-    generation = sampler._index.update(study).next_generation(sampler.population_size)  # noqa: SLF001
+    generation = sampler.next_generation(study)
     adopted = []
     for trial in trials:
         twin = copy.copy(trial)
-        twin.system_attrs = {**trial.system_attrs, key: generation}
+        twin.system_attrs = {**trial.system_attrs, sampler.generation_key: generation}
         adopted.append(twin)
     return adopted
 
 
-# Optuna names a GA subclass's keys after the class (`__init_subclass__`); these are the keys of
-# NSGA-II itself, so studies written by either sampler resume with the other.
-FlatNSGAIISampler._GENERATION_KEY = optuna.samplers.NSGAIISampler._GENERATION_KEY  # noqa: SLF001
-FlatNSGAIISampler._PARENT_CACHE_KEY_PREFIX = (  # noqa: SLF001
-    optuna.samplers.NSGAIISampler._PARENT_CACHE_KEY_PREFIX)  # noqa: SLF001
+optuna_adapter.share_keys(FlatNSGAIISampler, optuna.samplers.NSGAIISampler)

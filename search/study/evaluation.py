@@ -116,7 +116,8 @@ def score_valid(spec: StudySpec, cands: Sequence[Candidate]) -> ServingScores:
     workload = make_workload(isl_tokens=spec.workload.isl_tokens,
                              osl_tokens=spec.workload.osl_tokens,
                              prefix_cached_frac=spec.workload.prefix_cached_frac,
-                             engine=spec.engine)
+                             engine=spec.engine,
+                             adp_balance_timeout_steps=spec.workload.adp_balance_timeout_steps)
     return serving_scores([c.arch for c in cands], [c.deployment for c in cands],
                           get_hardware(spec.hardware.gpu), workload, window(spec), ttft_c,
                           service_level(spec), spec.hardware.total_gpus)

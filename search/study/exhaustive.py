@@ -23,6 +23,8 @@ from __future__ import annotations
 import math
 import sys
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import moocore
@@ -31,6 +33,7 @@ import optuna
 from optuna.distributions import CategoricalDistribution
 from tqdm import tqdm
 
+from search.study import optuna_adapter
 from search.study.errors import SpecError
 from search.study.evaluation import evaluate_batch, hard_constraints, stored_attrs
 from search.study.param_table import NAMED, complete_columns, within_rules
@@ -161,9 +164,11 @@ def _summary(spec, found: ExactFront, values, feasible, on_front) -> dict:
 
 
 def run_exhaustive(spec: StudySpec, study: optuna.Study, show_progress: bool = True,
-                   flush=lambda: None) -> ExactFront:
-    """Enumerate `spec`'s space, add its exact Pareto set to `study` (`flush` makes it durable)
-    and record the summary; a study holding its exact front already is left as it is."""
+                   write_batch: Callable[[], AbstractContextManager] = nullcontext
+                   ) -> ExactFront:
+    """Enumerate `spec`'s space, add its exact Pareto set to `study` and record the summary,
+    in one write (`write_batch`: the storage's, `StorageHandle.write_batch`); a study holding
+    its exact front already is left as it is."""
     if EXACT_ATTR in study.user_attrs:
         known = study.user_attrs[EXACT_ATTR]
         return ExactFront(known["designs"], known["within_rules"], known["scored"],
@@ -191,11 +196,12 @@ def run_exhaustive(spec: StudySpec, study: optuna.Study, show_progress: bool = T
     on_front = front(spec, values, feasible)
     outcomes = evaluate_batch(spec, [cands[i] for i in on_front])
     space = sampled_distributions(spec)
-    first = len(study.get_trials(deepcopy=False))
-    study.add_trials([_trial(spec, cands[i], o, space) for i, o in zip(on_front, outcomes)])
-    found = ExactFront(designs, len(kept), len(cands), int(feasible.sum()),
-                       list(range(first, first + len(on_front))), time.perf_counter() - start)
-    study.set_user_attr(EXACT_ATTR, _summary(spec, found, values, feasible, on_front))
-    flush()
+    trials = [_trial(spec, cands[i], o, space) for i, o in zip(on_front, outcomes)]
+    with write_batch():  # the front and its summary: one write, both or neither
+        first = len(study.get_trials(deepcopy=False))
+        optuna_adapter.add_trials(study, trials)
+        found = ExactFront(designs, len(kept), len(cands), int(feasible.sum()),
+                           list(range(first, first + len(trials))), time.perf_counter() - start)
+        study.set_user_attr(EXACT_ATTR, _summary(spec, found, values, feasible, on_front))
     return found
 

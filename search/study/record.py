@@ -81,6 +81,7 @@ def recorded_spec(study: optuna.Study, file_spec: StudySpec, source: str = "the 
         print(f"note: {source} differs from the spec study `{spec.name}` ran with "
               f"({describe_differences(changes)}); reporting what was evaluated, from the "
               f"stored spec", file=sys.stderr)
+    note_hardware_change(study.user_attrs, spec, source)
     return spec
 
 
@@ -90,9 +91,77 @@ def store_or_check_spec(study: optuna.Study, spec: StudySpec) -> None:
     stored = study.user_attrs.get(SPEC_ATTR)
     if stored is None:
         study.set_user_attr(SPEC_ATTR, spec.model_dump(mode="json"))
+        store_or_check_hardware(study, spec)
         return
     changes = spec_differences(stored, spec)
     if changes:
         raise SpecError(f"study `{spec.name}` exists in this storage with a different spec "
                         f"(changed: {describe_differences(changes)}); give the new study "
                         f"another `name`, or restore the file")
+    store_or_check_hardware(study, spec)
+
+
+# ---- a hardware file used by the study (issue 29) -------------------------------------------
+# A study whose `hardware.gpu` is a file path (not a catalog name) keeps that file's hardware, as
+# the study ran with it, beside its spec: a file edited since is said by the commands that read
+# the study (`recorded_spec`) and refused by a resume (`store_or_check_spec`). Its sources and
+# description may change freely: they change no result.
+HARDWARE_ATTR = "archscout_hardware"  # {"path": the file, "spec": its HardwareSpec (SI)}
+HARDWARE_NOTES = ("sources", "description")
+
+
+def hardware_record(spec: StudySpec) -> dict | None:
+    """The record of the study's hardware file; None for a catalog GPU."""
+    from cost_model.hardware import catalog_names, get_hardware
+
+    gpu = spec.hardware.gpu
+    if gpu.strip().lower() in catalog_names():
+        return None
+    hardware = get_hardware(gpu).model_dump(mode="json", exclude=set(HARDWARE_NOTES))
+    return {"path": gpu, "spec": hardware}
+
+
+def hardware_changes(user_attrs: dict, spec: StudySpec) -> tuple[str, list] | None:
+    """(path, differences) when the hardware file of `spec` is no longer what the study's
+    record holds; None when it is (or when the study keeps no hardware record)."""
+    stored, now = user_attrs.get(HARDWARE_ATTR), hardware_record(spec)
+    if not isinstance(stored, dict) or now is None:
+        return None
+    changes = _paths(stored.get("spec"), now["spec"], "", 0)
+    return (now["path"], changes) if changes else None
+
+
+_NOTED: set[tuple[str, str, str]] = set()  # (file, study, changes) said once per process
+
+
+def note_hardware_change(user_attrs: dict, spec: StudySpec, source: str) -> None:
+    """One line on stderr (once per process) when the study's hardware file changed since it
+    ran."""
+    found = hardware_changes(user_attrs, spec)
+    if found and (key := (found[0], spec.name, _hardware_differences(found[1]))) not in _NOTED:
+        _NOTED.add(key)
+        print(f"note: hardware file {found[0]} of {source} changed since study `{spec.name}` ran "
+              f"({key[2]}); results are computed with the file as it is now", file=sys.stderr)
+
+
+def _hardware_differences(changes: list[tuple[str, Any, Any]]) -> str:
+    """'hbm_bytes_per_s: stored 4.8e+12, file 9.6e+12; …' (SI units, numbers in short form)."""
+    def short(value: Any) -> str:
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return f"{value:g}" if number else _shown(value)
+
+    return "; ".join(f"{path}: stored {short(old)}, file {short(new)}"
+                     for path, old, new in changes)
+
+
+def store_or_check_hardware(study: optuna.Study, spec: StudySpec) -> None:
+    """Keep the hardware file of a new study in its record; refuse to resume with one that
+    changed since, naming what changed."""
+    if HARDWARE_ATTR not in study.user_attrs:
+        if (record := hardware_record(spec)) is not None:
+            study.set_user_attr(HARDWARE_ATTR, record)
+        return
+    if found := hardware_changes(study.user_attrs, spec):
+        raise SpecError(f"hardware file {found[0]} of study `{spec.name}` changed since the "
+                        f"study ran (changed: {_hardware_differences(found[1])}); restore it, or "
+                        "give the study another `name`")

@@ -1,24 +1,27 @@
 """Study specification: a TOML file validated into a frozen pydantic `StudySpec`.
 
-Unknown keys are errors naming their path; ranges are checked (min ≤ max, steps > 0), every
-searched integer against its bounds and every number for being finite, so a study no search can
-run fails here, before anything is written; every error becomes one `SpecError` line naming the
-field, the rule and the bad value.
+Unknown keys are errors naming their path and the nearest known key; ranges are checked
+(min ≤ max, steps > 0), every searched integer against its bounds, every number for being finite
+and within what physics and released models allow, and the cross-field rules (a deployment fits
+`max_gpus`, top-k ≤ experts, active ≤ total parameters), so a study no search can run fails here,
+before anything is written; every error becomes one `SpecError` line naming the field, the rule
+and the bad value (search/study/messages.py). A dimension is search/study/dimension.py's.
+
+To add a section (e.g. `[sla]`): a frozen model with `model_config = FROZEN`, bounded fields, and
+a field of `StudySpec` with a default, so that studies without it still validate.
 """
 
 from __future__ import annotations
 
-import json
-import tomllib
+import math
+import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Field,
-    StrictInt,
-    StrictStr,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -31,64 +34,25 @@ from cost_model.deployment import SERVING_MODES, Deployment
 from cost_model.hardware import get_hardware
 from cost_model.precision import get_precision
 from objectives.serving import OBJECTIVES
+from search.study.dimension import (  # noqa: F401 - Dimension and SAME_FORMAT re-exported
+    FROZEN,
+    SAME_FORMAT,
+    Dimension,
+    OptionName,
+    check_formats,
+    check_integers,
+    dimension_table,
+    fixed,
+    largest,
+)
 from search.study.errors import SpecError
+from search.study.messages import describe, first_error, read_study_document
+from search.study.messages import toml_value as _toml
 
 OBJECTIVE_DIRECTIONS = {name: o.direction for name, o in OBJECTIVES.items()}
-# strict: TOML has real integers and booleans, so `trials = true` or `isl_tokens = 1e3` is a
-# mistake, not a number; finite: `inf` is no budget or window.
-_FROZEN = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 # Samplers seed numpy (seeds < 2**32); runs add offsets to the study's seed (the trials already
 # finished, 7919 per extra worker), so study seeds stop at 2**31 - 1 to leave them room.
 SEED_MAX = 2**31 - 1
-
-
-class Dimension(BaseModel):
-    """One searched quantity: `{ value = x }`, `{ choices = [...] }` or `{ min, max, step }`."""
-
-    model_config = _FROZEN
-
-    value: StrictInt | StrictStr | None = None  # strict: `true` or `128.0` is not a size
-    choices: list[StrictInt] | list[StrictStr] | None = Field(default=None, min_length=1)
-    min: StrictInt | None = None
-    max: StrictInt | None = None
-    step: StrictInt = Field(default=1, ge=1)
-
-    @model_validator(mode="after")
-    def _one_form(self) -> Dimension:
-        forms = [self.value is not None, self.choices is not None,
-                 self.min is not None or self.max is not None]
-        if sum(forms) != 1:
-            raise ValueError("give exactly one of `value`, `choices` or `min`/`max`")
-        if forms[2] and (self.min is None or self.max is None):
-            raise ValueError("a range needs both `min` and `max`")
-        if forms[2] and self.min > self.max:
-            raise ValueError(f"`min` ({self.min}) must be <= `max` ({self.max})")
-        if forms[2] and (self.max - self.min) % self.step:
-            raise ValueError(f"`max` − `min` ({self.max - self.min}) must be a multiple of "
-                             f"`step` ({self.step})")
-        return self
-
-    @property
-    def options(self) -> list | range:
-        """Every value this dimension can take, in order (a range is not materialized)."""
-        if self.value is not None:
-            return [self.value]
-        if self.choices is not None:
-            return list(self.choices)
-        return range(self.min, self.max + 1, self.step)
-
-    def extremes(self) -> list[tuple[str, Any]]:
-        """(label, value) of each option a bound check must see: the value, every choice, or
-        a range's ends (labelled "`min` = ", "`max` = ")."""
-        if self.value is not None:
-            return [("", self.value)]
-        if self.choices is not None:
-            return [("", c) for c in self.choices]
-        return [("`min` = ", self.min), ("`max` = ", self.max)]
-
-
-def _fixed(value) -> Dimension:
-    return Dimension(value=value)
 
 
 def _deployment_bounds(field: str) -> tuple[int, int]:
@@ -117,107 +81,73 @@ DIMENSION_BOUNDS = {
                                                       "spec_tokens")},
 }
 FORMAT_DIMENSIONS = ("precision", "kv_precision", "moe_precision")
+GPU_DIMENSIONS = ("tp", "pp", "dp", "kvp")  # a deployment's GPUs: their product
+PARALLEL_DIMENSIONS = (*GPU_DIMENSIONS, "ep")  # none can exceed the GPUs a study may use
+# A study's name names its storage folder (out/<name>/): no separators, no `.` or `..`, no
+# leading `.` (hidden) or `-` (read as an option); 80 characters, far below any file system's
+# 255-byte name limit.
+NAME_MAX_CHARS = 80
+NAME_PATTERN = re.compile(rf"[A-Za-z0-9_][A-Za-z0-9_.-]{{0,{NAME_MAX_CHARS - 1}}}")
 # options of the dimensions of names (other than formats and serving modes)
 NAMED_OPTIONS = {"attention_kind": ("gqa", "mla"),
                  "linear_mixer": ("none", "gated_deltanet", "mamba2")}
-SAME_FORMAT = "same"  # `moe_precision`: the routed experts in the linear layers' `precision`
 
-
-def _dimension_table(value: Any) -> Any:
-    """A dimension must be a table; a bare value or list gets the form it probably meant."""
-    if isinstance(value, (dict, Dimension)):
-        return value
-    form = "choices" if isinstance(value, list) else "value"
-    shown = _toml(value)
-    raise ValueError(f"a dimension is a table, not {shown}; write `{{ {form} = {shown} }}`, "
-                     "`{ choices = [...] }` or `{ min = ..., max = ..., step = ... }`")
-
-
-def _toml(value: Any) -> str:
-    """A value as the study file writes it (error messages quote the user's own syntax)."""
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    if isinstance(value, bool):
-        return str(value).lower()
-    return json.dumps(value) if isinstance(value, str) else str(value)
-
-
-def _check_integers(dim: Dimension, low: int, high: int) -> None:
-    for label, value in dim.extremes():
-        if not isinstance(value, int):  # a string (Dimension's ints are strict: no bools)
-            raise ValueError(f"every option must be an integer; got {label}{_toml(value)}")
-        if value < low:
-            raise ValueError(f"every option must be an integer >= {low}; got {label}{value}")
-        if value > high:
-            raise ValueError(f"every option must be an integer <= {high}; got {label}{value}")
-
-
-def _largest(dim: Dimension) -> int:
-    return max(value for _, value in dim.extremes())
-
-
-def _check_formats(dim: Dimension, field: str) -> None:
-    for _, value in dim.extremes():
-        if not isinstance(value, str):
-            raise ValueError(f"every option must be a format name (a string); got {_toml(value)}")
-        if not (field == "moe_precision" and value == SAME_FORMAT):
-            get_precision(value, f"space.{field}")
 
 
 class Space(BaseModel):
     """Searched architecture and deployment. Query heads = num_kv_heads × q_per_kv, so GQA
     divisibility holds by construction; EP is reduced to a divisor of TP·DP."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     hidden_size: Dimension
     num_layers: Dimension
-    head_dim: Dimension = _fixed(128)
-    num_kv_heads: Dimension = _fixed(8)
-    q_per_kv: Dimension = _fixed(4)
-    intermediate_size: Dimension = _fixed(0)  # dense FFN H′ (0: no dense layers in an MoE)
-    vocab_size: Dimension = _fixed(128256)
-    num_experts: Dimension = _fixed(0)  # 0 = dense model
-    experts_per_token: Dimension = _fixed(1)
-    moe_intermediate_size: Dimension = _fixed(0)
-    num_shared_experts: Dimension = _fixed(0)
-    first_dense_layers: Dimension = _fixed(0)
+    head_dim: Dimension = fixed(128)
+    num_kv_heads: Dimension = fixed(8)
+    q_per_kv: Dimension = fixed(4)
+    intermediate_size: Dimension = fixed(0)  # dense FFN H′ (0: no dense layers in an MoE)
+    vocab_size: Dimension = fixed(128256)
+    num_experts: Dimension = fixed(0)  # 0 = dense model
+    experts_per_token: Dimension = fixed(1)
+    moe_intermediate_size: Dimension = fixed(0)
+    num_shared_experts: Dimension = fixed(0)
+    first_dense_layers: Dimension = fixed(0)
     # attention and layer pattern (search/study/space.py `_attention_fields`, `_pattern_fields`):
     # GQA or MLA (DeepSeek-V3's ranks 512 / 1536 / 64); every `full_attention_period`-th layer
     # full attention, the others the `linear_mixer` or, with "none", sliding-window attention of
     # `sliding_window` tokens (0: every layer full); linear heads and widths of Qwen3-Next-80B
-    attention_kind: Dimension = _fixed("gqa")
-    kv_lora_rank: Dimension = _fixed(512)
-    q_lora_rank: Dimension = _fixed(0)  # 0: uncompressed queries
-    qk_rope_head_dim: Dimension = _fixed(64)
-    full_attention_period: Dimension = _fixed(1)  # 1: every layer full attention
-    linear_mixer: Dimension = _fixed("none")
-    sliding_window: Dimension = _fixed(0)
-    linear_num_value_heads: Dimension = _fixed(32)
-    linear_value_head_dim: Dimension = _fixed(128)
-    linear_num_key_heads: Dimension = _fixed(16)
-    linear_key_head_dim: Dimension = _fixed(128)  # Mamba-2: the SSM state size
-    linear_conv_kernel: Dimension = _fixed(4)
-    tp: Dimension = _fixed(1)
-    ep: Dimension = _fixed(1)
-    pp: Dimension = _fixed(1)
-    dp: Dimension = _fixed(1)
-    precision: Dimension = _fixed("fp8")
-    kv_precision: Dimension = _fixed("fp8")
-    moe_precision: Dimension = _fixed(SAME_FORMAT)  # routed experts' format ("same": precision)
-    kvp: Dimension = _fixed(1)  # Helix KV parallelism (1: plain TP)
-    spec_tokens: Dimension = _fixed(0)  # speculative (MTP) tokens per step (0: none)
-    serving: Dimension = _fixed("aggregated")  # or "disaggregated" prefill/decode pools
+    attention_kind: Dimension = fixed("gqa")
+    kv_lora_rank: Dimension = fixed(512)
+    q_lora_rank: Dimension = fixed(0)  # 0: uncompressed queries
+    qk_rope_head_dim: Dimension = fixed(64)
+    full_attention_period: Dimension = fixed(1)  # 1: every layer full attention
+    linear_mixer: Dimension = fixed("none")
+    sliding_window: Dimension = fixed(0)
+    linear_num_value_heads: Dimension = fixed(32)
+    linear_value_head_dim: Dimension = fixed(128)
+    linear_num_key_heads: Dimension = fixed(16)
+    linear_key_head_dim: Dimension = fixed(128)  # Mamba-2: the SSM state size
+    linear_conv_kernel: Dimension = fixed(4)
+    tp: Dimension = fixed(1)
+    ep: Dimension = fixed(1)
+    pp: Dimension = fixed(1)
+    dp: Dimension = fixed(1)
+    precision: Dimension = fixed("fp8")
+    kv_precision: Dimension = fixed("fp8")
+    moe_precision: Dimension = fixed(SAME_FORMAT)  # routed experts' format ("same": precision)
+    kvp: Dimension = fixed(1)  # Helix KV parallelism (1: plain TP)
+    spec_tokens: Dimension = fixed(0)  # speculative (MTP) tokens per step (0: none)
+    serving: Dimension = fixed("aggregated")  # or "disaggregated" prefill/decode pools
 
     @field_validator("*", mode="before")
     @classmethod
     def _is_table(cls, value: Any) -> Any:
-        return _dimension_table(value)
+        return dimension_table(value)
 
     @field_validator(*DIMENSION_BOUNDS)
     @classmethod
     def _integers_in_bounds(cls, dim: Dimension, info: ValidationInfo) -> Dimension:
-        _check_integers(dim, *DIMENSION_BOUNDS[info.field_name])
+        check_integers(dim, *DIMENSION_BOUNDS[info.field_name])
         return dim
 
     @field_validator("serving")
@@ -242,37 +172,56 @@ class Space(BaseModel):
     @field_validator(*FORMAT_DIMENSIONS)
     @classmethod
     def _known_formats(cls, dim: Dimension, info: ValidationInfo) -> Dimension:
-        _check_formats(dim, info.field_name)
+        check_formats(dim, info.field_name)
         return dim
 
     @model_validator(mode="after")
     def _dense_models_have_an_ffn(self) -> Space:
         """Every trial would be an invalid shape (space.py: a dense model needs H′ > 0)."""
-        if _largest(self.num_experts) == 0 and _largest(self.intermediate_size) == 0:
+        if largest(self.num_experts) == 0 and largest(self.intermediate_size) == 0:
             raise ValueError("`intermediate_size` must have an option > 0 for a dense model "
                              "(every `num_experts` option is 0); got only 0")
         return self
 
 
-class Budget(BaseModel):
-    model_config = _FROZEN
+# Upper bounds of a budget, far past any model trained so far, so that a typo (1e30) is refused:
+# parameters 5x Llama 4 Behemoth's announced ~2T total (Meta, "The Llama 4 herd", 2025); training
+# tokens ~28x Qwen3's 36T (Qwen3 technical report, arXiv 2505.09388 §3).
+PARAMS_MAX = 1e13
+TRAINING_TOKENS_MAX = 1e15
 
-    total_params: float | None = Field(default=None, gt=0)
-    active_params: float | None = Field(default=None, gt=0)
+
+class Budget(BaseModel):
+    model_config = FROZEN
+
+    total_params: float | None = Field(default=None, gt=0, le=PARAMS_MAX)
+    active_params: float | None = Field(default=None, gt=0, le=PARAMS_MAX)
     tolerance_frac: float = Field(default=0.1, gt=0, le=10)
-    training_tokens: float = Field(gt=0)
-    training_precision: str = "bf16"  # the format the model is trained in (serving may quantize)
+    training_tokens: float = Field(gt=0, le=TRAINING_TOKENS_MAX)
+    training_precision: OptionName = "bf16"  # the format trained in (serving may quantize)
 
     @model_validator(mode="after")
     def _known_precision(self) -> Budget:
         get_precision(self.training_precision, "budget.training_precision")
         return self
 
+    @model_validator(mode="after")
+    def _active_within_total(self) -> Budget:
+        total, active = self.total_params, self.active_params
+        if total is not None and active is not None and active > total:
+            raise ValueError(f"`budget.active_params` ({active:g}) must be <= "
+                             f"`budget.total_params` ({total:g})")
+        return self
+
+
+STUDY_DIR = "study_dir"  # validation context: the study file's folder (None: the working one)
+PATH_MAX_CHARS = 4096  # Linux's PATH_MAX
+
 
 class Hardware(BaseModel):
-    model_config = _FROZEN
+    model_config = FROZEN
 
-    gpu: str
+    gpu: str = Field(max_length=PATH_MAX_CHARS)  # a catalog name or a hardware file's path
     max_gpus: int = Field(default=8, ge=1, le=100_000)  # GPUs one model instance may use
     gpus: int | None = Field(default=None, ge=1, le=100_000)  # exactly this many per instance
     # the fleet's GPUs: no instance larger; throughput per GPU counts the GPUs left over when
@@ -286,6 +235,16 @@ class Hardware(BaseModel):
         if isinstance(data, dict) and data.get("gpus") is not None and "max_gpus" not in data:
             return {**data, "max_gpus": data["gpus"]}
         return data
+
+    @field_validator("gpu")
+    @classmethod
+    def _path_from_the_study(cls, gpu: str, info: ValidationInfo) -> str:
+        """A relative path to a hardware file is read against the study file's folder (and
+        stored absolute in the study's record), never against the working directory."""
+        folder = (info.context or {}).get(STUDY_DIR)
+        if folder is None or not gpu.endswith(".toml") or Path(gpu).is_absolute():
+            return gpu
+        return os.path.normpath(Path(folder) / gpu)
 
     @model_validator(mode="after")
     def _known(self) -> Hardware:
@@ -304,7 +263,7 @@ class Sla(BaseModel):
     and the Pareto set count only points that do. The cost model predicts mean latencies, so
     these are limits on means (no percentile)."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     ttft_max_ms: float | None = Field(default=None, gt=0)  # benchmark TTFT at the concurrency
     tpot_max_ms: float | None = Field(default=None, gt=0)  # time per output token
@@ -322,15 +281,23 @@ class Sla(BaseModel):
         return self
 
 
+# tokens/s/user: ~400x the fastest single-stream decode published (~2,500 tokens/s/user,
+# Cerebras on Llama 4 Maverick, 2025): no window needs more
+INTERACTIVITY_MAX = 1e6
+
+
 class WorkloadSpec(BaseModel):
-    model_config = _FROZEN
+    model_config = FROZEN
 
     isl_tokens: int = Field(ge=1, le=10_000_000)
     osl_tokens: int = Field(ge=1, le=10_000_000)
-    interactivity_min: float = Field(default=10.0, gt=0)  # tokens/s/user, the window's x_lo
-    interactivity_max: float = Field(default=1000.0, gt=0)  # x_hi
+    interactivity_min: float = Field(default=10.0, gt=0, le=INTERACTIVITY_MAX)  # tokens/s/user
+    interactivity_max: float = Field(default=1000.0, gt=0, le=INTERACTIVITY_MAX)  # the window
     x_scale: Literal["log", "linear"] = "log"
     prefix_cached_frac: float = Field(default=0.0, ge=0.0, lt=1.0)  # prompt share reused (cached)
+    # attention-DP balancer's timeout in forward steps (0: off): new requests wait until every
+    # DP group has one, so the groups prefill together (cost_model.deployment.Workload)
+    adp_balance_timeout_steps: int = Field(default=0, ge=0, le=100_000)
 
     @model_validator(mode="after")
     def _window(self) -> WorkloadSpec:
@@ -340,13 +307,17 @@ class WorkloadSpec(BaseModel):
         return self
 
 
+ASPECT_RATIO_MAX = DIMENSION_BOUNDS["hidden_size"][1]
+
+
 class Constraints(BaseModel):
-    model_config = _FROZEN
+    model_config = FROZEN
 
     alignment: Literal[128, 256, 512] = 128
     hard: list[str] | None = None  # None: every constraint but kv_replication is hard
-    aspect_ratio_min: float | None = Field(default=None, gt=0)  # hidden_size / num_layers
-    aspect_ratio_max: float | None = Field(default=None, gt=0)
+    # hidden_size / num_layers: at most the largest hidden size the space allows
+    aspect_ratio_min: float | None = Field(default=None, gt=0, le=ASPECT_RATIO_MAX)
+    aspect_ratio_max: float | None = Field(default=None, gt=0, le=ASPECT_RATIO_MAX)
 
     @model_validator(mode="after")
     def _known(self) -> Constraints:
@@ -365,10 +336,10 @@ class Constraints(BaseModel):
 
 
 class Objectives(BaseModel):
-    model_config = _FROZEN
+    model_config = FROZEN
 
     names: list[str] = Field(default=["frontier_area", "loss"], min_length=1)
-    ttft_concurrency: int = Field(default=1, ge=1)
+    ttft_concurrency: int = Field(default=1, ge=1, le=1_000_000)
 
     @model_validator(mode="after")
     def _known(self) -> Objectives:
@@ -388,10 +359,10 @@ class Objectives(BaseModel):
 class StudySpec(BaseModel):
     """A whole study: what to search, for which hardware and workload, scored how."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,80}$")
-    description: str = ""
+    name: str  # names the folder of its storage, out/<name>/ (`_file_name_safe`)
+    description: str = Field(default="", max_length=10_000)
     # "exhaustive": every design of an enumerable space: its exact front (study/exhaustive.py)
     sampler: Literal["nsga2", "tpe", "random", "exhaustive"] = "nsga2"
     trials: int = Field(ge=1, le=10_000_000)
@@ -413,6 +384,41 @@ class StudySpec(BaseModel):
     # cannot run are neither sampled nor swept. None: any mapping the cost model evaluates.
     engine: Literal[ENGINE_NAMES] | None = None
     sla: Sla | None = None  # limits every frontier point must meet (none: every point counts)
+
+    @field_validator("name")
+    @classmethod
+    def _file_name_safe(cls, name: str) -> str:
+        if not NAME_PATTERN.fullmatch(name):
+            shown = _toml(name if len(name) <= NAME_MAX_CHARS else name[:NAME_MAX_CHARS] + "…")
+            raise ValueError(f"`name` must be file-name-safe: 1 to {NAME_MAX_CHARS} letters, "
+                             "digits, `_`, `.` or `-`, starting with a letter, digit or `_` "
+                             f"(not `.`, `..` or a path); got {shown}")
+        return name
+
+    @model_validator(mode="after")
+    def _deployments_fit_the_gpus(self) -> StudySpec:
+        """Every parallel degree the space offers fits `hardware.max_gpus`, and so does its
+        smallest deployment (TP·PP·DP·KVP GPUs)."""
+        limit = self.hardware.max_gpus
+        for name in PARALLEL_DIMENSIONS:
+            if (most := largest(getattr(self.space, name))) > limit:
+                raise ValueError(f"`space.{name}` option {most} exceeds `hardware.max_gpus` "
+                                 f"({limit}): no deployment could use it")
+        least = math.prod(min(v for _, v in getattr(self.space, name).extremes())
+                          for name in GPU_DIMENSIONS)
+        if least > limit:
+            raise ValueError(f"the smallest deployment of the space ({'·'.join(GPU_DIMENSIONS)} "
+                             f"= {least} GPUs) exceeds `hardware.max_gpus` ({limit})")
+        return self
+
+    @model_validator(mode="after")
+    def _top_k_within_experts(self) -> StudySpec:
+        """No `experts_per_token` option larger than every `num_experts` option (an MoE)."""
+        experts, top_k = largest(self.space.num_experts), largest(self.space.experts_per_token)
+        if experts and top_k > experts:
+            raise ValueError(f"`space.experts_per_token` option {top_k} exceeds every "
+                             f"`space.num_experts` option (at most {experts})")
+        return self
 
     @model_validator(mode="after")
     def _formats_run_on_the_engine(self) -> StudySpec:
@@ -436,40 +442,19 @@ class StudySpec(BaseModel):
         return self
 
 
-def _is_field(part: str | int) -> bool:
-    """Whether a part of pydantic's error location is a key or index (not a union member's
-    type tag such as `int` or `list[str]`)."""
-    return part != "__root__" and not (isinstance(part, str) and (
-        part in ("int", "str", "float", "bool") or "[" in part))
-
-
-def _describe(err: dict[str, Any]) -> str:
-    path = ".".join(str(p) for p in err["loc"] if _is_field(p))
-    if err["type"] == "value_error":
-        message = str(err["ctx"]["error"])
-        named = not path or message.startswith(f"`{path}`")
-        return message if named else f"`{path}`: {message}"
-    if err["type"] == "extra_forbidden":
-        return f"`{path}` is not a known key"
-    if err["type"] == "missing":
-        return f"`{path}` is required"
-    return f"`{path}` ({err.get('input')!r}): {err['msg']}"
-
-
-def spec_from_dict(doc: dict[str, Any], source: str = "study") -> StudySpec:
+def spec_from_dict(doc: dict[str, Any], source: str = "study",
+                   study_dir: Path | None = None) -> StudySpec:
+    """The validated spec of a parsed study document; `study_dir`: the folder of its file, that
+    relative paths in it (`hardware.gpu`) are read against."""
     try:
-        return StudySpec.model_validate(doc)
+        return StudySpec.model_validate(doc, context={STUDY_DIR: study_dir})
     except ValidationError as exc:
-        raise SpecError(f"{source}: {_describe(exc.errors()[0])}") from None
+        raise SpecError(f"{source}: {describe(first_error(exc.errors()), StudySpec)}") from None
+    except RecursionError:
+        raise SpecError(f"{source}: nested too deeply to be a study") from None
 
 
 def load_spec(path: str | Path) -> StudySpec:
     """Read and validate a study TOML file."""
     file = Path(path)
-    if not file.is_file():
-        raise SpecError(f"study file {str(file)!r} does not exist")
-    try:
-        doc = tomllib.loads(file.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise SpecError(f"{file}: not valid TOML: {exc}") from None
-    return spec_from_dict(doc, str(file))
+    return spec_from_dict(read_study_document(file), str(file), file.resolve().parent)

@@ -1,9 +1,10 @@
-"""tests/benchmarks/validate_serving.py: the benchmark-run formulas its comparison applies."""
+"""tests/benchmarks/serving/ (validate_serving.py): the benchmark-run formulas its comparison
+applies."""
 
 import pytest
 
-from tests.benchmarks.validate_serving import (
-    PERF_OVERVIEW,
+from tests.benchmarks.serving.config import PERF_OVERVIEW
+from tests.benchmarks.serving.scenarios import (
     benchmark_drain_factor,
     offline_requests,
     offline_run_tokens_per_s,
@@ -43,17 +44,25 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from tests.benchmarks.validate_serving import (  # noqa: E402
-    DEFAULT_DATA_DIR,
+from collections import Counter  # noqa: E402
+
+from tests.benchmarks.serving.config import DEFAULT_DATA_DIR  # noqa: E402
+from tests.benchmarks.serving.metrics import model_cap  # noqa: E402
+from tests.benchmarks.serving.pairs import format_pair_ratio_errors, pair_groups  # noqa: E402
+from tests.benchmarks.serving.rows import (  # noqa: E402
+    Result,
     Skip,
+    _run_settings,
     _statistic,
-    evaluate_row,
-    format_pair_ratio_errors,
+    engine_of,
     little_concurrency,
-    model_cap,
+)
+from tests.benchmarks.serving.scenarios import (  # noqa: E402
+    evaluate_row,
     offline_requests as _offline_requests,
     sla_best_index,
 )
+from tests.benchmarks.serving.sources import scored_totals, source_table  # noqa: E402
 
 SERVING = Path(__file__).resolve().parents[1] / "data" / "serving"
 
@@ -135,7 +144,8 @@ def test_offline_row_runs_its_stated_requests():
 
 def test_sla_row_meets_its_limits_and_a_row_without_isl_is_left_out():
     """An MLPerf-style server row scored at a synthetic ISL: the chosen point's TPOT and TTFT
-    are within the limits; the real MLPerf rows have no ISL and are skipped, saying why."""
+    are within the limits; a row without ISL (MLPerf's gpt-oss-120b: no published mean input
+    length) is skipped, saying why."""
     row = _row(scenario="server", ttft_limit_ms="2000", tpot_limit_ms="100",
                output_tokens_per_s_per_gpu="5000")
     result = evaluate_row(row, DEFAULT_DATA_DIR, {})
@@ -171,3 +181,72 @@ def test_perf_overview_reader_by_hand(tmp_path):
     assert (rate["scenario"], rate["request_rate_per_s"], rate["tpot_ms"]) == \
         ("poisson_rate", "3.5", "9")
     assert (inf["scenario"], inf["requests"], inf["gpu"]) == ("offline", "500", "H100-SXM")
+
+
+def test_grown_row_without_parallelism_is_left_out():
+    """An MLPerf result whose submission has no launch config states no TP: not scored at TP1."""
+    with pytest.raises(Skip, match="parallelism not stated"):
+        evaluate_row(_row(scenario="offline", tp="", num_gpus="",
+                          output_tokens_per_s_per_gpu="5000"), DEFAULT_DATA_DIR, {})
+
+
+@pytest.mark.parametrize(("framework", "engine"), [
+    ("LLM-D v0.5.0 ,OpenShift 4.21, RHEL 9.6 (MLPerf)", "vllm"),
+    ("TensorRT-LLM (MLPerf NVIDIA harness)", "trtllm"), ("dynamo-sglang", "sglang"),
+    ("dynamo-trt", "trtllm"), ("vLLM", "vllm")],
+    ids=["llm-d", "mlperf-trtllm", "dynamo-sglang", "dynamo-trt", "vllm"])
+def test_engine_of_framework(framework, engine):
+    assert engine_of({"framework": framework}) == engine
+
+
+def test_inferencex_trtllm_balancer_timeout_by_model():
+    """InferenceX's DeepSeek-R1 script sets timeout_iters 60; gpt-oss-120b's leaves TensorRT-LLM's
+    default, 50; without attention DP no balancer."""
+    row = {"source_kind": "inferencex", "gpu": "B200", "attention_dp": "True",
+           "concurrency": "64", "model": "DeepSeek-R1-0528"}
+    assert _run_settings(row, "trtllm") == {"adp_balance_timeout_steps": 60}
+    assert _run_settings({**row, "model": "gpt-oss-120b"}, "trtllm") == \
+        {"adp_balance_timeout_steps": 50}
+    assert _run_settings({**row, "attention_dp": "False"}, "trtllm") == {}
+
+
+def test_source_table_counts_scored_and_skipped_rows_per_source():
+    """Two rows of source s (one scored on B200, one skipped for a missing ISL) and one of t:
+    s has 2 rows, 1 scored (Llama-3, trtllm, B200), 1 skipped with its reason; t none skipped."""
+    rows = [{"source_kind": "s", "model": "Llama-3.1-8B", "framework": "trt", "gpu": "B200"},
+            {"source_kind": "s", "model": "Llama-3.1-8B", "framework": "trt", "gpu": "H200"},
+            {"source_kind": "t", "model": "gpt-oss-120b", "framework": "vLLM", "gpu": "H100"}]
+    scored = [Result("trtllm", "Llama-3.1-8B", "B200", "fixed", False, "tp1", 1, 1, 1.0, {}, {},
+                     source_kind="s")]
+    table = source_table(rows, scored, Counter({("s", "no ISL"): 1}))
+    assert (table["s"]["rows"], table["s"]["scored"], table["s"]["skipped"]) == \
+        (2, 1, {"no ISL": 1})
+    assert table["s"]["scored_by"]["gpu"] == {"B200": 1}
+    assert table["s"]["scored_by"]["family"] == {"Llama-3": 1}
+    assert table["t"]["skipped"] == {}
+
+
+def test_scored_totals_largest_share_by_hand():
+    """Models A (3 rows) and B, C, D (1 each): A holds 3/6 = 50%. The 25% cap: K = 1 holds
+    (1 ≤ 0.25 × 4 = 1), K = 2 does not (2 > 0.25 × (2 + 3) = 1.25), so every model keeps one row
+    and A holds 1/4."""
+    def res(model):
+        return Result(None, model, "B200", "fixed", False, "tp1", 1, 1, 1.0, {"m": model}, {},
+                      source_kind="s")
+    totals = scored_totals([res("A"), res("A"), res("A"), res("B"), res("C"), res("D")])
+    assert totals["largest_model_share"] == pytest.approx(3 / 6)
+    assert totals["largest_model_share_capped"] == pytest.approx(1 / 4)
+
+
+def test_pair_groups_split_the_figures_by_source_and_formats():
+    """Group g1 has two tokens/s pairs (model 1.5 vs measured 2.0, 1.2 vs 1.1): both favour a,
+    |errors| 0.5 and 0.1, median 0.3; group g2 one TPOT pair (0.9 vs 0.8) and no tokens/s pair."""
+    lines = [{"group": "g1", "tokens_per_s_per_gpu": (1.5, 2.0)},
+             {"group": "g1", "tokens_per_s_per_gpu": (1.2, 1.1)},
+             {"group": "g2", "tpot": (0.9, 0.8)}]
+    groups = pair_groups(lines)
+    g1 = groups["g1"]["tokens_per_s_per_gpu"]
+    assert (g1["pairs"], g1["faster_agree_frac"]) == (2, 1.0)
+    assert g1["median_abs_ratio_error"] == pytest.approx(0.3)
+    assert groups["g1"]["tpot"]["pairs"] == 0
+    assert groups["g2"]["tpot"]["median_abs_ratio_error"] == pytest.approx(0.1)

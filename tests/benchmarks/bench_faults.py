@@ -23,10 +23,26 @@ PostgreSQL worker and restart the server under a run, fill the disk; check the s
     leave no temporary file and a journal that loads; after the filler is deleted the same
     command resumes to exactly N trials.
 
+(d) `--workers 2` on the default journal, the whole process group SIGKILLed at `--worker-tries`
+    random moments (within `--after-growth-s` of the run's first durable batch: start-up is
+    slow here), checked as in (a); a last run without a kill must end with exactly N.
+(e) SIGTERM and SIGINT (`--signal-tries` each) at random moments of a single run (timed as in
+    (d)): the exit code, stderr lines, and the study checked as in (a); the same command then
+    resumes.
+(f) a `--workers 2` run killed (its whole process group) right after a worker's `Study.ask`
+    returns, before it could name itself on a shared storage: the next `--workers 2` run (the
+    resume, +`--resume-trials`) is timed next to the same resume of a study that saw no kill
+    (goal: within 2x); the kill is injected by a `sitecustomize.py` patch of `optuna.Study.ask`
+    (the first process to reach its 5th ask).
+(g) corrupt journals (random bytes appended, a line garbled in the middle, a foreign file, the
+    journal shorter than its size record): `search` and `pareto` must exit 2 with one line and
+    leave every file as it was.
+
 Prints per part: tries, recoveries, trials lost, duplicates, RUNNING trials left, finished vs
 requested (and the details behind them). Needs root for (b)'s restart and (c)'s mount.
 Run: python tests/benchmarks/bench_faults.py [--tries 30] [--trials 2000] [--skip-postgres]
-     [--skip-disk] [--json PATH]
+     [--skip-disk] [--skip-workers] [--skip-signals] [--skip-ask-kill] [--skip-corrupt]
+     [--json PATH]
 """
 
 from __future__ import annotations
@@ -432,6 +448,238 @@ def run_disk(folder: Path, trials: int) -> DiskReport:
     return report
 
 
+# ---- (d) --workers 2, the whole process group SIGKILLed ---------------------------------------
+
+
+def workers_command(study: Path, trials: int, workers: int = 2) -> list[str]:
+    return search_command(study, trials) + ["--workers", str(workers)]
+
+
+def run_worker_kills(folder: Path, tries: int, trials: int, window_s: float,
+                     seed: int) -> KillReport:
+    """(a) with `--workers 2`: each try's run is SIGKILLed with its workers (the process group)."""
+    rng = random.Random(seed + 1)
+    study = write_study(folder, trials, batch_size=32)
+    report, seen = KillReport(tries=tries, requested=trials), set()
+    for i in range(tries):
+        start = time.monotonic()
+        proc = subprocess.Popen(workers_command(study, trials), cwd=ROOT, start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        _first_growth_s(proc, _journal(study), start, RUN_TIMEOUT_S)  # start-up is slow here
+        time.sleep(rng.uniform(0.0, window_s))
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            report.killed += 1
+        else:
+            report.ended_before_kill += 1
+        _, err = proc.communicate()
+        _settle(report, proc.returncode in (0, -signal.SIGKILL), err)
+        report.pending_kill = proc.returncode == -signal.SIGKILL
+        check = check_study(study)
+        if not check.loads:
+            if "no study" not in check.error:
+                report.errors.append(f"try {i}: {check.error}")
+            continue
+        report.loads_after_kill += 1
+        report.healthy_after_kill += healthy(check)
+        report.trials_lost += len(seen - check.keys)
+        report.duplicates = max(report.duplicates, check.duplicates)
+        seen |= check.keys
+        print(f"  workers try {i + 1:2d}/{tries}: {check.finished} finished, "
+              f"{check.running} running", file=sys.stderr)
+    final = subprocess.run(workers_command(study, trials), cwd=ROOT, capture_output=True,
+                           text=True, timeout=RUN_TIMEOUT_S, check=False)
+    _settle(report, final.returncode == 0, final.stderr)
+    check = check_study(study)
+    report.trials_lost += len(seen - check.keys)
+    report.duplicates = max(report.duplicates, check.duplicates)
+    report.running_left, report.finished = check.running, check.finished
+    return report
+
+
+# ---- (e) SIGTERM and SIGINT --------------------------------------------------------------------
+
+
+@dataclass
+class SignalReport:
+    tries: int = 0
+    exit_codes: dict = field(default_factory=dict)  # "SIGTERM -> 143" -> count
+    stderr_lines_max: int = 0
+    tracebacks: int = 0
+    trials_lost: int = 0
+    duplicates: int = 0
+    running_left: int = 0
+    requested: int = 0
+    finished: int = 0
+
+
+def _default_sigint() -> None:
+    """A background benchmark's children inherit SIGINT ignored (the shell's job rule), and
+    Python then installs no KeyboardInterrupt handler: restore the default as a terminal has."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def run_signals(folder: Path, tries: int, trials: int, window_s: float, seed: int
+                ) -> SignalReport:
+    rng = random.Random(seed + 2)
+    study = write_study(folder, trials, batch_size=32)
+    report, seen = SignalReport(requested=trials), set()
+    for _ in range(tries):
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            start = time.monotonic()
+            proc = subprocess.Popen(search_command(study, trials), cwd=ROOT,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                    preexec_fn=_default_sigint)
+            _first_growth_s(proc, _journal(study), start, RUN_TIMEOUT_S)
+            time.sleep(rng.uniform(0.0, window_s))
+            if proc.poll() is None:
+                proc.send_signal(sig)
+            _, err = proc.communicate()
+            report.tries += 1
+            key = f"{sig.name} -> {proc.returncode}"
+            report.exit_codes[key] = report.exit_codes.get(key, 0) + 1
+            report.stderr_lines_max = max(report.stderr_lines_max, len(err.strip().splitlines()))
+            report.tracebacks += "Traceback" in err
+            check = check_study(study)
+            report.trials_lost += len(seen - check.keys)
+            report.duplicates = max(report.duplicates, check.duplicates)
+            report.running_left = max(report.running_left, check.running)
+            seen |= check.keys
+    subprocess.run(search_command(study, trials), cwd=ROOT, capture_output=True, text=True,
+                   timeout=RUN_TIMEOUT_S, check=False)
+    check = check_study(study)
+    report.trials_lost += len(seen - check.keys)
+    report.finished = check.finished
+    report.running_left = max(report.running_left, check.running)
+    return report
+
+
+# ---- (f) a worker killed right after an ask: the resume's time --------------------------------
+
+
+KILL_HOOK = '''
+import os, signal
+token = os.environ.get("ARCHSCOUT_BENCH_KILL_TOKEN")
+if token:
+    import optuna
+    real_ask, asked = optuna.Study.ask, []
+
+    def ask(self, *args, **kwargs):
+        trial = real_ask(self, *args, **kwargs)
+        asked.append(1)
+        if len(asked) == 5:
+            try:  # the first process to get here is the victim, once per run
+                os.close(os.open(token, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                return trial
+            os.killpg(0, signal.SIGKILL)  # the whole run, as a power cut would
+        return trial
+
+    optuna.Study.ask = ask
+'''
+
+
+@dataclass
+class AskKillReport:
+    first_trials: int = 0
+    resume_trials: int = 0
+    killed_run_exit: int | None = None
+    killed_run_s: float = 0.0
+    clean_resume_s: float = 0.0
+    resume_after_kill_s: float = 0.0
+    ratio: float = 0.0  # resume after the kill / clean resume (goal <= 2)
+    running_left: int = 0
+    duplicates: int = 0
+    finished: int = 0
+    requested: int = 0
+
+
+def _timed(cmd: list[str], env: dict | None = None) -> tuple[float, subprocess.CompletedProcess]:
+    start = time.monotonic()
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env,
+                          timeout=RUN_TIMEOUT_S, check=False, start_new_session=True)
+    return time.monotonic() - start, done
+
+
+def run_ask_kill(folder: Path, first: int, more: int) -> AskKillReport:
+    hook = folder / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(KILL_HOOK)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(hook), str(ROOT),
+                                                                      os.environ.get("PYTHONPATH")])),
+           "ARCHSCOUT_BENCH_KILL_TOKEN": str(folder / "killed")}
+    report = AskKillReport(first_trials=first, resume_trials=first + more,
+                           requested=first + more)
+    clean = write_study(folder, first, batch_size=32, name="clean")
+    faulty = write_study(folder, first, batch_size=32, name="faulty")
+    for study in (clean, faulty):
+        _timed(workers_command(study, first))
+    report.killed_run_s, killed = _timed(workers_command(faulty, first + more), env)
+    report.killed_run_exit = killed.returncode
+    report.resume_after_kill_s, _ = _timed(workers_command(faulty, first + more))  # at once
+    report.clean_resume_s, _ = _timed(workers_command(clean, first + more))
+    report.ratio = report.resume_after_kill_s / report.clean_resume_s
+    check = check_study(faulty)
+    report.running_left, report.duplicates = check.running, check.duplicates
+    report.finished = check.finished
+    return report
+
+
+# ---- (g) corrupt journals ----------------------------------------------------------------------
+
+
+@dataclass
+class CorruptReport:
+    cases: int = 0
+    refused_in_one_line: int = 0  # exit 2, one stderr line, files unchanged
+    outcomes: dict = field(default_factory=dict)  # case/command -> "exit E, N lines, unchanged"
+
+
+def _files(folder: Path) -> dict:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())
+            if p.is_file() and not p.name.endswith(".owner")}
+
+
+def _corruptions(journal: Path) -> dict:
+    rng = random.Random(7)
+    lines = journal.read_bytes().splitlines(keepends=True)
+    middle = len(lines) // 2
+    garbled = lines[:middle] + [b'{"op_code":5,"worker' + bytes(rng.randrange(256)
+                                                                 for _ in range(40)) + b"\n"] \
+        + lines[middle + 1:]
+    return {"random bytes appended": b"".join(lines) + bytes(rng.randrange(1, 256)
+                                                             for _ in range(300)),
+            "a line garbled mid-file": b"".join(garbled),
+            "a foreign file": b"these are my notes\nnot a journal\n",
+            "shorter than its size record": b"".join(lines[:middle])}
+
+
+def run_corrupt(folder: Path) -> CorruptReport:
+    study = write_study(folder, 64, batch_size=32)
+    subprocess.run(search_command(study, 64), cwd=ROOT, capture_output=True, check=True,
+                   timeout=RUN_TIMEOUT_S)
+    journal = _journal(study)
+    pristine = _files(journal.parent)
+    report = CorruptReport()
+    for case, data in _corruptions(journal).items():
+        for command in (search_command(study, 128),
+                        [sys.executable, "-m", "search.cli.main", "pareto", str(study)]):
+            for name, content in pristine.items():
+                (journal.parent / name).write_bytes(content)
+            journal.write_bytes(data)
+            before = _files(journal.parent)
+            done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
+                                  timeout=RUN_TIMEOUT_S, check=False)
+            lines = len(done.stderr.strip().splitlines())
+            unchanged = _files(journal.parent) == before
+            report.cases += 1
+            report.refused_in_one_line += done.returncode == 2 and lines == 1 and unchanged
+            report.outcomes[f"{case} / {command[3]}"] = (
+                f"exit {done.returncode}, {lines} lines, "
+                f"{'unchanged' if unchanged else 'CHANGED'}: {done.stderr.strip()[:140]}")
+    return report
+
+
 # ---- main -------------------------------------------------------------------------------------
 
 
@@ -453,6 +701,15 @@ def main() -> None:
     parser.add_argument("--skip-kills", action="store_true")
     parser.add_argument("--skip-postgres", action="store_true")
     parser.add_argument("--skip-disk", action="store_true")
+    parser.add_argument("--worker-tries", type=int, default=16)
+    parser.add_argument("--after-growth-s", type=float, default=4.0,
+                        help="(d), (e): the kill lands this long at most after a first batch")
+    parser.add_argument("--signal-tries", type=int, default=4, help="(e) of each signal")
+    parser.add_argument("--resume-trials", type=int, default=32, help="(f) trials a resume adds")
+    parser.add_argument("--skip-workers", action="store_true")
+    parser.add_argument("--skip-signals", action="store_true")
+    parser.add_argument("--skip-ask-kill", action="store_true")
+    parser.add_argument("--skip-corrupt", action="store_true")
     parser.add_argument("--json", metavar="PATH", default=None)
     args = parser.parse_args()
     # this process's own reads during a server restart: one line each, not Optuna's SQL dumps
@@ -474,6 +731,20 @@ def main() -> None:
             results["disk"] = run_disk(base / "disk", args.disk_trials)
             _print(f"(c) full disk (tmpfs {TMPFS_SIZE}, {FILLER_BYTES} bytes of filler)",
                    results["disk"])
+        parts = [("workers", "(d) --workers 2, process group SIGKILLed at random moments",
+                  lambda f: run_worker_kills(f, args.worker_tries, args.trials,
+                                             args.after_growth_s, args.seed)),
+                 ("signals", "(e) SIGTERM and SIGINT at random moments",
+                  lambda f: run_signals(f, args.signal_tries, args.trials,
+                                        args.after_growth_s, args.seed)),
+                 ("ask_kill", "(f) a --workers 2 worker killed right after an ask: resume time",
+                  lambda f: run_ask_kill(f, 64, args.resume_trials)),
+                 ("corrupt", "(g) corrupt journals", run_corrupt)]
+        for key, title, run in parts:
+            if not getattr(args, f"skip_{key}"):
+                (base / key).mkdir()
+                results[key] = run(base / key)
+                _print(title, results[key])
     if args.json:
         Path(args.json).write_text(json.dumps({k: asdict(v) for k, v in results.items()},
                                               indent=2, default=str))

@@ -1,69 +1,169 @@
-"""MoE fidelity (issue "Fidelity": compare the MoE layer with measured fused-MoE kernels).
+"""Fused-MoE fidelity per serving engine and experts' format (issue 23: "the MoE kernel fit per
+engine and format, held out by shape, with its median error").
 
-Prints, per GPU and format, the median and 90th-percentile |predicted / measured − 1| over the
-balanced, gated rows of aiconfigurator-core's moe_perf tables in the formats the model has,
-before (the two grouped expert GEMMs alone, timed by the calibrated GEMM model), after (plus the
-shipped [moe] terms: fixed floor, per routed token copy, per scanned routed index: what a
-TensorRT-LLM serving step pays, the engine of these tables) and with the floor alone (what a
-step of another engine, or a generic one, pays: `cost_model.efficiency.Efficiency.for_engine`),
-and the rows left out by reason.
+Prints, per engine, GPU and format, the median and 90th-percentile |predicted / measured − 1| over
+the balanced, gated rows of that engine's aiconfigurator-core moe_perf table (the fastest kernel
+per shape, as the fit reads it), before (the two grouped expert GEMMs alone on the format's dense
+kernel model, no fused-MoE entry) and after (the shipped `[moe.<format>]` entry: the fused
+kernel's ceilings, floor, per local copy and per scanned index). With --held-out it refits each
+format on four fifths of the layer configurations (a hash of hidden, H', experts, top-k, moe-TP,
+EP: every token count of a configuration goes together) and scores the rest: the headline.
+Then the measured NVFP4 / FP8 ratio of DeepSeek-V3's layer next to the model's (issue 23: the
+NVFP4 MoE advantage).
 Run: pip install aiconfigurator-core; python tests/benchmarks/bench_moe_fit.py
+     [--engine trtllm|vllm|sglang ...] [--held-out] [--sample N]
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
+import time
+import zlib
 
-import pyarrow.parquet as pq
+import numpy as np
 
 from cost_model.efficiency import get_efficiency
 from cost_model.hardware import get_hardware
-from search.calibration.gemm import AIC_PACKAGE, AIC_SYSTEMS, abs_error_quantiles
+from cost_model.precision import get_precision
+from search.calibration.fitting import abs_error_quantiles
 from search.calibration.moe import (
-    COEFFICIENTS,
-    aiconfigurator_moe_table,
+    fit_moe_format,
     measured_moe,
+    moe_efficiency_of,
+    moe_table,
     predicted_s,
-    prior_coefficients,
-    with_coefficients,
+    with_moe,
 )
+from search.calibration.tables import AIC_PACKAGE, AIC_SYSTEMS, ENGINES, read_parquet
 from search.records.tables import format_table
 
-FLOOR = "fixed_overhead_us"  # the one [moe] term other engines' serving steps pay
+HELD_OUT_SHARE = 5
+SAMPLE = 4000  # as the shipped calibration
+DEEPSEEK = (7168, 2048, 256, 8)  # hidden, H', experts, top-k
+RATIO_SPLITS = ((1, 8), (8, 1))  # (moe_tp, moe_ep)
+RATIO_TOKENS = (1, 4, 16, 64, 256)
 
 
-def _rows(hardware: str) -> tuple[list[dict], dict[str, int]]:
-    path, _ = aiconfigurator_moe_table(hardware)
-    tables, skipped = measured_moe(pq.read_table(path))
-    hw, eff = get_hardware(hardware), get_efficiency(hardware)
-    gemms_only = with_coefficients(eff, dict.fromkeys(COEFFICIENTS, 0.0))
-    floor_only = with_coefficients(eff, {**dict.fromkeys(COEFFICIENTS, 0.0),
-                                         FLOOR: prior_coefficients(eff)[FLOOR]})
+def _tables(engine: str, hardware: str):
+    path, _ = moe_table(hardware, engine)
+    return measured_moe(read_parquet(path))
+
+
+def _without_moe(eff, fmt):
+    return eff.model_copy(update={"moe": {k: v for k, v in eff.moe.items() if k != fmt}})
+
+
+def shipped_rows(engine: str) -> list[dict]:
     rows = []
-    for fmt, data in tables.items():
-        before = abs_error_quantiles(predicted_s(data, hw, gemms_only), data.time_s)
-        after = abs_error_quantiles(predicted_s(data, hw, eff), data.time_s)
-        floor = abs_error_quantiles(predicted_s(data, hw, floor_only), data.time_s)
-        rows.append({"hardware": hardware, "format": fmt, "rows": len(data),
-                     "before_median": f"{before[0]:.1%}", "before_p90": f"{before[1]:.1%}",
-                     "after_median": f"{after[0]:.1%}", "after_p90": f"{after[1]:.1%}",
-                     "floor_only_median": f"{floor[0]:.1%}",
-                     "floor_only_p90": f"{floor[1]:.1%}"})
-    return rows, skipped
+    for hardware in AIC_SYSTEMS:
+        hw, eff = get_hardware(hardware), get_efficiency(hardware, engine)
+        for fmt, data in _tables(engine, hardware)[0].items():
+            if not hw.supports(get_precision(fmt)):
+                continue
+            before = abs_error_quantiles(predicted_s(data, hw, _without_moe(eff, fmt)),
+                                         data.time_s)
+            after = abs_error_quantiles(predicted_s(data, hw, eff), data.time_s)
+            rows.append({"engine": engine, "hardware": hardware, "format": fmt,
+                         "rows": len(data), "gemms_alone_median": before[0],
+                         "median": after[0], "p90": after[1]})
+    return rows
+
+
+def _config_mask(data) -> np.ndarray:
+    keys = zip(data.hidden, data.inter, data.experts, data.top_k, data.moe_tp, data.moe_ep)
+    hashes = [zlib.crc32(",".join(str(int(v)) for v in key).encode()) for key in keys]
+    return np.array(hashes) % HELD_OUT_SHARE == 0
+
+
+def held_out_rows(engine: str, sample: int) -> tuple[list[dict], dict[str, list[np.ndarray]]]:
+    rows, pooled = [], {}
+    for hardware in AIC_SYSTEMS:
+        hw, eff = get_hardware(hardware), get_efficiency(hardware, engine)
+        for fmt, data in _tables(engine, hardware)[0].items():
+            mask = _config_mask(data)
+            if not hw.supports(get_precision(fmt)) or not mask.any() or mask.all():
+                continue
+            kept, test = data.subset(np.flatnonzero(~mask)), data.subset(np.flatnonzero(mask))
+            fit = fit_moe_format(kept, hw, eff, hardware, "held out", sample)
+            fitted = with_moe(eff, fmt, moe_efficiency_of(fit.coefficients))
+            error = np.abs(predicted_s(test, hw, fitted) / test.time_s - 1.0)
+            rows.append({"engine": engine, "hardware": hardware, "format": fmt,
+                         "fit_rows": len(kept), "held_out_rows": len(test),
+                         "median": float(np.median(error)), "p90": float(np.quantile(error, 0.9)),
+                         "in_sample_median": fit.error[0]})
+            pooled.setdefault(fmt, []).append(error)
+    return rows, pooled
+
+
+def ratio_rows(engine: str) -> list[dict]:
+    """DeepSeek-V3's fused MoE layer, NVFP4 over each FP8 format, measured and modelled
+    (geometric mean over the shapes both formats were measured on)."""
+    rows = []
+    for hardware in AIC_SYSTEMS:
+        tables, _ = _tables(engine, hardware)
+        if "nvfp4" not in tables:
+            continue
+        hw, eff = get_hardware(hardware), get_efficiency(hardware, engine)
+        for fp8 in ("fp8", "fp8_block"):
+            if fp8 not in tables:
+                continue
+            pair = _common(tables["nvfp4"], tables[fp8])
+            if pair is None:
+                continue
+            a, b = pair
+            measured = np.exp(np.mean(np.log(a.time_s / b.time_s)))
+            model = np.exp(np.mean(np.log(predicted_s(a, hw, eff) / predicted_s(b, hw, eff))))
+            rows.append({"engine": engine, "hardware": hardware, "pair": f"nvfp4/{fp8}",
+                         "shapes": len(a.time_s), "measured": measured, "model": model})
+    return rows
+
+
+def _common(nvfp4, fp8):
+    def keys(d):
+        return {tuple(int(v) for v in k): i for i, k in enumerate(zip(*d.keys()))}
+
+    ka, kb = keys(nvfp4), keys(fp8)
+    wanted = [k for k in ka if k in kb and k[1:5] == (DEEPSEEK[0], DEEPSEEK[1], DEEPSEEK[3],
+                                                      DEEPSEEK[2])
+              and k[5:] in RATIO_SPLITS and k[0] in RATIO_TOKENS]
+    if not wanted:
+        return None
+    return (nvfp4.subset(np.array([ka[k] for k in wanted])),
+            fp8.subset(np.array([kb[k] for k in wanted])))
+
+
+def _summary(name: str, pooled: dict[str, list[np.ndarray]]) -> None:
+    for fmt, errors in pooled.items():
+        joined = np.concatenate(errors)
+        print(f"  {name} {fmt}: {len(joined):,} rows, median {np.median(joined):.1%}, "
+              f"p90 {np.quantile(joined, 0.9):.1%}")
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--engine", action="append", choices=ENGINES)
+    parser.add_argument("--held-out", action="store_true")
+    parser.add_argument("--sample", type=int, default=SAMPLE)
+    args = parser.parse_args()
     if importlib.util.find_spec(AIC_PACKAGE) is None:
         print("pip install aiconfigurator-core to compare with its measured MoE tables")
         return
-    rows, left_out = [], []
-    for hardware in AIC_SYSTEMS:
-        fits, skipped = _rows(hardware)
-        rows += fits
-        left_out.append({"hardware": hardware, **skipped})
-    print(format_table(rows))
-    print("\nrows left out by reason")
-    print(format_table(left_out))
+    for engine in args.engine or ENGINES:
+        start = time.perf_counter()
+        rows = shipped_rows(engine)
+        print(f"\n{engine}: fused MoE |predicted/measured - 1|, shipped [moe.<format>] entries\n")
+        print(format_table(rows))
+        if args.held_out:
+            rows, pooled = held_out_rows(engine, args.sample)
+            print(f"\n{engine}: held out 1 in {HELD_OUT_SHARE} layer configurations\n")
+            print(format_table(rows))
+            print(f"\n{engine} held-out median by format (pooled over GPUs):")
+            _summary(engine, pooled)
+        print(f"\n{engine}: DeepSeek-V3 layer, NVFP4 / FP8 time ratio (tokens "
+              f"{', '.join(map(str, RATIO_TOKENS))}; EP 8 or moe-TP 8)\n")
+        print(format_table(ratio_rows(engine)))
+        print(f"({time.perf_counter() - start:.0f} s)")
 
 
 if __name__ == "__main__":

@@ -7,8 +7,11 @@ on a quickstart study per storage; (a) and (b) `--repeats` times interleaved (th
 this machine is shared and noisy), then (c) once:
   (a) in memory (Optuna's InMemoryStorage);
   (b) the default: the batching journal (`open_default(path, shared=False)`, one fsync a batch);
-  (c) Optuna's plain JournalFileBackend (`open_url("journal:PATH")`, fsync per operation), the
-      reference for what batching saves.
+  (c) Optuna's own storage used directly: the same loop (`run_batch`: ask, evaluate the batch,
+      tell) on `JournalStorage(JournalFileBackend(PATH))`, one write and fsync per operation,
+      the reference for what sampling in memory and one write per batch save;
+  with `--postgres URL` also, each on a new database: (d) archscout on PostgreSQL (`open_url`,
+  `run_study`: one locked write per batch) and (e) Optuna's own `RDBStorage` used directly.
 For each: trials/s, the ratio to (a) and the overhead (1 − ratio), and the share of the wall
 time spent inside `evaluate_batch` (the cost model) and `build_candidate` (shapes), measured by
 timing wrappers patched into `search.study.runner`.
@@ -17,7 +20,10 @@ to 1 process on the same kind of storage.
 `--deployments` adds (in memory, in the same run): the study with its deployments swept per
 architecture (`deployments = "sweep"`: a trial is one architecture under every deployment)
 next to the same study with deployments as sampled dimensions: architectures/s, deployments
-scored per second and the cost model's share of a trial.
+and operating points (architecture × deployment × concurrency) scored per second and the cost
+model's share of a trial; with `--baseline DIR`, the same measured with the code of checkout
+DIR in the same run (issue 25: "≥ 300 architectures/s … beside today's rate"); with
+`--no-storages`, only this.
 `--scale` (issue 17: cost flat in study size) runs only this instead: one study on the default
 journal to `--trials` (e.g. 20000) in three `archscout search` runs, to 1,000, to 5,000 and to
 `--trials` (each a resume of the one before), timing every batch; reports the rate of the first
@@ -30,6 +36,8 @@ a fresh `python -m search.cli.main` process (what `time archscout show` measures
 imports included), and the Pareto document recomputed from all trials (what `pareto` costs when
 the study changed after the search kept its document, e.g. a run killed before its end).
 Run: python tests/benchmarks/bench_search_speed.py [--trials 2000] [--workers 2] [--deployments]
+     python tests/benchmarks/bench_search_speed.py --study studies/moe-400b-gb300-nvl72.toml \
+         --deployments --no-storages --trials 512 --baseline DIR
      python tests/benchmarks/bench_search_speed.py --scale --trials 20000
 """
 
@@ -54,9 +62,11 @@ import search.study.evaluation
 import search.study.runner
 from cost_model.params import count_params
 from objectives.accuracy import summarize_shape
-from search.study.runner import finished_trials, open_study, run_study
+from search.study.evaluation import hard_constraints
+from search.study.runner import RunSummary, finished_trials, open_study, run_batch, run_study
 from search.study.spec import StudySpec, load_spec
 from search.study.storage import StorageHandle, open_default, open_url
+from tests.fresh_database import fresh_database
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "studies" / "quickstart.toml"
 # bucket -> the functions timed for it, as (module, name) patched in place during a run.
@@ -155,17 +165,40 @@ def clear_caches() -> None:
 def timed_run(label: str, spec: StudySpec, handle: StorageHandle, trials: int,
               seed: int) -> Result:
     """`run_study` to `trials` with the TIMED functions timed, caches cold; closes `handle`."""
+    return _timed(label, lambda: run_study(spec, handle, trials, seed, show_progress=False).ran,
+                  handle)
+
+
+def _timed(label: str, run: Callable[[], int], handle: StorageHandle | None = None) -> Result:
     clear_caches()
     timers = _patch()
     try:
         start = time.perf_counter()
-        summary = run_study(spec, handle, trials, seed, show_progress=False)
-        handle.close()
+        ran = run()
+        if handle is not None:
+            handle.close()
         wall_s = time.perf_counter() - start
     finally:
         _unpatch(timers)
     bucket_s = {bucket: sum(t.total_s for t in ts) for bucket, ts in timers.items()}
-    return Result(label, summary.ran, wall_s, bucket_s, _journal_lines(handle))
+    return Result(label, ran, wall_s, bucket_s, _journal_lines(handle) if handle else 0)
+
+
+def optunas_own_run(label: str, spec: StudySpec, storage, trials: int, seed: int) -> Result:
+    """The runner's loop (`run_batch`: ask, evaluate the batch, tell) on `storage` itself:
+    Optuna's own storage, every operation written as it happens."""
+    from search.study.runner import make_sampler
+
+    def run() -> int:
+        study = optuna.create_study(study_name=spec.name, storage=storage,
+                                    directions=spec.objectives.directions,
+                                    sampler=make_sampler(spec, seed))
+        hard, summary = hard_constraints(spec), RunSummary()
+        while summary.ran < trials:
+            run_batch(study, spec, min(spec.batch_size, trials - summary.ran), hard, summary)
+        return summary.ran
+
+    return _timed(label, run)
 
 
 def memory_handle() -> StorageHandle:
@@ -188,10 +221,22 @@ def storage_runs(spec: StudySpec, args: argparse.Namespace, folder: Path) -> lis
         memory.append(timed_run("(a) in memory", spec, memory_handle(), trials, seed))
         default.append(timed_run("(b) default: batching journal", spec, open_default(
             folder / f"default{i}" / "study.journal", shared=False), trials, seed))
-    plain = timed_run("(c) plain JournalFileBackend", spec,
-                      open_url(f"journal:{folder / 'plain' / 'study.journal'}"),
-                      args.plain_trials or trials, seed)
-    return [_fastest(memory), _fastest(default), _fastest([plain])]
+    (folder / "plain").mkdir()
+    path = str(folder / "plain" / "study.journal")
+    plain = optunas_own_run("(c) Optuna's own JournalStorage", spec,
+                            optuna.storages.JournalStorage(
+                                optuna.storages.journal.JournalFileBackend(path)),
+                            args.plain_trials or trials, seed)
+    plain.journal_lines = sum(1 for _ in open(path, "rb"))
+    results = [_fastest(memory), _fastest(default), plain]
+    if args.postgres:
+        with fresh_database(args.postgres, "speed") as url:
+            results.append(timed_run("(d) archscout on PostgreSQL", spec, open_url(url),
+                                     trials, seed))
+        with fresh_database(args.postgres, "speed") as url:
+            results.append(optunas_own_run("(e) Optuna's own RDBStorage", spec, url,
+                                           args.plain_trials or trials, seed))
+    return results
 
 
 def print_storage_table(results: list[Result]) -> None:
@@ -208,9 +253,13 @@ def print_storage_table(results: list[Result]) -> None:
     for r in results:
         print(f"{r.label:<32} {r.optuna_share:>14.1%} "
               + " ".join(f"{r.share(b):>11.1%}" for b in TIMED))
-    a, b, c = results
+    a, b, c = results[:3]
     print(f"\ngoal 1: the default storage costs {1 - b.rate / a.rate:.1%} of the in-memory rate "
-          f"(goal ≤ 25%); batching runs {b.rate / c.rate:.1f}× the plain journal's rate")
+          f"(goal ≤ 25%); it runs {b.rate / c.rate:.1f}× the rate of Optuna's own journal")
+    if len(results) == 5:
+        d, e = results[3:]
+        print(f"PostgreSQL: archscout {d.rate:.1f} trials/s, {d.rate / e.rate:.1f}× Optuna's own "
+              f"RDBStorage used directly ({e.rate:.1f})")
     gpu_model = b.share("serving") + b.share("params")
     print(f"goal 2: the GPU cost model (serving scores + parameter counts) is {gpu_model:.1%} of a "
           f"trial with the default storage ({b.bucket_s['serving'] / b.trials * 1e3:.3f} ms/trial "
@@ -223,7 +272,7 @@ def print_storage_table(results: list[Result]) -> None:
 # ---- several processes on one shared journal (`archscout search --workers N`) -------------------
 
 def _worker(spec: StudySpec, path: str, trials: int, seed: int, out) -> None:
-    handle = open_default(Path(path), shared=True)
+    handle = open_default(Path(path), worker=True)
     start = time.perf_counter()  # CLOCK_MONOTONIC on Linux: comparable between processes
     summary = run_study(spec, handle, trials, seed, show_progress=False)
     handle.close()
@@ -256,28 +305,82 @@ def print_worker_table(results: list[Result]) -> None:
               f"{r.rate / base:>7.2f}×")
 
 
-def deployment_mode_runs(spec: StudySpec, trials: int, seed: int) -> list[tuple[str, Result]]:
-    """The same study with swept and with sampled deployments, in memory, one after the other."""
+@dataclass
+class ModeRun:
+    """One `--deployments` run: trials/s of the whole loop, and what its scored trials stand
+    for (`answered`)."""
+
+    mode: str  # "sweep" or "sampled"
+    trials: int
+    wall_s: float
+    cpu_s: float  # this process's CPU time meanwhile (a shared machine inflates it less)
+    cost_model_s: float  # inside evaluate_batch
+    deployments: int  # deployments the scored trials stand for (sweep: all each runs on)
+    points: int  # operating points of those: × concurrencies that fit memory
+
+
+def deployment_mode_runs(spec: StudySpec, trials: int, seed: int) -> list[ModeRun]:
+    """The same study with swept and with sampled deployments, in memory, one after the other
+    (runs with whichever tree is on the path: a `--baseline` child runs it too)."""
     runs = []
     for mode in ("sweep", "sampled"):
         moded = spec.model_copy(update={"deployments": mode})
         timed_run("warm-up", moded, memory_handle(), moded.batch_size, seed)
-        runs.append((mode, timed_run(f"deployments {mode}", moded, memory_handle(), trials,
-                                     seed)))
+        handle, cpu_start = memory_handle(), time.process_time()
+        r = timed_run(f"deployments {mode}", moded, handle, trials, seed)
+        cpu_s = time.process_time() - cpu_start
+        runs.append(ModeRun(mode, r.trials, r.wall_s, cpu_s, r.bucket_s["cost model"],
+                            *answered(moded, handle)))
     return runs
 
 
-def print_deployment_modes(spec: StudySpec, runs: list[tuple[str, Result]]) -> None:
+def answered(spec: StudySpec, handle: StorageHandle) -> tuple[int, int]:
+    """(deployments, operating points) the run's scored trials stand for, counted alike in every
+    tree (after the timed run): each scored architecture under every deployment of the space
+    its engine runs (sweep; a deployment breaking a static hard constraint counts too, whether
+    the scorer skipped it or not), or the trial's own deployment (sampled), and each of those
+    at every concurrency of the sweep 1, 2, 4, … that fits memory."""
+    from search.study.evaluation import score_valid, trial_candidate
+    from search.study.space import sweeps_deployments, swept_candidates
+
+    study = optuna.load_study(study_name=spec.name, storage=handle.storage)
+    scored = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    cands = [trial_candidate(spec, t.params, t.user_attrs) for t in scored]
+    sweep = sweeps_deployments(spec)
+    flat = [d for c in cands for d in ((swept_candidates(spec, c) or [c]) if sweep else [c])]
+    points = sum(int(score_valid(spec, flat[i:i + 512]).points.fits_memory.sum())
+                 for i in range(0, len(flat), 512))
+    return len(flat), points
+
+
+def baseline_deployment_runs(args: argparse.Namespace) -> list[ModeRun]:
+    """`deployment_mode_runs` with the code of the checkout `args.baseline` (a subprocess)."""
+    import json
+
+    command = [sys.executable, __file__, "--study", str(args.study.resolve()), "--trials",
+               str(args.trials), "--seed", str(args.seed), "--deployments-child"]
+    env = {**os.environ, "PYTHONPATH": str(args.baseline.resolve()),
+           "PYTHONDONTWRITEBYTECODE": "1"}
+    out = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
+    return [ModeRun(**row) for row in json.loads(out.stdout.splitlines()[-1])]
+
+
+def print_deployment_modes(spec: StudySpec, rows: list[tuple[str, list[ModeRun]]]) -> None:
     from search.study.space import deployment_combinations
 
     combos = deployment_combinations(spec.space)
-    print(f"\n{'deployments':<12} {'trials':>6} {'wall s':>7} {'archs/s':>8} {'deps/s':>8} "
-          f"{'cost model':>10} {'ms/trial':>8}  ({combos} deployment combinations in the space)")
-    for mode, r in runs:
-        per_trial = combos if mode == "sweep" else 1
-        print(f"{mode:<12} {r.trials:>6} {r.wall_s:>7.2f} {r.rate:>8.1f} "
-              f"{r.rate * per_trial:>8.1f} {r.share('cost model'):>10.1%} "
-              f"{r.wall_s / r.trials * 1e3:>8.2f}")
+    print(f"\ndeployments swept per architecture vs sampled ({spec.name}: {combos} deployment "
+          "combinations in the space; in memory; archs/s = scored trials/s of the whole loop, "
+          "deps/s and points/s = what they stand for, `answered`; per second of wall clock, in "
+          "parentheses per second of this process's CPU time)")
+    print(f"{'code':<28} {'mode':<8} {'trials':>6} {'wall s':>7} {'archs/s':>14} "
+          f"{'deps/s':>16} {'points/s':>20} {'cost model':>10}")
+    for code, runs in rows:
+        for r in runs:
+            rates = [f"{n / r.wall_s:.1f} ({n / r.cpu_s:.1f})"
+                     for n in (r.trials, r.deployments, r.points)]
+            print(f"{code:<28} {r.mode:<8} {r.trials:>6} {r.wall_s:>7.2f} {rates[0]:>14} "
+                  f"{rates[1]:>16} {rates[2]:>20} {r.cost_model_s / r.wall_s:>10.1%}")
 
 
 # ---- the sweep's scorer alone (`--scorer`, issue 25) ---------------------------------------------
@@ -398,13 +501,17 @@ class Checkpoint:
 
 
 def _batch_timer(times: list[tuple[int, float]]) -> Callable:
-    """A wrapper of `runner._one_batch` recording (trials in the batch, seconds)."""
-    inner = search.study.runner._one_batch
+    """A wrapper of `LocalRun.persist` recording (trials in the batch, seconds since the last
+    batch was written: ask, evaluate, tell and the write)."""
+    inner = search.study.runner.LocalRun.persist
+    last = [time.perf_counter()]
 
-    def timed(space, spec, size, *args, **kwargs):
-        start = time.perf_counter()
-        inner(space, spec, size, *args, **kwargs)
-        times.append((size, time.perf_counter() - start))
+    def timed(run, batch, target):
+        done = inner(run, batch, target)
+        now = time.perf_counter()
+        times.append((len(batch), now - last[0]))
+        last[0] = now
+        return done
     timed.inner = inner
     return timed
 
@@ -492,7 +599,7 @@ def scale_run(source: Path, trials: int, seed: int, folder: Path) -> None:
     spec = load_spec(study_file)
     journal = folder / "out" / spec.name / "study.journal"
     times: list[tuple[int, float]] = []
-    search.study.runner._one_batch = _batch_timer(times)
+    search.study.runner.LocalRun.persist = _batch_timer(times)
     checkpoints = []
     try:
         for target in (*[c for c in SCALE_CHECKPOINTS if c < trials], trials):
@@ -502,7 +609,7 @@ def scale_run(source: Path, trials: int, seed: int, folder: Path) -> None:
             print(f"  {target:,} trials: {os.path.getsize(journal) / 1e6:.1f} MB journal",
                   flush=True)
     finally:
-        search.study.runner._one_batch = search.study.runner._one_batch.inner
+        search.study.runner.LocalRun.persist = search.study.runner.LocalRun.persist.inner
     first, last = _window_rate(times, True), _window_rate(times, False)
     print(f"\nrate: first {RATE_WINDOW_TRIALS:,} trials {first:.1f} trials/s, last "
           f"{RATE_WINDOW_TRIALS:,} of {trials:,} {last:.1f} trials/s: {last / first:.0%} "
@@ -526,7 +633,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=3,
                         help="runs of (a) and (b), interleaved; the fastest of each is kept")
     parser.add_argument("--plain-trials", type=int, default=None,
-                        help="trials for (c), the plain journal (default: --trials)")
+                        help="trials for (c) and (e), Optuna's own storages (default: --trials)")
+    parser.add_argument("--postgres", default=None, metavar="URL",
+                        help="also (d) and (e) on new databases of this PostgreSQL server")
     parser.add_argument("--workers", type=int, default=0,
                         help="also compare N processes on one shared journal with 1 (0: skip)")
     parser.add_argument("--worker-trials", type=int, default=500,
@@ -537,8 +646,12 @@ def parse_args() -> argparse.Namespace:
                         help="only the sweep's scorer on N architectures inside the budget "
                              "(issue 25): architectures, deployments and points per second")
     parser.add_argument("--baseline", type=Path, default=None, metavar="DIR",
-                        help="with --scorer: also the scorer of the checkout DIR, same run")
+                        help="with --scorer or --deployments: also the code of the checkout "
+                             "DIR (e.g. `git archive integ | tar -x -C DIR`), same run")
+    parser.add_argument("--no-storages", action="store_true",
+                        help="skip the storage comparison (a)-(c) (e.g. with --deployments)")
     parser.add_argument("--scorer-child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--deployments-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--scale", action="store_true",
                         help="only the study-size run: rate of the first vs last 2,000 trials, "
                              "resume/pareto/show at 1,000, 5,000 and --trials trials")
@@ -554,6 +667,13 @@ def main() -> None:
     args = parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     spec = load_spec(args.study)
+    if args.deployments_child:  # a --baseline tree running the `--deployments` comparison
+        import json
+        from dataclasses import asdict
+
+        runs = deployment_mode_runs(spec, args.trials, args.seed)
+        print(json.dumps([asdict(r) for r in runs]))
+        return
     if args.scorer_child:  # a --baseline tree measuring the same architectures
         import json
 
@@ -583,9 +703,13 @@ def main() -> None:
               f"{spec.batch_size}, {args.trials} trials per run ({plain} for (c)), fastest of "
               f"{args.repeats} for (a) and (b); journals in {folder}")
         print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs)\n")
-        print_storage_table(storage_runs(spec, args, folder))
+        if not args.no_storages:
+            print_storage_table(storage_runs(spec, args, folder))
         if args.deployments:
-            print_deployment_modes(spec, deployment_mode_runs(spec, args.trials, args.seed))
+            rows = [("this tree", deployment_mode_runs(spec, args.trials, args.seed))]
+            if args.baseline is not None:
+                rows.append((f"baseline {args.baseline}", baseline_deployment_runs(args)))
+            print_deployment_modes(spec, rows)
         if args.workers > 1:
             runs = [worker_run(spec, folder / f"workers{n}" / "study.journal", n,
                                args.worker_trials, args.seed) for n in (1, args.workers)]

@@ -1,13 +1,13 @@
-"""Refit the accuracy proxy's free coefficients on the declared calibration set and report the
-fit error and the validation figures by family (issue 11 item 2).
+"""Fit the accuracy proxy by source on the declared calibration set and report the fit, each
+coefficient's value with every source left out in turn, and the left-out figures (issue 28 item 3).
 
-1. Reads `objectives/data/accuracy_calibration.csv` and fits (`objectives.accuracy_fit`): prints
-   each coefficient (fitted or policy, shipped value, refit value) and, per family, the rms and max
-   |ln(proxy/published)| over its calibration rows.
-2. With the refit coefficients in force, checks `tests/data/accuracy/validation.csv` (rows not
-   fitted on; `validate_accuracy.py`): sign agreement and within-2x rates by family.
-`--write` rewrites `objectives/data/accuracy_coefficients.toml` from the fit (then rerun to see
-the validation figures under the new file).
+1. Reads `objectives/data/accuracy_calibration.csv` and fits (`objectives.accuracy_fit`): every
+   coefficient on all sources (in sample) and once per source left out; prints each coefficient
+   (method, prior, shipped, refit, its range over the folds), and per family the rms
+   |ln(proxy/published)| left out (headline) and in sample.
+2. Scores every calibration and comparison row (`tests/data/accuracy/comparisons.csv`) left out
+   and in sample (`validate_accuracy.py`): sign agreement, within 2× and band coverage by family.
+`--write` rewrites `objectives/data/accuracy_coefficients.toml` from the fit.
 
 Usage: python tests/benchmarks/fit_accuracy.py [--write] [--json]
 """
@@ -25,39 +25,41 @@ sys.path.insert(0, str(ROOT))
 from objectives import accuracy_coefficients as coef
 from objectives.accuracy_fit import coefficients_toml, fit_coefficients, read_rows
 from search.atomic import write_text_atomic
-from tests.benchmarks.validate_accuracy import validate
+from tests.benchmarks.validate_accuracy import CALIBRATION, print_summary, score
 
-CALIBRATION = ROOT / "objectives" / "data" / "accuracy_calibration.csv"
 SET_NAME = "objectives/data/accuracy_calibration.csv"
 COEFFICIENTS = ROOT / "objectives" / "data" / "accuracy_coefficients.toml"
 
 
 def report(fit) -> dict:
-    coefficients = {
-        name: {"family": rec.family, "fitted": rec.fitted, "shipped": rec.value,
-               "refit": getattr(fit.coefficients, name)}
-        for name, rec in coef.SHIPPED_RECORDS.items()
-    }  # fmt: skip
+    coefficients = {}
+    for name, rec in coef.SHIPPED_RECORDS.items():
+        folds = [getattr(f, name) for f in fit.folds.values()]
+        coefficients[name] = {"family": rec.family, "method": rec.method, "prior": rec.prior,
+                              "shipped": rec.value, "refit": getattr(fit.coefficients, name),
+                              "left_out_range": [min(folds), max(folds)]}  # fmt: skip
     families = {f: {"coefficients": list(ff.coefficients), "rows": len(ff.rows),
+                    "left_out_rms_log_error": ff.left_out_rms_log_error,
                     "rms_log_error": ff.rms_log_error, "max_abs_log_error": ff.max_abs_log_error}
                 for f, ff in fit.families.items()}  # fmt: skip
-    return {"calibration_rows": fit.rows, "coefficients": coefficients, "families": families}
+    return {"calibration_rows": fit.rows, "sources": sorted(fit.folds),
+            "coefficients": coefficients, "families": families}  # fmt: skip
 
 
-def _print(doc: dict, summary: dict) -> None:
-    print(f"calibration set {SET_NAME}: {doc['calibration_rows']} rows")
-    print(f"{'coefficient':24s} {'family':12s} {'kind':7s} {'shipped':>10s} {'refit':>10s}")
+def _print(doc: dict) -> None:
+    print(f"calibration set {SET_NAME}: {doc['calibration_rows']} rows, "
+          f"{len(doc['sources'])} sources ({', '.join(doc['sources'])})")
+    print(f"{'coefficient':22s} {'family':12s} {'method':18s} {'prior':>8s} {'shipped':>9s} "
+          f"{'refit':>9s}  left-out folds")
     for name, c in doc["coefficients"].items():
-        kind = "fitted" if c["fitted"] else "policy"
-        print(f"{name:24s} {c['family']:12s} {kind:7s} {c['shipped']:10.6g} {c['refit']:10.6g}")
-    print("\nfit error on the calibration rows, |ln(proxy/published)|:")
+        low, high = c["left_out_range"]
+        folds = f"[{low:.4g}, {high:.4g}]" if c["method"] == "least_squares" else "-"
+        print(f"{name:22s} {c['family']:12s} {c['method']:18s} {c['prior']:8.4g} "
+              f"{c['shipped']:9.4g} {c['refit']:9.4g}  {folds}")
+    print("\nrms |ln(proxy/published)| per family, left out (in sample):")
     for family, f in doc["families"].items():
-        print(f"  {family:12s} rows {f['rows']:2d}  rms {f['rms_log_error']:.2%}  "
-              f"max {f['max_abs_log_error']:.2%}  fits {', '.join(f['coefficients']) or '-'}")
-    print("\nvalidation (validation.csv, not fitted on), shipped coefficients:")
-    for key, s in summary.items():
-        sized = f"{s['within_2x']}/{s['sized_rows']}" if s["sized_rows"] else "-"
-        print(f"  {key:26s} sign {s['sign_agree']}/{s['rows']}  within 2x {sized}")
+        print(f"  {family:12s} rows {f['rows']:2d}  {f['left_out_rms_log_error']:.2%} "
+              f"({f['rms_log_error']:.2%})  fits {', '.join(f['coefficients']) or '-'}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,9 +71,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.write:
         write_text_atomic(COEFFICIENTS, coefficients_toml(fit, coef.SHIPPED_RECORDS, SET_NAME))
     doc = report(fit)
-    _, summary = validate()
+    _, summary = score(fit)
     doc["validation"] = summary
-    print(json.dumps(doc, indent=1)) if args.json else _print(doc, summary)
+    if args.json:
+        print(json.dumps(doc, indent=1))
+    else:
+        _print(doc)
+        print()
+        print_summary(summary)
     return 0
 
 

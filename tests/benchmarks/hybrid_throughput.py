@@ -19,6 +19,9 @@ Published figures:
   Mamba-Transformer Models", arXiv 2504.03624, Figure 1 and §1). FP8 on 8x H100 here.
 - Nemotron-3-Nano-30B-A3B vs Qwen3-30B-A3B: 3.3x higher throughput on one H200 at 8k input /
   16k output (NVIDIA, "Nemotron 3 Nano" technical report, arXiv 2512.20848, Figure 1). FP8 both.
+Each pair prints which published setting it mirrors (`Pair.mirrors`) and what the publication
+leaves open. Dense DP groups are replicas and MoE ones step in lockstep
+(cost_model/serving_steps.py); no attention-DP balancer is assumed.
 """
 
 from __future__ import annotations
@@ -51,15 +54,24 @@ class Pair:
     precision: str
     published_ratio: float
     source: str
+    mirrors: str  # the published setting the pair reproduces, and what it leaves open
 
 
 PAIRS = (
     Pair("Qwen3-Next-80B-A3B-Instruct", "Qwen3-32B", "h200", 32768, 1024, 8, "bf16", 10.0,
-         "Qwen3-Next blog (qwen.ai, 2025): >10x beyond 32k context"),
+         "Qwen3-Next blog (qwen.ai, 2025): >10x beyond 32k context",
+         "the blog's throughput at >= 32k of context, neither GPU, engine nor parallelism "
+         "stated; here one 8x H200 node in the checkpoints' BF16, aggregated serving, each "
+         "model's best TP x DP (attention DP with EP = TP for the MoE) and concurrency"),
     Pair("Nemotron-H-56B-Base-8K", "Llama-3.1-70B", "h100-sxm", 65536, 1024, 8, "fp8", 3.0,
-         "Nemotron-H, arXiv 2504.03624 Fig. 1: up to 3x at 65,536/1,024 on H100"),
+         "Nemotron-H, arXiv 2504.03624 Fig. 1: up to 3x at 65,536/1,024 on H100",
+         "the paper's tokens/s/GPU at 65,536 in / 1,024 out on H100 (FP8, the 56B's training "
+         "format; engine and parallelism not stated): one 8x H100 node, each model's best "
+         "TP x DP (dense DP = replicas) and concurrency"),
     Pair("NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "Qwen3-30B-A3B", "h200", 8192, 16384, 1, "fp8",
-         3.3, "Nemotron 3 Nano, arXiv 2512.20848 Fig. 1: 3.3x on one H200 at 8k/16k"),
+         3.3, "Nemotron 3 Nano, arXiv 2512.20848 Fig. 1: 3.3x on one H200 at 8k/16k",
+         "the report's single-H200 throughput at 8k in / 16k out: one H200, FP8 both, each at "
+         "its best concurrency up to its memory limit (the report's batch is not stated)"),
 )
 
 
@@ -125,6 +137,7 @@ def main() -> int:
               f"gives {same_c:.1f} tok/s/GPU: {same_c / y_b:.2f}x (the rest of the predicted "
               "ratio is the hybrid's higher memory limit on concurrency)")
         print(f"    source: {pair.source}")
+        print(f"    mirrors: {pair.mirrors}")
     return 0
 
 

@@ -3,6 +3,7 @@ its own message, and stays silent on one built to satisfy it; every engine runs 
 deployment of a dense and an MoE model."""
 
 import itertools
+import json
 
 import pytest
 
@@ -10,6 +11,7 @@ from constraints.engines import ENGINE_FORMATS, ENGINE_NAMES, engine_violations,
 from cost_model.architecture import Architecture
 from cost_model.deployment import Deployment
 from cost_model.precision import PRECISIONS
+from tests.data_paths import TEST_DATA
 
 DENSE = Architecture(name="dense", vocab_size=32000, hidden_size=4096, num_layers=32,
                      num_attention_heads=32, num_kv_heads=8, head_dim=128,
@@ -78,8 +80,8 @@ def test_sglang_refuses_helix():
 
 
 @pytest.mark.parametrize("engine, field, fields, runs", [
-    ("vllm", "kv_precision", {"kv_precision": "nvfp4"}, False),
-    ("sglang", "kv_precision", {"kv_precision": "nvfp4"}, True),  # fp4_e2m1
+    ("vllm", "kv_precision", {"kv_precision": "nvfp4"}, True),  # vLLM 0.33 CacheDType nvfp4
+    ("sglang", "kv_precision", {"kv_precision": "nvfp4"}, True),  # SGLang 0.5.23 nvfp4
     ("trtllm", "kv_precision", {"kv_precision": "nvfp4"}, True),  # KV_CACHE_QUANT_ALGO NVFP4
     ("vllm", "precision", {"precision": "mxfp4", "kv_precision": "bf16"}, False),
     ("trtllm", "precision", {"precision": "mxfp4", "kv_precision": "bf16"}, False),
@@ -133,3 +135,39 @@ def test_a_rule_never_depends_on_fields_it_does_not_name(engine):
         base = _broken(engine, MOE, tp=tp, dp=dp, ep=ep)
         for extra in ({"pp": 4}, {"serving": "disaggregated"}, {"spec_tokens": 2}):
             assert _broken(engine, MOE, tp=tp, dp=dp, ep=ep, **extra) == base
+
+
+# ---- the format tables against the engines' own argument tables ---------------------------------
+
+# each KV format's `--kv-cache-dtype` values and each linear format's `--quantization` methods
+# (a BF16/FP16 model's `auto`; block FP8 is read by the "fp8" method from the checkpoint;
+# weight-only formats by GPTQ/AWQ-Marlin)
+KV_DTYPES = {"bf16": {"auto", "bfloat16", "bf16"}, "fp16": {"auto", "float16"},
+             "fp8": {"fp8", "fp8_e4m3"}, "nvfp4": {"nvfp4"}, "mxfp4": {"mxfp4"},
+             "fp8_block": set(), "w4a16": set(), "w8a16": set(), "fp32": set()}
+LINEAR_METHODS = {"bf16": None, "fp16": None, "fp8": {"fp8"}, "fp8_block": {"fp8"},
+                  "nvfp4": {"modelopt_fp4"}, "mxfp4": {"mxfp4"},
+                  "w4a16": {"gptq_marlin", "awq_marlin"}, "w8a16": {"gptq_marlin"}}
+
+
+def _choices(engine: str, flag: str) -> set:
+    table = json.loads((TEST_DATA / "engine_args" / f"{engine}.json").read_text())
+    return set(table["flags"][flag]["choices"])
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_kv_formats_are_exactly_those_the_engine_names(engine):
+    """vLLM 0.33.0 and SGLang 0.5.23 (their parsers' `--kv-cache-dtype` choices): a KV format is
+    allowed exactly when the engine has a value for it (vLLM 0.33 added nvfp4)."""
+    choices = _choices(engine, "--kv-cache-dtype")
+    for name in PRECISIONS:
+        named = bool(KV_DTYPES.get(name, set()) & choices)
+        assert (name in ENGINE_FORMATS[engine].kv_cache) == named, (engine, name)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_every_quantized_linear_format_has_a_method_of_the_engine(engine):
+    choices = _choices(engine, "--quantization")
+    for name in ENGINE_FORMATS[engine].linear | ENGINE_FORMATS[engine].experts:
+        methods = LINEAR_METHODS[name]
+        assert methods is None or methods & choices, (engine, name)

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from cost_model.benchmark_ttft import (
     BenchmarkTerms, adp_round_wait_s, benchmark_ttft_s, prompt_queue_s, recv_poll_wait_s,
-    shipped_terms,
+    shipped_terms, slot_wait_s,
 )
 from cost_model.deployment import ENGINES, Deployment, Workload, make_workload
 from cost_model.errors import ConfigError
@@ -86,7 +86,7 @@ def test_benchmark_ttft_never_below_the_steady_state(load_model, engine, c, dp, 
     """Every client term is a wait, never a saving: benchmark TTFT ≥ steady-state TTFT, for any
     engine, polling interval and balancer timeout; polling only adds time (the steps are the
     same). The balancer also changes the steps (the groups prefill together,
-    `step.chunk_step_frac`), so it is checked against its own steady state."""
+    `step_load.PromptSchedule`), so it is checked against its own steady state."""
     llama = load_model("Llama-3.1-8B")
     hw = get_hardware("h200")
     base = dict(isl_tokens=1024, osl_tokens=256, engine=engine)
@@ -99,3 +99,55 @@ def test_benchmark_ttft_never_below_the_steady_state(load_model, engine, c, dp, 
     assert slow.ttft_s[0, 0] == plain.ttft_s[0, 0]
     assert balanced.benchmark_ttft_s[0, 0] >= balanced.ttft_s[0, 0]
     assert balanced.round_wait_s[0, 0] >= 0.0
+
+
+def test_mean_and_median_terms_by_hand():
+    """Median: t_request 50 ms, share q̃ 0.02; mean: 80 ms and q̄ 0.4. T_steady 100 ms,
+    (C_g − 1)·S_prompt 1 s: median 50 + 100 + 0.02·1000 = 170 ms, mean 80 + 100 + 400 = 580 ms.
+    Without mean terms the mean is the median; a mean share below the median's is raised to it
+    (the waves' waits pull the mean up, never down)."""
+    terms = BenchmarkTerms(request_overhead_s=0.05, queue_share_frac=0.02,
+                           mean_request_overhead_s=0.08, mean_queue_share_frac=0.4)
+    assert benchmark_ttft_s(0.1, 1.0, terms, statistic="median") == pytest.approx(0.17)
+    assert benchmark_ttft_s(0.1, 1.0, terms, statistic="mean") == pytest.approx(0.58)
+    plain = BenchmarkTerms(request_overhead_s=0.05, queue_share_frac=0.02)
+    assert benchmark_ttft_s(0.1, 1.0, plain, statistic="mean") == pytest.approx(0.17)
+    low = BenchmarkTerms(request_overhead_s=0.05, queue_share_frac=0.02, mean_queue_share_frac=0.0)
+    assert benchmark_ttft_s(0.1, 1.0, low, statistic="mean") == pytest.approx(0.17)
+
+
+def test_slot_wait_by_hand():
+    """C = 300 requests against an engine that holds L = 200 and completes 50 requests/s: the
+    100 beyond wait 100/50 = 2 s; at C ≤ L none."""
+    assert slot_wait_s(np.array([300.0, 200.0, 150.0]), np.array([200.0, 200.0, 150.0]),
+                       50.0) == pytest.approx([2.0, 0.0, 0.0])
+
+
+def test_requests_past_the_engines_cap_queue_for_a_slot(load_model):
+    """Llama-3.1-8B on one H200 with a batch cap of 32 sequences: at c = 64 the engine keeps 32
+    in flight (TPOT and tokens/s/GPU those of c = 32) and the other 32 wait (64 − 32)/R, R the
+    requests per second 32 in flight complete (c/lifetime), in the mean and the median alike
+    (the prompts a request then finds in flight are those of 32, as at c = 32)."""
+    llama = load_model("Llama-3.1-8B")
+    hw, work = get_hardware("h200"), Workload(isl_tokens=1024, osl_tokens=256,
+                                              max_batch_sequences=32)
+    p = evaluate_points([llama], [Deployment()], hw, work, np.array([32.0, 64.0]))
+    assert p.tpot_s[0, 1] == p.tpot_s[0, 0]
+    assert p.tokens_per_s_per_gpu[0, 1] == p.tokens_per_s_per_gpu[0, 0]
+    lifetime = max(p.ttft_s[0, 0] + 255 * p.tpot_s[0, 0], 256 * p.tpot_s[0, 0])
+    wait = 32 / (32 / lifetime)
+    assert p.slot_wait_s[0, 1] == pytest.approx(wait, rel=1e-9)
+    for field in ("benchmark_ttft_s", "benchmark_ttft_median_s"):
+        got = getattr(p, field)[0]
+        assert got[1] - got[0] == pytest.approx(wait, rel=1e-9)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from([None, *ENGINES]), st.integers(1, 512), st.sampled_from([1, 2, 4]))
+def test_the_mean_request_never_waits_less_than_the_median(load_model, engine, c, dp):
+    """The wave's requests wait, the others do not: mean ≥ median, for every engine's terms."""
+    llama = load_model("Llama-3.1-8B")
+    p = evaluate_points([llama], [Deployment(dp=dp)], get_hardware("h200"),
+                        Workload(isl_tokens=4096, osl_tokens=256, engine=engine),
+                        np.array([float(c)]))
+    assert p.benchmark_ttft_s[0, 0] >= p.benchmark_ttft_median_s[0, 0] - 1e-12

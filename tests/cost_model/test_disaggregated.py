@@ -90,7 +90,7 @@ def test_published_disaggregated_vs_aggregated_pair():
     95.33 = 0.958; c = 64 (576 in all) 235.83 / 228.08 = 1.034. The model's ratios (0.93, 0.95)
     agree within 10%: at 1k/1k on H200 separate pools buy little, as measured."""
     arch = model("DeepSeek-V3")
-    workload = Workload(isl_tokens=1024, osl_tokens=1024)
+    workload = Workload(isl_tokens=1024, osl_tokens=1024, engine="trtllm")  # the rows' engine
     agg = evaluate_points([arch], [DEEPSEEK], H200, workload, np.array([16.0, 64.0]))
     prefill = Deployment(tp=1, dp=8, ep=8, precision="fp8_block")
     dis = evaluate_disaggregated([arch], [prefill], [DEEPSEEK], H200, workload,

@@ -9,11 +9,14 @@ from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.deployment import Deployment, Workload
 from cost_model.evaluate import evaluate_points
 from cost_model.hardware import get_hardware
+from cost_model.hf_config import load_architecture
 from cost_model.host import request_step_s
 from cost_model.layers import GemmList, lm_head_gemm
 from cost_model.memory import max_concurrency, weight_bytes_per_gpu, workspace_bytes_per_gpu
-from cost_model.step import _other_s
+from cost_model.step import StageLayers, _elementwise_values, _other_kernels, _other_s
 from cost_model.step_load import StepLoad
+
+from tests.data_paths import HF_CONFIGS
 
 H200 = get_hardware("h200")
 
@@ -69,17 +72,43 @@ def test_max_concurrency_llama_8b_by_hand(load_model):
 
 
 def test_other_time_by_hand(load_model):
-    """Non-GEMM time of 64 tokens of Llama-3.1-8B at TP 1: per layer 12·H + 3·H′ = 12·4096 +
-    3·14336 = 92,160 BF16 values per token read or written, 64·92160·2 bytes at the HBM rate ×
-    the BF16 bandwidth ceiling, plus 4 kernel launches; per step 8 launches (÷ PP) and the
-    scheduler's host time for the 64 decoding sequences, 64 · h_x86 (H200 hosts are x86)."""
+    """Non-GEMM time of 64 tokens of Llama-3.1-8B at TP 1: per layer two sub-blocks (attention,
+    FFN) of 5·H (norm read + write, residual add two reads + one write), RoPE 2·H and the
+    SwiGLU's (2 + 1)·H′: 10·4096 + 2·4096 + 3·14336 = 92,160 BF16 values per token read or
+    written, 64·92160·2 bytes at the HBM rate × the BF16 bandwidth ceiling, plus 2 + 1 + 1 = 4
+    kernel launches; per step 8 launches (÷ PP) and the scheduler's host time for the 64
+    decoding sequences, 64 · h_x86 (H200 hosts are x86)."""
     a, d = _arrays(load_model("Llama-3.1-8B"), Deployment())
     env = Env.create(H200, "fp8", "fp8")
     launch = H200.kernel_launch_s
     rate = H200.hbm_bytes_per_s * env.eff.for_rate("bf16").bandwidth_ceiling_frac
     expected = 32 * (64 * 92_160 * 2 / rate + 4 * launch) + 8 * launch + 64 * request_step_s("x86")
-    got = _other_s(a, d, env, StepLoad.single_group(64.0), 32.0, 32.0)
+    got = _other_s(a, d, env, StepLoad.single_group(64.0), StageLayers.of(a, d))
     assert float(np.asarray(got).reshape(-1)[0]) == pytest.approx(expected, rel=1e-9)
+
+
+def test_single_mixer_layers_pay_one_sub_block_each():
+    """Nemotron-H-56B (H 8,192, 118 layers: 54 Mamba-2, 10 attention, 54 squared-ReLU FFNs of
+    32,768, each its own pre-norm and residual) at TP 1, as the engines run it: 118 sub-blocks of
+    5·H, RoPE 2·H on the 10 attention layers, the ungated activation's (1 + 1)·H′ on the 54
+    FFNs: 118·5·8192 + 10·2·8192 + 54·2·32768 = 4,833,280 + 163,840 + 3,538,944 = 8,536,064
+    values per token (a transformer layer's 12·H + 3·H′ on each of the 118 would be
+    23,199,744); launches 118 norms + 10 RoPE + 54 activations = 182 (not 4 · 118 = 472)."""
+    a, d = _arrays(load_architecture(HF_CONFIGS / "Nemotron-H-56B-Base-8K.json"), Deployment())
+    stage = StageLayers.of(a, d)
+    assert float(_elementwise_values(a, d, stage)[0, 0]) == 8_536_064
+    assert float(_other_kernels(a, stage)[0, 0]) == 182
+
+
+def test_shared_experts_pay_their_activation_not_the_routed_ones(load_model):
+    """DeepSeek-V3 (H 7,168, 61 layers: 3 dense FFNs of 18,432, 58 MoE layers with a 2,048-wide
+    shared expert; SwiGLU) at TP 1: 122 sub-blocks · 5·H + 61 RoPE · 2·H + 3·(3·18432 +
+    58·2048) = 4,372,480 + 874,496 + 522,240 = 5,769,216 values per token; launches 122 + 61
+    + (3 + 58) = 244 (the routed experts' activation is the fused MoE's, `moe_overhead_s`)."""
+    a, d = _arrays(load_model("DeepSeek-V3"), Deployment())
+    stage = StageLayers.of(a, d)
+    assert float(_elementwise_values(a, d, stage)[0, 0]) == 5_769_216
+    assert float(_other_kernels(a, stage)[0, 0]) == 244
 
 
 def test_lm_head_runs_on_decode_tokens_and_one_per_prompt(load_model):
@@ -111,7 +140,7 @@ def test_step_overhead_is_shared_by_pipeline_stages(load_model):
     rate = H200.hbm_bytes_per_s * env.eff.for_rate("bf16").bandwidth_ceiling_frac
     expected = 16 * (64 * 92_160 * 2 / rate + 4 * launch) + 8 * launch / 2 \
         + 64 * request_step_s("x86")
-    got = _other_s(a, d, env, StepLoad.single_group(64.0), 16.0, 16.0)
+    got = _other_s(a, d, env, StepLoad.single_group(64.0), StageLayers.of(a, d))
     assert float(np.asarray(got).reshape(-1)[0]) == pytest.approx(expected, rel=1e-9)
 
 

@@ -7,9 +7,19 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cost_model.errors import ConfigError
-from cost_model.hardware import catalog_names, get_hardware, spec_from_toml
+from cost_model.hardware import (
+    SCALAR_FIELDS,
+    LAYOUT,
+    PEAK_RULE,
+    TILE_MAX,
+    catalog_names,
+    get_hardware,
+    spec_from_toml,
+)
 from cost_model.precision import get_precision
 
 REQUIRED_NAMES = ("h100-sxm", "h200", "b200", "gb200", "b300", "gb300")
@@ -205,7 +215,8 @@ def _malformed(edit) -> dict:
                      id="kernel-missing-source"),
         pytest.param(lambda d: d.pop("gemm_kernels"), "`gemm_kernels`", id="missing-kernels"),
         pytest.param(lambda d: d["memory"]["hbm_tb_per_s"].update(value=-4.8),
-                     "`memory.hbm_tb_per_s` must be > 0; got -4.8",
+                     "`memory.hbm_tb_per_s` must be a number > 0 and <= 80 (10x the catalog's "
+                     "largest, GB200/GB300's 8 TB/s); got -4.8",
                      id="negative-bandwidth"),
     ],
 )
@@ -220,12 +231,14 @@ def test_malformed_spec_names_the_key(edit, named_key):
     [
         pytest.param(
             lambda d: d["compute"]["sm_count"].update(value=131.5),
-            "`compute.sm_count` must be a positive integer; got 131.5",
+            "`compute.sm_count` must be a whole number > 0 and <= 1880 (10x the catalog's "
+            "largest, RTX PRO 6000's 188 SMs); got 131.5",
             id="fractional-sms",
         ),
         pytest.param(
             lambda d: d["memory"]["hbm_tb_per_s"].update(value="fast"),
-            "`memory.hbm_tb_per_s` must be > 0; got 'fast'",
+            "`memory.hbm_tb_per_s` must be a number > 0 and <= 80 (10x the catalog's "
+            "largest, GB200/GB300's 8 TB/s); got 'fast'",
             id="not-a-number",
         ),
         pytest.param(
@@ -247,3 +260,102 @@ def test_capacity_is_binary_gib():
     """HBM 'GB' on datasheets are GiB: nvidia-smi on H200 reports 151,397,597,184 bytes
     (docs/gpu_specs.csv, aiconfigurator h200_sxm.yaml)."""
     assert get_hardware("h200").hbm_capacity_bytes == 151_397_597_184
+
+
+# ---- issue 29: one schema for hardware files --------------------------------------------------
+
+RULES = {key: rule for key, (_, _, rule) in SCALAR_FIELDS.items()}
+RULES.update({f"peak_dense_tflop_per_s.{rate}": PEAK_RULE for rate in LAYOUT[
+    "peak_dense_tflop_per_s"]})
+
+
+@ALL
+def test_every_catalog_number_is_within_its_rule(name):
+    """The bounds are generous: every shipped GPU sits well inside them (at most a tenth of
+    each upper bound, the latencies a hundredth)."""
+    doc = _catalog_doc(name)
+    for key, rule in RULES.items():
+        section, field = key.split(".")
+        if field in doc.get(section, {}):
+            value = doc[section][field]["value"]
+            assert rule.holds(value) and value <= rule.high / 10, (key, value)
+
+
+def _with(doc: dict, key: str, value) -> dict:
+    doc = dict(doc, **{key.split(".")[0]: dict(doc[key.split(".")[0]])})
+    section, field = key.split(".")
+    doc[section][field] = {"value": value, "source": "test"}
+    return doc
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(name=st.sampled_from(catalog_names()), key=st.sampled_from(sorted(RULES)),
+       value=st.one_of(st.floats(allow_nan=True, allow_infinity=True),
+                       st.integers(-(10**30), 10**30), st.booleans(), st.text(max_size=5)))
+def test_a_number_is_accepted_exactly_when_its_rule_holds(name, key, value):
+    """Property over every GPU and every numeric key: outside its rule (non-numbers, bools,
+    inf, nan, zero or negatives where a quantity must be positive, past its upper bound,
+    fractional counts) a file is refused naming the key and the rule; inside it loads."""
+    rule, doc = RULES[key], _with(_catalog_doc(name), key, value)
+    if key.startswith("peak_") and key.split(".")[1] not in _catalog_doc(name)[
+            "peak_dense_tflop_per_s"]:
+        return  # a rate the GPU does not have: another test's subject
+    if rule.holds(value):
+        spec_from_toml(doc)
+        return
+    with pytest.raises(ConfigError) as err:
+        spec_from_toml(doc)
+    message = str(err.value)
+    assert message.startswith(f"`{key}` must be {rule.text()}; got ") and "\n" not in message
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda d: d.update(memroy=d["memory"]), "`memroy` is not a known key (did you mean "
+                                             "`memory`?)"),
+    (lambda d: d["memory"].update(hbm_tb_per_sec=d["memory"]["hbm_tb_per_s"]),
+     "`memory.hbm_tb_per_sec` is not a known key (did you mean `hbm_tb_per_s`?)"),
+    (lambda d: d["peak_dense_tflop_per_s"].update(fp9={"value": 1.0, "source": "x"}),
+     "`peak_dense_tflop_per_s.fp9` is not a known key (did you mean `fp8`?)"),
+    (lambda d: d["compute"]["sm_count"].update(sorce="typo"),
+     "`compute.sm_count.sorce` is not a known key (did you mean `source`?)"),
+    (lambda d: d["gemm_kernels"][1].update(tile_k=64),
+     "`gemm_kernels[1].tile_k` is not a known key (did you mean `tile_"),
+    (lambda d: d.update(qqq=1), "`qqq` is not a known key (known: compute, description, "),
+    (lambda d: d["gemm_kernels"][0].update(tile_m=4096),
+     "`gemm_kernels[0].tile_m`: Input should be less than or equal to 1024"),
+    (lambda d: d["gemm_kernels"][0].update(tile_m=128.0),
+     "`gemm_kernels[0].tile_m`: Input should be a valid integer"),
+    (lambda d: d["gemm_kernels"][0].update(cluster_tiles_m=64),
+     "`gemm_kernels[0].cluster_tiles_m`: Input should be less than or equal to 16"),
+    (lambda d: d["compute"]["sm_count"].update(source=5), "`compute.sm_count` must be a table"),
+    (lambda d: d.update(name=["h200"]), "`name` must be text of at most 1000 characters"),
+    (lambda d: d.update(gemm_kernels=5), "`gemm_kernels` must be a non-empty array of tables"),
+], ids=["section", "key", "rate", "entry", "kernel", "none-close", "tile-huge", "tile-float",
+        "cluster-huge", "source-number", "name-list", "kernels-number"])
+def test_a_hardware_file_s_keys_and_types_are_checked(edit, message):
+    doc = _catalog_doc("h200")
+    edit(doc)
+    with pytest.raises(ConfigError) as err:
+        spec_from_toml(doc)
+    assert message in str(err.value) and "\n" not in str(err.value)
+    assert TILE_MAX == 1024
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"name = \"h\x00\"\n", "not valid TOML: "),
+    (b"name = \"\xff\"\n", "not valid TOML: "),
+    (b"a = " + b"[" * 50_000 + b"]" * 50_000, "not valid TOML: nested too deeply"),
+], ids=["nul", "binary", "deep"])
+def test_unreadable_hardware_files_are_one_line(tmp_path, data, message):
+    path = _write(tmp_path, "")
+    path.write_bytes(data)
+    with pytest.raises(ConfigError) as err:
+        get_hardware(str(path))
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("name", [("x" * 300) + ".toml", 5, None], ids=["too-long", "int", "none"])
+def test_a_hardware_name_the_system_or_the_schema_refuses_is_one_line(name):
+    with pytest.raises(ConfigError, match="`hardware`") as err:
+        get_hardware(name)
+    assert "\n" not in str(err.value) and len(str(err.value)) < 400

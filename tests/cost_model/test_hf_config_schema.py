@@ -164,3 +164,12 @@ def test_the_defaults_assumed_for_omitted_keys_are_named():
 def test_a_config_that_states_every_key_assumes_nothing():
     model = load_model(HF_CONFIGS / "serving_Llama-3.3-70B-Instruct.json")
     assert dict(model.assumed) == {} and model.assumed_note is None
+
+
+def test_a_model_type_that_is_not_a_string_is_one_error(tmp_path):
+    """A list where `model_type` goes (found by the fuzzer: it reached a dict lookup and raised
+    TypeError) is refused naming the field."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": ["llama"], "hidden_size": 64}))
+    with pytest.raises(ConfigError, match="`model_type` must be a string"):
+        load_model(path)

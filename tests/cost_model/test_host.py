@@ -12,7 +12,7 @@ from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.deployment import Deployment
 from cost_model.errors import ConfigError
 from cost_model.hardware import catalog_names, get_hardware, spec_from_toml
-from cost_model.step import _other_s, stage_forward
+from cost_model.step import StageLayers, _other_s, stage_forward
 from cost_model.step_load import StepLoad
 
 H200 = get_hardware("h200")
@@ -94,8 +94,9 @@ def test_other_time_pays_the_busiest_ranks_sequences(load_model):
     a, d = _arrays(load_model("Llama-3.1-8B"), Deployment())
     env = Env.create(H200, "fp8", "fp8")
     load = StepLoad.single_group(560.0, decode_seqs=48.0)
-    with_host = _other_s(a, d, env, load, 32.0, 32.0)
-    without = _other_s(a, d, env, load, 32.0, 32.0, host=False)
+    stage = StageLayers.of(a, d)
+    with_host = _other_s(a, d, env, load, stage)
+    without = _other_s(a, d, env, load, stage, host=False)
     expected = 49 * _shipped_us()["x86"] * 1e-6
     assert float(np.ravel(with_host - without)[0]) == pytest.approx(expected, rel=1e-9)
 
@@ -119,8 +120,8 @@ def test_pipeline_stage_pays_its_micro_batch_in_full(load_model):
     a, d = _arrays(load_model("Llama-3.1-8B"), Deployment(pp=2))
     env = Env.create(get_hardware("gb200"), "fp8", "fp8")
     load = StepLoad.single_group(32.0)
-    diff = _other_s(a, d, env, load, 16.0, 16.0) - _other_s(a, d, env, load, 16.0, 16.0,
-                                                            host=False)
+    stage = StageLayers.of(a, d)
+    diff = _other_s(a, d, env, load, stage) - _other_s(a, d, env, load, stage, host=False)
     assert float(np.ravel(diff)[0]) == pytest.approx(32 * _shipped_us()["grace"] * 1e-6,
                                                      rel=1e-9)
 

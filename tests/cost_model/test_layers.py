@@ -9,10 +9,14 @@ from hypothesis import strategies as st
 
 from cost_model import step
 from cost_model.batch import ArchArrays, DeployArrays, Env
-from cost_model.deployment import Deployment
+from cost_model.deployment import ENGINES, Deployment, Workload
+from cost_model.efficiency import Efficiency, get_efficiency
+from cost_model.evaluate import evaluate_points
+from cost_model.gemm import GemmRates, gemm_time_s
 from cost_model.hardware import get_hardware
 from cost_model.hf_config import load_architecture
-from cost_model.layers import GemmList, attention_gemms, layer_gemms
+from cost_model.layers import GemmList, attention_gemms, layer_gemms, moe_overhead_s
+from cost_model.precision import get_precision
 from cost_model.step_load import StepLoad
 from tests.data_paths import HF_CONFIGS, MODEL_CONFIGS
 
@@ -131,3 +135,98 @@ def test_busiest_gpu_experts_bounded_and_monotone(path, ep, t1, t2):
     assert busiest_lo <= busiest_hi * (1 + 1e-12)
     if ep == 1:
         assert busiest_lo == pytest.approx(mean)
+
+
+# ---- the fused MoE, per format and engine ------------------------------------------------------
+
+def _moe_efficiency(**formats) -> Efficiency:
+    """H200's TensorRT-LLM file with `[moe.<format>]` set to (fixed, per local copy, per scanned
+    copy) µs: every other term of the file kept."""
+    eff = get_efficiency("h200", "trtllm")
+    moe = {fmt: eff.moe["bf16"].model_copy(update={
+        "fixed_overhead_s": fixed * 1e-6, "per_local_copy_s": local * 1e-6,
+        "per_scanned_copy_s": scanned * 1e-6}) for fmt, (fixed, local, scanned) in formats.items()}
+    return eff.model_copy(update={"moe": moe})
+
+
+def test_fused_moe_overhead_by_hand_per_format(load_model):
+    """DeepSeek-V3 (H = 7,168, k = 8) at 64 tokens, EP 1: 64 · 8 = 512 local copies and 512
+    scanned indices. FP8 experts at (20 µs, 0.02 µs per copy of 4,096 elements, 0.001 µs per
+    index): 20 + 512 · 0.02 · 7168/4096 + 512 · 0.001 = 20 + 17.92 + 0.512 = 38.432 µs; NVFP4
+    experts at (10, 0.01, 0.002): 10 + 8.96 + 1.024 = 19.984 µs; at EP 8 (DP 8, all 64 tokens
+    gathered) 64 local copies: FP8 20 + 2.24 + 0.512 = 22.752 µs. A batch mixing the two
+    formats gives each candidate its own; Llama-3.1-8B (dense) 0."""
+    ds, llama = load_model("DeepSeek-V3"), load_model("Llama-3.1-8B")
+    eff = _moe_efficiency(fp8=(20.0, 0.02, 0.001), nvfp4=(10.0, 0.01, 0.002),
+                          bf16=(99.0, 0.0, 0.0))
+    a = ArchArrays.from_architectures([ds, ds, llama])
+    deps = [Deployment(precision="fp8"), Deployment(precision="fp8", moe_precision="nvfp4"),
+            Deployment(precision="fp8")]
+    d = DeployArrays.from_deployments(deps)
+    env = replace(Env.for_deployments(get_hardware("b200"), deps), eff=eff)
+    overhead_us = moe_overhead_s(a, d, env, np.array([[64.0]]))[:, 0] * 1e6
+    assert overhead_us == pytest.approx([38.432, 19.984, 0.0], rel=1e-9)
+    d8 = DeployArrays.from_deployments([Deployment(tp=1, dp=8, ep=8, precision="fp8")])
+    env8 = replace(Env.create(get_hardware("h200"), "fp8", "fp8"), eff=eff)
+    assert moe_overhead_s(a.take([0]), d8, env8, 64.0)[0, 0] * 1e6 == pytest.approx(22.752)
+
+
+def test_a_stage_pays_the_fused_moe_once_per_moe_layer(load_model):
+    """`step._other_s` adds moe_layers · `moe_overhead_s`: DeepSeek-V3 has 58 MoE layers of 61;
+    at PP 2 the busiest stage holds ⌈61/2⌉ = 31 layers, 31 · 58/61 = 29.4754 of them MoE. With
+    FP8 experts at (20, 0.02, 0.001) a 64-token step's layer costs 38.432 µs (above): 58 ·
+    38.432 = 2,229.056 µs at PP 1, 29.4754 · 38.432 = 1,132.80 µs at PP 2."""
+    from cost_model.step import stage_forward
+
+    a = ArchArrays.from_architectures([load_model("DeepSeek-V3")])
+    none = _moe_efficiency(fp8=(0.0, 0.0, 0.0))
+    some = _moe_efficiency(fp8=(20.0, 0.02, 0.001))
+    for pp, expected_us in ((1, 2229.056), (2, 1132.80)):
+        d = DeployArrays.from_deployments([Deployment(pp=pp, precision="fp8")])
+        env = Env.create(get_hardware("h200"), "fp8", "fp8")
+        added = (stage_forward(a, d, replace(env, eff=some), 64.0, 1024.0, 0.0, 512.0).other_s
+                 - stage_forward(a, d, replace(env, eff=none), 64.0, 1024.0, 0.0, 512.0).other_s)
+        assert float(np.ravel(added)[0]) * 1e6 == pytest.approx(expected_us, rel=1e-5)
+
+
+def test_grouped_expert_gemms_stream_at_the_fused_kernels_ceiling():
+    """8 BF16 experts of M = 1, N = 4,096, K = 7,168 on H200 with every kernel term neutral
+    (compute and per-SM stream rates unbounded, no overheads, full overlap): the launch streams
+    8 · (7168 · (1 + 4096) · 2 + 4096 · 2) = 8 · 58,742,784 = 469,942,272 bytes. At the fused
+    MoE's HBM ceiling 0.5: 469,942,272 / (4.8e12 · 0.5) = 195.809 µs; the dense entry's (1.0)
+    as a grouped dense launch: 97.905 µs."""
+    eff = get_efficiency("h200", "trtllm")
+    neutral = eff.gemm["bf16"].model_copy(update=dict(
+        compute_ceiling_frac=1.0, bandwidth_ceiling_frac=1.0, fixed_overhead_s=0.0,
+        n_half_dim=0.0, k_half_dim=0.0, overlap_frac=1.0, split_k_overhead_s=1.0,
+        sm_bandwidth_bytes_per_s=1e18))
+    moe = eff.moe["bf16"].model_copy(update=dict(
+        compute_ceiling_frac=1.0, bandwidth_ceiling_frac=0.5, sm_bandwidth_bytes_per_s=1e18))
+    eff = eff.model_copy(update={"gemm": {"bf16": neutral}, "moe": {"bf16": moe}})
+    hw, bf16 = get_hardware("h200"), get_precision("bf16")
+    experts = GemmRates.for_experts(hw, bf16, eff)
+    dense = GemmRates.of(hw, bf16, efficiency=eff)
+    assert gemm_time_s(1.0, 4096.0, 7168.0, 8.0, hw, experts) * 1e6 == pytest.approx(195.809,
+                                                                                    rel=1e-5)
+    assert gemm_time_s(1.0, 4096.0, 7168.0, 8.0, hw, dense) * 1e6 == pytest.approx(97.905,
+                                                                                  rel=1e-5)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_each_engine_prices_its_own_kernels(load_model, engine):
+    """The step's engine selects its kernels: Qwen3-30B-A3B's and Llama-3.1-8B's TPOT on H200
+    under `engine` are those of an environment built from that engine's file, and differ from
+    every other engine's (each engine's tables time other kernels)."""
+    qwen, llama = load_model("Qwen3-30B-A3B"), load_model("Llama-3.1-8B")
+    dep = Deployment(precision="fp8")
+    h200 = get_hardware("h200")
+
+    def tpot(arch, eng):
+        return evaluate_points([arch], [dep], h200, Workload(engine=eng),
+                               np.array([64.0])).tpot_s[0, 0]
+
+    env = Env.for_deployments(h200, [dep], engine)
+    assert env.eff == get_efficiency("h200", engine)
+    for other in (e for e in ENGINES if e != engine):
+        for arch in (qwen, llama):
+            assert tpot(arch, engine) != tpot(arch, other), (arch.name, other)

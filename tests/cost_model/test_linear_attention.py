@@ -37,14 +37,15 @@ def test_linear_share_is_part_of_attention_and_zero_without_linear_layers():
 def test_nemotron_nano_state_update_golden():
     """One Mamba-2 layer of Nemotron-3-Nano decoding 64 sequences on one H200 (TP 1): 64 heads x
     64 x 128 fp32 states = 2,097,152 bytes per sequence, read and written: 2 · 64 · 2,097,152 =
-    268,435,456 bytes at 4.8 TB/s x 0.6581 (the catalog's decode-attention bandwidth fraction,
-    cost_model/data/efficiency/h200.toml) = 84.98 µs, plus a 2 µs launch: 86.98 µs. The 3 MACs
-    per state element (201 MFLOP) take 0.32 µs at 0.6378 of 989.4 TFLOP/s: bandwidth bound."""
+    268,435,456 bytes at 4.8 TB/s x 0.6596 (TensorRT-LLM's decode-attention bandwidth fraction,
+    cost_model/data/efficiency/trtllm/h200.toml) = 84.79 µs, plus a 2 µs launch: 86.79 µs. The 3
+    MACs per state element (201 MFLOP) take 0.34 µs at 0.5992 of 989.4 TFLOP/s: bandwidth
+    bound."""
     a = ArchArrays.from_architectures([NANO])
     d = DeployArrays.from_deployments([Deployment(precision="bf16")])
-    env = Env.for_deployments(H200, [Deployment(precision="bf16")])
+    env = Env.for_deployments(H200, [Deployment(precision="bf16")], "trtllm")
     got = float(np.ravel(linear_decode_s(a, d, env, 64.0))[0])
-    assert got == pytest.approx(268_435_456 / (4.8e12 * 0.6581) + 2e-6, rel=1e-9)
+    assert got == pytest.approx(268_435_456 / (4.8e12 * 0.6596) + 2e-6, rel=1e-9)
 
 
 @pytest.mark.parametrize(

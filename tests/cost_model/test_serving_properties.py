@@ -34,6 +34,7 @@ from cost_model.hardware import catalog_names, get_hardware
 from cost_model.memory import weight_bytes_per_gpu
 from cost_model.params import count_params
 from cost_model.precision import PRECISIONS
+from cost_model.serving_steps import ServingShape, serving_times
 from cost_model.step_load import StepLoad
 
 from tests.conftest import MODEL_CONFIGS
@@ -73,7 +74,7 @@ def deployment_of(draw, arch, precision, max_dp=8):
     return Deployment(tp=tp, dp=dp, pp=pp, precision=precision)
 
 
-# with and without an attention-DP balancer (its groups prefill together, step.chunk_step_frac)
+# with and without an attention-DP balancer (its groups prefill together, step_load.PromptSchedule)
 WORKLOADS = st.builds(Workload, isl_tokens=st.sampled_from([128, 1000, 4096, 20_000]),
                       osl_tokens=st.sampled_from([1, 16, 512, 2048]),
                       adp_balance_timeout_steps=st.sampled_from([0, 60]))
@@ -259,12 +260,21 @@ MEASURED_FORMAT_PAIRS = _measured_format_pairs()
 
 
 def _checkpoint_tpot_ratio(hw, tp, ep, dp, workload, concurrency):
-    """Predicted TPOT of the FP4 checkpoint over the FP8 one (memory aside: 2 of the measured FP8
-    rows are beyond the model's memory limit, their TPOT still compares)."""
+    """Predicted TPOT of the FP4 checkpoint over the FP8 one with `concurrency` requests in
+    flight in both (memory aside: 2 of the measured FP8 rows are beyond the model's memory
+    limit, where `evaluate_points` would hold fewer in flight and queue the rest; the formats'
+    order is a property of equal batches)."""
     arch = model("DeepSeek-V3")
-    fp4, fp8 = (points(arch, Deployment(tp=tp, ep=ep, dp=dp, **formats), hw, workload,
-                       [concurrency]) for formats in (FP4_CHECKPOINT, FP8_CHECKPOINT))
-    return fp4.tpot_s[0, 0] / fp8.tpot_s[0, 0]
+    a = ArchArrays.from_architectures([arch])
+    shape = ServingShape(float(workload.isl_tokens), float(workload.osl_tokens),
+                         float(workload.prefill_chunk_tokens))
+    tpot = []
+    for formats in (FP4_CHECKPOINT, FP8_CHECKPOINT):
+        dep = Deployment(tp=tp, ep=ep, dp=dp, **formats)
+        times = serving_times(a, DeployArrays.from_deployments([dep]),
+                              Env.for_deployments(hw, [dep]), np.array([[concurrency]]), shape)
+        tpot.append(float(times.tpot.total_s[0, 0]))
+    return tpot[0] / tpot[1]
 
 
 def test_format_pairs_cover_the_measured_configurations():

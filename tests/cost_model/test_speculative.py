@@ -1,5 +1,5 @@
 """Speculative decoding (MTP / EAGLE): k draft tokens verified in one step at per-token
-acceptance a (cost_model/step.py: draft_pass, serving_times)."""
+acceptance a (cost_model/step.py: draft_pass; cost_model/serving_steps.py: serving_times)."""
 
 import numpy as np
 import pytest

@@ -1,7 +1,6 @@
 """Step times, memory, MoE and KV formulas: the worked numbers of NVIDIA, AI Model Co-Design (2026)
 and the behaviour of the serving model (docs/DESIGN.md Vocabulary)."""
 
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -15,11 +14,15 @@ from cost_model.evaluate import deployment_violations, evaluate_points
 from cost_model.hardware import get_hardware
 from cost_model.gemm import gemm_cost
 from cost_model.layers import (
-    GemmList, attention_gemms, ffn_gemms, moe_overhead_s, tokens_per_expert,
+    GemmList, attention_gemms, ffn_gemms, tokens_per_expert,
     touched_expert_frac,
 )
-from cost_model.step import bubble_frac, stage_forward
-from cost_model.step_load import StepLoad
+from cost_model.hf_config import load_architecture
+from cost_model.serving_steps import ServingShape, rank_budget_tokens, serving_steps
+from cost_model.step import bubble_frac, stage_forward, stage_forward_load
+from cost_model.step_load import PromptSchedule, StepLoad
+
+from tests.data_paths import HF_CONFIGS
 
 H200 = get_hardware("h200")
 CHAT = Workload(isl_tokens=1024, osl_tokens=1024)
@@ -202,124 +205,150 @@ def test_ep_must_divide_stage_gpus():
         make_deployment(tp=0)
 
 
-def _without_moe_overhead(env: Env) -> Env:
-    """`env` with every fused-MoE term at 0 (what a step pays beside them is the difference)."""
-    return replace(env, eff=env.eff.model_copy(update={
-        "moe_fixed_overhead_s": 0.0, "moe_per_token_s": 0.0, "moe_per_routed_copy_s": 0.0}))
+def test_prompt_schedule_of_lockstep_groups_by_hand():
+    """DeepSeek-V3 on 8 attention-DP groups (B200, ISL = OSL = 1024, budget 8,192): at
+    c = 1,023 the busiest group holds ⌈1023/8⌉ = 128 sequences, so it must prefill
+    p_g = 128 · 1024/1024 = 128 prompt tokens per step, in chunks of 1024/⌈1024/8192⌉ = 1,024:
+    ρ = 128/1024 = 0.125. The 8 groups step together and prefill independently: a step carries
+    prompts with s = 1 − 0.875⁸ = 1 − 0.3436089158 = 0.6563910842; such a step holds the
+    busiest group's 1,024-token chunk and, over the groups, P/s = 1023/0.6563910842 =
+    1,558.522083 prompt tokens (P = 1,023 per step). At c = 1,024 the busiest group is the
+    same, P = 1,024: P/s = 1,560.045565; s does not move, so no step change between the two.
+    With the balancer the groups prefill together: s = ρ = 0.125, P/s = 1023/0.125 = 8,184."""
+    plan = PromptSchedule.of(128.0, 1023.0, 8.0, 1024.0, 1024.0, 8192.0, False)
+    assert plan.chunk_tokens == pytest.approx(1024.0)
+    assert plan.occupancy_frac == pytest.approx(0.125)
+    assert plan.prompt_step_frac == pytest.approx(0.6563910842, rel=1e-9)
+    assert plan.group_step_tokens == pytest.approx(1024.0)
+    assert plan.instance_step_tokens == pytest.approx(1558.522083, rel=1e-9)
+    more = PromptSchedule.of(128.0, 1024.0, 8.0, 1024.0, 1024.0, 8192.0, False)
+    assert more.prompt_step_frac == plan.prompt_step_frac
+    assert more.instance_step_tokens == pytest.approx(1560.045565, rel=1e-9)
+    balanced = PromptSchedule.of(128.0, 1023.0, 8.0, 1024.0, 1024.0, 8192.0, True)
+    assert balanced.prompt_step_frac == pytest.approx(0.125)
+    assert balanced.instance_step_tokens == pytest.approx(8184.0)
 
 
-def test_fused_moe_overhead_by_hand_and_who_pays_it(load_model):
-    """The calibrated `[moe]` overhead of one layer, by hand, on H200
-    (cost_model/data/efficiency/h200.toml: floor 22.55 µs, 0.01582 µs per routed copy of 4,096
-    elements, 0.0006293 µs per scanned index): DeepSeek-V3 (H = 7,168, k = 8) at 64 tokens,
-    EP 1: 64 · 8 = 512 local copies · 0.01582 · 7168/4096 = 14.17472 µs, 512 scanned indices
-    · 0.0006293 = 0.32220 µs, so 22.55 + 14.17472 + 0.32220 = 37.04692 µs; Llama-3.1-8B (dense)
-    0. A TensorRT-LLM step (the engine of the tables) pays it once per MoE layer of the stage:
-    58 layers at PP 1 add 58 · 37.04692 = 2,148.721 µs to `other_s`; at PP 2 the busiest stage
-    holds ⌈61/2⌉ = 31 layers, 58 · 31/61 of them MoE: 1,798/61 · 37.04692 = 1,091.973 µs. Any
-    other engine's (and a generic) step pays the floor alone: 58 · 22.55 = 1,307.9 µs."""
-    models = [load_model("DeepSeek-V3"), load_model("Llama-3.1-8B")]
-    a = ArchArrays.from_architectures(models)
-    env = Env.create(H200, "fp8", "fp8", engine="trtllm")
-    assert (env.eff.moe_fixed_overhead_s, env.eff.moe_per_token_s,
-            env.eff.moe_per_routed_copy_s) == pytest.approx((22.55e-6, 0.01582e-6, 0.0006293e-6))
-    tokens = np.array([[64.0]])
-    d = DeployArrays.from_deployments([Deployment(), Deployment()])
-    overhead = moe_overhead_s(a, d, env, tokens)
-    assert overhead[0, 0] * 1e6 == pytest.approx(37.04692, rel=1e-6) and overhead[1, 0] == 0
-    none = _without_moe_overhead(env)
-    floor_only = replace(env, eff=env.eff.for_engine("sglang"))
-    assert env.eff.for_engine("trtllm") is env.eff
-    assert env.eff.for_engine(None) == floor_only.eff
-    for pp, expected_us in ((1, 2148.721), (2, 1091.973)):
-        d = DeployArrays.from_deployments([Deployment(pp=pp), Deployment(pp=pp)])
-        added = (stage_forward(a, d, env, tokens, 1024.0, 0.0, 512.0).other_s
-                 - stage_forward(a, d, none, tokens, 1024.0, 0.0, 512.0).other_s)
-        assert added[0, 0] * 1e6 == pytest.approx(expected_us, rel=1e-4)
-        assert added[1, 0] == 0.0
-    d = DeployArrays.from_deployments([Deployment(), Deployment()])
-    floor = (stage_forward(a, d, floor_only, tokens, 1024.0, 0.0, 512.0).other_s
-             - stage_forward(a, d, none, tokens, 1024.0, 0.0, 512.0).other_s)
-    assert floor[0, 0] * 1e6 == pytest.approx(58 * 22.55, rel=1e-4)
+def test_only_groups_holding_requests_prefill(load_model):
+    """Qwen3-30B-A3B at DP 8 / EP 8 with c = 3 requests, ISL = OSL = 1024: three groups hold one
+    each (ρ = 1 · 1024/1024 / 1024 = 1/1024), the other five are empty and take no prompt: a
+    step carries prompts with s = 1 − (1023/1024)³ = 0.0029268, not 1 − (1023/1024)⁸ =
+    0.0077858."""
+    a = ArchArrays.from_architectures([load_model("Qwen3-30B-A3B")])
+    d = DeployArrays.from_deployments([Deployment(dp=8, ep=8)])
+    _, plan = serving_steps(a, d, np.array([[3.0]]), ServingShape(1024.0, 1024.0, 8192.0),
+                            1024.0)
+    assert float(plan.prompt_step_frac[0, 0]) == pytest.approx(0.0029268, rel=1e-4)
 
 
-def test_fused_moe_under_attention_dp_sees_every_groups_tokens(load_model):
-    """Qwen3-30B-A3B (H = 2,048, k = 8, 48 MoE layers) at attention DP 8 / EP 8 with 64 decoding
-    sequences (8 per group): the fused MoE gets all 64 tokens (the all-gather), so 64 · 8/8 = 64
-    local copies · 0.01582 · 2048/4096 = 0.50624 µs and 64 · 8 = 512 scanned indices
-    · 0.0006293 = 0.32220 µs beside the 22.55 µs floor: 23.37844 µs per layer, 48 · 23.37844
-    = 1,122.165 µs per TensorRT-LLM step (H200)."""
-    qwen = load_model("Qwen3-30B-A3B")
-    a = ArchArrays.from_architectures([qwen])
-    d = DeployArrays.from_deployments([Deployment(tp=1, dp=8, ep=8)])
-    env = Env.create(H200, "fp8", "fp8", engine="trtllm")
-    none = _without_moe_overhead(env)
-    added = (stage_forward(a, d, env, 64.0, 1024.0, 0.0, 512.0).other_s
-             - stage_forward(a, d, none, 64.0, 1024.0, 0.0, 512.0).other_s)
-    assert float(np.ravel(added)[0]) * 1e6 == pytest.approx(1122.165, rel=1e-5)
+def test_prompt_schedule_past_one_chunk_per_step():
+    """ISL 20,000 in ⌈20000/8192⌉ = 3 chunks of 6,666.67 tokens: 16 sequences decoding 100
+    steps need 16 · 20000/100 = 3,200 tokens per step, ρ = 3200/6666.67 = 0.48 (one group:
+    s = ρ). ISL 1,024 at 1,024 sequences over 64 steps: p = 1024 · 1024/64 = 16,384 tokens
+    per step, more than a 1,024-token prompt: every step (s = 1) carries 16,384 tokens of 16
+    prompts."""
+    long = PromptSchedule.of(16.0, 16.0, 1.0, 20_000.0, 100.0, 8192.0, False)
+    assert long.chunk_tokens == pytest.approx(20_000 / 3)
+    assert long.prompt_step_frac == pytest.approx(0.48)
+    assert long.group_step_tokens == pytest.approx(20_000 / 3)
+    many = PromptSchedule.of(1024.0, 1024.0, 1.0, 1024.0, 64.0, 8192.0, False)
+    assert many.prompt_step_frac == 1.0
+    assert many.group_step_tokens == pytest.approx(16_384.0)
+    assert many.group_step_requests == pytest.approx(16.0)
+    assert many.instance_step_tokens == pytest.approx(16_384.0)
 
 
-def test_serving_steps_pay_the_moe_terms_of_their_engine(load_model):
-    """Through evaluate_points: a TensorRT-LLM workload's TPOT includes the size terms (so it is
-    slower than SGLang's or a generic engine's on the same deployment), a dense model's is the
-    same whatever the engine's MoE terms."""
-    qwen, llama = load_model("Qwen3-30B-A3B"), load_model("Llama-3.1-8B")
-    dep = Deployment(precision="fp8")
-    tpot = lambda arch, engine: evaluate_points(  # noqa: E731
-        [arch], [dep], H200, Workload(engine=engine), np.array([256.0])).tpot_s[0, 0]
-    assert tpot(qwen, "trtllm") > tpot(qwen, "sglang") == tpot(qwen, None)
-    assert tpot(llama, "vllm") == tpot(llama, None)
+def test_sglang_attention_dp_ranks_split_the_prompt_budget(load_model):
+    """SGLang with DP attention divides `--chunked-prefill-size` by the DP size
+    (server_args.py `_handle_data_parallelism`): 16,384 over 8 ranks is 2,048 tokens per rank,
+    so an 8,192-token prompt takes ⌈8192/2048⌉ = 4 chunks of 2,048; TensorRT-LLM's
+    `max_num_tokens` is per rank: one chunk of 8,192. A dense model's DP groups are replicas
+    (no DP attention), so SGLang keeps the whole budget there."""
+    deepseek, llama = load_model("DeepSeek-V3"), load_model("Llama-3.1-8B")
+    a = ArchArrays.from_architectures([deepseek, llama])
+    d = DeployArrays.from_deployments([Deployment(dp=8, ep=8), Deployment(dp=8)])
+    budget = lambda engine: rank_budget_tokens(a, d, ServingShape(  # noqa: E731
+        8192.0, 1024.0, 16_384.0, engine=engine))[:, 0]
+    assert list(budget("sglang")) == [2048.0, 16_384.0]
+    assert list(budget("trtllm")) == [16_384.0, 16_384.0]
 
 
-def test_chunk_step_share_over_dp_groups():
-    """c = 3 over dp = 2 (the busiest group holds ⌈3/2⌉ = 2), ISL = OSL = 1024, one 1,024-token
-    chunk: each group's step share p_g = 2 · 1024/1024 = 2 tokens, q = 2/1024; the two groups
-    step together: s = 1 − (1 − 2/1024)² = 0.0039024 (dp = 1 at c = 2: q = 2/1024 = 0.0019531).
-    At c = 1 only one group holds a request: s = 1/1024."""
-    from cost_model.step import chunk_step_frac
-
-    two = DeployArrays.from_deployments([Deployment(dp=2)])
-    one = DeployArrays.from_deployments([Deployment()])
-    share = lambda c, d: chunk_step_frac(c, d, 1024.0, 1024.0, 8192.0)[0, 0]  # noqa: E731
-    assert share(3.0, two) == pytest.approx(0.0039024, rel=1e-4)
-    assert share(2.0, one) == pytest.approx(2 / 1024)
-    assert share(1.0, two) == pytest.approx(1 / 1024)
-
-
-def test_balanced_groups_prefill_in_the_same_steps():
-    """TensorRT-LLM's attention-DP balancer: the groups' new prompts are prefilled together.
-    c = 64 over dp = 8 (8 per group), ISL = OSL = 1024, one 1,024-token chunk: p_g = 8 tokens per
-    step, ρ_g = 8/1024 = 0.0078125. Independent arrivals: s = 1 − (1 − ρ_g)^8 = 0.0608175;
-    balanced: s = ρ_g = 0.0078125 (eight chunks in one step). dp = 1: no balancing to do."""
-    from cost_model.step import chunk_step_frac
-
-    eight = DeployArrays.from_deployments([Deployment(dp=8)])
-    share = lambda d, balanced: chunk_step_frac(  # noqa: E731
-        64.0, d, 1024.0, 1024.0, 8192.0, balanced)[0, 0]
-    assert share(eight, False) == pytest.approx(0.0608175, rel=1e-5)
-    assert share(eight, True) == pytest.approx(0.0078125, rel=1e-9)
+def _case_step(a, d, env, group_decode, group_prefill, instance, context=1536.0):
+    """One stage step of an explicit load (one prompt per group's chunk)."""
+    load = StepLoad(group_decode_seqs=np.asarray(group_decode, float),
+                    group_prefill_tokens=np.asarray(group_prefill, float),
+                    group_prefill_seqs=np.minimum(np.asarray(group_prefill, float), 1.0),
+                    instance_tokens=np.asarray(instance, float))
+    return float(np.ravel(stage_forward_load(a, d, env, load, context, 512.0).total_s)[0])
 
 
 def test_balanced_tpot_by_hand(load_model):
-    """Qwen3-30B-A3B at attention DP 8 / EP 8, c = 64, ISL = OSL = 1024, with the balancer on
-    (`adp_balance_timeout_steps` > 0): TPOT = A + ρ_g·(B₈ − A), A the decode step of 8 sequences
-    per group, B₈ the same step with one 1,024-token chunk on each of the 8 groups (every group
-    prefills its own request: StepLoad puts ⌈8/8⌉ = 1 request on the busiest), ρ_g = 8/1024.
-    Without it: A + (1 − (1 − ρ_g)^8)·(B₁ − A), B₁ one chunk on one group."""
+    """Qwen3-30B-A3B at attention DP 8 / EP 8, c = 64, ISL = OSL = 1024: the busiest group
+    holds 8 sequences and must prefill p_g = 8 · 1024/1024 = 8 tokens per step, ρ = 8/1024.
+    TPOT = A + s·(B − A), A the decode step (8 per group, 64 tokens to the experts), B the step
+    carrying the busiest group's 1,024-token chunk with P/s prompt tokens over the groups
+    (P = 64 per step). With the balancer (`adp_balance_timeout_steps` > 0) s = ρ = 0.0078125 and
+    P/s = 8,192 (a chunk on each group); without it s = 1 − (1 − ρ)⁸ = 0.0608174594 and
+    P/s = 64/0.0608174594 = 1,052.329392 tokens."""
     qwen = load_model("Qwen3-30B-A3B")
     dep = Deployment(tp=1, dp=8, ep=8, precision="fp8")
     a, d = ArchArrays.from_architectures([qwen]), DeployArrays.from_deployments([dep])
     env = Env.for_deployments(H200, [dep])  # a generic engine, as the workloads below
-    context = 1024.0 + 512.0
-    decode = stage_forward(a, d, env, 64.0, context, 0.0, 512.0).total_s[0, 0]
-    one = stage_forward(a, d, env, 64.0, context, 1024.0, 512.0, 1.0).total_s[0, 0]
-    eight = stage_forward(a, d, env, 64.0, context, 8 * 1024.0, 512.0, 8.0).total_s[0, 0]
-    rho = 8 / 1024
+    decode = _case_step(a, d, env, 8.0, 0.0, 64.0)
+    balanced = _case_step(a, d, env, 8.0, 1024.0, 64.0 + 8192.0)
+    alone = _case_step(a, d, env, 8.0, 1024.0, 64.0 + 1052.329392)
     on = _points(qwen, dep, workload=Workload(adp_balance_timeout_steps=60), concurrency=[64.0])
     off = _points(qwen, dep, workload=Workload(), concurrency=[64.0])
-    assert on.tpot_s[0, 0] == pytest.approx(decode + rho * (eight - decode), rel=1e-6)
+    assert on.tpot_s[0, 0] == pytest.approx(decode + 0.0078125 * (balanced - decode), rel=1e-6)
     assert off.tpot_s[0, 0] == pytest.approx(
-        decode + (1 - (1 - rho) ** 8) * (one - decode), rel=1e-6)
+        decode + 0.0608174594 * (alone - decode), rel=1e-6)
+
+
+def test_dense_dp_groups_are_replicas_by_hand(load_model):
+    """Llama-3.1-8B over 8 DP groups shares no layer between them: each group is a replica
+    stepping alone. At c = 64 every group holds 8: the same TPOT, TTFT and tokens/s/GPU as one
+    replica (dp 1) at c = 8 (the 32k/1k case of issue 24: 146 → 504 tokens/s/GPU). At c = 9 one
+    group holds 2 and seven hold 1: TPOT is the mean over requests, (2·T(2) + 7·T(1))/9, and
+    tokens/s/GPU the groups' sum, (2/L(2) + 7/L(1)) · OSL / 8 GPUs, L(n) = max(TTFT +
+    (OSL − 1)·TPOT, OSL · TPOT) of a replica at n."""
+    llama = load_model("Llama-3.1-8B")
+    work = Workload(isl_tokens=32_768, osl_tokens=1024)
+    eight = _points(llama, Deployment(tp=1, dp=8), workload=work, concurrency=[64.0, 9.0])
+    one = _points(llama, Deployment(tp=1), workload=work, concurrency=[8.0, 1.0, 2.0])
+    for field in ("tpot_s", "ttft_s", "benchmark_ttft_s", "tokens_per_s_per_gpu"):
+        assert getattr(eight, field)[0, 0] == pytest.approx(getattr(one, field)[0, 0], rel=1e-6)
+    t1, t2 = one.tpot_s[0, 1], one.tpot_s[0, 2]
+    assert eight.tpot_s[0, 1] == pytest.approx((2 * t2 + 7 * t1) / 9, rel=1e-6)
+    life = lambda j: max(one.ttft_s[0, j] + 1023 * one.tpot_s[0, j],  # noqa: E731
+                         1024 * one.tpot_s[0, j])
+    assert eight.tokens_per_s_per_gpu[0, 1] == pytest.approx(
+        (2 / life(2) + 7 / life(1)) * 1024 / 8, rel=1e-6)
+
+
+def test_pipeline_send_crosses_the_scale_out_network_between_domains(load_model):
+    """Llama-3.1-70B (H 8,192) at TP 8, PP 2 on H100 (HGX: 8-GPU NVLink domains): the 16 GPUs
+    span two domains, so the stage-to-stage send of 64 tokens · 8192 · 2 bytes = 1,048,576 bytes
+    goes over each GPU's NIC: scale-out latency + bytes / (scale-out bandwidth × its achieved
+    fraction); at TP 4, PP 2 (8 GPUs, one domain) over NVLink: scale-up latency + bytes /
+    (scale-up bandwidth × its fraction). With no layer on the stage the send is all the
+    communication there is."""
+    from cost_model.step import _communication_s, stages_span_domains
+
+    h100 = get_hardware("h100-sxm")
+    arch = load_architecture(HF_CONFIGS / "Llama-3.1-70B.json")
+    a = ArchArrays.from_architectures([arch, arch])
+    d = DeployArrays.from_deployments([Deployment(tp=8, pp=2), Deployment(tp=4, pp=2)])
+    assert list(stages_span_domains(d, h100)[:, 0]) == [True, False]
+    env = Env.create(h100, "fp8", "fp8")
+    got = _communication_s(a, d, env, StepLoad.single_group(np.full((2, 1), 64.0)), 0.0, 0.0,
+                           0.0)[:, 0]
+    eff, message = env.eff, 64 * 8192 * 2.0
+    out = h100.scale_out_latency_s + message / (h100.scale_out_bytes_per_s
+                                                * eff.scale_out_bandwidth_frac)
+    inside = h100.scale_up_latency_s + message / (h100.scale_up_bytes_per_s
+                                                  * eff.scale_up_bandwidth_frac)
+    assert list(got) == pytest.approx([out, inside], rel=1e-9)
+    assert out > inside
 
 
 def test_ttft_is_the_requests_chunks_through_the_pipeline(load_model):

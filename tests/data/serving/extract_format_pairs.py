@@ -2,12 +2,19 @@
 
 A pair is two groups of rows that differ only in one format field and agree on the model, GPU,
 engine, parallelism (TP, EP, attention DP), ISL/OSL and concurrency:
-- `precision` fp4 vs fp8: the SemiAnalysis InferenceX rows of ../serving_published.csv and of
-  published_ttft_tpot.csv (DeepSeek-R1-0528 with NVIDIA's FP4 checkpoint, NVFP4 experts, vs its
-  native block FP8). Each side is the median over the GitHub Actions runs of that configuration
-  (a configuration recurs across dates; the median keeps one run's outlier from deciding a pair);
-  rows whose notes say SUSPECT are left out.
+- `precision` fp4 vs fp8: the SemiAnalysis InferenceX rows of ../serving_published.csv,
+  published_ttft_tpot.csv and inferencex_runs.csv (DeepSeek-R1-0528 with NVIDIA's FP4
+  checkpoint, NVFP4 experts, vs its native block FP8; inferencex_runs.csv names the engines
+  `SGLang` / `TensorRT-LLM` where the others say `sglang` / `trt`: `ENGINE_NAMES`). Each side
+  is the median over the GitHub Actions runs of that configuration (a configuration recurs
+  across dates; the median keeps one run's outlier from deciding a pair); rows whose notes say
+  SUSPECT are left out. TPOT is a mean or a median as each run's row says (inferencex_runs.csv:
+  means).
 - `kv_precision` fp8 vs bf16: vllm_blog_fp8_kv.csv (vLLM, H100, Llama-3.1-8B and gpt-oss-20b).
+- `precision` fp8 vs fp16: trtllm_perf_overview_v0_14.csv, the offline trtllm-bench runs on H100
+  of one model, TP and ISL/OSL as an FP8 engine (FP8 KV) and an FP16 one (FP16 KV): output
+  tokens/s only; `kv_precision` stays empty so each side takes its engine's KV format (the
+  deployment default: FP8 KV with FP8 weights, FP16 with FP16); `requests` is the run's.
 `precision`, `moe_precision` and `scenario` are the pair's shared values where the other
 field varies (empty where `precision` itself is the pair's field). The candidate format is
 side `a` (fp4, fp8 KV), the baseline side `b` (fp8, bf16 KV); ratios are
@@ -24,12 +31,15 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SOURCES = (HERE.parent / "serving_published.csv", HERE / "published_ttft_tpot.csv")
+SOURCES = (HERE.parent / "serving_published.csv", HERE / "published_ttft_tpot.csv",
+           HERE / "inferencex_runs.csv")
+ENGINE_NAMES = {"SGLang": "sglang", "TensorRT-LLM": "trt"}  # inferencex_runs.csv -> the others
 KV_SOURCE = HERE / "vllm_blog_fp8_kv.csv"
+OVERVIEW_SOURCE = HERE / "trtllm_perf_overview_v0_14.csv"
 KEY = ("model", "gpu", "framework", "tp", "ep", "attention_dp", "isl", "osl", "concurrency")
 SIDE = ("tpot_ms", "ttft_ms", "output_tokens_per_s_per_gpu", "runs", "format")
 COLUMNS = (*KEY, "field", "source_kind", "tpot_stat", "num_gpus", "precision", "moe_precision",
-           "scenario",
+           "scenario", "requests",
            *(f"{c}_{s}" for s in "ab" for c in SIDE), "source")
 
 
@@ -66,7 +76,8 @@ def inferencex_pairs() -> list[dict[str, str]]:
                     or r["spec_decode"] not in ("", "none") or "SUSPECT" in r["notes"]
                     or r["precision"] not in ("fp4", "fp8")):
                 continue
-            key = tuple(_norm(r[c]) for c in KEY)
+            key = tuple(_norm(ENGINE_NAMES.get(r[c], r[c]) if c == "framework" else r[c])
+                        for c in KEY)
             groups.setdefault(key, {}).setdefault(r["precision"], []).append(r)
     out = []
     for key, by_format in sorted(groups.items()):
@@ -76,8 +87,9 @@ def inferencex_pairs() -> list[dict[str, str]]:
         row = dict(zip(KEY, key), field="precision", source_kind="inferencex",
                    tpot_stat="mixed mean/median (per run, as its row says)",
                    num_gpus=_norm(a[0]["num_gpus"]),
-                   source=f"medians over {len(a)} + {len(b)} InferenceX runs "
-                          "(rows of serving_published.csv / published_ttft_tpot.csv)")
+                   source=f"medians over {len(a)} + {len(b)} InferenceX runs (rows of "
+                          "serving_published.csv / published_ttft_tpot.csv / "
+                          "inferencex_runs.csv)")
         row.update({f"{c}_a": v for c, v in _side(a, "fp4").items()})
         row.update({f"{c}_b": v for c, v in _side(b, "fp8").items()})
         out.append(row)
@@ -101,8 +113,29 @@ def kv_pairs() -> list[dict[str, str]]:
     return out
 
 
+def perf_overview_pairs(path: Path = OVERVIEW_SOURCE) -> list[dict[str, str]]:
+    """H100 FP8 vs FP16 engines of one model, TP and ISL/OSL (module docstring)."""
+    groups: dict[tuple, dict[str, dict[str, str]]] = {}
+    for r in _read(path):
+        if r["gpu"] == "H100-SXM":
+            key = tuple(_norm(r[c]) for c in KEY)
+            groups.setdefault(key, {})[r["precision"]] = r
+    out = []
+    for key, by_format in sorted(groups.items()):
+        if set(by_format) != {"fp8", "fp16"}:
+            continue
+        a, b = by_format["fp8"], by_format["fp16"]
+        row = dict(zip(KEY, key), field="precision", source_kind=a["source_kind"], tpot_stat="",
+                   num_gpus=a["num_gpus"], scenario=a["scenario"], requests=a["requests"],
+                   source=a["source_url"])
+        row.update({f"{c}_a": v for c, v in _side([a], "fp8").items()})
+        row.update({f"{c}_b": v for c, v in _side([b], "fp16").items()})
+        out.append(row)
+    return out
+
+
 def main(argv: list[str]) -> int:
-    rows = inferencex_pairs() + kv_pairs()
+    rows = inferencex_pairs() + kv_pairs() + perf_overview_pairs()
     with Path(argv[0]).open("w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS)
         w.writeheader()

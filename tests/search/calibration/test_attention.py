@@ -7,16 +7,18 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from cost_model.deployment import ENGINES
 from cost_model.efficiency import get_efficiency
-from cost_model.hardware import get_hardware
+from cost_model.hardware import catalog_names, get_hardware
 from search.calibration import attention as attn
 from search.calibration import comm
-from search.calibration.gemm import AIC_SYSTEMS
+from search.calibration.errors import CalibrationError
 
 TRUE_ATTENTION = {"prefill_compute_frac": 0.45, "decode_bandwidth_frac": 0.7,
                   "fixed_overhead_us": 9.0, "prefill_fixed_overhead_us": 14.0,
                   "decode_per_sequence_us": 1.5, "prefill_per_tile_us": 2.5,
-                  "prefill_per_token_us": 0.04, "kv_dequant_g_per_s": 2000.0}
+                  "prefill_per_token_us": 0.04, "kv_dequant_g_per_s": 2000.0,
+                  "prefill_quantized_kv_frac": 0.9}
 TRUE_COMM = {"scale_up_bandwidth_frac": 0.6, "all_reduce_latency_us": 4.0}
 RECOVERY_REL = 0.02  # noiseless synthetic rows: the fit lands within 2% of the set values
 
@@ -47,7 +49,7 @@ def _synthetic_attention(hw, eff) -> dict[str, attn.MeasuredAttention]:
 
 @pytest.mark.parametrize("name", ["h200", "b200"])
 def test_attention_fit_recovers_set_coefficients(name):
-    hw, eff = get_hardware(name), get_efficiency(name)
+    hw, eff = get_hardware(name), get_efficiency(name, "trtllm")
     r = attn.fit_attention(_synthetic_attention(hw, eff), hw, eff, name, "synthetic", 1000)
     for key, value in TRUE_ATTENTION.items():
         assert r.coefficients[key] == pytest.approx(value, rel=RECOVERY_REL), key
@@ -72,7 +74,7 @@ def test_prefill_rows_with_fp8_math_are_left_out():
 
 
 def test_all_reduce_fit_recovers_set_coefficients():
-    hw, eff = get_hardware("h200"), get_efficiency("h200")
+    hw, eff = get_hardware("h200"), get_efficiency("h200", "trtllm")
     gpus = np.repeat([2, 4, 8], 12)
     elements = np.tile(2 ** np.arange(7, 31, 2), 3)
     data = comm.measured_all_reduce(pa.table({
@@ -86,24 +88,56 @@ def test_all_reduce_fit_recovers_set_coefficients():
         assert r.coefficients[key] == pytest.approx(value, rel=RECOVERY_REL), key
 
 
+def test_all_reduce_rows_keep_the_fastest_kernel_per_message():
+    """vLLM and SGLang time their custom all-reduce under a CUDA graph and eagerly: one row per
+    (GPUs, message), the faster."""
+    data = comm.measured_all_reduce(pa.table({
+        "num_gpus": [8, 8, 8], "message_size": [1024, 1024, 2048],
+        "allreduce_dtype": ["bfloat16"] * 3, "latency": [0.02, 0.008, 0.03]}))
+    assert list(data.time_s) == pytest.approx([8e-6, 30e-6])
+
+
+def test_a_constant_table_is_refused():
+    hw, eff = get_hardware("h200"), get_efficiency("h200", "trtllm")
+    gpus = np.repeat([2, 4, 8], 12)
+    data = comm.MeasuredAllReduce(gpus.astype(float), np.tile(2.0 ** np.arange(12), 3),
+                                  np.full(36, 5e-6))
+    with pytest.raises(CalibrationError, match=r"36 rows all measured at 5e-06 s"):
+        comm.fit_all_reduce(data, hw, eff, "h200", "constant")
+
+
 def test_calibrated_overheads_are_read_from_the_shipped_files():
-    eff = get_efficiency("h200")
-    assert eff.all_reduce_latency_s is not None
-    assert eff.attention_fixed_overhead_s is not None
+    """The file's µs entries, in seconds (cost_model/data/efficiency/trtllm/h200.toml)."""
+    import tomllib
+    from importlib import resources
+
+    doc = tomllib.loads((resources.files("cost_model.data.efficiency") / "trtllm"
+                         / "h200.toml").read_text())
+    eff = get_efficiency("h200", "trtllm")
+    assert eff.all_reduce_latency_s == pytest.approx(
+        doc["communication"]["all_reduce_latency_us"]["value"] * 1e-6, rel=1e-12)
+    assert eff.attention_fixed_overhead_s == pytest.approx(
+        doc["attention"]["fixed_overhead_us"]["value"] * 1e-6, rel=1e-12)
 
 
-@pytest.mark.parametrize("name", [*AIC_SYSTEMS, "default"])
-def test_shipped_attention_coefficients_are_fitted_and_physical(name):
-    eff = get_efficiency(name)
+SHIPPED = [(e, n) for e in ENGINES for n in [*catalog_names(), "default"]]
+
+
+@pytest.mark.parametrize("engine, name", SHIPPED, ids=[f"{e}-{n}" for e, n in SHIPPED])
+def test_shipped_attention_coefficients_are_fitted_and_physical(engine, name):
+    eff = get_efficiency(name, engine)
     c = attn.prior_coefficients(eff, get_hardware("h200" if name == "default" else name))
     assert 0.3 < c["prefill_compute_frac"] <= 1 and 0.3 < c["decode_bandwidth_frac"] <= 1
-    for key in ("fixed_overhead_us", "prefill_fixed_overhead_us", "decode_per_sequence_us",
-                "prefill_per_tile_us"):
+    for key in ("fixed_overhead_us", "prefill_fixed_overhead_us"):
         assert 0.1 < c[key] < 50, key  # µs-scale: launch to a few kernel floors
+    for key in ("decode_per_sequence_us", "prefill_per_tile_us"):
+        assert 0 <= c[key] < 50, key  # SM µs per work item (0: a fit that needs none)
     assert 0 < c["prefill_per_token_us"] < 1
     assert 500 < c["kv_dequant_g_per_s"] < 50_000  # FP8 -> BF16 conversions, G elements/s
-    assert eff.sources["attention.decode_per_sequence_us"].startswith(
-        "fitted by archscout calibrate" if name != "default" else "median of the fitted")
+    source = eff.sources["attention.decode_per_sequence_us"]
+    assert source.startswith("fitted by archscout calibrate" if name != "default"
+                             else "median of the calibrated")
+    assert name == "default" or f"attention/{engine}/" in source
 
 
 # Measured points: aiconfigurator-core 0.12.0 attention/trtllm/1.3.0rc20 tables, one layer of 32
@@ -127,5 +161,6 @@ def test_predicted_attention_matches_measured_points(name, phase, batch, tokens,
         "attn_dtype": ["bfloat16"], "kv_cache_dtype": ["bfloat16"],
         "step": [tokens - 1 if decode else 0], "latency": [measured_us / 1e3]})
     data = attn.measured_attention(table, phase)
-    predicted_us = attn.predicted_s(data, get_hardware(name), get_efficiency(name))[0] * 1e6
+    eff = get_efficiency(name, "trtllm")
+    predicted_us = attn.predicted_s(data, get_hardware(name), eff)[0] * 1e6
     assert predicted_us == pytest.approx(measured_us, rel=POINT_TOLERANCE)

@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import search.cli.main as cli
+from cost_model.deployment import ENGINES
 from cost_model.efficiency import efficiency_from_toml, get_efficiency
 from search.calibration.errors import CalibrationError
 from search.cli.errors import CommandError
@@ -122,20 +123,23 @@ def _calibrate(argv: list[str]) -> int:
 
 
 def test_calibrate_command_writes_a_loadable_efficiency_file(tmp_path, capsys):
+    """A user's table refits the GEMMs of one GPU in the `--engine` folder (default: the generic
+    kernels); the file keeps the formats and sections it does not refit."""
     source = _table(tmp_path / "mine.parquet")
     out = tmp_path / "fitted"
     assert _calibrate(["--hardware", "h200", "--source", str(source), "--output", str(out),
                        "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert {(f["hardware"], f["dtype"]) for f in doc["fits"]} == {("h200", "bf16"), ("h200", "fp8")}
-    eff = efficiency_from_toml(tomllib.loads((out / "h200.toml").read_text()))
+    assert {(f["hardware"], f["dtype"]) for f in doc["gemm"]} == {("h200", "bf16"), ("h200", "fp8")}
+    assert doc["written"] == ["generic/h200.toml"]
+    eff = efficiency_from_toml(tomllib.loads((out / "generic" / "h200.toml").read_text()))
     assert eff.version == "calibrated: measured table mine.parquet"
     assert eff.gemm["fp8"].compute_ceiling_frac == pytest.approx(0.8, rel=0.05)
     assert eff.gemm_fits["bf16"].median_abs_error_frac < 2 * NOISE_FRAC
     shipped = get_efficiency("h200")
     assert eff.gemm["fp8_block"] == shipped.gemm["fp8_block"]  # a format not refitted is kept
     assert eff.decode_attention_bandwidth_frac == shipped.decode_attention_bandwidth_frac
-    assert not (out / "gemm_points.toml").exists()  # only aiconfigurator tables are shipped
+    assert not (out / "generic" / "gemm_points.toml").exists()  # only aiconfigurator's ship
 
 
 def test_calibrate_from_a_file_needs_exactly_one_gpu(tmp_path):
@@ -144,24 +148,30 @@ def test_calibrate_from_a_file_needs_exactly_one_gpu(tmp_path):
         _calibrate(["--source", str(source), "--output", str(tmp_path)])
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("name", [n for n in catalog_names() if n not in ("h100-sxm", "h200")])
-def test_shipped_nvfp4_keeps_the_seeds_figure_4_shape(name):
-    eff = get_efficiency(name).gemm[FIGURE_4_FORMAT]
+def test_shipped_nvfp4_keeps_the_seeds_figure_4_shape(name, engine):
+    eff = get_efficiency(name, engine).gemm[FIGURE_4_FORMAT]
     assert np.all(figure_4_violation(get_hardware(name), eff, margin=0.0) == 0.0)
 
 
 def test_measured_time_of_a_shipped_shape():
-    # aiconfigurator-core 0.12.0 gb300 gemm/trtllm/1.3.0rc20: nvfp4 M=1, N=K=8192: 20.32 µs
-    assert measured_time_s("gb300", "nvfp4", 1, 8192, 8192) == pytest.approx(20.32e-6, rel=1e-3)
-    assert measured_time_s("gb300", "nvfp4", 3, 1000, 1000) is None
-    assert measured_time_s("my-gpu", "bf16", 1, 8192, 8192) is None
+    # aiconfigurator-core 0.12.0 gb300 gemm/trtllm/1.3.0rc20: nvfp4 M=1, N=K=8192: 20.32 µs;
+    # gemm/vllm/0.24.0 (FlashInfer's CuTe-DSL kernel): 16.18 µs
+    assert measured_time_s("trtllm", "gb300", "nvfp4", 1, 8192, 8192) == pytest.approx(
+        20.32e-6, rel=1e-3)
+    assert measured_time_s("vllm", "gb300", "nvfp4", 1, 8192, 8192) == pytest.approx(
+        16.18e-6, rel=1e-3)
+    assert measured_time_s("trtllm", "gb300", "nvfp4", 3, 1000, 1000) is None
+    assert measured_time_s("trtllm", "my-gpu", "bf16", 1, 8192, 8192) is None
 
 
 def test_gemm_json_has_the_measured_time(capsys):
-    argv = ["gemm", "1", "8192", "8192", "--hardware", "gb300", "--dtype", "nvfp4", "--json"]
+    argv = ["gemm", "1", "8192", "8192", "--hardware", "gb300", "--dtype", "nvfp4", "--engine",
+            "trtllm", "--json"]
     assert cli.main(argv) == 0
     row = json.loads(capsys.readouterr().out)
-    assert row["measured_us"] == pytest.approx(20.32, rel=1e-3)
+    assert row["measured_us"] == pytest.approx(20.32, rel=1e-3) and row["kernels"] == "trtllm"
     assert cli.main([*argv, "--out-dtype", "fp8"]) == 0  # the tables write BF16 only
     assert json.loads(capsys.readouterr().out)["measured_us"] is None
 
@@ -177,5 +187,6 @@ def test_aiconfigurator_source_without_the_package_says_how_to_get_it(monkeypatc
 def test_non_positive_latency_names_the_column():
     table = pa.table({"gemm_dtype": ["bf16", "bf16"], "m": [1, 2], "n": [8, 8], "k": [8, 8],
                       "latency": [0.01, 0.0]})
-    with pytest.raises(CalibrationError, match=r"`latency` must be > 0 in every bf16 row"):
+    with pytest.raises(CalibrationError, match=r"`latency` must be a finite number > 0 in every "
+                                               r"bf16 row"):
         measured_gemms(table, "h200", "mine.csv")

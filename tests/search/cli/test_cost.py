@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from cost_model.deployment import ENGINES
 from search.cli.main import main
 from tests.conftest import MODEL_CONFIGS
 
@@ -127,6 +128,32 @@ def test_evaluate_table_output(capsys):
     assert main(["evaluate", LLAMA, "--hardware", "b200", "--precision", "nvfp4"]) == 0
     out = capsys.readouterr().out
     assert "frontier area" in out and "tokens_per_s_per_gpu" in out
+    assert "kernels: generic (no --engine" in out
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_evaluate_engine_selects_its_kernels(capsys, engine):
+    """`evaluate --engine` prices every kernel on that engine's tables (not only its
+    benchmark-TTFT terms): TPOT at one concurrency differs from the other engines'."""
+    tpot = {}
+    for e in ENGINES:
+        doc = _json(capsys, ["evaluate", LLAMA, "--hardware", "h200", "--concurrency", "16",
+                             "--engine", e, "--json"])
+        assert doc["kernels"]["kernels"] == e
+        tpot[e] = doc["points"][0]["tpot_ms"]
+    assert all(tpot[engine] != tpot[e] for e in ENGINES if e != engine)
+
+
+def test_evaluate_names_substituted_kernels(capsys):
+    deepseek = str(MODEL_CONFIGS / "DeepSeek-V3.json")
+    doc = _json(capsys, ["evaluate", deepseek, "--hardware", "b200", "--tp", "8", "--ep", "8",
+                         "--precision", "fp8_block", "--moe-precision", "mxfp4", "--engine",
+                         "trtllm", "--concurrency", "8", "--json"])
+    assert doc["kernels"]["uncalibrated"] == []  # TensorRT-LLM measures MXFP4 experts
+    doc = _json(capsys, ["evaluate", deepseek, "--hardware", "b200", "--tp", "8", "--ep", "8",
+                         "--precision", "mxfp4", "--engine", "vllm", "--concurrency", "8",
+                         "--json"])
+    assert doc["kernels"]["uncalibrated"] == ["mxfp4 GEMMs: no vllm table, nvfp4's kernels"]
 
 
 def test_model_that_does_not_fit_exits_1(capsys):
@@ -175,8 +202,89 @@ def test_bad_shapes_csv(capsys, tmp_path):
     _bad(capsys, ["gemm", "--shapes", str(shapes), "--hardware", "h200"], "`k` on line `2`")
 
 
+@pytest.mark.parametrize("body, fragments", [
+    (b"m,n,k\n1,2,99999999999999999999\n", ("`k` on line `2`", "up to 2147483648",
+                                            "99999999999999999999")),
+    (b"m,n,k\n1,2\x00,3\n", ("`--shapes` line `2`", "NUL byte")),
+    (b"m,n,k\n1,2," + b"9" * 100 + b"\n", ("`k` on line `2`", "at most 64 characters")),
+    (b"m,n,k,dtype\n1,2,3," + b"f" * 100 + b"\n", ("`dtype` on line `2`", "at most 64")),
+    (b"m,n,k\n1,2,\xff\n", ("not UTF-8 text",)),
+    (b"m,n,k\n", ("has no rows",)),
+], ids=["past-int64", "nul", "over-long", "over-long-dtype", "binary", "empty"])
+def test_bad_shapes_fields_are_one_line(capsys, tmp_path, body, fragments):
+    shapes = tmp_path / "s.csv"
+    shapes.write_bytes(body)
+    _bad(capsys, ["gemm", "--shapes", str(shapes), "--hardware", "h200"], *fragments)
+
+
+def test_gemm_dims_past_int64_are_one_line(capsys):
+    _bad(capsys, ["gemm", "1", "99999999999999999999999", "8", "--hardware", "h200"], "`N`",
+         "up to 2147483648")
+
+
+def test_gemm_says_which_kernels_priced_it(capsys):
+    """Issue 23: `--engine` selects an engine's measured kernels; without one the generic
+    kernels (per format the fastest engine's) are used and said; a format without a table of
+    its own is priced with its rate class's and said (`uncalibrated:`)."""
+    argv = ["gemm", "64", "4096", "4096", "--hardware", "b200", "--dtype", "nvfp4"]
+    times = {}
+    for engine in ENGINES:
+        doc = _json(capsys, [*argv, "--engine", engine, "--json"])
+        assert doc["kernels"] == engine
+        times[engine] = doc["time_us"]
+    assert len(set(times.values())) == 3  # each engine's own kernels
+    generic = _json(capsys, [*argv, "--json"])
+    assert generic["kernels"] in ENGINES and generic["time_us"] == times[generic["kernels"]]
+    assert main(argv) == 0
+    assert "kernels: generic (no --engine" in capsys.readouterr().out
+    assert main(["gemm", "1", "8192", "8192", "--hardware", "b200", "--dtype", "mxfp4",
+                 "--engine", "vllm"]) == 0
+    out = capsys.readouterr().out
+    assert "kernels: vllm" in out
+    assert "uncalibrated: mxfp4 GEMMs: no vllm table, nvfp4's kernels" in out
+
+
+def test_nvfp4_is_priced_below_fp8_at_small_m_where_measured_faster(capsys):
+    """Issue 23: `archscout gemm 1 8192 8192 --hardware b200 --dtype nvfp4` priced 16.8 µs vs
+    FP8 15.0 µs while every engine's table measures the NVFP4 op faster (TensorRT-LLM 22.25 vs
+    26.25 µs; vLLM 14.8 vs 33.4; SGLang 13.8 vs 18.8: aiconfigurator-core 0.12.0 b200_sxm
+    gemm tables). The generic kernels (no engine) price the NVFP4 kernel and op below FP8's."""
+    rows = {d: _json(capsys, ["gemm", "1", "8192", "8192", "--hardware", "b200", "--dtype", d,
+                              "--json"]) for d in ("nvfp4", "fp8")}
+    assert rows["nvfp4"]["time_us"] < rows["fp8"]["time_us"]
+    assert rows["nvfp4"]["op_us"] < rows["fp8"]["op_us"]
+
+
 def test_console_script_runs():
     """The installed entry point (pyproject [project.scripts]) answers like main()."""
     out = subprocess.run([sys.executable, "-m", "search.cli.main", "hardware"], capture_output=True,
                          text=True, check=True).stdout
     assert "gb300" in out
+
+
+def test_the_batch_engine_column_selects_kernels(capsys, tmp_path):
+    """`evaluate --batch`: rows differing only in `engine` are priced on their engines' kernels
+    (a blank engine: the generic ones)."""
+    rows = tmp_path / "rows.csv"
+    rows.write_text("model,hardware,engine,concurrency\n" + "".join(
+        f"{LLAMA},h200,{engine},16\n" for engine in ("", *ENGINES)))
+    assert main(["evaluate", "--batch", str(rows), "--json"]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    tpot = {r["engine"]: r["tpot_ms"] for r in records}
+    assert len(set(tpot.values())) == 4, tpot
+
+
+def test_a_studys_engine_selects_kernels():
+    """A study's `engine` reaches the kernels its candidates are scored on."""
+    from cost_model.deployment import Deployment
+    from cost_model.hf_config import load_architecture
+    from search.study.evaluation import score_valid
+    from search.study.space import Candidate
+    from search.study.spec import load_spec
+
+    spec = load_spec("studies/quickstart.toml")
+    cand = Candidate({}, load_architecture(LLAMA), Deployment(precision="fp8"))
+    scores = {engine: score_valid(spec.model_copy(update={"engine": engine}), [cand])
+              for engine in (None, *ENGINES)}
+    areas = {e: float(s.frontier_area[0]) for e, s in scores.items()}
+    assert len(set(areas.values())) == 4, areas

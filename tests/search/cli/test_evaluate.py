@@ -116,12 +116,14 @@ def test_uncalibrated_parts_are_named_in_the_json_and_one_printed_line(capsys):
 
 
 def test_engine_flag_keys_the_benchmark_ttft_terms(capsys):
-    """`--engine` reaches the Workload: the JSON names it and the benchmark TTFT at C = 1 uses
-    that engine's per-request overhead (cost_model/data/serving/benchmark.toml), the steady
-    TTFT (the engine does not change a step's time) staying the same."""
+    """`--engine` reaches the Workload: the JSON names it, the benchmark TTFT at C = 1 uses
+    that engine's per-request overhead (cost_model/data/serving/benchmark.toml) and the steps
+    run on that engine's measured kernels (issue 23: `kernels` names them), so the steady TTFT
+    and the TPOT change too."""
     argv = (LLAMA, "--hardware", "h200", "--concurrency", "1")
     generic, sglang = _doc(capsys, *argv), _doc(capsys, *argv, "--engine", "sglang")
     assert generic["workload"]["engine"] is None and sglang["workload"]["engine"] == "sglang"
+    assert (generic["kernels"]["kernels"], sglang["kernels"]["kernels"]) == ("generic", "sglang")
     a, b = generic["points"][0], sglang["points"][0]
-    assert a["ttft_ms"] == b["ttft_ms"] and a["tpot_ms"] == b["tpot_ms"]
+    assert a["ttft_ms"] != b["ttft_ms"] and a["tpot_ms"] != b["tpot_ms"]
     assert a["benchmark_ttft_ms"] != b["benchmark_ttft_ms"]

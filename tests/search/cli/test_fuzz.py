@@ -6,11 +6,12 @@ fails validation writes nothing."""
 import copy
 import json
 import math
+import os
 import tomllib
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from cost_model.errors import ConfigError
@@ -20,6 +21,8 @@ from search.study.spec import spec_from_dict
 from search.study.errors import SpecError
 
 from tests.data_paths import MODEL_CONFIGS
+from tests.search.cli.fuzz_inputs import GOOD, run_case
+from tests.search.cli.fuzz_kinds import KINDS
 
 REPO = Path(__file__).resolve().parents[3]
 STUDY_DOCS = [tomllib.loads(p.read_text()) for p in sorted((REPO / "studies").glob("*.toml"))]
@@ -205,3 +208,60 @@ def test_known_bad_evaluate_options_exit_2_before_writing(tmp_path, capsys, argv
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and fragment in err, err
     assert not any(tmp_path.iterdir())
+
+
+# ---- every kind of input, mutated (tests/search/cli/fuzz_inputs.py) ---------------------------
+# Each kind's cases run through `main(argv)` in-process: exit 0, 1 or 2 with one line, never a
+# traceback, a hang or a file left behind. tests/benchmarks/fuzz_tally.py runs more of them and
+# prints the tally per kind.
+
+
+def _kind_settings(examples: int):
+    """Bounded, repeatable, and no shrinking (a failing case is reported as drawn: shrinking one
+    costs minutes; tests/benchmarks/fuzz_tally.py shows more of them)."""
+    return settings(max_examples=examples, deadline=None, derandomize=True, database=None,
+                    phases=[Phase.explicit, Phase.generate],
+                    suppress_health_check=list(HealthCheck))
+
+
+def _holds(case) -> None:
+    before = sorted(os.listdir(REPO))
+    outcome = run_case(case)
+    assert outcome.kind in GOOD, f"{outcome.kind}: {outcome.detail}\n  case: {case.shown()}"
+    assert sorted(os.listdir(REPO)) == before  # nothing written beside the sources
+    for name in ("x.json", "x.png"):  # the guard held
+        assert not (REPO / "cost_model" / "data" / name).exists()
+
+
+FUZZ_EXAMPLES = {"study TOML": 12, "CLI flags": 40, "HF config": 25, "hardware file": 40,
+                 "evaluate --batch CSV": 20, "calibrate --source CSV": 12,
+                 "gemm --shapes CSV": 30, "output paths": 30}
+
+
+def _fuzz_test(kind: str, marks=()):
+    @pytest.mark.parametrize("kind", [pytest.param(kind, marks=marks)])
+    @_kind_settings(FUZZ_EXAMPLES[kind])
+    @given(case=KINDS[kind])
+    def test(kind, case):
+        _holds(case)
+
+    return test
+
+
+def _hardened_on(branch: str, what: str):
+    """Inputs another helper's branch hardens: run here, a traceback expected until it lands
+    (the lead removes the mark after merging)."""
+    return pytest.mark.xfail(strict=False, reason=f"hardened on branch {branch}: {what}")
+
+
+test_fuzz_study_toml = _fuzz_test("study TOML")
+test_fuzz_cli_flags = _fuzz_test("CLI flags")
+test_fuzz_hf_config = _fuzz_test("HF config")
+test_fuzz_hardware_file = _fuzz_test("hardware file")
+test_fuzz_batch_csv = _fuzz_test("evaluate --batch CSV")
+test_fuzz_calibrate_csv = _fuzz_test("calibrate --source CSV", _hardened_on(
+    "kernels", "non-numeric cells, a repeated column"))
+test_fuzz_shapes_csv = _fuzz_test("gemm --shapes CSV", _hardened_on(
+    "the owner of search/cli/cost.py (read_shapes)", "bytes that are not UTF-8, a field past "
+    "csv's 131,072-character limit"))
+test_fuzz_output_paths = _fuzz_test("output paths")

@@ -149,6 +149,17 @@ def test_show_table(study, best, capsys):
     assert "architecture frontier area" in out and "on its frontier" in out
 
 
+def test_show_explains_the_pareto_flags_column(study, best, capsys):
+    """`pareto`'s `flags` column is the number of the loss proxy's range flags; `show` prints
+    that count with what a flag is, then each flag."""
+    assert main(["show", str(study), str(best["trial"])]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    (head,) = [line for line in lines if "the `flags` column of `pareto`" in line]
+    assert head.startswith(f"{len(best['flags'])} flag(s)") and "range flags" in head
+    listed = [line.removeprefix("  flag: ") for line in lines if line.startswith("  flag: ")]
+    assert listed == best["flags"]
+
+
 def test_show_unknown_trial(study, capsys):
     bad_input(capsys, ["show", str(study), "99999"], "`TRIAL` (99999)", "not a trial")
 

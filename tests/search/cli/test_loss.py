@@ -26,13 +26,15 @@ def test_loss_json_document(capsys):
     # Llama-3-8B is the reference shape: every term 1, the ranked loss the central one
     assert set(doc["terms"].values()) == {1.0} and doc["ranked_loss_nats"] == doc["loss_nats"]
     assert doc["band_nats"][0] < doc["loss_nats"] < doc["band_nats"][1]
+    assert doc["band_families"] == ["depth_width"]  # a standard dense shape: depth/width only
     assert doc["training_tokens"] == 15e12 and doc["hard_flags"] == []
 
 
 def test_loss_table_names_every_term(capsys):
     assert _run(str(LLAMA), "--training-tokens", "1.5e13", "--training-precision", "fp8_block") == 0
     out = capsys.readouterr().out
-    assert "band [" in out and "ranked" in out and "precision 1.0012" in out
+    assert "band [" in out and "(depth_width, precision)" in out and "ranked" in out
+    assert "precision 1.0012" in out
     assert "soft: D/N_eff (tokens per param)" in out
 
 

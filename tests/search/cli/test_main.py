@@ -149,3 +149,52 @@ def test_loss_is_a_command(capsys):
     assert json.loads(capsys.readouterr().out)["training_tokens"] == 15e12
     assert main(["loss", llama, "--training-tokens", "many"]) == EXIT_BAD_INPUT
     assert "`--training-tokens` must be a number" in _one_line(capsys)
+
+
+# ---- issue 26's smaller items and issue 29's paths -------------------------------------------
+
+
+def test_argparse_errors_name_the_command_once_and_the_option_in_backticks(tmp_path, capsys):
+    """Was `archscout: error: archscout search: argument --trials: …`."""
+    path = _study(tmp_path)
+    assert main(["search", str(path), "--trials", "0"]) == EXIT_BAD_INPUT
+    assert _one_line(capsys) == "archscout: error: search: `--trials`: must be >= 1; got 0"
+    assert main(["export", str(path), "1", "--format", "hf", "-o"]) == EXIT_BAD_INPUT
+    assert _one_line(capsys) == "archscout: error: export: `-o`: expected one argument"
+    assert main([]) == EXIT_BAD_INPUT
+    assert _one_line(capsys) == ("archscout: error: the following arguments are required: "
+                                 "command")
+
+
+def test_search_on_a_folder_says_it_is_a_folder(tmp_path, capsys):
+    assert main(["search", str(tmp_path)]) == EXIT_BAD_INPUT
+    assert _one_line(capsys) == (f"archscout: error: study file {str(tmp_path)!r} is a "
+                                 "directory, not a study file (a .toml file)")
+
+
+def test_a_study_path_past_the_file_system_limit_is_one_line(tmp_path, capsys):
+    path = tmp_path / ("s" * 300 + ".toml")
+    assert main(["search", str(path)]) == EXIT_BAD_INPUT
+    err = _one_line(capsys)
+    assert "cannot be read: File name too long" in err and len(err) < 300
+
+
+def test_an_os_error_no_command_caught_is_one_line_naming_the_path(capsys, monkeypatch):
+    def fails(args):
+        raise OSError(36, "File name too long", "/x/" + "n" * 5000)
+
+    monkeypatch.setattr(cli.cost, "run_hardware", fails)
+    assert main(["hardware"]) == EXIT_BAD_INPUT
+    err = _one_line(capsys)
+    assert err.startswith("archscout: error: '/x/nnn") and err.endswith(
+        "…' cannot be used: File name too long") and len(err) < 250
+
+
+def test_control_characters_in_an_error_stay_on_one_line(capsys, monkeypatch):
+    """A user's value with a newline or an escape in it (a path, a key) is shown escaped."""
+    def fails(args):
+        raise CommandError("`-o` ('a\nb\x1b[31m') cannot be written")
+
+    monkeypatch.setattr(cli.cost, "run_hardware", fails)
+    assert main(["hardware"]) == EXIT_BAD_INPUT
+    assert _one_line(capsys) == r"archscout: error: `-o` ('a\nb\x1b[31m') cannot be written"

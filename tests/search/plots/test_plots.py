@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import matplotlib.image
+import matplotlib.pyplot as plt
 import moocore
 import numpy as np
 import pytest
@@ -14,11 +15,15 @@ from cost_model.hardware import get_hardware
 from cost_model.precision import get_precision
 from search.cli.main import main
 from search.cli.inspect import PLOT_KINDS, find_trial
+from search.plots.frontier import model_frontier_figure
 from search.plots.kinds import (
     HV_REFERENCE,
     LONG_CONTEXT_ISL_TOKENS,
+    breakdown_figure,
     breakdown_regimes,
+    history_figure,
     hypervolume_history,
+    roofline_figure,
     roofline_points,
 )
 from search.study.report import load_records, pareto_records
@@ -203,3 +208,118 @@ def test_evaluate_plot_bad_suffix(tmp_path, capsys):
     bad_input(capsys, ["evaluate", QWEN, "--hardware", "h200", "--plot",
                        str(tmp_path / "qwen.xyz")], "`--plot`", "'xyz' is not supported")
     assert list(tmp_path.iterdir()) == []
+
+
+# ---- nothing written over anything --------------------------------------------------------------
+
+
+def _texts(fig) -> list:
+    """Every text drawn in the figure but tick labels: titles, axis labels, names, captions,
+    and each legend as one box."""
+    found = [t for t in fig.texts if t.get_text()]
+    for ax in fig.axes:
+        found += [t for t in ax.texts if t.get_text()]
+        found += [a for a in (ax.title, ax.xaxis.label, ax.yaxis.label) if a.get_text()]
+        found += [ax.get_legend()] if ax.get_legend() else []
+    return found
+
+
+def _boxes(fig, artists):
+    renderer = fig.canvas.get_renderer()
+    return [(a, a.get_window_extent(renderer)) for a in artists]
+
+
+def _curve_points(line) -> np.ndarray:
+    """A drawn line's display points, 1 px apart (the test's own sampling; a step line through
+    its corners: steps-pre rises first, steps-post last)."""
+    xy = np.asarray(line.get_xydata(), dtype=float)
+    style = line.get_drawstyle()
+    if style in ("steps", "steps-pre", "steps-post") and len(xy) > 1:
+        path = [xy[0]]
+        for (x0, y0), (x1, y1) in zip(xy[:-1], xy[1:]):
+            path += [(x0, y1) if style != "steps-post" else (x1, y0), (x1, y1)]
+        xy = np.array(path)
+    xy = line.get_transform().transform(xy)
+    out = [xy[:1]]
+    for a, b in zip(xy[:-1], xy[1:]):
+        n = max(int(np.hypot(*(b - a))), 1)
+        out.append(a + (b - a) * np.linspace(0, 1, n + 1)[1:, None])
+    return np.concatenate(out)
+
+
+def _marker_centers(fig) -> np.ndarray:
+    lines = [ln for ax in fig.axes for ln in ax.lines
+             if ln.get_marker() not in ("None", "", " ", None) and len(ln.get_xydata())]
+    return np.concatenate([ln.get_transform().transform(ln.get_xydata()) for ln in lines]) \
+        if lines else np.zeros((0, 2))
+
+
+def assert_no_overlaps(fig, names=()) -> None:
+    """No two texts overlap; no name (`names`: point annotations) covers a marker's center or
+    a drawn line."""
+    fig.canvas.draw()
+    boxes = _boxes(fig, _texts(fig))
+    for i, (a, box_a) in enumerate(boxes):
+        for b, box_b in boxes[i + 1:]:
+            assert not box_a.overlaps(box_b), (str(a), str(b))
+    centers = _marker_centers(fig)
+    curves = [_curve_points(ln) for ax in fig.axes for ln in ax.lines
+              if ln.get_linestyle() not in ("None", "", " ") and len(ln.get_xydata()) > 1]
+    for note, box in _boxes(fig, names):
+        for points in (centers, *curves):
+            inside = (points[:, 0] > box.x0) & (points[:, 0] < box.x1) & \
+                (points[:, 1] > box.y0) & (points[:, 1] < box.y1)
+            assert not inside.any(), note.get_text()
+
+
+@pytest.fixture
+def candidate(items, opened):
+    spec, optuna_study = opened
+    trial, cand = find_trial(spec, optuna_study, items[0]["trial"])
+    return spec, trial.number, cand
+
+
+def test_roofline_names_cover_no_marker_line_or_text(candidate):
+    fig = roofline_figure(*candidate)
+    names = [t for t in fig.axes[0].texts if not t.get_text().startswith("ridge point")]
+    assert len(names) >= 5  # qkv, o, up, down, lm_head at least once each
+    assert len({(t.get_text(), t.xy) for t in names}) == len(names)  # one name per point
+    assert_no_overlaps(fig, names)
+    plt.close(fig)
+
+
+def test_breakdown_caption_explains_the_long_context_rows(candidate):
+    """The ISL 32,768 rows are the same design at the co-design post's 32K prompt (Figure 2):
+    the caption under the bars says so and overlaps neither the legend nor the axis label."""
+    spec = candidate[0]
+    fig = breakdown_figure(*candidate)
+    (caption,) = fig.texts
+    text = caption.get_text()
+    assert f"ISL {spec.workload.isl_tokens:,} / OSL {spec.workload.osl_tokens:,}" in text
+    assert f"ISL {LONG_CONTEXT_ISL_TOKENS:,} rows" in text and "Figure 2" in text
+    assert_no_overlaps(fig)
+    plt.close(fig)
+
+
+def test_history_final_value_is_in_the_legend_off_the_curve(opened):
+    spec, optuna_study = opened
+    history = hypervolume_history(spec, optuna_study)
+    fig = history_figure(spec, history)
+    top = fig.axes[0]
+    assert f"final {history.hypervolume[-1]:.3f}" in top.get_legend().get_texts()[0].get_text()
+    assert_no_overlaps(fig, [top.get_legend()])
+    plt.close(fig)
+
+
+def test_evaluate_plot_concurrency_names_do_not_overlap(capsys):
+    """Qwen3-0.6B on one H200: c = 1,024 and the dominated c = 1,152 sit within a few pixels;
+    each name goes where it covers no other name, marker or the staircase."""
+    sweep = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 1152]
+    assert main(["evaluate", QWEN, "--hardware", "h200", "--concurrency", *map(str, sweep),
+                 "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    fig = model_frontier_figure(doc, (10.0, 1000.0))
+    names = [t for t in fig.axes[0].texts if t.get_text().startswith("c=")]
+    assert len(names) >= 10
+    assert_no_overlaps(fig, names)
+    plt.close(fig)

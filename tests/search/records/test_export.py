@@ -1,4 +1,4 @@
-"""`archscout export` (hf, json, vllm) through `main(argv)`, and the export helpers."""
+"""`archscout export` (hf, json, vllm, sglang, trtllm, bundle) through `main(argv)`."""
 
 import json
 import os
@@ -11,22 +11,16 @@ import pytest
 
 import search.records.export
 from cost_model.hf_config import architecture_from_json_dict, load_architecture
+from cost_model.hf import quantization_config_for
 from cost_model.params import count_params
 from search.cli.main import main
-from search.records.export import (
-    RECORD_KEY, VLLM_MAX_NUM_SEQS_CAP, ExportError, vllm_document,
-)  # fmt: skip
+from search.records.export import RECORD_KEY, ExportError, hf_document, serving_document
 from search.study.space import build_candidate, complete_params
 from search.study.spec import load_spec
 from search.cli.study import load_study, open_storage
 
 from tests.search.cli.test_inspect import bad_input, make_study, pareto_items
-
-VLLM_KEYS = {"model", "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
-             "enable_expert_parallel", "quantization", "kv_cache_dtype", "max_model_len",
-             "max_num_seqs", "command", "notes", "decode_context_parallel_size",
-             "speculative_config", "kv_transfer_config", "engine"}
-
+from tests.search.records.engine_flags import command_problems, document_problems
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory) -> Path:
@@ -101,75 +95,127 @@ def _trial_params(study: Path, number: int) -> dict:
     return params
 
 
-# ---- vllm ---------------------------------------------------------------------------------------
+# ---- serving engines ----------------------------------------------------------------------------
 
 
-def test_vllm_export(study, best, tmp_path, capsys):
-    out = tmp_path / "vllm.json"
-    _export(study, best["trial"], "vllm", out, capsys)
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_engine_export(study, best, tmp_path, capsys, engine):
+    out = tmp_path / f"{engine}.json"
+    _export(study, best["trial"], engine, out, capsys)
     doc = json.loads(out.read_text())
-    spec, dep = load_spec(study), best["deployment"]
-    assert doc.keys() == VLLM_KEYS
-    assert doc["tensor_parallel_size"] == dep["tp"] and doc["data_parallel_size"] == dep["dp"]
-    assert doc["max_model_len"] == spec.workload.isl_tokens + spec.workload.osl_tokens
-    assert 1 <= doc["max_num_seqs"] <= VLLM_MAX_NUM_SEQS_CAP
-    words = shlex.split(doc["command"])
-    assert words[:3] == ["vllm", "serve", doc["model"]]
-    flags = dict(zip(words[3::2], words[4::2]))
-    assert flags["--tensor-parallel-size"] == str(dep["tp"])
-    assert flags["--max-model-len"] == str(doc["max_model_len"])
-    assert flags["--kv-cache-dtype"] == doc["kv_cache_dtype"]
+    assert doc["engine"] == engine and document_problems(doc) == []
+    dep = best["deployment"]
+    words = shlex.split(doc["instances"][0]["commands"][0])
+    flag = {"vllm": "--tensor-parallel-size", "sglang": "--tp-size", "trtllm": "--tp_size"}
+    assert words[words.index(flag[engine]) + 1] == str(dep["tp"] * dep["dp"] if
+                                                        engine != "vllm" else dep["tp"])
+    spec = load_spec(study)
+    length = str(spec.workload.isl_tokens + spec.workload.osl_tokens)
+    assert length in words
 
 
-def test_vllm_arguments_of_helix_and_speculative_decoding(study):
-    """Helix kvp = 2 over tp = 2 maps to vLLM TP 4 with decode context parallelism 2; two MTP
-    tokens to `--speculative-config {"method":"deepseek_mtp","num_speculative_tokens":2}`."""
+def test_speculative_decoding_with_mtp_needs_draft_layers(study):
+    """A dense llama export has no MTP layers: the export runs without speculation and says
+    why; the predicted figures assume it."""
     spec, cand = _candidate(study)
-    dep = cand.deployment.model_copy(update={"tp": 2, "kvp": 2, "spec_tokens": 2})
-    doc = vllm_document(spec, cand.__class__(**{**cand.__dict__, "deployment": dep}), 64)
-    assert doc["tensor_parallel_size"] == 4 and doc["decode_context_parallel_size"] == 2
-    assert json.loads(doc["speculative_config"]) == {"method": "deepseek_mtp",
-                                                     "num_speculative_tokens": 2}
-    words = shlex.split(doc["command"])
-    assert words[words.index("--speculative-config") + 1] == doc["speculative_config"]
-    assert any("decode context parallelism" in note for note in doc["notes"])
+    dep = cand.deployment.model_copy(update={"spec_tokens": 2})
+    doc = serving_document(spec, cand.__class__(**{**cand.__dict__, "deployment": dep}), "vllm",
+                           64)
+    assert doc["speculative_tokens"] == 0 and any("MTP dropped" in n for n in doc["notes"])
 
 
-@pytest.mark.parametrize("precision, kv, quantization, kv_cache_dtype", [
-    ("bf16", "bf16", None, "auto"),
-    ("fp8", "fp8", "fp8", "fp8"),
-    ("nvfp4", "fp8", "modelopt_fp4", "fp8"),
-    ("mxfp4", "bf16", "mxfp4", "auto"),
-], ids=["bf16", "fp8", "nvfp4", "mxfp4"])
-def test_vllm_quantization_names(study, precision, kv, quantization, kv_cache_dtype):
-    spec, cand = _candidate(study, precision=precision, kv_precision=kv)
-    doc = vllm_document(spec, cand, max_concurrency=64)
-    assert doc["quantization"] == quantization and doc["kv_cache_dtype"] == kv_cache_dtype
-    assert ("--quantization" in doc["command"]) == (quantization is not None)
+def test_engine_named_by_the_study_is_the_only_one(study):
+    spec, cand = _candidate(study)
+    other = spec.model_copy(update={"engine": "trtllm"})
+    with pytest.raises(ExportError, match="names engine TensorRT-LLM"):
+        serving_document(other, cand, "vllm", 64)
+    assert serving_document(other, cand, "trtllm", 64)["engine"] == "trtllm"
 
 
-def test_vllm_max_num_seqs_is_per_dp_engine_and_capped(study):
-    spec, cand = _candidate(study, tp=1)
-    assert vllm_document(spec, cand, max_concurrency=300)["max_num_seqs"] == 300
-    huge = vllm_document(spec, cand, max_concurrency=10 * VLLM_MAX_NUM_SEQS_CAP)
-    assert huge["max_num_seqs"] == VLLM_MAX_NUM_SEQS_CAP
+def test_mtp_draft_layers_are_in_the_hf_config_and_change_no_parameter_count(tmp_path):
+    """source: transformers 5 builds DeepSeek-V3 on the meta device without its MTP module;
+    the config names one (`num_nextn_predict_layers` = 1, what vLLM's deepseek_mtp reads) when
+    the deployment speculates with MTP; tolerance 0 on the parameter count."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from search.study.space import Candidate
+    from tests.data_paths import HF_CONFIGS, MODEL_CONFIGS
+    from cost_model.deployment import make_deployment
+
+    small = load_architecture(MODEL_CONFIGS / "DeepSeek-V3.json").model_copy(update={
+        "num_layers": 4, "first_dense_layers": 1, "num_experts": 8, "hidden_size": 256,
+        "intermediate_size": 512, "moe_intermediate_size": 128, "vocab_size": 1024,
+        "num_attention_heads": 4, "num_kv_heads": 4, "q_lora_rank": 64, "kv_lora_rank": 64,
+        "shared_expert_intermediate_size": 128})
+    assert HF_CONFIGS.exists()
+    spec = load_spec("studies/quickstart.toml")
+    cand = Candidate({}, small, make_deployment(tp=1, spec_tokens=2))
+    config = hf_document(spec, cand)
+    assert config["model_type"] == "deepseek_v3" and config["num_nextn_predict_layers"] == 1
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    loaded = transformers.AutoConfig.from_pretrained(tmp_path)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(loaded)
+    assert sum(p.numel() for p in model.parameters()) == count_params(small).total_params
+    plain = Candidate({}, small, make_deployment(tp=1))
+    assert "num_nextn_predict_layers" not in hf_document(spec, plain)
 
 
-def test_vllm_moe_expert_parallel(study):
-    moe = dict(num_experts=8, experts_per_token=2, moe_intermediate_size=1024, tp=2, dp=2)
-    spec, cand = _candidate(study, **moe, ep=4)
-    doc = vllm_document(spec, cand, max_concurrency=1000)
-    assert doc["enable_expert_parallel"] and "--enable-expert-parallel" in doc["command"]
-    assert doc["data_parallel_size"] == 2 and doc["max_num_seqs"] == 500  # per DP engine
-    assert doc["notes"] == []
-    spec, cand = _candidate(study, **moe, ep=2)  # vLLM's EP always spans TP·DP: said in a note
-    assert "TP·DP = 4" in vllm_document(spec, cand, max_concurrency=1000)["notes"][0]
+# ---- bundle -------------------------------------------------------------------------------------
 
 
-def test_vllm_fp4_kv_cache_is_refused(study):
-    spec, cand = _candidate(study, precision="nvfp4", kv_precision="nvfp4")
-    with pytest.raises(ExportError, match="`kv_precision` \\(nvfp4\\)"):
-        vllm_document(spec, cand, max_concurrency=64)
+def test_bundle_boots_with_random_weights(study, best, tmp_path, capsys):
+    """config.json loads in transformers with the exact count; each engine gets a dummy-weight
+    serve command whose flags are its own and a benchmark command at the point's ISL, OSL and
+    concurrency; the README names the predictions."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    out = tmp_path / "bundle"
+    assert main(["export", str(study), str(best["trial"]), "--format", "bundle", "-o",
+                 str(out)]) == 0
+    capsys.readouterr()
+    config = transformers.AutoConfig.from_pretrained(out)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(config)
+    assert sum(p.numel() for p in model.parameters()) == best["params_total"]
+    spec = load_spec(study)
+    # the checkpoint's quantization_config is the one quantization_config_for writes for the
+    # deployment's weight formats; the serve commands leave the method to config.json
+    d = best["deployment"]
+    written = json.loads((out / "config.json").read_text()).get("quantization_config")
+    assert written == quantization_config_for(d["precision"], d.get("moe_precision"))
+    for engine in ("vllm", "sglang", "trtllm"):
+        serve = (out / f"serve_{engine}.sh").read_text().splitlines()[2]
+        assert command_problems(engine, serve) == []
+        assert "dummy" in serve or engine == "trtllm"
+        assert "--quantization" not in serve
+        bench = shlex.split((out / f"bench_{engine}.sh").read_text().splitlines()[1])
+        assert bench[bench.index("--random-input-len") + 1] == str(spec.workload.isl_tokens)
+        assert bench[bench.index("--random-output-len") + 1] == str(spec.workload.osl_tokens)
+    assert "load_format: \"dummy\"" in (out / "extra_llm_api_options.yaml").read_text()
+    readme = (out / "README.md").read_text()
+    assert "TPOT ms" in readme and "tokens/s/GPU" in readme
+
+
+# ---- infeasible trials --------------------------------------------------------------------------
+
+
+def test_an_infeasible_trial_needs_force_and_names_the_broken_constraint(study, tmp_path, capsys):
+    spec = load_spec(study)
+    handle = open_storage(study, spec, None, shared=True)
+    trials = load_study(spec, handle).get_trials(deepcopy=False)
+    handle.close()
+    broken = next(t for t in trials if t.state.name == "COMPLETE" and
+                  not t.user_attrs.get("feasible", True))
+    out = tmp_path / "v.json"
+    bad_input(capsys, ["export", str(study), str(broken.number), "--format", "vllm", "-o",
+                       str(out)], "infeasible", "--force")
+    assert not out.exists()
+    assert main(["export", str(study), str(broken.number), "--format", "vllm", "-o", str(out),
+                 "--force"]) == 0
+    assert "note: infeasible" in capsys.readouterr().err
+    notes = json.loads(out.read_text())["notes"]
+    assert any(n.startswith("infeasible in study") and "`" in n for n in notes)
 
 
 # ---- bad input and atomic writes ----------------------------------------------------------------

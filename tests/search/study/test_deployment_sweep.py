@@ -144,6 +144,7 @@ def test_export_the_deployment_of_a_frontier_point(moe_study, capsys):
     tokens/s/user or more names the deployment exported, and its concurrency (capped by the
     engine's batch limit) is max_num_seqs; beyond the frontier it is one line, exit 2."""
     import json
+    import shlex
 
     from search.cli.main import main
 
@@ -155,8 +156,11 @@ def test_export_the_deployment_of_a_frontier_point(moe_study, capsys):
     doc = json.loads(out.read_text())
     point = doc["operating_point"]
     assert point["tokens_per_s_per_user"] >= 10
-    assert doc["max_num_seqs"] <= point["concurrency"]
-    assert f"--data-parallel-size {doc['data_parallel_size']}" in doc["command"]
+    command = shlex.split(doc["instances"][0]["commands"][0])
+    value = lambda flag: int(command[command.index(flag) + 1]) if flag in command else 1  # noqa: E731
+    dp = value("--data-parallel-size")  # absent for DP 1
+    assert value("--max-num-seqs") <= -(-point["concurrency"] // dp)  # ⌈c / DP⌉ per DP rank
+    assert f" dp{dp} " in f" {point['deployment']} "
     capsys.readouterr()
     assert main([*argv, "--interactivity", "1e9"]) == 2
     err = capsys.readouterr().err.strip()

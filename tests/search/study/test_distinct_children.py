@@ -1,10 +1,11 @@
 """`DistinctChildren`: NSGA-II children that repeat a design already in the study are drawn
-again; the default sampler uses it and then repeats fewer designs."""
+again (the default sampler proposes only new designs itself: `proposals`)."""
 
 import optuna
 import pytest
 from optuna.distributions import IntDistribution
 
+from search.study import optuna_adapter
 from search.study.distinct_children import DistinctChildren
 from search.study.spec import load_spec
 from tests.search.study.test_search import REPO
@@ -124,12 +125,12 @@ def test_flat_nsga2_index_reads_each_trial_once_finished():
     running = study.ask(SPACE)
     done = study.ask({**SPACE, "c": IntDistribution(0, 1)})
     done.set_user_attr("u", 1)
-    study._storage.set_trial_system_attr(done._trial_id, "g", 0)
+    optuna_adapter.set_trial_system_attr(study, done, "g", 0)
     study.tell(done, 1.0)
     index.update(study)
     assert [t.number for t in index.population(0)] == [done.number]
     assert set(index.search_space) == {"a", "b", "c"}
-    study._storage.set_trial_system_attr(running._trial_id, "g", 0)
+    optuna_adapter.set_trial_system_attr(study, running, "g", 0)
     study.tell(running, 2.0)
     index.update(study).update(study)  # read twice: added once
     assert [t.number for t in index.population(0)] == [running.number, done.number]

@@ -68,13 +68,15 @@ def test_no_runnable_deployment_is_said():
     assert cand.invalid_reason.startswith("no deployment of the space runs on TensorRT-LLM: ")
 
 
-@pytest.mark.parametrize("stem, engine, message", [
-    ("long-context-latency-b200", "vllm", "`space.kv_precision` option 'nvfp4' does not run on "
-                                          "vLLM (its formats for this component: bf16, fp16, fp8)"),
-    ("quickstart", "vllm", None), ("long-context-latency-b200", "trtllm", None),
+@pytest.mark.parametrize("stem, engine, space, message", [
+    ("long-context-latency-b200", "vllm", {"precision": {"choices": ["nvfp4", "mxfp4"]}},
+     "`space.precision` option 'mxfp4' does not run on vLLM (its formats for this component: "
+     "bf16, fp16, fp8, fp8_block, nvfp4, w4a16, w8a16)"),
+    ("long-context-latency-b200", "vllm", {}, None),  # NVFP4 KV: vLLM 0.33's CacheDType nvfp4
+    ("quickstart", "vllm", {}, None), ("long-context-latency-b200", "trtllm", {}, None),
 ])  # fmt: skip
-def test_format_options_are_checked_at_load(stem, engine, message):
-    doc = _doc(stem, engine=engine)
+def test_format_options_are_checked_at_load(stem, engine, space, message):
+    doc = _space(_doc(stem, engine=engine), **space)
     if message is None:
         assert spec_from_dict(doc).engine == engine
         return

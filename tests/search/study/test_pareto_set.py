@@ -19,10 +19,10 @@ from search.cli.main import main
 from search.study.convergence import bounds_reached
 from search.plots.kinds import hypervolume_history
 from search.study.report import design_items, group_designs, load_records, pareto_document
-from search.study.runner import run_study
+from search.study.evaluation import hard_constraints
+from search.study.runner import RunSummary, run_batch
 from search.study.space import build_candidate, complete_params, design_identity
 from search.study.spec import StudySpec, load_spec
-from search.study.storage import StorageHandle
 from search.cli.study import load_study, open_storage
 
 REPO = Path(__file__).resolve().parents[3]
@@ -131,15 +131,14 @@ def test_the_memo_scores_twins_once(monkeypatch):
 
 
 def _study_of(spec: StudySpec, params: list[dict]) -> optuna.Study:
-    """An in-memory study whose trials are `params`, in order, recorded as the runner does."""
+    """An in-memory study whose trials are `params`, in order, recorded as the runner records
+    them (`run_batch`: ask, score the batch, tell; the enqueued parameters are what is asked)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    handle = StorageHandle(optuna.storages.InMemoryStorage(), "memory", shared=True)
-    study = optuna.create_study(study_name=spec.name, storage=handle.storage,
-                                directions=spec.objectives.directions)
+    study = optuna.create_study(directions=spec.objectives.directions)
     for p in params:
         study.enqueue_trial(p)
-    run_study(spec, handle, len(params), 0, show_progress=False)
-    return optuna.load_study(study_name=spec.name, storage=handle.storage)
+    run_batch(study, spec, len(params), hard_constraints(spec), RunSummary())
+    return study
 
 
 def test_twins_and_deployments_of_one_design_are_one_entry():

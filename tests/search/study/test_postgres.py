@@ -1,6 +1,7 @@
 """Scale-out on a real PostgreSQL server and the faults around it: several worker processes on
-one study, kill -9 of a worker, the database restarted mid-study, stale trials failed by
-heartbeat. `.ci/run` installs and starts the server and sets ARCHSCOUT_TEST_POSTGRES_URL."""
+one study, eight starting at once on a new database, kill -9 of a worker (also mid-ask), the
+database restarted mid-study and mid-write, RUNNING trials an earlier version left.
+`.ci/run` installs and starts the server and sets ARCHSCOUT_TEST_POSTGRES_URL."""
 
 import os
 import shutil
@@ -21,9 +22,7 @@ from optuna.trial import TrialState
 
 from search.cli.main import main
 from search.study.report import pareto_document
-from search.study.resilience import fail_orphans
 from search.study.spec import load_spec
-from search.study.storage import StorageHandle
 from tests.fresh_database import fresh_database
 
 REPO = Path(__file__).resolve().parents[3]
@@ -64,7 +63,7 @@ def test_workers_share_one_study(tmp_path, capsys):
     capsys.readouterr()
     trials = _trials(study)
     assert sum(t.state in FINISHED for t in trials) == 160
-    assert all(t.state in (*FINISHED, TrialState.PRUNED) for t in trials)  # none RUNNING
+    assert all(t.state in FINISHED for t in trials)  # none RUNNING, none abandoned
     assert sorted(t.number for t in trials) == list(range(len(trials)))
     finished = sorted(t.number for t in trials if t.state in FINISHED)
     assert finished == list(range(160))
@@ -96,7 +95,7 @@ def test_eight_workers_start_at_once_on_a_fresh_database(tmp_path, fresh_databas
     assert [p.returncode for p in procs] == [0] * 8, "\n".join(errors)
     spec = load_spec(study)
     trials = optuna.load_study(study_name=spec.name, storage=fresh_database_url).get_trials()
-    assert all(t.state in (*FINISHED, TrialState.PRUNED) for t in trials)  # none RUNNING
+    assert all(t.state in FINISHED for t in trials)  # none RUNNING, none abandoned
     assert sorted(t.number for t in trials) == list(range(len(trials)))
     assert sum(t.state in FINISHED for t in trials) == 16  # no worker asked beyond the target
 
@@ -145,18 +144,6 @@ def test_kill_9_of_a_worker_keeps_finished_trials(tmp_path, capsys):
     assert {n: after[n] for n in before} == before
 
 
-def test_stale_trials_are_failed_by_heartbeat(tmp_path):
-    """A trial whose worker stopped beating is failed by the next worker's batch."""
-    storage = optuna.storages.RDBStorage(URL, heartbeat_interval=1, grace_period=1)
-    name = f"stale-{uuid.uuid4().hex[:10]}"
-    study = optuna.create_study(study_name=name, storage=storage)
-    orphan = study.ask()
-    storage.record_heartbeat(orphan._trial_id)
-    time.sleep(2.5)
-    fail_orphans(study, StorageHandle(storage, "test"))  # the study wraps it in Optuna's cache
-    assert storage.get_trial(orphan._trial_id).state == TrialState.FAIL
-
-
 @pytest.mark.skipif(shutil.which("pg_ctlcluster") is None or os.geteuid() != 0,
                     reason="restarting the server needs Debian's pg_ctlcluster as root")
 def test_database_restart_mid_study(tmp_path):
@@ -171,8 +158,7 @@ def test_database_restart_mid_study(tmp_path):
     assert proc.returncode == 0, err
     trials = _trials(study)
     assert sum(t.state in FINISHED for t in trials) == 192
-    # the batch the outage cut short: its asked trials were abandoned (PRUNED) on retry, not
-    # left RUNNING for good
+    # the batch the outage cut short was written once the server was back: nothing RUNNING
     assert not [t.number for t in trials if t.state == TrialState.RUNNING]
     assert "Traceback" not in err  # an outage the worker met is one retry line per attempt
     for noise in ("[SQL", "invalid data", "max length", "Background on this error"):
@@ -185,36 +171,6 @@ def test_unreachable_database_is_one_clear_line(tmp_path, capsys):
     assert main(["search", str(study), "--storage", bad, "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "`--storage`" in err and "wrong" not in err
-
-
-def test_workers_record_heartbeats(tmp_path, capsys):
-    """Every trial a worker asks carries a heartbeat row (the study's storage is Optuna's cache
-    around RDBStorage, which must still be recognised)."""
-    study = _study_file(tmp_path)
-    assert main(["search", str(study), "--storage", URL, "--trials", "32", "--no-progress"]) == 0
-    storage = optuna.storages.RDBStorage(URL)
-    loaded = optuna.load_study(study_name=load_spec(study).name, storage=storage)
-    ids = [t._trial_id for t in loaded.get_trials(deepcopy=False)]
-    with storage.engine.connect() as conn:
-        rows = conn.execute(sqlalchemy.text(
-            "SELECT count(*) FROM trial_heartbeats WHERE trial_id = ANY(:ids)"), {"ids": ids})
-        assert rows.scalar() == len(ids)
-
-
-def test_a_long_batch_keeps_beating(tmp_path):
-    """Trials of a batch that outlasts the grace period are not failed while it runs."""
-    from search.study.resilience import BatchHeartbeat
-
-    storage = optuna.storages.RDBStorage(URL, heartbeat_interval=1, grace_period=2)
-    name = f"beat-{uuid.uuid4().hex[:10]}"
-    study = optuna.create_study(study_name=name, storage=storage)
-    trial = study.ask()
-    storage.record_heartbeat(trial._trial_id)
-    with BatchHeartbeat(study, [trial]):
-        time.sleep(4.0)
-        fail_orphans(study, StorageHandle(storage, "test"))
-        assert storage.get_trial(trial._trial_id).state == TrialState.RUNNING
-    study.tell(trial, 1.0)
 
 
 KILL_AT_FIFTH_ASK = """
@@ -235,61 +191,42 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def test_a_worker_killed_while_asking_leaves_no_running_trial(tmp_path, capsys):
-    """A worker killed during the ask phase (its fifth ask, in its own copy of the study): the
-    batch's 8 places it reserved carry a heartbeat row and its name from the transaction that
-    created them (before, asked trials had neither and stayed RUNNING for good), so the next
-    worker settles them and the study ends with exactly the requested finished trials, none
-    RUNNING."""
+def test_a_worker_killed_while_asking_leaves_nothing_in_the_database(tmp_path, capsys):
+    """A worker killed during the ask phase (its fifth ask): it asks in its own copy of the
+    study and writes finished trials only, so the database holds nothing of that batch (it
+    held 8 RUNNING trials, settled after a heartbeat grace period), and the next worker runs
+    the study to exactly the requested finished trials."""
     study = _study_file(tmp_path, batch_size=8)
     proc = subprocess.run([sys.executable, "-c", KILL_AT_FIFTH_ASK, "search", str(study),
                            "--storage", URL, "--trials", "16", "--no-progress"],
                           check=False, cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
-    orphans = _trials(study)
-    assert [t.state for t in orphans] == [TrialState.RUNNING] * 8
-    assert all(t.user_attrs.get("worker", "").endswith(f":{proc_pid(t)}") for t in orphans)
-    storage = optuna.storages.RDBStorage(URL)
-    with storage.engine.connect() as conn:
-        beats = conn.execute(sqlalchemy.text(
-            "SELECT count(*) FROM trial_heartbeats WHERE trial_id = ANY(:ids)"),
-            {"ids": [t._trial_id for t in orphans]}).scalar()
-    assert beats == 8
+    assert _trials(study) == []
     assert main(["search", str(study), "--storage", URL, "--trials", "16",
                  "--no-progress"]) == 0
     capsys.readouterr()
     trials = _trials(study)
-    assert not [t.number for t in trials if t.state == TrialState.RUNNING]
-    assert sum(t.state in FINISHED for t in trials) == 16
+    assert len(trials) == 16 and all(t.state in FINISHED for t in trials)
 
 
-def proc_pid(trial) -> str:
-    return trial.user_attrs["worker"].rpartition(":")[2]
-
-
-def test_trials_without_heartbeat_rows_go_stale(tmp_path):
-    """RUNNING trials without any heartbeat row (asked by a client that never beat, as
-    archscout's workers did when they died before their first beat) are abandoned (PRUNED,
-    never counted) once they started longer than the grace period ago; a fresh one is left
-    alone."""
-    from search.study.storage import WorkerRDBStorage
-
-    name = f"nobeat-{uuid.uuid4().hex[:10]}"
-    plain = optuna.create_study(study_name=name, storage=URL)
-    old, young = plain.ask(), plain.ask()
-    engine = sqlalchemy.create_engine(URL, poolclass=sqlalchemy.pool.NullPool)
-    with engine.begin() as conn:  # `old` started two minutes ago
-        conn.execute(sqlalchemy.text("UPDATE trials SET datetime_start = datetime_start - "
-                                     "interval '2 minutes' WHERE trial_id = :id"),
-                     {"id": old._trial_id})
-    engine.dispose()
-    with pytest.warns(optuna.exceptions.ExperimentalWarning):
-        storage = WorkerRDBStorage(URL, heartbeat_interval=10, grace_period=60)
-    study = optuna.load_study(study_name=name, storage=storage)
-    fail_orphans(study, StorageHandle(storage, "test"))
-    states = {t.number: t.state for t in study.get_trials()}
-    assert states == {old.number: TrialState.PRUNED, young.number: TrialState.RUNNING}
-    assert study.trials[old.number].user_attrs["abandoned"] == "no heartbeat for 60 s"
+def test_running_trials_an_earlier_version_left_are_settled(tmp_path, capsys):
+    """RUNNING trials an earlier archscout's workers reserved (named by their `worker`
+    attribute) are settled as PRUNED by the next run to open the study; a RUNNING trial of
+    another Optuna client (unnamed) is left to it."""
+    study = _study_file(tmp_path, batch_size=16)
+    assert main(["search", str(study), "--storage", URL, "--trials", "16",
+                 "--no-progress"]) == 0
+    plain = optuna.load_study(study_name=load_spec(study).name, storage=URL)
+    named, unnamed = plain.ask(), plain.ask()
+    named.set_user_attr("worker", "elsewhere:1")
+    capsys.readouterr()
+    assert main(["search", str(study), "--storage", URL, "--trials", "32",
+                 "--no-progress"]) == 0
+    assert "1 trials an interrupted run left RUNNING" in capsys.readouterr().err
+    states = {t.number: t.state for t in _trials(study)}
+    assert states[named.number] == TrialState.PRUNED
+    assert states[unnamed.number] == TrialState.RUNNING
+    assert sum(state in FINISHED for state in states.values()) == 32
 
 
 def _stored(trial) -> tuple:
@@ -300,7 +237,7 @@ def _stored(trial) -> tuple:
 
 def test_one_worker_records_what_the_journal_records(tmp_path):
     """The same study, seed and trials run once on PostgreSQL (a worker sampling in its own
-    copy, two transactions per batch) and once on the default journal: every trial's number,
+    copy, one locked write per batch) and once on the default journal: every trial's number,
     state, params, values, attributes and constraints are equal."""
     from search.study.runner import run_study
     from search.study.storage import open_default, open_url
@@ -316,28 +253,37 @@ def test_one_worker_records_what_the_journal_records(tmp_path):
     assert len(on_pg) == 48 and all(t.user_attrs["worker"] for t in on_pg)
 
 
-def test_a_worker_reads_the_others_trials_after_each_batch(tmp_path):
+def test_a_worker_reads_the_others_trials_after_each_batch(tmp_path, monkeypatch):
     """Two workers on one study: after its next batch, each one's own copy holds the other's
     finished trials too, and each worker's trials reached the database once."""
-    from search.study.runner import RemoteWorkspace, RunSummary, make_sampler, open_study
+    from search.study import runner
     from search.study.evaluation import hard_constraints
+    from search.study.runner import LocalRun, RunSummary, make_sampler, open_study, run_batch
     from search.study.storage import open_url
 
     spec = load_spec(_study_file(tmp_path, batch_size=8))
-    a, b = (RemoteWorkspace(open_study(spec, open_url(URL), 0), None) for _ in range(2))
-    for ws, seed in ((a, 1), (b, 2)):
-        ws.study.sampler = make_sampler(spec, seed)
+    runs = []
+    for name in ("a:1", "b:2"):  # two workers in one process: each its own name
+        monkeypatch.setattr(runner, "worker_id", lambda name=name: name)
+        handle = open_url(URL)
+        runs.append(LocalRun(open_study(spec, handle, 0), handle, spec))
+    a, b = runs
     hard = hard_constraints(spec)
-    a.run(spec, 8, hard, RunSummary(), 100)
-    b.run(spec, 8, hard, RunSummary(), 100)  # reads a's first batch after its own
-    a.run(spec, 8, hard, RunSummary(), 100)  # reads b's
+
+    def batch(run: LocalRun, seed: int) -> None:
+        run.study.sampler = make_sampler(spec, seed)
+        run.persist(run_batch(run.study, spec, 8, hard, RunSummary(), run.attrs()), 100)
+
+    batch(a, 1)
+    batch(b, 2)  # reads a's first batch after its own
+    batch(a, 3)  # reads b's
     assert len(b.study.trials) == 16 and len(a.study.trials) == 24
     # a's copy: its batch, its second batch, then b's batch; b's: its batch, then a's first
     assert [t.params for t in a.study.trials[16:]] == [t.params for t in b.study.trials[:8]]
     assert [t.values for t in b.study.trials[8:]] == [t.values for t in a.study.trials[:8]]
     stored = _trials_of(spec)
     assert len(stored) == 24 and sorted(t.number for t in stored) == list(range(24))
-    assert len({t.user_attrs["worker"] for t in stored}) == 1  # one process, two workspaces
+    assert sorted(t.user_attrs["worker"] for t in stored) == ["a:1"] * 16 + ["b:2"] * 8
 
 
 def _trials_of(spec):
@@ -368,18 +314,19 @@ def _outage(url: str, down_s: float) -> threading.Thread:
     return thread
 
 
-def _outage_on_first_call(monkeypatch, module, name: str, url: str,
-                          down_s: float = 1.5) -> list[threading.Thread]:
-    """Patch `module.name` so that its first call starts a `down_s` outage of the server at
+def _outage_on_call(monkeypatch, owner, name: str, url: str, call: int = 1,
+                    down_s: float = 1.5) -> list[threading.Thread]:
+    """Patch `owner.name` so that its `call`-th call starts a `down_s` outage of the server at
     `url` (then runs as before); the returned list holds the outage's thread once started."""
-    real, outages = getattr(module, name), []
+    real, calls, outages = getattr(owner, name), [], []
 
-    def first_call_cuts(*args, **kwargs):
-        if not outages:
+    def cut_on_call(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == call:
             outages.append(_outage(url, down_s))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(module, name, first_call_cuts)
+    monkeypatch.setattr(owner, name, cut_on_call)
     return outages
 
 
@@ -389,13 +336,13 @@ def _evaluated(trial) -> bool:
 
 def test_a_restart_during_a_batch_write_keeps_the_batch(tmp_path, fresh_database_url,
                                                          monkeypatch, capsys):
-    """The database goes away in the middle of a batch's write (inside `finish_trials`'
-    transaction, its rows locked) and refuses connections for 1.5 s: the worker retries, and
-    the batch it evaluated is written into its own reserved places; the study ends with the 32
-    requested trials, every one evaluated, none abandoned, failed unevaluated or RUNNING."""
-    from search.study import storage
+    """The database goes away in the middle of a batch's write (inside its transaction, the
+    study row locked) and refuses connections for 1.5 s: the worker retries, and the batch it
+    evaluated is added once the server is back, once; the study ends with the 32 requested
+    trials, each stored once, every one evaluated, none RUNNING."""
+    from search.study import optuna_adapter
 
-    outages = _outage_on_first_call(monkeypatch, storage, "_trial_rows", fresh_database_url)
+    outages = _outage_on_call(monkeypatch, optuna_adapter, "_trial_rows", fresh_database_url)
     study = _study_file(tmp_path, batch_size=16)
     assert main(["search", str(study), "--storage", fresh_database_url, "--trials", "32",
                  "--no-progress"]) == 0
@@ -406,6 +353,8 @@ def test_a_restart_during_a_batch_write_keeps_the_batch(tmp_path, fresh_database
                                storage=fresh_database_url).get_trials()
     assert sorted(t.number for t in trials) == list(range(32))
     assert all(t.state in FINISHED and _evaluated(t) for t in trials)
+    starts = [t.datetime_start for t in trials]
+    assert len(set(starts)) == 32  # none written twice
 
 
 def test_a_restart_during_the_closing_report_is_retried(tmp_path, fresh_database_url,
@@ -416,8 +365,7 @@ def test_a_restart_during_the_closing_report_is_retried(tmp_path, fresh_database
     traceback (AdminShutdown; "Can't reconnect until invalid transaction is rolled back")."""
     from search.cli import study as cli_study
 
-    outages = _outage_on_first_call(monkeypatch, cli_study, "pareto_document",
-                                    fresh_database_url)
+    outages = _outage_on_call(monkeypatch, cli_study, "pareto_document", fresh_database_url)
     study = _study_file(tmp_path, batch_size=16)
     assert main(["search", str(study), "--storage", fresh_database_url, "--trials", "16",
                  "--no-progress"]) == 0
@@ -427,34 +375,6 @@ def test_a_restart_during_the_closing_report_is_retried(tmp_path, fresh_database
     lines = err.strip().splitlines()
     assert lines and all("storage unavailable during the closing report" in line
                          for line in lines), err
-
-
-def test_a_killed_worker_not_yet_reaped_is_settled_at_once(tmp_path, capsys):
-    """A worker killed while asking, whose parent has not reaped it yet (a zombie: it still
-    answers kill(pid, 0)): the next worker abandons its 8 reserved places at once (PRUNED,
-    the reason in `abandoned`) and redoes them. Before, they stayed RUNNING for the 60 s
-    heartbeat grace and were then failed unevaluated, counting toward `--trials`
-    (bench_faults: 512 finished of 512, 480 evaluated)."""
-    study = _study_file(tmp_path, batch_size=8)
-    proc = subprocess.Popen([sys.executable, "-c", KILL_AT_FIFTH_ASK, "search", str(study),
-                             "--storage", URL, "--trials", "16", "--no-progress"],
-                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)  # killed, left unreaped
-    try:
-        assert [t.state for t in _trials(study)] == [TrialState.RUNNING] * 8
-        start = time.monotonic()
-        assert main(["search", str(study), "--storage", URL, "--trials", "16",
-                     "--no-progress"]) == 0
-        assert time.monotonic() - start < 30  # not the 60 s grace
-    finally:
-        proc.wait()
-    capsys.readouterr()
-    trials = _trials(study)
-    abandoned = [t for t in trials if t.state == TrialState.PRUNED]
-    assert len(abandoned) == 8 and all(
-        f":{proc.pid} ended before telling it" in t.user_attrs["abandoned"] for t in abandoned)
-    assert sum(t.state in FINISHED and _evaluated(t) for t in trials) == 16
-    assert not [t for t in trials if t.state in FINISHED and not _evaluated(t)]
 
 
 def test_workers_children_report_one_line_each(tmp_path, fresh_database_url, capfd):
@@ -470,3 +390,69 @@ def test_workers_children_report_one_line_each(tmp_path, fresh_database_url, cap
     assert sorted(line.split(":")[1] for line in lines[:2]) == [" worker 1", " worker 2"]
     assert all("exists with other objectives" in line for line in lines[:2])
     assert "2 of 2 workers failed" in lines[2]
+
+
+# ---- a storage URL's password is never shown ---------------------------------------------------
+
+SECRET = "Zq9-s3cr3t-Pa55"
+SECRET_ROLE = "archscout_secret_tester"
+
+
+@pytest.fixture
+def secret_database_url():
+    """A new database owned by a role whose password is SECRET (created once per server)."""
+    admin = sqlalchemy.create_engine(URL, isolation_level="AUTOCOMMIT",
+                                     poolclass=sqlalchemy.pool.NullPool)
+    with admin.connect() as conn:
+        exists = conn.execute(sqlalchemy.text("SELECT 1 FROM pg_roles WHERE rolname = :r"),
+                              {"r": SECRET_ROLE}).scalar()
+        verb = "ALTER" if exists else "CREATE"
+        conn.execute(sqlalchemy.text(f"{verb} ROLE {SECRET_ROLE} LOGIN PASSWORD '{SECRET}'"))
+    with fresh_database(URL, "secret") as url:
+        with admin.connect() as conn:
+            conn.execute(sqlalchemy.text(f'ALTER DATABASE "{url.rsplit("/", 1)[1]}" OWNER TO '
+                                         f"{SECRET_ROLE}"))
+        admin.dispose()
+        yield url.replace("archscout:archscout@", f"{SECRET_ROLE}:{SECRET}@", 1)
+
+
+def _every_command(study: Path, url: str, out: Path) -> list[list[str]]:
+    s = str(study)
+    return [["search", s, "--storage", url, "--trials", "16", "--no-progress"],
+            ["search", s, "--storage", url, "--trials", "32", "--workers", "2", "--no-progress"],
+            ["search", s, "--storage", url, "--trials", "32", "--json", "--no-progress"],
+            ["pareto", s, "--storage", url],
+            ["pareto", s, "--storage", url, "--json", "--csv", str(out / "p.csv"),
+             "--parquet", str(out / "p.parquet")],
+            ["show", s, "0", "--storage", url], ["show", s, "0", "--storage", url, "--json"],
+            ["show", s, "99999", "--storage", url],
+            *[["export", s, "0", "--storage", url, "--format", f, "--force",
+               "-o", str(out / f"e.{f}")] for f in ("json", "hf", "vllm")],
+            ["plot", s, "--storage", url, "-o", str(out / "front.png")],
+            ["dashboard", s, "--storage", url, "-o", str(out / "view.journal")]]
+
+
+@pytest.mark.parametrize("form", ["authority", "query string"])
+def test_no_command_shows_the_storage_password(tmp_path, capfd, secret_database_url, form):
+    """Every command that takes `--storage`, the password given in the URL's authority or in
+    its query string (`?password=`): it appears in no output, error, export, table, plot,
+    dashboard view or `--json` document; also when the server is unreachable or the password
+    wrong (one line each)."""
+    url = secret_database_url
+    if form == "query string":
+        url = url.replace(f":{SECRET}@", "@", 1) + f"?password={SECRET}"
+    study, out = _study_file(tmp_path, batch_size=8), tmp_path / "out"
+    out.mkdir()
+    unreachable = url.replace("127.0.0.1:5432", "127.0.0.1:1", 1)
+    wrong = url.replace(SECRET, SECRET + "x")
+    codes = [main(argv) for argv in _every_command(study, url, out)]
+    assert codes == [0] * len(codes[:7]) + [2] + [0] * (len(codes) - 8)
+    for bad in (unreachable, wrong):
+        for argv in _every_command(study, bad, out)[:2]:
+            assert main(argv) == 2
+    printed = capfd.readouterr()
+    for text in (printed.out, printed.err):
+        assert SECRET not in text and "Traceback" not in text
+    assert "***" in printed.err  # the URL was named, without its password
+    for path in tmp_path.rglob("*"):
+        assert not path.is_file() or SECRET.encode() not in path.read_bytes(), path

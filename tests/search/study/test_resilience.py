@@ -1,9 +1,4 @@
-"""Retries with back-off and their message; orphaned trials of dead workers on a shared journal."""
-
-import os
-import subprocess
-import sys
-import time
+"""Retries with back-off and their message; RUNNING trials an earlier version left, settled."""
 
 import optuna
 import pytest
@@ -44,79 +39,40 @@ def test_gives_up_with_one_clear_error():
         resilience.with_retries(down, "a batch")
 
 
-def test_running_trials_of_a_dead_worker_are_abandoned(tmp_path):
-    """Between batches: a dead worker's trial is abandoned (PRUNED, its reason in `abandoned`,
-    never counted), a live worker's runs on, and this process's own RUNNING trial (a batch a
-    storage error cut short) is abandoned too."""
-    handle = open_default(tmp_path / "study.journal", shared=True)
-    study = optuna.create_study(study_name="s", storage=handle.storage)
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    orphan, alive, mine = study.ask(), study.ask(), study.ask()
-    orphan.set_user_attr(resilience.WORKER_ATTR, f"{os.uname().nodename}:{dead}")
-    alive.set_user_attr(resilience.WORKER_ATTR, f"{os.uname().nodename}:{os.getppid()}")
-    resilience.mark_alive(study, [mine])  # this process
-    assert resilience.fail_orphans(study, handle) == 2
+@pytest.mark.parametrize("owner", [True, False])
+def test_running_trials_left_behind_are_settled_as_pruned(tmp_path, capsys, owner):
+    """RUNNING trials an earlier version left: the journal's owner settles every one (nobody
+    else can be running them); a writer beside others only those an archscout worker named.
+    Settled trials are PRUNED (never counted toward `--trials`); finished ones stay as they
+    are; one line on stderr says how many."""
+    study = optuna.create_study(study_name="s", storage=open_default(
+        tmp_path / "study.journal", shared=not owner).storage)
+    named, unnamed, done = study.ask(), study.ask(), study.ask()
+    named.set_user_attr(resilience.WORKER_ATTR, "elsewhere:1")
+    study.tell(done, 1.0)
+    assert resilience.settle_running(study, owner) == (2 if owner else 1)
     states = {t.number: t.state for t in study.get_trials(deepcopy=False)}
-    assert states == {orphan.number: TrialState.PRUNED, alive.number: TrialState.RUNNING,
-                      mine.number: TrialState.PRUNED}
-    reasons = {t.number: t.user_attrs.get(resilience.ABANDONED_ATTR) for t in study.trials}
-    assert f"{dead} ended before telling it" in reasons[orphan.number]
-    assert "cut short" in reasons[mine.number] and reasons[alive.number] is None
+    assert states == {named.number: TrialState.PRUNED, done.number: TrialState.COMPLETE,
+                      unnamed.number: TrialState.PRUNED if owner else TrialState.RUNNING}
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{2 if owner else 1} trials an interrupted run left" in err[0]
 
 
-def test_a_killed_worker_not_yet_reaped_is_dead(tmp_path):
-    """A worker killed while its parent has not reaped it yet (a zombie: `--workers` joins its
-    children in order; a benchmark reads its victim's exit code at the end) still answers
-    kill(pid, 0): before, its RUNNING trials stayed until the 60 s heartbeat grace passed and
-    were then failed unevaluated, counting toward `--trials` (bench_faults: 32 of 512). Its
-    trials are abandoned at once."""
-    handle = open_default(tmp_path / "study.journal", shared=True)
-    study = optuna.create_study(study_name="s", storage=handle.storage)
-    child = subprocess.Popen([sys.executable, "-c", "pass"])
-    os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # ended, left unreaped
-    try:
-        assert resilience._process_state(child.pid) == "Z"
-        assert not resilience._pid_alive(child.pid)
-        orphan = study.ask()
-        orphan.set_user_attr(resilience.WORKER_ATTR, f"{os.uname().nodename}:{child.pid}")
-        assert resilience.fail_orphans(study, handle) == 1
-    finally:
-        child.wait()
-    assert study.trials[orphan.number].state == TrialState.PRUNED
+def test_a_trial_told_meanwhile_is_left_as_told(tmp_path, monkeypatch):
+    """Another process tells a RUNNING trial between the read and the settling: it keeps its
+    values (no error)."""
+    study = optuna.create_study(study_name="s", storage=open_default(
+        tmp_path / "study.journal").storage)
+    trial = study.ask()
+    real_tell = optuna.Study.tell
 
+    def told_first(self, number, **kwargs):
+        real_tell(self, number, 2.0)
+        return real_tell(self, number, **kwargs)
 
-def test_a_reused_pid_is_not_the_worker(tmp_path, monkeypatch):
-    """A worker killed long ago whose pid a newer process now holds: its trial is abandoned (that
-    process started after the trial did), while a worker older than its trial is alive."""
-    started = resilience._process_start(os.getpid())  # from /proc (to about a second)
-    assert started is not None and time.time() - 3600 < started <= time.time() + 1
-    handle = open_default(tmp_path / "study.journal", shared=True)
-    study = optuna.create_study(study_name="s", storage=handle.storage)
-    reused, alive = study.ask(), study.ask()
-    newer, older = os.getppid(), 1
-    for trial, pid in ((reused, newer), (alive, older)):
-        trial.set_user_attr(resilience.WORKER_ATTR, f"{os.uname().nodename}:{pid}")
-    later = time.time() + 60
-    monkeypatch.setattr(resilience, "_process_start",
-                        lambda pid: later if pid == newer else started)
-    assert resilience.fail_orphans(study, handle) == 1
-    states = {t.number: t.state for t in study.get_trials(deepcopy=False)}
-    assert states == {reused.number: TrialState.PRUNED, alive.number: TrialState.RUNNING}
-
-
-def test_unnamed_trials_are_abandoned_once_the_grace_period_passed(tmp_path, monkeypatch):
-    """A worker killed between asking a trial and naming itself on it leaves a RUNNING trial
-    without an owner: it is abandoned (PRUNED, never counted) once it started longer than the
-    grace period ago (it stayed RUNNING for good)."""
-    handle = open_default(tmp_path / "study.journal", shared=True)
-    study = optuna.create_study(study_name="s", storage=handle.storage)
-    unnamed = study.ask()
-    assert resilience.fail_orphans(study, handle) == 0  # young: perhaps about to be named
-    monkeypatch.setattr(resilience, "HEARTBEAT_GRACE_S", -1)
-    assert resilience.fail_orphans(study, handle) == 1
-    assert study.trials[unnamed.number].state == TrialState.PRUNED
-    assert "no worker named it" in study.trials[unnamed.number].user_attrs["abandoned"]
+    monkeypatch.setattr(optuna.Study, "tell", told_first)
+    resilience.settle_running(study, owner=True)
+    assert study.get_trials()[trial.number].values == [2.0]
 
 
 def test_the_retry_line_names_the_drivers_error_without_sql(capsys):

@@ -249,10 +249,11 @@ def test_corrupt_journal_is_a_clear_error(tmp_path, capsys):
 
 
 def test_a_resumed_run_copies_the_study_without_deep_copies(tmp_path):
-    """The run's in-memory copy (`LocalStorage`) holds every finished trial of the journal with
-    the same number, state, params, values and attributes, sharing them (no deep copy); a trial
-    asked in it afterwards is created as Optuna creates one."""
-    from search.study.runner import Workspace, _local_copy, add_finished
+    """The run's in-memory copy (`LocalRun.study`, filled through Optuna's `Study.add_trials`)
+    holds every finished trial of the journal with the same number, state, params, values and
+    attributes, sharing them (no deep copy); a trial asked in it afterwards is created as
+    Optuna creates one."""
+    from search.study.runner import LocalRun, add_finished, open_study
     from search.study.storage import open_default
 
     spec = load_spec(_copy_study(tmp_path))
@@ -260,17 +261,16 @@ def test_a_resumed_run_copies_the_study_without_deep_copies(tmp_path):
     run_study(spec, handle, 64, 0, show_progress=False)
     handle.close()
     handle = open_default(tmp_path / "j" / "study.journal", shared=False)
-    study = optuna.load_study(study_name=spec.name, storage=handle.storage)
-    space = Workspace(study, handle)
-    durable = study.get_trials(deepcopy=False)
-    local = space.study.get_trials(deepcopy=False)
+    run = LocalRun(open_study(spec, handle, 0), handle, spec)
+    durable = run.durable.get_trials(deepcopy=False)
+    local = run.study.get_trials(deepcopy=False)
     assert [(t.number, t.state, t.params, t.values, t.user_attrs, t.system_attrs)
             for t in local] == [(t.number, t.state, t.params, t.values, t.user_attrs,
                                  t.system_attrs) for t in durable]
     assert all(a.user_attrs is b.user_attrs for a, b in zip(local, durable))
-    other = _local_copy(study)
+    other = optuna.create_study(directions=spec.objectives.directions)
     add_finished(other, durable[:3])
-    assert [t._trial_id for t in other.get_trials()] == [0, 1, 2]
+    assert [t.number for t in other.get_trials()] == [0, 1, 2]
     asked = other.ask()
     assert asked.number == 3 and other.get_trials()[3].state == optuna.trial.TrialState.RUNNING
     handle.close()

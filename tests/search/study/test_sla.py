@@ -128,7 +128,6 @@ def test_export_reaches_every_point_of_a_sampled_design_row(tmp_path, capsys):
         study.add_trial(optuna.trial.create_trial(
             params=params, distributions={n: space[n] for n in params}, values=outcome.values,
             user_attrs=stored_attrs(outcome)))
-    handle.flush()
     handle.close()
     assert main(["pareto", str(path), "--json"]) == 0
     [row] = json.loads(capsys.readouterr().out)["pareto"]
@@ -143,4 +142,6 @@ def test_export_reaches_every_point_of_a_sampled_design_row(tmp_path, capsys):
             point["tokens_per_s_per_user"]
         best = max((p for p in row["frontier"] if p["tokens_per_s_per_user"] >=
                     point["tokens_per_s_per_user"]), key=lambda p: p["tokens_per_s_per_gpu"])
-        assert f"tp{written['tensor_parallel_size']}" == tps[best["trial"]]
+        [command] = written["instances"][0]["commands"]
+        tp = command.split("--tensor-parallel-size ")[1].split()[0]
+        assert f"tp{tp}" == tps[best["trial"]]

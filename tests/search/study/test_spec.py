@@ -1,5 +1,6 @@
 """Study files: every shipped one validates; bad ones fail with one line naming the field."""
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -7,7 +8,10 @@ import pytest
 from search.study.spec import load_spec, spec_from_dict
 from search.study.errors import SpecError
 
-STUDIES = sorted((Path(__file__).resolve().parents[3] / "studies").glob("*.toml"))
+REPO = Path(__file__).resolve().parents[3]
+STUDIES = sorted((REPO / "studies").glob("*.toml"))
+QUICKSTART = REPO / "studies" / "quickstart.toml"
+H200 = REPO / "cost_model" / "data" / "hardware" / "h200.toml"
 
 
 def _base() -> dict:
@@ -132,3 +136,115 @@ def test_missing_and_malformed_files(tmp_path):
     bad.write_text("name = [unclosed")
     with pytest.raises(SpecError, match="not valid TOML"):
         load_spec(bad)
+
+
+# ---- issue 29: one schema, bounded, with cross-field rules --------------------------------------
+
+
+@pytest.mark.parametrize("name", [".", "..", "a/b", "../up", "-x", ".hidden", "a b", "ümlaut",
+                                  "x" * 81, "", "a\\b"],
+                         ids=["dot", "dot-dot", "slash", "parent", "dash", "hidden", "space",
+                              "non-ascii", "too-long", "empty", "backslash"])
+def test_study_names_are_file_name_safe(name):
+    message = _error(lambda d: d.update(name=name))
+    assert message.startswith("study: `name` must be file-name-safe: 1 to 80 letters"), message
+    assert len(message) < 300
+
+
+@pytest.mark.parametrize("name", ["a", "_x", "quickstart", "moe-400b.v2", "9" * 80])
+def test_file_name_safe_names_pass(name):
+    doc = _base()
+    doc["name"] = name
+    assert spec_from_dict(doc).name == name
+
+
+@pytest.mark.parametrize("mutate, fragment", [
+    (lambda d: d["space"].update(hiden_size={"value": 3}),
+     "`space.hiden_size` is not a known key (did you mean `hidden_size`?)"),
+    (lambda d: d["hardware"].update(max_gpu=8),
+     "`hardware.max_gpu` is not a known key (did you mean `max_gpus`?)"),
+    (lambda d: d["space"]["num_layers"].update(choice=[1]),
+     "`space.num_layers.choice` is not a known key (did you mean `choices`?)"),
+    (lambda d: d.update(budgett={}), "`budgett` is not a known key (did you mean `budget`?)"),
+    (lambda d: d["workload"].update(zzz=1), "`workload.zzz` is not a known key (known: "
+                                             "adp_balance_timeout_steps, interactivity_max,"),
+], ids=["space", "hardware", "dimension", "top-level", "none-close"])
+def test_unknown_keys_name_the_nearest_known_one(mutate, fragment):
+    assert fragment in _error(mutate)
+
+
+@pytest.mark.parametrize("mutate, fragment", [
+    (lambda d: d["budget"].update(training_tokens=1e30),
+     "`budget.training_tokens` (1e+30): Input should be less than or equal to 1000000000000000"),
+    (lambda d: d["budget"].update(total_params=1e30), "`budget.total_params` (1e+30)"),
+    (lambda d: d["budget"].update(total_params=8e9, active_params=9e9),
+     "`budget.active_params` (9e+09) must be <= `budget.total_params` (8e+09)"),
+    (lambda d: d["workload"].update(interactivity_max=1e9),
+     "`workload.interactivity_max` (1000000000.0)"),
+    (lambda d: d["objectives"].update(ttft_concurrency=10**9) if "objectives" in d else
+     d.update(objectives={"ttft_concurrency": 10**9}), "`objectives.ttft_concurrency`"),
+    (lambda d: d["space"].update(tp={"choices": [1, 16]}),
+     "`space.tp` option 16 exceeds `hardware.max_gpus` (8): no deployment could use it"),
+    (lambda d: d["space"].update(ep={"value": 64}), "`space.ep` option 64 exceeds"),
+    (lambda d: d["space"].update(tp={"value": 4}, pp={"value": 4}),
+     "the smallest deployment of the space (tp·pp·dp·kvp = 16 GPUs) exceeds "
+     "`hardware.max_gpus` (8)"),
+    (lambda d: d["space"].update(num_experts={"choices": [0, 8]},
+                                 experts_per_token={"choices": [2, 16]},
+                                 moe_intermediate_size={"value": 1024}),
+     "`space.experts_per_token` option 16 exceeds every `space.num_experts` option (at most 8)"),
+    (lambda d: d["space"].update(precision={"value": "x" * 500}),
+     "String should have at most 64 characters"),
+    (lambda d: d["space"].update(num_layers=list(range(10_000))), "a dimension is a table, not"),
+    (lambda d: d.update(description="x" * 20_000), "`description`"),
+], ids=["training-tokens", "total-params", "active-over-total", "interactivity", "ttft-c",
+        "tp-over-gpus", "ep-over-gpus", "smallest-deployment", "top-k-over-experts",
+        "long-format-name", "huge-bare-list", "long-description"])
+def test_values_past_what_physics_and_released_models_allow(mutate, fragment):
+    message = _error(mutate)
+    assert fragment in message and len(message) < 400, message
+
+
+def test_a_relative_hardware_path_is_read_against_the_study_file(tmp_path, monkeypatch):
+    (tmp_path / "hw").mkdir()
+    shutil.copy(H200, tmp_path / "hw" / "mine.toml")
+    (tmp_path / "study.toml").write_text(QUICKSTART.read_text().replace(
+        'gpu = "h200"', 'gpu = "hw/mine.toml"'))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # not where the study is
+    spec = load_spec(tmp_path / "study.toml")
+    assert spec.hardware.gpu == str(tmp_path / "hw" / "mine.toml")
+    assert spec_from_dict(spec.model_dump(mode="json")) == spec  # the record reads back
+
+
+@pytest.mark.parametrize("data, fragment", [
+    (b'name = "q"\x00\n', "not valid TOML: "),
+    (b'name = "\xff"\n', "not valid TOML: not UTF-8 text (byte 0xff at offset 8)"),
+    (b"a = " + b"[" * 50_000 + b"]" * 50_000, "not valid TOML: nested too deeply"),
+    (b"[a]\n" * 2, "not valid TOML: "),
+], ids=["nul", "binary", "deep", "repeated-table"])
+def test_unreadable_study_files_are_one_line(tmp_path, data, fragment):
+    path = tmp_path / "s.toml"
+    path.write_bytes(data)
+    with pytest.raises(SpecError) as err:
+        load_spec(path)
+    assert fragment in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_deeply_nested_document_is_one_line():
+    doc = _base()
+    deep = 1
+    for _ in range(100_000):
+        deep = [deep]
+    doc["space"]["num_layers"] = {"choices": deep}
+    with pytest.raises(SpecError) as err:
+        spec_from_dict(doc)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("key", ["[", "list[int]", "int", "a\nb", "x" * 500])
+def test_unknown_keys_that_look_like_anything_are_named(key):
+    message = _error(lambda d: d["space"].update({key: 1}))
+    assert message.startswith("study: `space.") and "is not a known key" in message
+    assert len(message) < 1000

@@ -1,15 +1,20 @@
-"""Faults of the default journal, each injected: an interrupted fsync, a partial last line under
-`--workers`, a single run and `--workers` at once, a stale Optuna lock, corrupt or foreign
-journals and size records, readers that must not write, a full disk (a real small tmpfs where
-the test may mount one, else a write that fails with ENOSPC); plus `--workers` child errors,
-the `--trials`/`--workers` bounds and the metric names the dashboard shows."""
+"""Faults of the default journal, each injected: an interrupted fsync, a write a crash cut, a
+partial last line under `--workers`, a single run and `--workers` at once, a writer killed
+while holding the journal's lock, corrupt or foreign journals and size records, readers that
+must not write, a full disk (a real small tmpfs where the test may mount one, else a write that
+fails with ENOSPC), a worker killed right after asking, RUNNING trials an earlier version left;
+plus `--workers` child errors, the `--trials`/`--workers` bounds and the metric names the
+dashboard shows."""
 
 import errno
 import fcntl
 import json
 import os
 import shutil
+import signal
 import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
@@ -17,9 +22,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from search.study import journal_file
-
-from search.study import storage
+from search.study import journal_file, storage
 from search.cli.main import main
 from search.study.spec import load_spec
 from search.study.errors import StorageError
@@ -94,7 +97,7 @@ def test_ctrl_c_during_a_batch_fsync_writes_the_batch_once(tmp_path, monkeypatch
     assert len(set(starts)) == len(starts)  # no trial stored twice
 
 
-def test_a_failed_flush_is_not_repeated_on_close(tmp_path, capsys):
+def test_a_failed_write_is_not_repeated_on_close(tmp_path, capsys):
     """The full-disk error is raised once: closing the handle does not try the batch again."""
     study = _study(tmp_path)
     assert _search(study, 64) == 0
@@ -106,14 +109,13 @@ def test_a_failed_flush_is_not_repeated_on_close(tmp_path, capsys):
         attempts.append(len(data))
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    backend = handle.backend
-    backend.append_logs([{"op_code": 2, "worker_id": "w", "study_id": 0,
-                          "user_attr": {"k": 1}}])
     original = journal_file._write_all
     journal_file._write_all = fail
     try:
         with pytest.raises(StorageError, match="no space left"):
-            handle.flush()
+            with handle.journal.batch():
+                handle.journal.append_logs([{"op_code": 2, "worker_id": "w", "study_id": 0,
+                                             "user_attr": {"k": 1}}])
         handle.close()
     finally:
         journal_file._write_all = original
@@ -123,44 +125,52 @@ def test_a_failed_flush_is_not_repeated_on_close(tmp_path, capsys):
 # --- partial last line, owner lock and --workers ------------------------------------------------
 
 
-def test_a_batch_cut_by_a_crash_goes_whole(tmp_path, capsys):
-    """kill -9 in the middle of a batch's write leaves some of its lines whole and one cut: the
-    next run drops the whole unacknowledged batch (the size record says where the last
-    acknowledged one ended), so a batch is kept whole or not at all (it kept the whole lines:
-    a resumed study held e.g. 244 trials, not a multiple of the batch)."""
+def _lines_of_a_longer_run(folder: Path, trials: int, count: int) -> list[bytes]:
+    """The last `count` trial lines of another run of the study to `trials` trials: finished
+    trials of study 0 that a journal of `trials - count` trials does not hold (what a writer
+    killed mid-batch had written of its batch)."""
+    other = _study(folder)
+    assert _search(other, trials) == 0
+    return _journal(other).read_bytes().splitlines(keepends=True)[-count:]
+
+
+def test_a_write_a_crash_cut_keeps_its_whole_lines(tmp_path, capsys):
+    """kill -9 in the middle of a batch's write leaves some of its lines whole and one cut.
+    Each whole line is a finished, evaluated trial (runs write nothing else): readers see
+    them, write nothing and skip the partial line; the next run cuts that line and resumes
+    with the whole ones, nothing stored twice."""
     study = _study(tmp_path)
     assert _search(study, 128) == 0
+    extra = _lines_of_a_longer_run(tmp_path / "longer", 192, 31)
     capsys.readouterr()
     path = _journal(study)
-    lines = path.read_bytes().splitlines(keepends=True)
-    with open(path, "ab") as f:  # 30 trial records of a batch, and the start of the 31st
-        f.write(b"".join(lines[-30:]) + lines[-31][:100])
+    with open(path, "ab") as f:  # 30 trial lines of a batch, and the start of the 31st
+        f.write(b"".join(extra[:30]) + extra[30][:100])
     before = _snapshot(path.parent)
-    assert main(["pareto", str(study), "--json"]) == 0  # a reader sees what will be kept
-    assert json.loads(capsys.readouterr().out)["trials"] == 128
+    assert main(["pareto", str(study), "--json"]) == 0  # a reader: the whole lines count
+    assert json.loads(capsys.readouterr().out)["trials"] == 158
     assert _snapshot(path.parent) == before
     assert _search(study, 192) == 0
-    assert "cut the unfinished batch (30 whole lines and a partial one)" in \
-        capsys.readouterr().err
+    assert "cut the unfinished last line" in capsys.readouterr().err
     trials = _trials(study)
-    assert len(trials) == 192
+    assert len(trials) == 192 and all(t.state in FINISHED for t in trials)
     starts = [t.datetime_start for t in trials]
-    assert len(set(starts)) == len(starts)  # none of the 30 copies stayed
+    assert len(set(starts)) == len(starts)
 
 
-def test_a_shared_opener_drops_a_dead_owners_batch_too(tmp_path, capsys):
-    """Opening the journal shared (as journal tools and benchmarks do) while nobody owns it
-    drops the dead owner's unfinished batch as the owner would: every view agrees."""
+def test_a_shared_opener_cuts_a_dead_writers_partial_line_too(tmp_path, capsys):
+    """Opening the journal as a writer beside others (`journal:PATH`, benchmarks) cuts what a
+    dead writer left unfinished before anything is read: every view agrees."""
     study = _study(tmp_path)
     assert _search(study, 128) == 0
     capsys.readouterr()
     path = _journal(study)
-    lines = path.read_bytes().splitlines(keepends=True)
     with open(path, "ab") as f:
-        f.write(b"".join(lines[-10:]) + lines[-11][:50])
+        f.write(path.read_bytes().splitlines(keepends=True)[-1][:50])
     handle = storage.open_default(path, shared=True)
-    assert "cut the unfinished batch (10 whole lines" in capsys.readouterr().err
+    assert "cut the unfinished last line" in capsys.readouterr().err
     assert len(optuna.load_study(study_name="quickstart", storage=handle.storage).trials) == 128
+    handle.close()
 
 
 def test_workers_repair_a_partial_last_line_first(tmp_path, capsys):
@@ -203,62 +213,56 @@ def test_a_single_run_refuses_a_journal_workers_hold(tmp_path, capsys):
         handle.close()
 
 
-# --- a stale lock ------------------------------------------------------------------------------
+# --- the journal's lock ---------------------------------------------------------------------
 
 
-def _leave_optuna_lock(path: Path, age_s: float = 0.0) -> Path:
-    """The symlink Optuna's JournalFileSymlinkLock holds while appending, as a kill -9 leaves
-    it (optionally dated `age_s` seconds back)."""
-    lock = path.with_name(path.name + ".lock")
-    os.symlink(path, lock)
-    if age_s:
-        then = time.time() - age_s
-        os.utime(lock, (then, then), follow_symlinks=False)
-    return lock
+HOLD_THE_LOCK = """
+import fcntl, os, signal, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_APPEND)
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.write(fd, b'{"op_code":4,"worker_id":"dying","study_id":0,"datetime_st')  # mid-write
+os.kill(os.getpid(), signal.SIGKILL)
+"""
 
 
-def test_a_stale_lock_is_cleared_at_once_by_the_owner(tmp_path, capsys):
-    """kill -9 during an append left Optuna's lock file: every later start used to wait 30 s."""
+def test_a_writer_killed_holding_the_lock_leaves_nothing_to_wait_for(tmp_path, capsys):
+    """kill -9 of a writer in the middle of an append (the journal's flock held, half a line
+    written): the kernel releases the lock with the process, so the next run starts at once
+    (Optuna's own symlink lock would be left behind, and waited for: 30 s), cuts the half line
+    and resumes. A symlink lock Optuna's writers left is not archscout's and is ignored."""
     study = _study(tmp_path)
     assert _search(study, 64) == 0
+    path = _journal(study)
+    done = subprocess.run([sys.executable, "-c", HOLD_THE_LOCK, str(path)], check=False)
+    assert done.returncode == -signal.SIGKILL
+    os.symlink(path, path.with_name(path.name + ".lock"))  # Optuna's JournalFileSymlinkLock
     capsys.readouterr()
-    lock = _leave_optuna_lock(_journal(study))
-    started = time.monotonic()
     assert _search(study, 128) == 0
-    assert time.monotonic() - started < 10.0
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "stale journal lock" in err[0], err
-    assert not os.path.lexists(lock) and len(_trials(study)) == 128
+    assert len(err) == 1 and "cut the unfinished last line" in err[0], err
+    assert len(_trials(study)) == 128
 
 
-def test_the_lock_of_a_dead_appender_is_reclaimed_by_age(tmp_path, capsys):
-    """Shared writers (workers, journal:PATH) own nothing exclusive: a lock older than any
-    append is taken as stale, one line on stderr; a fresh one is waited for."""
+def test_a_live_writer_is_waited_for(tmp_path):
+    """A writer holding the journal's lock (another process appending right now) is waited
+    for: the append starts once the lock is released, never in the middle of theirs."""
     path = tmp_path / "study.journal"
-    path.write_bytes(b"")
-    lock = _leave_optuna_lock(path, age_s=storage.STALE_LOCK_S + 5)
-    backend = storage.SafeJournalFileBackend(path)
-    backend.append_logs([{"op_code": 0, "worker_id": "w", "study_name": "s", "directions": [1]}])
-    _one_line(capsys, "stale journal lock")
-    assert not os.path.lexists(lock) and path.read_bytes().count(b"\n") == 1
-
-    _leave_optuna_lock(path)  # fresh: someone is appending right now
+    backend = journal_file.JournalFile(path)
+    holder = os.open(path, os.O_RDWR)
+    fcntl.flock(holder, fcntl.LOCK_EX)
     released = []
 
     def release():
         time.sleep(0.3)
-        os.unlink(lock)
         released.append(time.monotonic())
-
-    import threading
+        os.close(holder)
 
     thread = threading.Thread(target=release)
     thread.start()
-    backend.append_logs([{"op_code": 2, "worker_id": "w", "study_id": 0, "user_attr": {}}])
+    backend.append_logs([{"op_code": 0, "worker_id": "w", "study_name": "s", "directions": [1]}])
     done = time.monotonic()
     thread.join()
-    assert released and done >= released[0]
-    assert capsys.readouterr().err == ""
+    assert released and done >= released[0] and path.read_bytes().count(b"\n") == 1
 
 
 # --- corrupt journals and size records: one line, exit 2, nothing changed -----------------------
@@ -437,6 +441,74 @@ def test_full_disk_mid_batch_is_undone(tmp_path, capsys, monkeypatch):
     assert len(_trials(study)) == 128
 
 
+# --- a worker killed after asking; RUNNING trials an earlier version left ----------------------
+
+
+KILL_AFTER_FIFTH_ASK = """
+import os, signal, sys
+import optuna
+from pathlib import Path
+from search.study import storage
+from search.study.runner import run_study
+from search.study.spec import load_spec
+
+real_ask, asked = optuna.Study.ask, []
+
+def ask(self, *args, **kwargs):
+    trial = real_ask(self, *args, **kwargs)
+    asked.append(1)
+    if len(asked) == 5:  # right after an ask, before the trial could be named or told
+        os.kill(os.getpid(), signal.SIGKILL)
+    return trial
+
+optuna.Study.ask = ask
+study = Path(sys.argv[1])
+spec = load_spec(study)
+handle = storage.open_default(storage.default_journal_path(study, spec.name), worker=True)
+run_study(spec, handle, int(sys.argv[2]), 0, show_progress=False)
+"""
+
+
+def test_a_worker_killed_right_after_asking_leaves_nothing_running(tmp_path, capsys):
+    """A `--workers` worker killed between asking a trial and telling it: its batch was asked
+    in its own copy of the study, so the journal holds nothing of it, no RUNNING trial, and the
+    next `--workers` run has nothing to wait for (it waited out a 60 s grace period when the
+    asked trial was RUNNING in the journal, unnamed)."""
+    study = _study(tmp_path, batch_size=16)
+    assert _search(study, 32) == 0
+    done = subprocess.run([sys.executable, "-c", KILL_AFTER_FIFTH_ASK, str(study), "64"],
+                          check=False, cwd=REPO, capture_output=True)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    trials = _trials(study)
+    assert len(trials) == 32 and all(t.state in FINISHED for t in trials)
+    capsys.readouterr()
+    assert _search(study, 64, "--workers", "2") == 0
+    trials = _trials(study)
+    assert len(trials) == 64 and all(t.state in FINISHED for t in trials)
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_running_trials_an_earlier_version_left_are_settled_on_any_resume(tmp_path, capsys,
+                                                                          workers):
+    """RUNNING trials in the journal (asked by an earlier archscout's workers, named or not, or
+    by plain Optuna) are settled as PRUNED by the next run to own the journal, a single run or
+    `--workers` alike (a single run used to leave them to the next `--workers` run), and never
+    count toward `--trials`."""
+    study = _study(tmp_path, batch_size=16)
+    assert _search(study, 32) == 0
+    plain = optuna.load_study(study_name="quickstart", storage=optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(_journal(study)))))
+    named, unnamed = plain.ask(), plain.ask()
+    named.set_user_attr("worker", "elsewhere:1")
+    capsys.readouterr()
+    assert _search(study, 64, "--workers", workers) == 0
+    assert "2 trials an interrupted run left RUNNING were settled" in capsys.readouterr().err
+    states = {t.number: t.state for t in _trials(study)}
+    assert states[named.number] == states[unnamed.number] == TrialState.PRUNED
+    assert sum(state in FINISHED for state in states.values()) == 64
+    assert TrialState.RUNNING not in states.values()
+
+
 # --- --workers children, bounds, dashboard names ------------------------------------------------
 
 
@@ -469,6 +541,24 @@ def test_worker_errors_are_one_line_each(tmp_path, capfd):
     assert len(worker_lines) == 3, err  # one per worker, one from the parent
 
 
+@pytest.mark.parametrize("count", ["1000000000000", str(10**40)])
+def test_a_workers_count_no_machine_holds_is_refused(tmp_path, capsys, count):
+    """`--workers` far above what the machine's memory holds is one line, exit 2, at once (it
+    started processes until the machine hung); nothing is written."""
+    study = _study(tmp_path)
+    assert _search(study, 64, "--workers", count) == 2
+    _one_line(capsys, "`--workers`", count, "at most")
+    assert not (tmp_path / "out").exists()
+
+
+def test_more_workers_than_cores_warns_once(tmp_path, capfd, monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    study = _study(tmp_path, batch_size=16)
+    assert _search(study, 32, "--workers", "2") == 0
+    err = capfd.readouterr().err
+    assert err.count("warning: --workers 2 is more than this machine's 1 cores") == 1, err
+
+
 @pytest.mark.parametrize("flag,value", [("--trials", "0"), ("--trials", "-3"),
                                         ("--workers", "0"), ("--workers", "-1"),
                                         ("--trials", "many")])
@@ -490,3 +580,31 @@ def test_every_study_names_its_metrics(tmp_path):
                                storage=optuna.storages.JournalStorage(backend))
     assert loaded.metric_names == spec.objectives.names
     assert all(isinstance(t.user_attrs.get("feasible"), bool) for t in loaded.trials)
+
+
+SECRET = "Zq9-s3cr3t-Pa55"
+
+
+@pytest.mark.parametrize("url", [f"postgresql://someone:{SECRET}@127.0.0.1:1/db",
+                                 f"postgresql://someone@127.0.0.1:1/db?password={SECRET}",
+                                 f"postgresql://someone@127.0.0.1:1/db?sslmode=disable&"
+                                 f"PassWord={SECRET}"], ids=["authority", "query", "query-case"])
+def test_an_unreachable_storage_never_shows_its_password(tmp_path, capfd, url):
+    """Every command that takes `--storage`, on a server that refuses connections: one line,
+    exit 2, the URL named with *** for its password (the query-string one was echoed). With a
+    reachable server: tests/search/study/test_postgres.py."""
+    study = str(_study(tmp_path))
+    commands = [["search", study, "--trials", "16", "--no-progress"],
+                ["search", study, "--trials", "16", "--workers", "2", "--no-progress"],
+                ["pareto", study, "--json"], ["show", study, "0"],
+                ["export", study, "0", "--format", "json", "-o", str(tmp_path / "e.json")],
+                ["plot", study, "-o", str(tmp_path / "f.png")],
+                ["dashboard", study, "-o", str(tmp_path / "v.journal")]]
+    for argv in commands:
+        assert main([*argv, "--storage", url]) == 2, argv
+        out, err = capfd.readouterr()
+        assert SECRET not in out + err and "***" in err, argv
+        lines = 3 if "--workers" in argv else 1  # --workers: one per worker, one summing up
+        assert len(err.strip().splitlines()) == lines and "Traceback" not in err, err
+    assert not [p for p in tmp_path.rglob("*") if p.is_file() and SECRET.encode() in
+                p.read_bytes()]
