@@ -200,6 +200,12 @@ def run_search(args: argparse.Namespace) -> int:
         summary = run_study(spec, handle, trials, seed, show_progress=not args.no_progress)
     finally:
         handle.close()
+    if summary.exhausted and summary.finished == 0:  # not one design inside the rules
+        from search.study.proposals import describe
+
+        raise NoFeasibleError(f"no feasible candidate in 0 trials of `{spec.name}`: no design "
+                              f"of its space is inside the study's rules ("
+                              f"{describe(summary.proposals).removeprefix('proposals: ')})")
     _say_proposals(summary)
     return _finish(args, spec, summary, handle)
 

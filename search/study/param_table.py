@@ -154,19 +154,36 @@ def complete_columns(spec: StudySpec, sampled: Mapping[str, np.ndarray], rows: i
 
 def within_rules(spec: StudySpec, p: Mapping[str, np.ndarray]) -> np.ndarray:
     """Rows that are models and meet the study's hard constraints that depend on the shape
-    alone: the parameter budget, the aspect-ratio band, and (alignment) a hidden size that is a
-    multiple of the alignment: every design has GEMMs whose N or K is `hidden_size` (the output
-    projection's N, the MLPs' and experts' K), never sharded, so no deployment aligns a design
-    whose hidden size is not. A soft constraint filters nothing."""
+    alone (`rule_masks`)."""
+    return np.logical_and.reduce(list(rule_masks(spec, p).values()))
+
+
+def rule_masks(spec: StudySpec, p: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The rows each shape rule keeps, in order: a model at all (`shape`), then the hard ones
+    of the parameter budget, alignment (a hidden size that is a multiple of the alignment:
+    every design has GEMMs whose N or K is `hidden_size`, the output projection's N, the MLPs'
+    and experts' K, never sharded, so no deployment aligns a design whose hidden size is not)
+    and the aspect-ratio band. A soft constraint filters nothing."""
     hard = hard_constraints(spec)
-    ok = shapes(p).model.copy()
+    masks = {"shape": shapes(p).model}
     if "params_budget" in hard:
-        ok &= _in_budget(spec, p)
+        masks["params_budget"] = _in_budget(spec, p)
     if "alignment" in hard:
-        ok &= p["hidden_size"] % spec.constraints.alignment == 0
+        masks["alignment"] = p["hidden_size"] % spec.constraints.alignment == 0
     if "aspect_ratio" in hard:
-        ok &= _in_band(spec, p["hidden_size"] / p["num_layers"])
-    return ok
+        masks["aspect_ratio"] = _in_band(spec, p["hidden_size"] / p["num_layers"])
+    return masks
+
+
+def first_broken(masks: Mapping[str, np.ndarray]) -> dict[str, int]:
+    """How many rows break each rule of `rule_masks` first (a row breaking several counts
+    once, under the first), rules that reject none left out."""
+    out, left = {}, np.ones(len(next(iter(masks.values()))), dtype=bool)
+    for name, ok in masks.items():
+        if count := int((left & ~ok).sum()):
+            out[name] = count
+        left &= ok
+    return out
 
 
 def _in_budget(spec: StudySpec, p: Mapping[str, np.ndarray]) -> np.ndarray:

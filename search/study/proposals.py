@@ -8,7 +8,7 @@ sampler (NSGA-II, TPE, random) and conditions it on the rules, by rejection:
 1. it asks the inner sampler for a whole proposal (`sample_relative` on the full static space,
    the rest from its `sample_independent`), exactly as the inner sampler would propose it;
 2. it keeps the proposal if it is a model inside the parameter budget and the aspect-ratio band
-   with an aligned hidden size, where those constraints are hard (`param_table.within_rules`,
+   with an aligned hidden size, where those constraints are hard (`param_table.rule_masks`,
    exact counts on columns), if some deployment of the space (the
    study's own, when deployments are sampled) runs on the study's engine and passes every
    static hard constraint (alignment, divisibility, block scaling, GPUs: all but `memory_fit`,
@@ -39,7 +39,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, IntD
 from optuna.trial import FrozenTrial
 
 from search.study.evaluation import constraint_rules, hard_constraints, passes_static
-from search.study.param_table import NAMED, complete_columns, within_rules
+from search.study.param_table import NAMED, complete_columns, first_broken, rule_masks
 from search.study.space import (
     DEPLOYMENT_PARAMS, build_candidate, complete_params, gpus_allowed, runnable,
     searched_dimensions, sweeps_deployments,
@@ -50,9 +50,8 @@ from constraints.columns import DeploymentColumns
 INNER_DRAWS = 64  # proposals asked of the inner sampler per trial before a uniform fallback
 UNIFORM_BATCH = 1024  # uniform proposals drawn (and checked on columns) at a time
 UNIFORM_DRAWS = 65_536  # uniform proposals tried before a space counts as exhausted
-# why a proposal was rejected: outside the budget (or the aspect band, or a misaligned hidden
-# size: `param_table.within_rules`); no deployment passes the static hard constraints
-SHAPE_RULES = "budget/shape"
+# why a proposal was rejected, besides the first shape rule it breaks (`param_table.rule_masks`:
+# shape, params_budget, alignment, aspect_ratio): no deployment passes the static hard constraints
 STATIC = "static constraints"
 MEMO_PROPOSALS = 50_000  # checks kept (NSGA-II proposes the same params again and again)
 
@@ -79,9 +78,12 @@ class Rules:
         self.sweeps = sweeps_deployments(spec)
         self._memo: dict[tuple, tuple[str | None, Any]] = {}
 
-    def shape_ok(self, columns: dict[str, np.ndarray], rows: int) -> np.ndarray:
-        """`within_rules` of `rows` proposals given as columns of the sampled dimensions."""
-        return within_rules(self.spec, complete_columns(self.spec, columns, rows))
+    def shape_ok(self, columns: dict[str, np.ndarray], rows: int
+                 ) -> tuple[np.ndarray, dict[str, int]]:
+        """(`within_rules` of `rows` proposals given as columns of the sampled dimensions, how
+        many break each rule first: `first_broken`)."""
+        masks = rule_masks(self.spec, complete_columns(self.spec, columns, rows))
+        return np.logical_and.reduce(list(masks.values())), first_broken(masks)
 
     def check(self, params: dict[str, Any], shape_checked: bool = False
               ) -> tuple[str | None, Any]:
@@ -102,8 +104,9 @@ class Rules:
         if not shape_checked:
             columns = {n: np.array([v], dtype=object if n in NAMED else np.int64)
                        for n, v in params.items()}
-            if not self.shape_ok(columns, 1)[0]:
-                return SHAPE_RULES, key, None
+            ok, broken = self.shape_ok(columns, 1)
+            if not ok[0]:
+                return next(iter(broken)), key, None
         cand = build_candidate(self.spec, complete_params(self.spec, params))
         if not cand.valid:
             return "shape", key, None
@@ -236,9 +239,9 @@ class ProposalSampler(optuna.samplers.BaseSampler):
         """`UNIFORM_BATCH` uniform proposals; those inside the shape rules, in draw order."""
         columns = {name: _uniform_column(self._rng, dist, UNIFORM_BATCH)
                    for name, dist in self.space.items()}
-        ok = self.check.shape_ok(columns, UNIFORM_BATCH)
+        ok, broken = self.check.shape_ok(columns, UNIFORM_BATCH)
         self.stats["drawn"] += UNIFORM_BATCH
-        self.stats[f"rejected: {SHAPE_RULES}"] += int((~ok).sum())
+        self.stats.update({f"rejected: {rule}": count for rule, count in broken.items()})
         return [{name: _python(columns[name][i]) for name in self.space}
                 for i in np.flatnonzero(ok)]
 
@@ -260,8 +263,8 @@ def _python(value: Any) -> Any:
 
 
 def describe(stats: Counter) -> str:
-    """'proposals: 400 accepted of 9,344 drawn (4.3%); rejected: budget/shape 8,800, repeat 90,
-    …'."""
+    """'proposals: 400 accepted of 9,344 drawn (4.3%); rejected: params_budget 8,800, repeat
+    90, …'."""
     drawn, accepted = stats["drawn"], stats["accepted"]
     share = f" ({accepted / drawn:.1%})" if drawn else ""
     rejected = sorted(((k.removeprefix("rejected: "), v) for k, v in stats.items()

@@ -106,7 +106,7 @@ def test_rejects_out_of_budget_and_repeats_and_keeps_the_inner_order():
     assert {k: first.params[k] for k in QUICK if k in space} == \
         {k: QUICK[k] for k in QUICK if k in space}
     assert second.params["num_layers"] == 14 and inner.calls == 4
-    assert sampler.stats["rejected: budget/shape"] == 1 and sampler.stats["rejected: repeat"] == 1
+    assert sampler.stats["rejected: params_budget"] == 1 and sampler.stats["rejected: repeat"] == 1
     assert describe(sampler.stats).startswith("proposals: 2 accepted of 4 drawn (50.0%)")
 
 
