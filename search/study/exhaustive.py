@@ -45,7 +45,7 @@ from search.study.values import sampled_values, swept_values
 # Parameter sets enumerated on columns (~2 s per million here): 20M is ~40 s.
 MAX_DESIGNS = 20_000_000
 # Designs inside the rules × deployment combinations, the cost model's work (~1-5 ms per design
-# of a few deployments on this 2-core machine): 2M is the quickstart's 43,292 × 8 four times over.
+# of a few deployments on this 2-core machine): 2M is the quickstart's 22,121 × 8 eleven times over.
 MAX_POINTS = 2_000_000
 CHUNK = 65_536  # parameter sets per column pass
 SCORE_BATCH = 256  # designs per cost-model pass
@@ -133,7 +133,7 @@ def front(spec: StudySpec, values: np.ndarray, feasible: np.ndarray) -> np.ndarr
 @dataclass
 class ExactFront:
     designs: int  # parameter sets enumerated
-    within_rules: int  # of which inside the budget and aspect band
+    within_rules: int  # of which inside the shape rules (`param_table.rule_masks`)
     scored: int  # distinct designs some deployment could make feasible, scored
     feasible: int
     trials: list[int]  # the front's trial numbers
