@@ -12,6 +12,7 @@ experts over EP with each expert's intermediate split over moe_tp = TP·DP/EP. G
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from cost_model import Architecture, Deployment, Term, WeightGemm, per_gpu_n, rows_of
 
@@ -56,6 +57,7 @@ def sharded(label: str, total: int, shards: int, shards_label: str, reduction: b
     return GemmDim(f"{label}/{shards_label}", numbers, total / shards, reduction, fields)
 
 
+@lru_cache(maxsize=4096)  # alignment and block-scaling checks both read it; both are frozen
 def gemm_dims(arch: Architecture, dep: Deployment) -> tuple[GemmDim, ...]:
     """Every distinct GEMM dimension one GPU runs for `arch` deployed as `dep`: the dims of the
     table's rows that the alignment guideline checks (`WeightGemm.checked`), `hidden_size`

@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from cost_model.order_statistics import expected_largest_z
     from cost_model.params import count_params
     from cost_model.precision import PRECISIONS, Precision, get_precision
-    from cost_model.sharded_gemms import Term, WeightGemm, per_gpu_n, rows_of
+    from cost_model.sharded_gemms import Dim, Term, WeightGemm, per_gpu_n, rows_of
     from cost_model.sourced import first_line, key_shown, shown, unknown_key_message
     from cost_model.step import bubble_frac, stage_forward, uncalibrated_components
     from cost_model.step_load import StepLoad
@@ -114,7 +114,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "order_statistics": ("expected_largest_z",),
     "params": ("count_params",),
     "precision": ("PRECISIONS", "Precision", "get_precision"),
-    "sharded_gemms": ("Term", "WeightGemm", "per_gpu_n", "rows_of"),
+    "sharded_gemms": ("Dim", "Term", "WeightGemm", "per_gpu_n", "rows_of"),
     "sourced": ("first_line", "key_shown", "shown", "unknown_key_message"),
     "step": ("bubble_frac", "stage_forward", "uncalibrated_components"),
     "step_load": ("StepLoad",),
@@ -152,6 +152,7 @@ __all__ = [
     "deployment_formats",
     "deployment_violations",
     "design_name",
+    "Dim",
     "DisaggregatedPoints",
     "Efficiency",
     "efficiency_from_toml",

@@ -22,7 +22,8 @@ from functools import reduce
 import numpy as np
 
 from cost_model.batch import ArchArrays, DeployArrays, Env
-from cost_model.gemm import HOT_DTYPE, GemmRates, gemm_time_s
+from cost_model.gemm import HOT_DTYPE, GemmRates
+from cost_model.gemm_unique import unique_gemm_time_s
 from cost_model.order_statistics import expected_largest_z
 from cost_model.sharded_gemms import (
     KERNELS, ArchColumns, active, column_layer_counts, per_gpu_k, per_gpu_n,
@@ -87,9 +88,10 @@ class GemmList:
                 stacked[j, i] = value  # numpy broadcasts on assignment, in C
         m, n, k, groups, count = stacked
         live = (m > 0) & (n > 0) & (k > 0) & (groups > 0) & (count > 0)
-        m, n, k, groups = (np.where(live, x, 1.0) for x in (m, n, k, groups))
         rates = self.rates(env, rows)
-        live_s = np.where(live, gemm_time_s(m, n, k, groups, env.hw, rates, dtype) * count, 0.0)
+        # each distinct GEMM once: sweeps repeat most of them (`cost_model.gemm_unique`)
+        live_s = unique_gemm_time_s([self.dims[row][:4] for row in rows], live, env.hw, rates,
+                                    dtype) * count
         times.update(zip((self.names[row] for row in rows), live_s))
         return times
 

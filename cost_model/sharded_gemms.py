@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal, TypedDict
 
 import numpy as np
@@ -90,15 +91,25 @@ class Dim:
 
     @property
     def fields(self) -> tuple[str, ...]:
-        names = [f for t in self.terms for factor in t.factors
-                 for f in ((factor,) if isinstance(factor, str) else factor)]
-        return tuple(dict.fromkeys(names + list(self.fallback.fields if self.fallback else ())))
+        return _dim_fields(self)
 
     def label(self) -> str:
-        return "+".join(term.label() for term in self.terms)
+        return _dim_label(self)
 
     def numbers(self, src) -> str:
         return "+".join(term.numbers(src) for term in self.terms)
+
+
+@lru_cache(maxsize=1024)  # a dim's fields and label name fields, not values: the same for
+def _dim_fields(d: Dim) -> tuple[str, ...]:  # every architecture (constraints ask per candidate)
+    names = [f for t in d.terms for factor in t.factors
+             for f in ((factor,) if isinstance(factor, str) else factor)]
+    return tuple(dict.fromkeys(names + list(d.fallback.fields if d.fallback else ())))
+
+
+@lru_cache(maxsize=1024)
+def _dim_label(d: Dim) -> str:
+    return "+".join(term.label() for term in d.terms)
 
 
 def dim(*factors: Factor, coef: int = 1, fallback: Dim | None = None) -> Dim:
@@ -480,6 +491,7 @@ def layer_count(arch, layers: LayerSet) -> int:
             "moe": arch.num_moe_layers, "model": 1}[layers]
 
 
+@lru_cache(maxsize=16384)  # parameter counts, constraints and lint all ask; `arch` is frozen
 def rows_of(arch) -> tuple[WeightGemm, ...]:
     """The rows `arch` has: its kinds, its `when` fields, non-empty dims, on some layer."""
     return tuple(r for r in ROWS if active(r, arch) and layer_count(arch, r.layers) > 0

@@ -17,13 +17,16 @@ from objectives.accuracy_fit import (
 from objectives.accuracy_terms import (
     ASPECT_KAPPA_CENTRAL, ASPECT_RATIO_MORPH_RANGE, ASPECT_RATIO_OPT_CENTRAL, aspect_ratio_penalty,
 )
-from objectives.serving import OBJECTIVES, ServingScores, Window, serving_scores
+from objectives.serving import (
+    OBJECTIVES, ServiceLevel, ServingScores, Window, serving_scores,
+)
 from objectives.shapes import architecture_from_shape
 
 __all__ = [
     "ASPECT_KAPPA_CENTRAL", "ASPECT_RATIO_MORPH_RANGE", "ASPECT_RATIO_OPT_CENTRAL", "BASE_LAWS",
     "CALIBRATION_SET_FILE", "DEFAULT_LAW", "LossProxy", "METRICS", "OBJECTIVES", "SHIPPED_RECORDS",
-    "SIGN_METRICS", "ServingScores", "UNVERIFIED", "Window", "architecture_from_shape",
+    "SIGN_METRICS", "ServiceLevel", "ServingScores", "UNVERIFIED", "Window",
+    "architecture_from_shape",
     "aspect_ratio_penalty", "coefficients_toml", "fit_coefficients", "predict_loss",
     "ptq_estimate", "ranking_loss_nats", "read_rows", "serving_scores", "shipped_calibration_set",
     "summarize_shape",

@@ -226,16 +226,20 @@ def run_show(args: argparse.Namespace) -> int:
 # ---- export and plot ----------------------------------------------------------------------------
 
 
-def point_candidate(spec: StudySpec, cand: Candidate, interactivity: float
-                    ) -> tuple[Candidate, dict]:
+def point_candidate(spec: StudySpec, cand: Candidate, interactivity: float,
+                    design: tuple | None = None) -> tuple[Candidate, dict]:
     """The deployment and concurrency that realize the architecture's frontier at
     `interactivity` tokens/s/user: the envelope point of most tokens/s/GPU at least that
-    interactive (a study that sweeps deployments; otherwise the trial's own frontier)."""
+    interactive (a study that sweeps deployments; with sampled deployments the envelope of the
+    trial's design over its sibling trials, `design`; else the trial's own frontier)."""
     if sweeps_deployments(spec):
         points = [dict(zip(("deployment", "concurrency", "tokens_per_s_per_user",
                             "tokens_per_s_per_gpu"), p))
                   for p in sweep_outcome(spec, cand).attrs.get("frontier_deployments", [])]
         every = {deployment_label(c.deployment): c for c in swept_candidates(spec, cand)}
+    elif design is not None:  # sampled deployments: the design's envelope over its trials
+        points, by_trial = design
+        every = {p["deployment"]: by_trial[p["trial"]] for p in points}
     else:
         points = [{**p, "deployment": deployment_label(cand.deployment)}
                   for p in frontier_points(score_valid(spec, [cand]).points) if p["on_frontier"]]
@@ -259,7 +263,8 @@ def run_export(args: argparse.Namespace) -> int:
     if args.format == "bundle":
         return _export_bundle(args, spec, trial, cand, infeasible)
     if args.interactivity is not None:
-        cand, point = point_candidate(spec, cand, args.interactivity)
+        cand, point = point_candidate(spec, cand, args.interactivity,
+                                      _design_frontier(args, spec, trial.number))
         document = {**serving_document(spec, cand, args.format, point["concurrency"]),
                     "operating_point": point}
     else:
@@ -279,11 +284,24 @@ def _export_bundle(args, spec: StudySpec, trial: FrozenTrial, cand: Candidate,
 
     interactivity = args.interactivity if args.interactivity is not None else \
         spec.workload.interactivity_min
-    cand, point = point_candidate(spec, cand, interactivity)
+    cand, point = point_candidate(spec, cand, interactivity,
+                                  _design_frontier(args, spec, trial.number))
     folder = write_bundle(Path(args.output), spec, trial.number, cand, point, infeasible)
     print(f"wrote bundle of trial {trial.number} ({cand.arch.name}) to {folder}: config.json, "
           f"serve and benchmark commands per engine, README.md")
     return 0
+
+
+def _design_frontier(args: argparse.Namespace, spec: StudySpec, number: int) -> tuple | None:
+    """In a study that samples deployments: the frontier of trial `number`'s design over its
+    sibling trials (`design_points.design_frontier`), so that every point of its Pareto row
+    can be exported."""
+    if sweeps_deployments(spec):
+        return None
+    from search.study.design_points import design_frontier
+
+    with opened_study(args) as (stored, study):
+        return design_frontier(stored, study, number)
 
 
 PLOT_KINDS = ("frontier", "breakdown", "roofline", "history")

@@ -16,11 +16,12 @@ from search.cli.errors import CommandError
 from search.errors import SearchError
 from search.records.arrow_export import write_pareto_files
 from search.records.tables import format_table, print_json
-from search.study.errors import NoFeasibleError, StorageError
+from search.study.errors import NoFeasibleError, SpecError, StorageError
 from search.study.record import hardware_record, recorded_spec
 from search.study.report import pareto_document, read_cached_document, write_cached_document
 from search.study.resilience import with_retries
 from search.study.runner import RunSummary, describe_rejections, run_study
+from search.study.space import sweeps_deployments
 from search.study.spec import StudySpec, load_spec
 from search.study.journal_file import check_readable
 from search.study.storage import (
@@ -154,21 +155,32 @@ def _deployments_shown(item: dict, d: dict) -> str:
 
 def print_pareto(doc: dict) -> None:
     """The Pareto table, then whether the front still moved and the space edges it reaches."""
-    from search.study.convergence import bounds_line, convergence_line
+    from search.study.convergence import bounds_line, convergence_line, exact_line
 
+    shown = f", the top {len(doc['pareto'])} shown" if "pareto_size" in doc else ""
     print(f"study {doc['study']}: {doc['trials']} trials, {doc['feasible']} feasible, "
-          f"{len(doc['pareto'])} Pareto-optimal architectures (ranked by frontier area)")
+          f"{doc.get('pareto_size', len(doc['pareto']))} Pareto-optimal architectures (ranked "
+          f"by frontier area{shown})")
     print(format_table(_pareto_rows(doc)))
     if "convergence" in doc:
         print(convergence_line(doc["convergence"]))
     if "bounds" in doc:
         print(bounds_line(doc["bounds"], len(doc["pareto"])))
+    if "exact_front" in doc:
+        print(exact_line(doc))
+    if "sla" in doc:
+        from search.study.sla import binding_line
+
+        print(binding_line(doc))
 
 
 def run_search(args: argparse.Namespace) -> int:
     spec = load_spec(args.study)
+    sweeps_deployments(spec)  # a deployment space beyond the sweep limit: refused, nothing opened
     trials = spec.trials if args.trials is None else args.trials
     seed = spec.seed if args.seed is None else args.seed
+    if args.workers > 1 and (args.exhaustive or spec.sampler == "exhaustive"):
+        raise SpecError("`--workers`: an exhaustive search runs in one process")
     if args.workers > 1:
         check_workers(args.workers)
         # The default journal: this process holds its owner lock while its workers run (it
@@ -183,10 +195,46 @@ def run_search(args: argparse.Namespace) -> int:
         return _finish(args, spec, None)
     handle = open_storage(Path(args.study), spec, args.storage)
     try:
+        if args.exhaustive or spec.sampler == "exhaustive":
+            return _exhaustive(args, spec, handle, seed)
         summary = run_study(spec, handle, trials, seed, show_progress=not args.no_progress)
     finally:
         handle.close()
+    if summary.exhausted and summary.finished == 0:  # not one design inside the rules
+        from search.study.proposals import describe
+
+        raise NoFeasibleError(f"no feasible candidate in 0 trials of `{spec.name}`: no design "
+                              f"of its space is inside the study's rules ("
+                              f"{describe(summary.proposals).removeprefix('proposals: ')})")
+    _say_proposals(summary)
     return _finish(args, spec, summary, handle)
+
+
+def _say_proposals(summary: RunSummary) -> None:
+    """One line on stderr: what the sampler drew to hand out only new designs inside the
+    study's rules (search/study/proposals.py), and whether the space ran out of them."""
+    from search.study.proposals import describe
+
+    if summary.proposals.get("drawn"):
+        print(describe(summary.proposals), file=sys.stderr)
+    if summary.exhausted:
+        print(f"every design inside the study's rules was tried ({summary.finished:,} trials): "
+              "the search stopped; `search --exhaustive` gives the exact front",
+              file=sys.stderr)
+
+
+def _exhaustive(args, spec: StudySpec, handle: StorageHandle, seed: int) -> int:
+    """`search --exhaustive` (or `sampler = "exhaustive"`): the exact front, in the study."""
+    from search.study.exhaustive import run_exhaustive
+    from search.study.runner import open_study
+
+    study = with_retries(lambda: open_study(spec, handle, seed), "opening the study")
+    found = run_exhaustive(spec, study, show_progress=not args.no_progress,
+                           write_batch=lambda: handle.write_batch(spec.name))
+    print(f"exhaustive: {found.designs:,} parameter sets, {found.within_rules:,} inside the "
+          f"rules, {found.scored:,} designs scored, {found.feasible:,} feasible; exact front "
+          f"{found.size} designs ({found.wall_s:.1f} s)", file=sys.stderr)
+    return _finish(args, spec, None, handle)
 
 
 def _finish(args, spec: StudySpec, summary: RunSummary | None,
@@ -237,6 +285,8 @@ def run_pareto(args: argparse.Namespace) -> int:
         spec = recorded_spec(study, spec)  # the spec it ran with (one note on stderr if not)
         doc = pareto_document(spec, study)
         write_pareto_files(doc, args.parquet, args.csv, spec, study)
+    if args.top is not None and args.top < len(doc["pareto"]):  # the first N ranks
+        doc = {**doc, "pareto": doc["pareto"][:args.top], "pareto_size": len(doc["pareto"])}
     if args.json:
         print_json(doc)
     else:
@@ -258,6 +308,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    "(default 1)")
     s.add_argument("--seed", type=int, default=None, help="sampler seed (default: the study's)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.add_argument("--exhaustive", action="store_true", help="enumerate the whole space (up "
+                   "to its stated size) and store its exact Pareto set in the study, as "
+                   "`sampler = \"exhaustive\"` does")
     s.add_argument("--json", action="store_true", help="end with the `pareto --json` document "
                    "on stdout instead of the table")
     s.set_defaults(func=redacting(run_search))
@@ -269,4 +322,6 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--parquet", metavar="PATH", default=None, help="also write the table as "
                    "Parquet (versioned schema)")
     p.add_argument("--csv", metavar="PATH", default=None, help="also write the table as CSV")
+    p.add_argument("--top", type=_at_least_one, default=None, metavar="N", help="only the "
+                   "first N ranks (the table and --json; --parquet/--csv keep every entry)")
     p.set_defaults(func=redacting(run_pareto))

@@ -202,6 +202,7 @@ def adopt(sampler: optuna.samplers.BaseSampler, study: optuna.Study,
     """`trials` finished by other workers, ready to be added to this worker's own copy of the
     study: for NSGA-II, as members of the generation its sampler is filling now (their own
     generation numbers count another worker's generations, not this one's)."""
+    sampler = getattr(sampler, "inner", sampler)  # a `ProposalSampler` wraps the NSGA-II
     if not isinstance(sampler, FlatNSGAIISampler) or not trials:
         return trials
     generation = sampler.next_generation(study)

@@ -14,21 +14,23 @@ from typing import Sequence
 import numpy as np
 
 from constraints import CONSTRAINT_NAMES, ConstraintRules, Violation, check_candidate
+from constraints import DeploymentColumns, memory_fit_values, static_values
 from cost_model import (
-    Architecture, ConfigError, count_params, frontier_area, get_hardware, make_workload,
-    pareto_mask,
+    MS_PER_S, Architecture, ConfigError, count_params, get_hardware, make_workload,
 )
 from objectives import (
-    LossProxy, ServingScores, Window, predict_loss, ptq_estimate, ranking_loss_nats, serving_scores,
+    LossProxy, ServiceLevel, ServingScores, Window, predict_loss, ptq_estimate, ranking_loss_nats,
+    serving_scores,
 )
 from search.study.space import (
     DEPLOYMENT_PARAMS,
     Candidate,
     build_candidate,
     complete_params,
+    runnable,
     sweeps_deployments,
-    swept_candidates,
 )
+from search.study.sweep import Envelope, envelopes
 from search.study.spec import StudySpec
 
 # User attributes written on every trial as their own columns (optuna-dashboard shows them; its
@@ -116,7 +118,19 @@ def score_valid(spec: StudySpec, cands: Sequence[Candidate]) -> ServingScores:
                              engine=spec.engine,
                              adp_balance_timeout_steps=spec.workload.adp_balance_timeout_steps)
     return serving_scores([c.arch for c in cands], [c.deployment for c in cands],
-                          get_hardware(spec.hardware.gpu), workload, window(spec), ttft_c)
+                          get_hardware(spec.hardware.gpu), workload, window(spec), ttft_c,
+                          service_level(spec), spec.hardware.total_gpus)
+
+
+def service_level(spec: StudySpec) -> ServiceLevel | None:
+    """The study's `[sla]` in seconds (None without one)."""
+    sla = spec.sla
+    if sla is None:
+        return None
+    tpot_ms = sla.tpot_max_ms if sla.interactivity_min is None else \
+        MS_PER_S / sla.interactivity_min
+    to_s = lambda ms: None if ms is None else ms / MS_PER_S  # noqa: E731
+    return ServiceLevel(ttft_max_s=to_s(sla.ttft_max_ms), tpot_max_s=to_s(tpot_ms))
 
 
 def _ptq_attrs(serving_precision: str, tokens_per_param: float) -> dict:
@@ -222,17 +236,74 @@ def _swept(spec: StudySpec, cands: Sequence[Candidate]) -> list[Outcome]:
     """Each candidate's architecture under every deployment of the space, all scored in one
     pass; its outcome is that of the deployment with the largest frontier area of its own,
     with the architecture's objectives: the envelope's area over every feasible deployment and
-    the lowest TTFT among them (`_envelope_outcome`)."""
-    groups = [swept_candidates(spec, c) or [c] for c in cands]
-    flat = [c for group in groups for c in group]
-    scores, rules, hard = score_valid(spec, flat), constraint_rules(spec), hard_constraints(spec)
-    outcomes, start = [], 0
-    for group in groups:
-        rows = range(start, start + len(group))
-        each = [_outcome(spec, flat[k], scores, k, rules) for k in rows]
-        outcomes.append(_envelope_outcome(spec, flat, scores, rows, each, hard))
-        start = rows.stop
+    the lowest TTFT among them (`_envelope_outcome`). Constraints are checked on columns, one
+    architecture at a time (`constraints.columns`), before the cost model: a deployment that
+    breaks a hard constraint the cost model has no part in (all but `memory_fit`) is never on
+    the envelope, so only the others are scored; an architecture none of whose deployments
+    passes is scored under all of them (to report the one closest to feasible), as is one whose
+    passing deployments all break `memory_fit`, in a second pass."""
+    groups = [swept_deployments(spec, c) for c in cands]
+    rules, hard = constraint_rules(spec), hard_constraints(spec)
+    first = [passes_static(c.arch, cols, rules, hard) for c, (_, cols) in zip(cands, groups)]
+
+    def outcome(flat, scores, span, usable, env):
+        if not usable and not span[3]:
+            return None  # scored again under all its deployments, below
+        return _envelope_outcome(spec, flat, scores, span, usable, env, rules)
+
+    outcomes = score_groups(spec, cands, groups, first, rules, hard, outcome)
+    again = [i for i, o in enumerate(outcomes) if o is None]
+    if again:
+        every = [np.ones(len(groups[i][0]), dtype=bool) for i in again]
+        redone = score_groups(spec, [cands[i] for i in again], [groups[i] for i in again],
+                               every, rules, hard, outcome)
+        for i, found in zip(again, redone):
+            outcomes[i] = found
     return outcomes
+
+
+def passes_static(arch: Architecture, cols: DeploymentColumns, rules: ConstraintRules,
+                   hard: Sequence[str], every_if_none: bool = True) -> np.ndarray:
+    """Deployments that pass every hard constraint but `memory_fit` (all of them when none
+    does and `every_if_none`: the closest to feasible is then looked for among all)."""
+    values = static_values(arch, cols, rules)
+    ok = np.ones(len(cols), dtype=bool)
+    for name in hard:
+        if name in values:
+            ok &= values[name] <= 0
+    return ok if ok.any() or not every_if_none else np.ones(len(cols), dtype=bool)
+
+
+def score_groups(spec: StudySpec, cands: Sequence[Candidate], groups: list, masks: list,
+                  rules: ConstraintRules, hard: Sequence[str], make) -> list:
+    """`make(flat, scores, span, usable rows, envelope)` of each candidate scored under the
+    deployments its mask keeps (span: its rows, their summed hard violations, its deployments,
+    whether the mask kept them all)."""
+    flat = [c for (group, _), mask in zip(groups, masks) for c, keep in zip(group, mask) if keep]
+    scores = score_valid(spec, flat)
+    spans, usable, start = [], [], 0
+    for cand, (group, cols), mask in zip(cands, groups, masks):
+        rows = range(start, start + int(mask.sum()))
+        values = {**{n: v[mask] for n, v in static_values(cand.arch, cols, rules).items()},
+                  "memory_fit": memory_fit_values(scores.max_concurrency[rows])}
+        violation = np.sum([np.maximum(values[n], 0.0) for n in hard], axis=0)
+        spans.append((rows, violation, len(group), bool(mask.all())))
+        usable.append([k for k, v in zip(rows, violation) if v <= 0])
+        start = rows.stop
+    found = envelopes(scores, usable, window(spec))
+    return [make(flat, scores, span, rows, env) for span, rows, env in zip(spans, usable, found)]
+
+
+def swept_deployments(spec: StudySpec, cand: Candidate
+                      ) -> tuple[list[Candidate], DeploymentColumns]:
+    """The candidates of `cand`'s architecture under every valid deployment of the space, and
+    those deployments' columns; `cand` alone when there is none."""
+    grid, kept = runnable(spec, cand.arch)
+    if not len(kept):
+        return [cand], DeploymentColumns.of([cand.deployment])
+    cols = grid.columns.take(kept)
+    return [Candidate({**cand.params, **grid.params[i]}, cand.arch, dep)
+            for i, dep in zip(kept, cols.deployments)], cols
 
 
 def sweep_outcome(spec: StudySpec, cand: Candidate) -> Outcome:
@@ -242,37 +313,32 @@ def sweep_outcome(spec: StudySpec, cand: Candidate) -> Outcome:
 
 def swept_envelope(spec: StudySpec, scores: ServingScores, rows: Sequence[int]) -> tuple:
     """(area, points on the envelope as (row, column)) of the frontier over `rows`' points."""
-    p, w = scores.points, window(spec)
-    rows = list(rows)
-    x = p.tokens_per_s_per_user[rows].reshape(1, -1)
-    y = np.where(p.fits_memory[rows], p.tokens_per_s_per_gpu[rows], np.nan).reshape(1, -1)
-    on = np.flatnonzero(pareto_mask(x, y)[0])
-    columns = p.concurrency.shape[1]
-    return float(frontier_area(x, y, w.x_lo, w.x_hi, w.log_x)[0]), \
-        [(rows[i // columns], i % columns) for i in on]
+    found = envelopes(scores, [list(rows)], window(spec))[0]
+    return found.area, found.points
 
 
-def _envelope_outcome(spec, flat, scores, rows, each: list[Outcome], hard) -> Outcome:
-    usable = [k for k, o in zip(rows, each) if o.feasible(hard)]
+def _envelope_outcome(spec, flat, scores, span, usable: list[int], env: Envelope,
+                      rules: ConstraintRules) -> Outcome:
+    rows, violation, evaluated, _ = span
     if not usable:  # no deployment works: report the one closest to feasible
-        best = min(range(len(each)), key=lambda j: sum(max(each[j].constraints[n].value, 0.0)
-                                                       for n in hard))
-        return _with_deployment(each[best], flat[rows[best]], len(each), 0)
-    mine = {k: o for k, o in zip(rows, each)}
-    chosen = max(usable, key=lambda k: float(scores.frontier_area[k]))
-    area, points = swept_envelope(spec, scores, usable)
+        best = rows[int(np.argmin(violation))]
+        return _with_deployment(_outcome(spec, flat[best], scores, best, rules), flat[best],
+                                evaluated, 0)
+    areas = scores.frontier_area[usable]
+    chosen = usable[int(np.argmax(areas))]
     ttft = min(_finite_or(float(scores.ttft_ms[k]), UNREACHED_TTFT_MS) for k in usable)
-    outcome = _with_deployment(mine[chosen], flat[chosen], len(each), len(usable))
+    outcome = _with_deployment(_outcome(spec, flat[chosen], scores, chosen, rules),
+                               flat[chosen], evaluated, len(usable))
     metrics = dict(zip(spec.objectives.names, outcome.values))
-    metrics.update({n: v for n, v in (("frontier_area", area), ("ttft_ms", ttft))
+    metrics.update({n: v for n, v in (("frontier_area", env.area), ("ttft_ms", ttft))
                     if n in metrics})
     outcome.values = [metrics[n] for n in spec.objectives.names]
     p = scores.points
     outcome.attrs.update(
-        frontier_area=area, deployment_frontier_area=float(scores.frontier_area[chosen]),
+        frontier_area=env.area, deployment_frontier_area=float(scores.frontier_area[chosen]),
         frontier_deployments=[[deployment_label(flat[k].deployment),
                                int(p.concurrency[k, j]), float(p.tokens_per_s_per_user[k, j]),
-                               float(p.tokens_per_s_per_gpu[k, j])] for k, j in points])
+                               float(p.tokens_per_s_per_gpu[k, j])] for k, j in env.points])
     return outcome
 
 

@@ -37,7 +37,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from constraints import check_candidate
 from objectives import ServingScores
-from search.study.convergence import bounds_reached, convergence
+from search.study.convergence import bounds_reached, convergence, exact_fraction
 from search.study.evaluation import (
     DEPLOYMENT_PARAMS_ATTR,
     UNREACHED_TTFT_MS,
@@ -50,7 +50,9 @@ from search.study.evaluation import (
     trial_details,
 )
 from search.atomic import write_text_atomic
+from search.study.exhaustive import EXACT_ATTR, EXHAUSTIVE_ATTR
 from search.study.record import recorded_spec
+from search.study.sla import binding
 from search.study.space import Candidate, sweeps_deployments, swept_candidates
 from search.study.spec import StudySpec
 
@@ -312,15 +314,39 @@ def pareto_document(spec: StudySpec, study: optuna.Study) -> dict:
     spec = recorded_spec(study, spec)
     records = load_records(spec, study)
     finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))
+    sampled = [t for t in finished if not t.user_attrs.get(EXHAUSTIVE_ATTR)]
     ranked = _pareto_designs(spec, records)
     return {
         "study": spec.name, "trials": len(finished),
         "feasible": sum(r.feasible for r in records), "objectives": spec.objectives.names,
         "pareto": [item for item, _ in ranked],
-        "convergence": convergence(spec, finished, hard_constraints(spec)),
+        "convergence": convergence(spec, sampled, hard_constraints(spec)),
         "bounds": bounds_reached(spec, [(i["rank"], _frontier_candidates(spec, i, d))
                                         for i, d in ranked]),
+        **_exact_document(spec, study, sampled), **_sla_document(spec, ranked),
     }
+
+
+def _sla_document(spec: StudySpec, ranked: list[tuple[dict, Design]]) -> dict:
+    """With an `[sla]`: which of its limits bind on the top design (`sla.binding`)."""
+    if spec.sla is None or not ranked:
+        return {}
+    item, design = ranked[0]
+    limits = binding(spec, item[AREA],
+                     lambda lifted: design_items(lifted, [design])[0][AREA])
+    return {"sla": {"trial": item["trial"], "area": item[AREA], "binding": limits}}
+
+
+def _exact_document(spec: StudySpec, study: optuna.Study, sampled: list[FrozenTrial]) -> dict:
+    """The study's exact front when it holds one (`exhaustive`): its summary, and the
+    hypervolume the sampled trials reach against it."""
+    exact = study.user_attrs.get(EXACT_ATTR)
+    if exact is None:
+        return {}
+    share = exact_fraction(spec, exact, sampled, hard_constraints(spec)) if sampled else None
+    summary = {k: v for k, v in exact.items() if k != "values"}
+    return {"exact_front": {**summary, "sampled_trials": len(sampled),
+                            "hypervolume_frac": share}}
 
 
 def _frontier_candidates(spec: StudySpec, item: dict, design: Design) -> list[Candidate]:

@@ -16,7 +16,6 @@ nothing to wait for. Never reads `study.trials` inside the loop."""
 from __future__ import annotations
 
 import copy
-import functools
 import gc
 import sys
 import warnings
@@ -28,13 +27,14 @@ from optuna.samplers.nsgaii import PolynomialMutation
 from optuna.trial import FrozenTrial, TrialState
 from tqdm import tqdm
 
-from search.study import optuna_adapter
-from search.study.distinct_children import FlatNSGAIISampler, adopt, with_distinct_children
+from search.study import optuna_adapter, proposals
+from search.study.distinct_children import FlatNSGAIISampler, adopt
 from search.study.errors import SpecError
 from search.study.evaluation import Outcome, evaluate_batch, hard_constraints, stored_attrs
+from search.study.exhaustive import EXHAUSTIVE_ATTR
 from search.study.record import store_or_check_spec
 from search.study.resilience import WORKER_ATTR, settle_running, with_retries, worker_id
-from search.study.space import build_candidate, design_identity, suggest_params
+from search.study.space import build_candidate, suggest_params, sweeps_deployments
 from search.study.spec import StudySpec
 from search.study.storage import StorageHandle
 
@@ -49,6 +49,8 @@ class RunSummary:
     feasible_before: int = 0  # feasible trials the study held when this process started
     best_area: float = float("nan")
     rejected_by: Counter = field(default_factory=Counter)  # hard constraint -> trials it rejected
+    proposals: Counter = field(default_factory=Counter)  # `ProposalSampler.stats` of this run
+    exhausted: bool = False  # the sampler found no new design inside the rules (proposals.py)
 
 
 # NSGA-II as measured best on an exhaustively enumerated space (tests/benchmarks/
@@ -59,14 +61,18 @@ NSGA2_POPULATION = 32
 NSGA2_MUTATION_ETA = 5.0
 
 
-def make_sampler(spec: StudySpec, seed: int) -> optuna.samplers.BaseSampler:
+def make_sampler(spec: StudySpec, seed: int) -> proposals.ProposalSampler:
+    """The study's sampler, proposing only new designs inside its rules (`proposals`)."""
+    return proposals.wrap(_inner_sampler(spec, seed), spec, seed)
+
+
+def _inner_sampler(spec: StudySpec, seed: int) -> optuna.samplers.BaseSampler:
     if spec.sampler == "nsga2":
         with warnings.catch_warnings():  # PolynomialMutation is experimental in Optuna 5.0
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             mutation = PolynomialMutation(eta=NSGA2_MUTATION_ETA)
-            sampler = FlatNSGAIISampler(population_size=NSGA2_POPULATION,
-                                        mutation=mutation, seed=seed)
-        return with_distinct_children(sampler, key=functools.partial(design_identity, spec))
+            return FlatNSGAIISampler(population_size=NSGA2_POPULATION, mutation=mutation,
+                                     seed=seed)
     if spec.sampler == "tpe":
         return optuna.samplers.TPESampler(multivariate=True, constant_liar=True, seed=seed)
     return optuna.samplers.RandomSampler(seed=seed)
@@ -129,16 +135,30 @@ def _record(trial: optuna.Trial, outcome: Outcome, hard: tuple[str, ...]) -> Non
 def run_batch(study: optuna.Study, spec: StudySpec, size: int, hard: tuple[str, ...],
               summary: RunSummary, attrs: dict | None = None) -> list[FrozenTrial]:
     """Ask `size` trials of `study`, score them in one pass, tell them (each with the user
-    attributes `attrs` too); returns them finished."""
+    attributes `attrs` too); returns the scored ones finished (a repeat is not scored:
+    `_without_repeats`)."""
     trials = [study.ask() for _ in range(size)]
     cands = [build_candidate(spec, suggest_params(t, spec.space, spec)) for t in trials]
+    trials, cands = _without_repeats(study, trials, cands)
     done = []
     for trial, outcome in zip(trials, evaluate_batch(spec, cands)):
         for key, value in (attrs or {}).items():
             trial.set_user_attr(key, value)
         done.append(_tell(study, trial, outcome, hard, summary))
-    summary.ran += size
+    summary.ran += len(done)
     return done
+
+
+def _without_repeats(study: optuna.Study, trials: list, cands: list) -> tuple[list, list]:
+    """The trials whose design is new: a repeat (handed out only once every design inside the
+    study's rules was tried, `ProposalSampler.exhausted`) is not scored again; it ends PRUNED
+    in the run's copy and never reaches the storage (`LocalRun.persist` adds finished ones)."""
+    repeats = getattr(study.sampler, "repeats", set())
+    for trial in trials:
+        if trial.number in repeats:
+            study.tell(trial, state=TrialState.PRUNED)
+    kept = [(t, c) for t, c in zip(trials, cands) if t.number not in repeats]
+    return [t for t, _ in kept], [c for _, c in kept]
 
 
 def _tell(study: optuna.Study, trial: optuna.Trial, outcome: Outcome, hard: tuple[str, ...],
@@ -175,7 +195,9 @@ class LocalRun:
         self.durable, self.handle, self.spec = durable, handle, spec
         self.me = worker_id() if handle.shared else None
         every = durable.get_trials(deepcopy=False)
-        self.done_at_start = [t for t in every if t.state in FINISHED]
+        # an exact front's trials (`exhaustive`) are no sampled trial: not counted, not sampled
+        self.done_at_start = [t for t in every if t.state in FINISHED
+                              and not t.user_attrs.get(EXHAUSTIVE_ATTR)]
         self.finished, self._seen = len(self.done_at_start), len(every)
         self.study = optuna.create_study(directions=durable.directions,
                                          sampler=durable.sampler)
@@ -247,11 +269,14 @@ def _resume_summary(done: list[FrozenTrial]) -> RunSummary:
 
 def run_study(spec: StudySpec, handle: StorageHandle, target_trials: int, seed: int,
               show_progress: bool = True) -> RunSummary:
-    """Run until the study holds `target_trials` finished trials (resuming what is there)."""
+    """Run until the study holds `target_trials` finished trials (resuming what is there), or
+    until its sampler finds no new design inside the study's rules (`summary.exhausted`)."""
+    sweeps_deployments(spec)  # a deployment space beyond the sweep limit fails before any write
     durable = with_retries(lambda: open_study(spec, handle, seed), "opening the study")
     run = with_retries(lambda: LocalRun(durable, handle, spec), "reading the study")
     summary = _resume_summary(run.done_at_start)
     run.study.sampler = make_sampler(spec, seed + summary.finished)  # resumed runs draw anew
+    summary.proposals = run.study.sampler.stats
     hard = hard_constraints(spec)
     bar = tqdm(total=target_trials, initial=run.finished, unit="trial", file=sys.stderr,
                disable=not show_progress, dynamic_ncols=True)
@@ -262,6 +287,9 @@ def run_study(spec: StudySpec, handle: StorageHandle, target_trials: int, seed: 
         bar.update(run.finished - bar.n)
         feasible = summary.feasible_before + summary.feasible
         bar.set_postfix_str(f"feasible {feasible}, best area {summary.best_area:.4g}")
+        if run.study.sampler.exhausted:  # every design inside the rules was tried
+            summary.exhausted = True
+            break
     bar.close()
     summary.finished = run.finished
     return summary

@@ -13,24 +13,27 @@ import itertools
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import optuna
 
 from constraints import (
-    ENGINE_LABELS, engine_violations, linear_attention_violations, pattern_stage_violations,
+    ENGINE_LABELS, DeploymentColumns, engine_violations, linear_broken,
+    pattern_broken, sharding_broken,
 )
 from cost_model import (
     ATTENTION_MIXER, GATED_DELTANET_MIXER, MAMBA2_MIXER, Architecture, ConfigError, Deployment,
-    deployment_violations, design_name, export_gap, make_architecture, make_deployment,
+    design_name, export_gap, make_architecture, make_deployment,
     periodic_layer_types,
 )
+from search.study.errors import SpecError
 from search.study.spec import SAME_FORMAT, Dimension, Space, StudySpec
 
 DEPLOYMENT_PARAMS = ("tp", "ep", "pp", "dp", "precision", "kv_precision", "moe_precision", "kvp",
                      "spec_tokens", "serving")
 MIN_MAX_POSITION = 4096
-# `deployments = "auto"` sweeps every deployment per architecture up to this many combinations of
-# the deployment dimensions (the shipped MoE rack study has 32; the sweep costs one vectorized
-# cost-model pass per combination, so larger spaces keep deployments as sampled dimensions).
+# A study sweeps every deployment per architecture up to this many combinations of the deployment
+# dimensions (the shipped serving-modes study has 48; the sweep costs one vectorized cost-model
+# pass per combination); a larger space is an error unless it says `deployments = "sampled"`.
 SWEEP_MAX_DEPLOYMENTS = 64
 
 
@@ -60,10 +63,22 @@ def deployment_combinations(space: Space) -> int:
 
 
 def sweeps_deployments(spec: StudySpec) -> bool:
-    """Whether each architecture is scored under every deployment of the space."""
-    if spec.deployments == "auto":
-        return deployment_combinations(spec.space) <= SWEEP_MAX_DEPLOYMENTS
-    return spec.deployments == "sweep"
+    """Whether each architecture is scored under every deployment of the space: unless the
+    study says `deployments = "sampled"`; a space of more deployment combinations than the
+    sweep limit is then an error naming the limit and the dimensions (never a silent switch to
+    sampled deployments, whose rows' frontiers `show` and `export` could not all reach)."""
+    if spec.deployments == "sampled":
+        return False
+    combos = deployment_combinations(spec.space)
+    if combos > SWEEP_MAX_DEPLOYMENTS:
+        sizes = " × ".join(f"{name} {len(getattr(spec.space, name).options)}"
+                           for name in DEPLOYMENT_PARAMS
+                           if len(getattr(spec.space, name).options) > 1)
+        raise SpecError(f"`deployments`: the space's deployment dimensions make {combos} "
+                        f"combinations ({sizes}), above the sweep limit "
+                        f"{SWEEP_MAX_DEPLOYMENTS}; narrow them, or set `deployments = "
+                        f"\"sampled\"` to sample them as dimensions of each trial")
+    return True
 
 
 def deployment_grid(space: Space) -> list[dict]:
@@ -205,25 +220,66 @@ def build_deployment(p: dict, is_moe: bool) -> Deployment:
                            serving=p.get("serving", "aggregated"))
 
 
+@dataclass(frozen=True)
+class GridDeployments:
+    """The distinct deployments of the space's grid for a dense model or an MoE (EP and the
+    experts' format apply to MoEs only), in grid order, with the grid params of each and
+    whether the study may run it at all (at most `max_gpus`, its engine's rules: these depend
+    on the model only through whether it is an MoE)."""
+
+    params: tuple[dict, ...]
+    columns: DeploymentColumns
+    runs: np.ndarray  # bool
+
+
+_GRIDS: dict[tuple[str, bool], GridDeployments] = {}
+
+
+def gpus_allowed(spec: StudySpec, dep: Deployment) -> bool:
+    """Whether the study's GPU budget admits `dep`'s instance: at most `max_gpus`, exactly
+    `gpus` when set, and no more than the fleet's `total_gpus`."""
+    hw = spec.hardware
+    return dep.gpus <= hw.max_gpus and (hw.gpus is None or dep.gpus == hw.gpus) and \
+        (hw.total_gpus is None or dep.gpus <= hw.total_gpus)
+
+
+def grid_deployments(spec: StudySpec, is_moe: bool, arch: Architecture) -> GridDeployments:
+    """`GridDeployments` of the study for models like `arch` (kept per study, per MoE-ness)."""
+    key = (spec.model_dump_json(), is_moe)
+    if key not in _GRIDS:
+        params, deps = [], []
+        for combo in deployment_grid(spec.space):
+            try:
+                dep = build_deployment(combo, is_moe)
+            except ConfigError:
+                continue
+            if dep not in deps:
+                params.append(combo)
+                deps.append(dep)
+        runs = [gpus_allowed(spec, dep) and not engine_violations(spec.engine, arch, dep)
+                for dep in deps]
+        _GRIDS[key] = GridDeployments(tuple(params), DeploymentColumns.of(deps),
+                                      np.array(runs, dtype=bool))
+    return _GRIDS[key]
+
+
+def runnable(spec: StudySpec, arch: Architecture) -> tuple[GridDeployments, np.ndarray]:
+    """(the study's grid for `arch`, the positions in it of the deployments that are valid
+    deployments of `arch`: sharding rules, at most `max_gpus`, its engine's rules; the rules
+    checked on columns, `constraints.columns`)."""
+    grid = grid_deployments(spec, arch.is_moe, arch)
+    cols = grid.columns
+    ok = grid.runs & (sharding_broken(arch, cols) == 0) & (linear_broken(arch, cols) == 0) & \
+        (pattern_broken(arch, cols) == 0)
+    return grid, np.flatnonzero(ok)
+
+
 def swept_candidates(spec: StudySpec, cand: Candidate) -> list[Candidate]:
     """`cand`'s architecture under every distinct deployment of the space that is a valid
-    deployment of it (sharding rules, at most `max_gpus`, runs on the study's engine), in grid
-    order."""
-    seen, out = set(), []
-    for combo in deployment_grid(spec.space):
-        params = {**cand.params, **combo}
-        try:
-            dep = build_deployment(params, cand.arch.is_moe)
-        except ConfigError:
-            continue
-        if dep in seen or dep.gpus > spec.hardware.max_gpus or deployment_violations(
-                cand.arch, dep) or engine_violations(spec.engine, cand.arch, dep):
-            continue
-        seen.add(dep)
-        if not (linear_attention_violations(cand.arch, dep)
-                or pattern_stage_violations(cand.arch, dep)):  # its mixers shard and split
-            out.append(Candidate(params, cand.arch, dep))
-    return out
+    deployment of it (`runnable`), in grid order."""
+    grid, kept = runnable(spec, cand.arch)
+    return [Candidate({**cand.params, **grid.params[i]}, cand.arch, grid.columns.deployments[i])
+            for i in kept]
 
 
 def build_candidate(spec: StudySpec, params: dict) -> Candidate:

@@ -219,7 +219,19 @@ class Hardware(BaseModel):
     model_config = FROZEN
 
     gpu: str = Field(max_length=PATH_MAX_CHARS)  # a catalog name or a hardware file's path
-    max_gpus: int = Field(default=8, ge=1, le=100_000)
+    max_gpus: int = Field(default=8, ge=1, le=100_000)  # GPUs one model instance may use
+    gpus: int | None = Field(default=None, ge=1, le=100_000)  # exactly this many per instance
+    # the fleet's GPUs: no instance larger; throughput per GPU counts the GPUs left over when
+    # the fleet holds ⌊total_gpus / instance GPUs⌋ instances (objectives/serving.py)
+    total_gpus: int | None = Field(default=None, ge=1, le=10_000_000)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _instance_size_caps(cls, data: Any) -> Any:
+        """`gpus` alone also caps the instance (`max_gpus` defaults to it)."""
+        if isinstance(data, dict) and data.get("gpus") is not None and "max_gpus" not in data:
+            return {**data, "max_gpus": data["gpus"]}
+        return data
 
     @field_validator("gpu")
     @classmethod
@@ -234,6 +246,35 @@ class Hardware(BaseModel):
     @model_validator(mode="after")
     def _known(self) -> Hardware:
         get_hardware(self.gpu)
+        if self.gpus is not None and self.gpus > self.max_gpus:
+            raise ValueError(f"`gpus` ({self.gpus}) must be <= `max_gpus` ({self.max_gpus})")
+        if self.total_gpus is not None and self.gpus is not None and \
+                self.total_gpus < self.gpus:
+            raise ValueError(f"`total_gpus` ({self.total_gpus}) must be >= `gpus` "
+                             f"({self.gpus}): the fleet holds at least one instance")
+        return self
+
+
+class Sla(BaseModel):
+    """What every operating point on a frontier must meet (`[sla]`): the frontier, its area
+    and the Pareto set count only points that do. The cost model predicts mean latencies, so
+    these are limits on means (no percentile)."""
+
+    model_config = FROZEN
+
+    ttft_max_ms: float | None = Field(default=None, gt=0)  # benchmark TTFT at the concurrency
+    tpot_max_ms: float | None = Field(default=None, gt=0)  # time per output token
+    interactivity_min: float | None = Field(default=None, gt=0)  # tokens/s/user = 1000/TPOT ms
+
+    @model_validator(mode="after")
+    def _one_tpot_form(self) -> Sla:
+        if self.tpot_max_ms is not None and self.interactivity_min is not None:
+            raise ValueError("give `tpot_max_ms` or `interactivity_min`, not both (one is "
+                             "1000 / the other)")
+        if self.ttft_max_ms is None and self.tpot_max_ms is None and \
+                self.interactivity_min is None:
+            raise ValueError("`[sla]` needs `ttft_max_ms`, `tpot_max_ms` or "
+                             "`interactivity_min`")
         return self
 
 
@@ -319,7 +360,8 @@ class StudySpec(BaseModel):
 
     name: str  # names the folder of its storage, out/<name>/ (`_file_name_safe`)
     description: str = Field(default="", max_length=10_000)
-    sampler: Literal["nsga2", "tpe", "random"] = "nsga2"
+    # "exhaustive": every design of an enumerable space: its exact front (study/exhaustive.py)
+    sampler: Literal["nsga2", "tpe", "random", "exhaustive"] = "nsga2"
     trials: int = Field(ge=1, le=10_000_000)
     seed: int = Field(default=0, ge=0, le=SEED_MAX)
     batch_size: int = Field(default=64, ge=1, le=4096)
@@ -332,11 +374,13 @@ class StudySpec(BaseModel):
     # How deployments are searched: "sweep" scores every deployment the space allows for each
     # sampled architecture (its frontier is the envelope over all of them; Optuna samples
     # shapes only); "sampled" makes the deployment dimensions Optuna dimensions like the rest;
-    # "auto" sweeps when the space holds at most `search.study.space.SWEEP_MAX_DEPLOYMENTS`.
+    # "auto" sweeps them too; a space of more combinations than
+    # `search.study.space.SWEEP_MAX_DEPLOYMENTS` is an error unless the study says "sampled".
     deployments: Literal["auto", "sweep", "sampled"] = "auto"
     # The serving engine the deployments must run on (constraints/engines.py): deployments it
     # cannot run are neither sampled nor swept. None: any mapping the cost model evaluates.
     engine: Literal[ENGINE_NAMES] | None = None
+    sla: Sla | None = None  # limits every frontier point must meet (none: every point counts)
 
     @field_validator("name")
     @classmethod

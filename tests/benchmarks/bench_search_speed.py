@@ -20,7 +20,10 @@ to 1 process on the same kind of storage.
 `--deployments` adds (in memory, in the same run): the study with its deployments swept per
 architecture (`deployments = "sweep"`: a trial is one architecture under every deployment)
 next to the same study with deployments as sampled dimensions: architectures/s, deployments
-scored per second and the cost model's share of a trial.
+and operating points (architecture × deployment × concurrency) scored per second and the cost
+model's share of a trial; with `--baseline DIR`, the same measured with the code of checkout
+DIR in the same run (issue 25: "≥ 300 architectures/s … beside today's rate"); with
+`--no-storages`, only this.
 `--scale` (issue 17: cost flat in study size) runs only this instead: one study on the default
 journal to `--trials` (e.g. 20000) in three `archscout search` runs, to 1,000, to 5,000 and to
 `--trials` (each a resume of the one before), timing every batch; reports the rate of the first
@@ -33,6 +36,8 @@ a fresh `python -m search.cli.main` process (what `time archscout show` measures
 imports included), and the Pareto document recomputed from all trials (what `pareto` costs when
 the study changed after the search kept its document, e.g. a run killed before its end).
 Run: python tests/benchmarks/bench_search_speed.py [--trials 2000] [--workers 2] [--deployments]
+     python tests/benchmarks/bench_search_speed.py --study studies/moe-400b-gb300-nvl72.toml \
+         --deployments --no-storages --trials 512 --baseline DIR
      python tests/benchmarks/bench_search_speed.py --scale --trials 20000
 """
 
@@ -144,6 +149,17 @@ def clear_caches() -> None:
                    summarize_shape):
         cached.cache_clear()
     search.study.evaluation._memo.clear()
+    import importlib
+
+    for module, name in (("cost_model.sharded_gemms", "rows_of"), ("constraints.shapes",
+                         "gemm_dims"), ("constraints.columns", "dim_template"),
+                         ("constraints.columns", "_static_values")):  # issue 25's per-design
+        try:                                                        # caches, where they exist
+            cached = getattr(importlib.import_module(module), name)
+        except ImportError:
+            continue
+        if hasattr(cached, "cache_clear"):
+            cached.cache_clear()
 
 
 def timed_run(label: str, spec: StudySpec, handle: StorageHandle, trials: int,
@@ -289,28 +305,182 @@ def print_worker_table(results: list[Result]) -> None:
               f"{r.rate / base:>7.2f}×")
 
 
-def deployment_mode_runs(spec: StudySpec, trials: int, seed: int) -> list[tuple[str, Result]]:
-    """The same study with swept and with sampled deployments, in memory, one after the other."""
+@dataclass
+class ModeRun:
+    """One `--deployments` run: trials/s of the whole loop, and what its scored trials stand
+    for (`answered`)."""
+
+    mode: str  # "sweep" or "sampled"
+    trials: int
+    wall_s: float
+    cpu_s: float  # this process's CPU time meanwhile (a shared machine inflates it less)
+    cost_model_s: float  # inside evaluate_batch
+    deployments: int  # deployments the scored trials stand for (sweep: all each runs on)
+    points: int  # operating points of those: × concurrencies that fit memory
+
+
+def deployment_mode_runs(spec: StudySpec, trials: int, seed: int) -> list[ModeRun]:
+    """The same study with swept and with sampled deployments, in memory, one after the other
+    (runs with whichever tree is on the path: a `--baseline` child runs it too)."""
     runs = []
     for mode in ("sweep", "sampled"):
         moded = spec.model_copy(update={"deployments": mode})
         timed_run("warm-up", moded, memory_handle(), moded.batch_size, seed)
-        runs.append((mode, timed_run(f"deployments {mode}", moded, memory_handle(), trials,
-                                     seed)))
+        handle, cpu_start = memory_handle(), time.process_time()
+        r = timed_run(f"deployments {mode}", moded, handle, trials, seed)
+        cpu_s = time.process_time() - cpu_start
+        runs.append(ModeRun(mode, r.trials, r.wall_s, cpu_s, r.bucket_s["cost model"],
+                            *answered(moded, handle)))
     return runs
 
 
-def print_deployment_modes(spec: StudySpec, runs: list[tuple[str, Result]]) -> None:
+def answered(spec: StudySpec, handle: StorageHandle) -> tuple[int, int]:
+    """(deployments, operating points) the run's scored trials stand for, counted alike in every
+    tree (after the timed run): each scored architecture under every deployment of the space
+    its engine runs (sweep; a deployment breaking a static hard constraint counts too, whether
+    the scorer skipped it or not), or the trial's own deployment (sampled), and each of those
+    at every concurrency of the sweep 1, 2, 4, … that fits memory."""
+    from search.study.evaluation import score_valid, trial_candidate
+    from search.study.space import sweeps_deployments, swept_candidates
+
+    study = optuna.load_study(study_name=spec.name, storage=handle.storage)
+    scored = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    cands = [trial_candidate(spec, t.params, t.user_attrs) for t in scored]
+    sweep = sweeps_deployments(spec)
+    flat = [d for c in cands for d in ((swept_candidates(spec, c) or [c]) if sweep else [c])]
+    points = sum(int(score_valid(spec, flat[i:i + 512]).points.fits_memory.sum())
+                 for i in range(0, len(flat), 512))
+    return len(flat), points
+
+
+def baseline_deployment_runs(args: argparse.Namespace) -> list[ModeRun]:
+    """`deployment_mode_runs` with the code of the checkout `args.baseline` (a subprocess)."""
+    import json
+
+    command = [sys.executable, __file__, "--study", str(args.study.resolve()), "--trials",
+               str(args.trials), "--seed", str(args.seed), "--deployments-child"]
+    env = {**os.environ, "PYTHONPATH": str(args.baseline.resolve()),
+           "PYTHONDONTWRITEBYTECODE": "1"}
+    out = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
+    return [ModeRun(**row) for row in json.loads(out.stdout.splitlines()[-1])]
+
+
+def print_deployment_modes(spec: StudySpec, rows: list[tuple[str, list[ModeRun]]]) -> None:
     from search.study.space import deployment_combinations
 
     combos = deployment_combinations(spec.space)
-    print(f"\n{'deployments':<12} {'trials':>6} {'wall s':>7} {'archs/s':>8} {'deps/s':>8} "
-          f"{'cost model':>10} {'ms/trial':>8}  ({combos} deployment combinations in the space)")
-    for mode, r in runs:
-        per_trial = combos if mode == "sweep" else 1
-        print(f"{mode:<12} {r.trials:>6} {r.wall_s:>7.2f} {r.rate:>8.1f} "
-              f"{r.rate * per_trial:>8.1f} {r.share('cost model'):>10.1%} "
-              f"{r.wall_s / r.trials * 1e3:>8.2f}")
+    print(f"\ndeployments swept per architecture vs sampled ({spec.name}: {combos} deployment "
+          "combinations in the space; in memory; archs/s = scored trials/s of the whole loop, "
+          "deps/s and points/s = what they stand for, `answered`; per second of wall clock, in "
+          "parentheses per second of this process's CPU time)")
+    print(f"{'code':<28} {'mode':<8} {'trials':>6} {'wall s':>7} {'archs/s':>14} "
+          f"{'deps/s':>16} {'points/s':>20} {'cost model':>10}")
+    for code, runs in rows:
+        for r in runs:
+            rates = [f"{n / r.wall_s:.1f} ({n / r.cpu_s:.1f})"
+                     for n in (r.trials, r.deployments, r.points)]
+            print(f"{code:<28} {r.mode:<8} {r.trials:>6} {r.wall_s:>7.2f} {rates[0]:>14} "
+                  f"{rates[1]:>16} {rates[2]:>20} {r.cost_model_s / r.wall_s:>10.1%}")
+
+
+# ---- the sweep's scorer alone (`--scorer`, issue 25) ---------------------------------------------
+
+def scorer_params(spec: StudySpec, count: int, seed: int) -> list[dict]:
+    """`count` distinct parameter sets inside the study's budget, drawn uniformly (this tree's
+    `param_table` filters the draws; the architectures are what a budget-true search scores)."""
+    import numpy as np
+
+    from search.study.param_table import column, within_rules
+    from search.study.proposals import sampled_distributions
+    from search.study.space import complete_params
+    from search.study.spec import Space
+
+    rng, out, seen = np.random.default_rng(seed), [], set()
+    space = {n: (d.choices if hasattr(d, "choices") else list(range(d.low, d.high + 1, d.step)))
+             for n, d in sampled_distributions(spec.model_copy(
+                 update={"deployments": "sweep"})).items()}
+    while len(out) < count:
+        params = {n: v[rng.integers(len(v))] for n, v in space.items()}
+        params = {n: v.item() if hasattr(v, "item") else v for n, v in params.items()}
+        key = tuple(sorted(params.items()))
+        full = complete_params(spec, params)
+        if key in seen or not within_rules(spec, {n: column([full[n]], n)
+                                                  for n in Space.model_fields})[0]:
+            continue
+        seen.add(key)
+        out.append(params)
+    return out
+
+
+def scorer_rate(study_file: Path, params: list[dict], batch: int, repeats: int) -> dict:
+    """Architectures, deployments and points per second of `evaluate_batch` with every
+    deployment swept, on `params` (cold per-design caches: the memo and lru caches are cleared
+    before each repeat); the fastest of `repeats`. Runs with whichever tree is on the path."""
+    from search.study.evaluation import evaluate_batch
+    from search.study.space import build_candidate, complete_params, swept_candidates
+
+    spec = load_spec(study_file).model_copy(update={"deployments": "sweep"})
+    cands = [build_candidate(spec, complete_params(spec, p)) for p in params]
+    evaluate_batch(spec, cands[:2])  # imports, shipped tables
+    deployments = sum(len(swept_candidates(spec, c)) or 1 for c in cands)
+    best, cpu = float("inf"), float("inf")
+    for _ in range(repeats):
+        clear_caches()
+        start, start_cpu = time.perf_counter(), time.process_time()
+        for i in range(0, len(cands), batch):
+            evaluate_batch(spec, cands[i:i + batch])
+        best = min(best, time.perf_counter() - start)
+        cpu = min(cpu, time.process_time() - start_cpu)
+    return {"architectures": len(cands), "deployments": deployments, "wall_s": best,
+            "cpu_s": cpu}
+
+
+def scored_points(study_file: Path, params: list[dict]) -> int:
+    """Operating points (architecture × deployment × concurrency that fits memory) of every
+    architecture under every deployment of the space: what a sweep scores."""
+    from search.study.evaluation import score_valid
+    from search.study.space import build_candidate, complete_params, swept_candidates
+
+    spec = load_spec(study_file).model_copy(update={"deployments": "sweep"})
+    cands = [build_candidate(spec, complete_params(spec, p)) for p in params]
+    flat = [d for c in cands for d in (swept_candidates(spec, c) or [c])]
+    return int(sum(score_valid(spec, flat[i:i + 512]).points.fits_memory.sum()
+                   for i in range(0, len(flat), 512)))
+
+
+def scorer_comparison(args: argparse.Namespace, spec: StudySpec) -> None:
+    """This tree's scorer beside `--baseline`'s (a subprocess with that tree's code), on the
+    same architectures, interleaved `--repeats` times."""
+    import json
+
+    params = scorer_params(spec, args.scorer, args.seed)
+    points = scored_points(args.study, params)
+    rows = [("this tree", scorer_rate(args.study, params, spec.batch_size, args.repeats))]
+    if args.baseline is not None:
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(params, f)
+        command = [sys.executable, __file__, "--study", str(args.study), "--scorer-child", f.name,
+                   "--repeats", str(args.repeats)]
+        env = {**os.environ, "PYTHONPATH": str(args.baseline.resolve()),
+               "PYTHONDONTWRITEBYTECODE": "1"}
+        out = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
+        rows.append((f"baseline {args.baseline}", json.loads(out.stdout.splitlines()[-1])))
+        os.unlink(f.name)
+    print(f"\nscorer: {len(params)} architectures inside the budget of {spec.name}, every "
+          f"deployment swept (evaluate_batch, batches of {spec.batch_size}, cold caches, fastest "
+          f"of {args.repeats}); {points:,} operating points (architecture × deployment × "
+          "concurrency fitting memory)")
+    print("(wall clock; in parentheses per second of this process's CPU time, which a machine "
+          "shared with other jobs inflates less)")
+    print(f"{'code':<32} {'archs/s':>16} {'deps/s':>18} {'points/s':>20}")
+    for label, r in rows:
+        print(f"{label:<32} {_rates(r['architectures'], r):>16} "
+              f"{_rates(r['deployments'], r):>18} {_rates(points, r):>20}")
+
+
+def _rates(count: int, r: dict) -> str:
+    """'80 (210)': per second of wall clock (of CPU time)."""
+    return f"{count / r['wall_s']:.0f} ({count / r['cpu_s']:.0f})"
 
 
 # ---- cost flat in study size (`--scale`) ---------------------------------------------------------
@@ -472,6 +642,16 @@ def parse_args() -> argparse.Namespace:
                         help="trials for the --workers comparison (plain journal: slow)")
     parser.add_argument("--deployments", action="store_true",
                         help="also compare swept with sampled deployments (in memory)")
+    parser.add_argument("--scorer", type=int, default=0, metavar="N",
+                        help="only the sweep's scorer on N architectures inside the budget "
+                             "(issue 25): architectures, deployments and points per second")
+    parser.add_argument("--baseline", type=Path, default=None, metavar="DIR",
+                        help="with --scorer or --deployments: also the code of the checkout "
+                             "DIR (e.g. `git archive integ | tar -x -C DIR`), same run")
+    parser.add_argument("--no-storages", action="store_true",
+                        help="skip the storage comparison (a)-(c) (e.g. with --deployments)")
+    parser.add_argument("--scorer-child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--deployments-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--scale", action="store_true",
                         help="only the study-size run: rate of the first vs last 2,000 trials, "
                              "resume/pareto/show at 1,000, 5,000 and --trials trials")
@@ -487,6 +667,24 @@ def main() -> None:
     args = parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     spec = load_spec(args.study)
+    if args.deployments_child:  # a --baseline tree running the `--deployments` comparison
+        import json
+        from dataclasses import asdict
+
+        runs = deployment_mode_runs(spec, args.trials, args.seed)
+        print(json.dumps([asdict(r) for r in runs]))
+        return
+    if args.scorer_child:  # a --baseline tree measuring the same architectures
+        import json
+
+        params = json.loads(Path(args.scorer_child).read_text())
+        print(json.dumps(scorer_rate(args.study, params, spec.batch_size, args.repeats)))
+        return
+    if args.scorer:
+        print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs)")
+        scorer_comparison(args, spec)
+        print(f"load average at end: {os.getloadavg()[0]:.1f}")
+        return
     if args.batch_size:
         spec = spec.model_copy(update={"batch_size": args.batch_size})
     prefix = "bench-search-speed-"
@@ -505,9 +703,13 @@ def main() -> None:
               f"{spec.batch_size}, {args.trials} trials per run ({plain} for (c)), fastest of "
               f"{args.repeats} for (a) and (b); journals in {folder}")
         print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs)\n")
-        print_storage_table(storage_runs(spec, args, folder))
+        if not args.no_storages:
+            print_storage_table(storage_runs(spec, args, folder))
         if args.deployments:
-            print_deployment_modes(spec, deployment_mode_runs(spec, args.trials, args.seed))
+            rows = [("this tree", deployment_mode_runs(spec, args.trials, args.seed))]
+            if args.baseline is not None:
+                rows.append((f"baseline {args.baseline}", baseline_deployment_runs(args)))
+            print_deployment_modes(spec, rows)
         if args.workers > 1:
             runs = [worker_run(spec, folder / f"workers{n}" / "study.journal", n,
                                args.worker_trials, args.seed) for n in (1, args.workers)]

@@ -28,7 +28,8 @@ POINT_KEYS = {"concurrency", "tpot_ms", "ttft_ms", "tokens_per_s_per_user",
 
 def make_study(folder: Path, trials: int = 64, batch_size: int = 32) -> Path:
     """The quick-start study, smaller, written into `folder` (its storage goes to folder/out/),
-    searched, plus one FAIL trial (an invalid shape) appended as the runner records them."""
+    searched, plus an infeasible trial (`out_of_budget_trial`) and a FAIL one (an invalid shape)
+    appended as the runner records them."""
     text = QUICKSTART.read_text(encoding="utf-8")
     text = re.sub(r"(?m)^trials = \d+", f"trials = {trials}", text)
     text = re.sub(r"(?m)^batch_size = \d+", f"batch_size = {batch_size}", text)
@@ -37,10 +38,34 @@ def make_study(folder: Path, trials: int = 64, batch_size: int = 32) -> Path:
     assert main(["search", str(path), "--no-progress"]) == 0
     spec = load_spec(path)
     handle = open_storage(path, spec, None, shared=True)
-    load_study(spec, handle).add_trial(create_trial(
+    study = load_study(spec, handle)
+    study.add_trial(out_of_budget_trial(spec))
+    study.add_trial(create_trial(
         state=TrialState.FAIL, user_attrs={"details": {"invalid": INVALID_REASON}}))
     handle.close()
     return path
+
+
+def out_of_budget_trial(spec):
+    """The space's largest design (every dimension at its largest option: 5.42B parameters on
+    the quickstart's 1.2B ± 25% budget), scored and recorded as the runner records a trial:
+    COMPLETE and infeasible. A search never proposes it (search/study/proposals.py)."""
+    from optuna.distributions import IntDistribution
+
+    from search.study.evaluation import evaluate_batch, stored_attrs
+    from search.study.proposals import sampled_distributions
+    from search.study.space import build_candidate, complete_params
+
+    space = sampled_distributions(spec)
+    params = {n: d.high if isinstance(d, IntDistribution) else d.choices[-1]
+              for n, d in space.items()}
+    [outcome] = evaluate_batch(spec, [build_candidate(spec, complete_params(spec, params))])
+    assert outcome.constraints["params_budget"].value > 0
+    hard = hard_constraints(spec)
+    return create_trial(params=params, distributions=space, values=outcome.values,
+                        user_attrs=stored_attrs(outcome),
+                        constraints={n: float(v.value) for n, v in outcome.constraints.items()
+                                     if n in hard and v.value > 0})
 
 
 def pareto_items(study: Path) -> list[dict]:
@@ -165,7 +190,7 @@ def test_show_unknown_trial(study, capsys):
 
 
 def test_show_failed_trial(study, capsys):
-    failed = 64  # the FAIL trial appended after the 64 searched ones
+    failed = 65  # the FAIL trial appended after the 64 searched ones and the infeasible one
     bad_input(capsys, ["show", str(study), str(failed)], f"`TRIAL` ({failed})", INVALID_REASON)
 
 

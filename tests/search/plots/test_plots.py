@@ -33,7 +33,7 @@ from tests.search.cli.test_inspect import PNG_SIGNATURE, bad_input, make_study, 
 REPO = Path(__file__).resolve().parents[3]
 QWEN = str(REPO / "tests" / "data" / "hf_configs" / "Qwen3-0.6B.json")
 MIN_PNG_BYTES = 10_000  # a titled, labeled 1200×600 chart; an empty canvas is ~5 KB
-FAILED_TRIAL = 48  # make_study appends one FAIL trial after the searched ones
+FAILED_TRIAL = 49  # make_study appends an infeasible and a FAIL trial after the searched ones
 
 
 @pytest.fixture(scope="module")

@@ -186,3 +186,28 @@ def test_expert_precision_is_a_deployment_dimension(tmp_path):
         if (tmp_path / "h").mkdir() is None else None
     with pytest.raises(SpecError, match="does not run on h200"):
         load_spec(hopper)
+
+
+def test_a_deployment_space_beyond_the_sweep_limit_is_an_error(tmp_path, capsys):
+    """96 combinations (dp 4 × ep 4 × precision 2 × kvp 3) > 64: never a silent switch to
+    sampled deployments; one line naming the limit and the dimensions, exit 2, nothing
+    written; `deployments = "sampled"` runs it."""
+    from search.cli.main import main
+    from search.study.errors import SpecError
+
+    path = _copy(tmp_path, MOE, **{'tp = { value = 1 }': 'tp = { value = 1 }\n'
+                                   'kvp = { choices = [1, 2, 4] }'})
+    spec = load_spec(path)
+    assert deployment_combinations(spec.space) == 96
+    with pytest.raises(SpecError) as raised:
+        sweeps_deployments(spec)
+    assert str(raised.value) == (
+        "`deployments`: the space's deployment dimensions make 96 combinations (ep 4 × dp 4 × "
+        "precision 2 × kvp 3), above the sweep limit 64; narrow them, or set `deployments = "
+        "\"sampled\"` to sample them as dimensions of each trial")
+    assert main(["search", str(path), "--trials", "4", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "sweep limit 64" in err[0] and "Traceback" not in err[0]
+    assert not (tmp_path / "out").exists()
+    sampled = spec.model_copy(update={"deployments": "sampled"})
+    assert not sweeps_deployments(sampled)

@@ -1,16 +1,13 @@
 """`DistinctChildren`: NSGA-II children that repeat a design already in the study are drawn
-again; the default sampler uses it and then repeats fewer designs."""
+again (the default sampler proposes only new designs itself: `proposals`)."""
 
 import optuna
 import pytest
 from optuna.distributions import IntDistribution
 
-import search.study.runner as runner
 from search.study import optuna_adapter
 from search.study.distinct_children import DistinctChildren
-from search.study.runner import make_sampler, run_study
 from search.study.spec import load_spec
-from search.study.storage import StorageHandle
 from tests.search.study.test_search import REPO
 
 SPACE = {"a": IntDistribution(0, 9), "b": IntDistribution(0, 9)}
@@ -62,22 +59,6 @@ def test_a_repeat_is_accepted_after_the_last_attempt_and_partial_children_pass()
 def test_attempts_must_be_positive():
     with pytest.raises(ValueError, match="`attempts` must be >= 1; got 0"):
         DistinctChildren(Scripted([]), attempts=0)
-
-
-def test_default_sampler_repeats_fewer_designs(monkeypatch):
-    spec = load_spec(REPO / "studies" / "quickstart.toml")
-    assert isinstance(optuna_adapter.child_generation_strategy(make_sampler(spec, 0)),
-                      DistinctChildren)
-
-    def distinct_designs() -> int:
-        handle = StorageHandle(optuna.storages.InMemoryStorage(), "memory", shared=False)
-        run_study(spec, handle, 512, 0, show_progress=False)
-        study = optuna.load_study(study_name=spec.name, storage=handle.storage)
-        return len({tuple(sorted(t.params.items())) for t in study.get_trials()})
-
-    with_redraws = distinct_designs()
-    monkeypatch.setattr(runner, "with_distinct_children", lambda sampler, **_: sampler)
-    assert with_redraws > distinct_designs()
 
 
 def test_twins_of_a_design_count_as_seen():

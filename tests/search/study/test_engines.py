@@ -83,3 +83,24 @@ def test_format_options_are_checked_at_load(stem, engine, space, message):
     with pytest.raises(SpecError) as err:
         spec_from_dict(doc)
     assert str(err.value) == f"study: {message}"
+
+
+@pytest.mark.parametrize("engine", ENGINE_NAMES)
+def test_sampled_deployments_never_break_the_engines_rules(engine):
+    """Deployments sampled as dimensions (`deployments = "sampled"`): no trial is asked with a
+    deployment the engine refuses (issue 25: 39 of 400 broke vLLM's expert-parallel rule), so
+    none fails for it and every scored one runs on the engine."""
+    import optuna
+
+    from search.study.runner import run_study
+    from search.study.storage import StorageHandle
+
+    spec = spec_from_dict(_doc("moe-400b-gb300-nvl72", engine=engine, deployments="sampled",
+                               batch_size=16))
+    handle = StorageHandle(optuna.storages.InMemoryStorage(), "memory", shared=False)
+    run_study(spec, handle, 32, 0, show_progress=False)
+    trials = optuna.load_study(study_name=spec.name, storage=handle.storage).get_trials()
+    assert len(trials) == 32 and all(t.state.name == "COMPLETE" for t in trials)
+    for t in trials:
+        cand = build_candidate(spec, complete_params(spec, t.params))
+        assert not engine_violations(engine, cand.arch, cand.deployment)

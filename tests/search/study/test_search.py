@@ -175,10 +175,14 @@ def _bad(capsys, argv, code, *fragments):
 
 
 def test_impossible_budget_says_which_constraints_rejected(tmp_path, capsys):
+    """No design of the space is inside a 900B budget: the sampler draws 65,536 uniform
+    proposals, all outside it (`proposals.UNIFORM_DRAWS`), and the search says so in one line
+    naming the rule, scoring nothing."""
     study = _copy_study(tmp_path)
     study.write_text(study.read_text().replace("total_params = 1.2e9", "total_params = 9.0e11"))
     _bad(capsys, ["search", str(study), "--trials", "64", "--no-progress"], 1,
-         "no feasible candidate in 64 trials", "params_budget rejected 64")
+         "no feasible candidate in 0 trials", "0 accepted of 65,536 drawn",
+         "rejected: params_budget 65,536")
 
 
 def test_bad_spec_writes_nothing(tmp_path, capsys):

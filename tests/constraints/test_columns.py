@@ -1,0 +1,73 @@
+"""`constraints.columns`: every constraint of one architecture under many deployments at once
+equals `check_candidate`'s value for each (every shipped study's space and deployment grid,
+every engine), and the GEMM dimensions on columns are `gemm_dims`' after its dedupe."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from constraints import check_candidate
+from constraints.columns import DeploymentColumns, constraint_values, gemm_dim_columns
+from constraints.shapes import gemm_dims
+from cost_model import ConfigError, Deployment, make_architecture
+from search.study.evaluation import constraint_rules
+from search.study.space import (
+    DEPLOYMENT_PARAMS, build_candidate, build_deployment, complete_params, deployment_grid,
+    searched_dimensions,
+)  # fmt: skip
+from search.study.spec import load_spec
+
+REPO = Path(__file__).resolve().parents[2]
+STUDIES = sorted((REPO / "studies").glob("*.toml"))
+
+
+def _grid(spec, params, is_moe) -> list[Deployment]:
+    deps = []
+    for combo in deployment_grid(spec.space):
+        try:
+            deps.append(build_deployment({**params, **combo}, is_moe))
+        except ConfigError:
+            continue
+    return list(dict.fromkeys(deps))
+
+
+@pytest.mark.parametrize("path", STUDIES, ids=lambda p: p.stem)
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_values_equal_check_candidate(path, data):
+    spec = load_spec(path)
+    dims = {n: d for n, d in searched_dimensions(spec.space).items() if n not in DEPLOYMENT_PARAMS}
+    params = complete_params(spec, {n: data.draw(st.sampled_from(list(d.options)), label=n)
+                                    for n, d in dims.items()})
+    cand = build_candidate(spec, params)
+    if not cand.valid:
+        return
+    deps = _grid(spec, params, cand.arch.is_moe)
+    limit = np.arange(len(deps), dtype=float)  # 0 (nothing fits) … : memory_fit both ways
+    rules = constraint_rules(spec)
+    values = constraint_values(cand.arch, DeploymentColumns.of(deps), rules, limit)
+    for j, dep in enumerate(deps):
+        expected = check_candidate(cand.arch, dep, rules, limit[j])
+        assert {n: float(v[j]) for n, v in values.items()} == \
+            {n: v.value for n, v in expected.items()}, dep
+
+
+def test_distinct_dims_follow_gemm_dims():
+    """A GQA model whose output projection K (heads·head_dim/TP) and q_proj N share a label: one
+    dim; with Helix (kvp 2) the output projection is over TP·KVP, a dim of its own label; with
+    TP beyond the KV heads, ⌈n_kv/TP⌉·head_dim. Sizes and order as `gemm_dims`."""
+    arch = make_architecture(name="t", vocab_size=1000, hidden_size=1024, num_layers=2,
+                             num_attention_heads=8, num_kv_heads=2, head_dim=128,
+                             intermediate_size=2816, max_position_embeddings=4096)
+    deps = [Deployment(tp=1), Deployment(tp=4), Deployment(tp=2, kvp=2), Deployment(tp=8)]
+    dims = gemm_dim_columns(arch, DeploymentColumns.of(deps))
+    for j, dep in enumerate(deps):
+        expected = gemm_dims(arch, dep)
+        kept = np.flatnonzero(dims.first[:, j])
+        assert [float(dims.size[i, j]) for i in kept] == [d.size for d in expected]
+        assert [bool(dims.reduction[i, j]) for i in kept] == [d.reduction for d in expected]
+    # tp 8 > 2 KV heads: ⌈2/8⌉·128 = 128 per GPU; H′/8 = 352; heads·d_h/8 = 128
+    assert sorted({float(s) for s in dims.size[dims.first[:, 3], 3]}) == [128.0, 352.0, 1024.0]
