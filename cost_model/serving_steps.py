@@ -28,10 +28,11 @@ from cost_model.step_load import (
 )
 
 # The steps `serving_times` prices, stacked on a leading axis in this order (numpy's per-call
-# cost is paid once): the decode-only step, the same step carrying prompts, the step that
-# prefills one chunk of a newly arrived request beside the other c − 1 sequences (its TTFT),
-# and a step whose every group fills its token budget with prompts (the rate a queue drains).
-CASES = ("decode", "prompt", "first_chunk", "budget")
+# cost is paid once): the decode-only step, the same step carrying prompts (⌊k⌋ and ⌈k⌉ of the
+# groups' chunks, `PromptSchedule.step_units`), the step that prefills one chunk of a newly
+# arrived request beside the other c − 1 sequences (its TTFT), and a step whose every group
+# fills its token budget with prompts (the rate a queue drains).
+CASES = ("decode", "prompt", "prompt_high", "first_chunk", "budget")
 
 
 @dataclass(frozen=True)
@@ -98,11 +99,13 @@ def serving_steps(a: ArchArrays, d: DeployArrays, concurrency, shape: ServingSha
     others_instance = np.where(lockstep, others, others_group)
     tps = d.spec_tokens + 1.0
     load = StepLoad(
-        group_decode_seqs=_stack(group, group, others_group, others_group),
-        group_prefill_tokens=_stack(0.0, plan.group_step_tokens, plan.chunk_tokens, budget),
-        group_prefill_seqs=_stack(0.0, plan.group_step_requests, 1.0,
+        group_decode_seqs=_stack(group, group, group, others_group, others_group),
+        group_prefill_tokens=_stack(0.0, plan.group_step_tokens, plan.group_step_tokens,
+                                    plan.chunk_tokens, budget),
+        group_prefill_seqs=_stack(0.0, plan.group_step_requests, plan.group_step_requests, 1.0,
                                   np.maximum(budget / shape.new_tokens, 1.0)),
-        instance_tokens=_stack(instance * tps, instance * tps + plan.instance_step_tokens,
+        instance_tokens=_stack(instance * tps, instance * tps + plan.low_step_tokens,
+                               instance * tps + plan.high_step_tokens,
                                others_instance * tps + plan.chunk_tokens,
                                others_instance * tps + np.where(lockstep, d.dp, 1.0) * budget),
         decode_tokens_per_seq=tps)
@@ -115,7 +118,8 @@ def serving_times(a, d, env: Env, concurrency, shape: ServingShape) -> ServingTi
     serving at `concurrency` whole requests.
 
     TPOT = PP · (A + s·(B − A)) over the tokens a step yields, A the decode step, B the step
-    carrying prompts and s the share of steps that do (`PromptSchedule`), plus the drafting
+    carrying prompts (the mix of its ⌊k⌋- and ⌈k⌉-chunk steps) and s the share of steps that do
+    (`PromptSchedule`), plus the drafting
     passes of speculative decoding. Steady-state TTFT of one request: its ⌈new/budget⌉ chunks
     through S stages, (m + S − 1) steps that each carry one chunk beside the other c − 1
     sequences, plus half a stage step of waiting for the step in progress when other sequences
@@ -126,8 +130,8 @@ def serving_times(a, d, env: Env, concurrency, shape: ServingShape) -> ServingTi
     cases = stage_forward_load(a, d, env, steps.load, steps.decode_context_tokens,
                                steps.prompt_context_tokens)
     part = dict(zip(CASES, (cases.part(i) for i in range(len(CASES)))))
-    step = part["decode"].plus(part["prompt"].minus(part["decode"]),
-                               plan.prompt_step_frac).scaled(d.pp)
+    prompt = part["prompt"].plus(part["prompt_high"].minus(part["prompt"]), plan.high_step_frac)
+    step = part["decode"].plus(prompt.minus(part["decode"]), plan.prompt_step_frac).scaled(d.pp)
     if d.speculative:
         step = step.plus(draft_pass(a, d, env, concurrency, steps.decode_context_tokens),
                          d.spec_tokens)

@@ -51,8 +51,11 @@ SCENARIO_REGIMES = {"concurrency": "fixed", "offline": "max", "server": "sla",
 # the model's benchmark TTFT is a closed-loop client's (a new request as one finishes, waves of
 # prompts queued behind each other, `cost_model.benchmark_ttft`); these rows' clients send
 # requests at Poisson-distributed times, whose queueing is another distribution, and MLPerf's
-# limits bind its p99, not the mean the rows hold
+# limits bind its p99, not the mean the rows hold; an offline run queues every request at once,
+# so its TTFT is the wait for a slot over the whole run
 OPEN_LOOP_TTFT = {
+    "max": "TTFT of an offline run (every request queued at once: the mean wait for a slot over "
+           "the run's waves, not a closed-loop client's TTFT)",
     "rate": "TTFT under Poisson arrivals (open loop; the model's TTFT is a closed-loop client's)",
     "sla": "TTFT of an MLPerf Server/Interactive run (Poisson arrivals, p99-bound; the model's "
            "TTFT is a closed-loop client's mean)",
