@@ -8,9 +8,11 @@ leave-one-source-out, or all of them), the way the fit scripts fit them:
   kernels' fitted terms in full, `Env.moe_terms`): for each engine with MoE rows, the scaling
   (full, floor, none; `terms.MOE_VARIANTS`) of its fitted terms that, with h refitted, gives the
   least pooled mean |log error|; an engine without rows in the fold keeps them in full;
-- the benchmark-TTFT terms per engine table (tests/benchmarks/fit_benchmark_ttft.py): (t_request,
-  q, w) on that script's grids minimizing the median |log error| of TTFT, on the rows of the
-  engine with a measured TTFT (the generic table on all of them).
+- the benchmark-TTFT terms per engine table (tests/benchmarks/fit_benchmark_ttft.py): t_request
+  (the product; the ablations also fit q and w) on that script's grids minimizing the median
+  |log error| of TTFT, on the rows of the engine with a measured TTFT where it has
+  `FitConfig.min_engine_rows` of them (the generic table on all of them). Rows whose TTFT was
+  measured under Poisson arrivals or in an offline run carry none (`OPEN_LOOP_TTFT`).
 
 The first two read a `Table` of every row's predictions at every h of the grid and every variant,
 made once (`build_table`, with `fast.FastModels`); the third searches the TTFT grid coarse to

@@ -26,32 +26,29 @@ GENERIC_ONLY = 10**9  # an engine table needs more rows than any set has: the ge
 
 
 def configs(base: Terms) -> tuple[FitConfig, ...]:
-    """The product's fit first (host time and the benchmark client's t_request fitted, an
-    engine's own TTFT table from `MIN_ROWS` rows; each engine's fused-MoE terms as shipped: its
-    own kernels' fit, not fitted on serving rows), then each term off, reduced, or fitted where
-    the product does not fit it."""
+    """The product's fit first (host time, the benchmark client's t_request and queue share q
+    fitted, w = 0, an engine's own TTFT table from `MIN_ROWS` rows; each engine's fused-MoE
+    terms as shipped: its own kernels' fit, not fitted on serving rows), then each term off,
+    reduced, or fitted where the product does not fit it."""
     engines = [e for e, _ in base.moe]
     every = lambda variant: tuple((e, variant) for e in engines)  # noqa: E731
     shipped_rule = base.moe
+    product = {"ttft": "no_round", "min_engine_rows": MIN_ROWS}
     return (
-        FitConfig(FITTED, moe=shipped_rule, ttft="request", min_engine_rows=MIN_ROWS),
-        FitConfig("host time off (h = 0)", host="off", moe=shipped_rule, ttft="request",
-                  min_engine_rows=MIN_ROWS),
-        FitConfig("fused MoE: variant fitted per engine", moe="fit", ttft="request",
-                  min_engine_rows=MIN_ROWS),
-        FitConfig("fused MoE: floor only (size terms off)", moe=every("floor"), ttft="request",
-                  min_engine_rows=MIN_ROWS),
-        FitConfig("fused MoE: off (no fused-MoE overhead)", moe=every("none"), ttft="request",
-                  min_engine_rows=MIN_ROWS),
+        FitConfig(FITTED, moe=shipped_rule, **product),
+        FitConfig("host time off (h = 0)", host="off", moe=shipped_rule, **product),
+        FitConfig("fused MoE: variant fitted per engine", moe="fit", **product),
+        FitConfig("fused MoE: floor only (size terms off)", moe=every("floor"), **product),
+        FitConfig("fused MoE: off (no fused-MoE overhead)", moe=every("none"), **product),
         FitConfig("benchmark TTFT: t_request, q and w, a table per engine", moe=shipped_rule),
         FitConfig("benchmark TTFT: t_request, q and w", moe=shipped_rule,
                   min_engine_rows=MIN_ROWS),
-        FitConfig("benchmark TTFT: t_request and w (q = 0)", ttft="no_queue", moe=shipped_rule,
-                  min_engine_rows=MIN_ROWS),
-        FitConfig("benchmark TTFT: t_request and q (w = 0)", ttft="no_round", moe=shipped_rule,
-                  min_engine_rows=MIN_ROWS),
-        FitConfig("benchmark TTFT: t_request only, a table per engine", ttft="request",
+        FitConfig("benchmark TTFT: t_request and q, a table per engine", ttft="no_round",
                   moe=shipped_rule),
+        FitConfig("benchmark TTFT: t_request and q, the generic table alone", ttft="no_round",
+                  moe=shipped_rule, min_engine_rows=GENERIC_ONLY),
+        FitConfig("benchmark TTFT: t_request only", ttft="request", moe=shipped_rule,
+                  min_engine_rows=MIN_ROWS),
         FitConfig("benchmark TTFT: t_request only, the generic table alone", ttft="request",
                   moe=shipped_rule, min_engine_rows=GENERIC_ONLY),
         FitConfig("benchmark TTFT: off (no client terms)", ttft="off", moe=shipped_rule),
