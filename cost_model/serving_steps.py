@@ -28,10 +28,11 @@ from cost_model.step_load import (
 )
 
 # The steps `serving_times` prices, stacked on a leading axis in this order (numpy's per-call
-# cost is paid once): the decode-only step, the same step carrying prompts, the step that
-# prefills one chunk of a newly arrived request beside the other c − 1 sequences (its TTFT),
-# and a step whose every group fills its token budget with prompts (the rate a queue drains).
-CASES = ("decode", "prompt", "first_chunk", "budget")
+# cost is paid once): the decode-only step, the same step carrying prompts (⌊k⌋ and ⌈k⌉ of the
+# groups' chunks, `PromptSchedule.step_units`), the step that prefills one chunk of a newly
+# arrived request beside the other c − 1 sequences (its TTFT), and a step whose every group
+# fills its token budget with prompts (the rate a queue drains).
+CASES = ("decode", "prompt", "prompt_high", "first_chunk", "budget")
 
 
 @dataclass(frozen=True)
@@ -109,12 +110,14 @@ def serving_steps(a: ArchArrays, d: DeployArrays, concurrency, shape: ServingSha
     others_instance = np.where(lockstep, others, others_group)
     tokens_per_seq = d.spec_tokens + 1.0  # each decoding sequence's: k drafts verified + 1
     load = StepLoad(
-        group_decode_seqs=_stack(group, group, others_group, others_group),
-        group_prefill_tokens=_stack(0.0, plan.group_step_tokens, plan.chunk_tokens, budget),
-        group_prefill_seqs=_stack(0.0, plan.group_step_requests, 1.0,
+        group_decode_seqs=_stack(group, group, group, others_group, others_group),
+        group_prefill_tokens=_stack(0.0, plan.group_step_tokens, plan.group_step_tokens,
+                                    plan.chunk_tokens, budget),
+        group_prefill_seqs=_stack(0.0, plan.group_step_requests, plan.group_step_requests, 1.0,
                                   np.maximum(budget / shape.new_tokens, 1.0)),
         instance_tokens=_stack(
-            instance * tokens_per_seq, instance * tokens_per_seq + plan.instance_step_tokens,
+            instance * tokens_per_seq, instance * tokens_per_seq + plan.low_step_tokens,
+            instance * tokens_per_seq + plan.high_step_tokens,
             others_instance * tokens_per_seq + plan.chunk_tokens,
             others_instance * tokens_per_seq + np.where(lockstep, d.dp, 1.0) * budget),
         decode_tokens_per_seq=tokens_per_seq)
@@ -127,7 +130,8 @@ def serving_times(a, d, env: Env, concurrency, shape: ServingShape) -> ServingTi
     serving at `concurrency` whole requests.
 
     TPOT = PP · (A + s·(B − A)) over the tokens a step yields, A the decode step, B the step
-    carrying prompts and s the share of steps that do (`PromptSchedule`), plus the drafting
+    carrying prompts (the mix of its ⌊k⌋- and ⌈k⌉-chunk steps) and s the share of steps that do
+    (`PromptSchedule`), plus the drafting
     passes of speculative decoding. Steady-state TTFT of one request: its ⌈new/budget⌉ chunks
     through S stages, (m + S − 1) steps that each carry one chunk beside the other c − 1
     sequences, plus half a stage step of waiting for the step in progress when other sequences
@@ -138,7 +142,9 @@ def serving_times(a, d, env: Env, concurrency, shape: ServingShape) -> ServingTi
     cases = stage_forward_load(a, d, env, steps.load, steps.decode_context_tokens,
                                steps.prompt_context_tokens)
     case = dict(zip(CASES, (cases.part(i) for i in range(len(CASES)))))
-    step = case["decode"].plus(case["prompt"].minus(case["decode"]),
+    prompt = case["prompt"].plus(case["prompt_high"].minus(case["prompt"]),
+                                 steps.schedule.high_step_frac)
+    step = case["decode"].plus(prompt.minus(case["decode"]),
                                steps.schedule.prompt_step_frac).scaled(d.pp)
     if d.speculative:
         step = step.plus(draft_pass(a, d, env, concurrency, steps.decode_context_tokens),

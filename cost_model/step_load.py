@@ -149,6 +149,27 @@ class PromptSchedule:
                              where=self.prompt_step_frac > 0)
         return np.maximum(per_step, self.group_step_tokens)
 
+    @property
+    def step_units(self) -> np.ndarray:
+        """k = P/s over the busiest group's step tokens (≥ 1): how many groups' chunks a step
+        that carries prompts holds on average. Steps hold whole chunks, ⌊k⌋ or ⌈k⌉ of them
+        (`low_step_tokens`, `high_step_tokens`), ⌈k⌉ in a share k − ⌊k⌋ of them
+        (`high_step_frac`): a step's time is not linear in its tokens (GEMM tiles), so the
+        average step is the mix of the two, never one step of k chunks."""
+        return np.maximum(self.instance_step_tokens / self.group_step_tokens, 1.0)
+
+    @property
+    def low_step_tokens(self) -> np.ndarray:
+        return np.floor(self.step_units) * self.group_step_tokens
+
+    @property
+    def high_step_tokens(self) -> np.ndarray:
+        return np.ceil(self.step_units) * self.group_step_tokens
+
+    @property
+    def high_step_frac(self) -> np.ndarray:
+        return self.step_units - np.floor(self.step_units)
+
     @classmethod
     def of(cls, group_seqs, instance_seqs, groups, new_tokens, decode_steps, chunk_tokens,
            balanced) -> PromptSchedule:

@@ -1,129 +1,112 @@
 """Fit the serving engine's host time per scheduled sequence per step (cost_model/host.py), per
-host CPU kind, on published end-to-end rows.
+host CPU kind, on every published end-to-end row of every source.
 
 The term h_cpu · n (n: the sequences the busiest rank's step schedules) is the only free number;
-everything else is the cost model as shipped. For each host CPU kind (x86, grace) the rows on GPUs
-of that kind (`HardwareSpec.host_cpu`) are scored by `validate_serving.py`'s row evaluation (its
-published CSV and development set, never kernel tables, never aiconfigurator's
-silicon_sample.csv) at every h on a grid (0 … 60 µs by 1 µs), and h minimizes the mean
-|log(pred/meas)| of the rows' TPOT and output tokens/s/GPU pooled (the L1 loss: robust to the
-outliers of a mixed set, smooth in h, exactly reproducible). Not the median: over the few dozen
-Grace rows of a half it jumps between neighbouring h (9.0%, 10.6%, 9.7%, 12.8% at 8, 12, 17,
-22 µs) and picked 8 µs for Grace against 32 µs for x86, a host the published tables show
-faster. The kinds share no rows, so each is a one-dimensional fit.
+everything else is the cost model as shipped. The rows are every row `validate_serving.py` scores
+(its published CSV, the development set and the grown development set: tests/data/
+serving_published.csv and tests/data/serving/*.csv but format_pairs.csv; never kernel tables,
+never aiconfigurator's silicon_sample.csv) but the MLPerf Server/Interactive ones (their TPOT and
+tokens/s/GPU are read where the modelled TTFT meets the SLA: they depend on the TTFT terms). For
+each host CPU kind (x86, grace) the rows on GPUs of that kind (`HardwareSpec.host_cpu`) are
+scored at every h of a grid (0 … 60 µs by 1 µs), and h minimizes the mean |log(pred/meas)| of
+the rows' TPOT and output tokens/s/GPU pooled (the L1 loss: robust to the outliers of a mixed
+set, smooth in h, exactly reproducible). The kinds share no rows, so each is a one-dimensional
+fit. This is the fit leave-one-source-out validates (tests/benchmarks/serving/folds.py,
+`fit_host_and_moe`; `validate_serving.py` prints the h of every fold and the figures with each
+source left out): the shipped value is the fit on all sources.
 
-Declared split (to avoid fitting to the test): fitted on `validate_serving.split_half`'s `fit`
-half only and scored on the `holdout` half. The benchmark-TTFT terms
-(tests/benchmarks/fit_benchmark_ttft.py) are fitted on top of these step times: rerun that fit
-after this one.
+The benchmark-TTFT terms (tests/benchmarks/fit_benchmark_ttft.py) are fitted on top of these step
+times: rerun that fit after this one.
 
 Usage: python tests/benchmarks/fit_host_overhead.py [--write]
-  --write  store the terms fitted on the `fit` half in cost_model/data/serving/host.toml
+  --write  store the terms fitted on all sources in cost_model/data/serving/host.toml
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import validate_serving  # noqa: E402
 
 from cost_model import host  # noqa: E402
-from cost_model.units import US_PER_S  # noqa: E402
+from tests.benchmarks.serving.cli import prepared_rows  # noqa: E402
 
 TOML = REPO / "cost_model" / "data" / "serving" / "host.toml"
 GRID_US = np.arange(0.0, 60.5, 1.0)
-METRICS = ("tpot", "tokens_per_s_per_gpu")
+COMMAND = "python tests/benchmarks/fit_host_overhead.py --write"
 
 
-def _csv_rows() -> list[dict[str, str]]:
-    """The published CSV's rows and the development set's, read as validate_serving reads them."""
-    return [row for path, option in ((validate_serving.DEFAULT_DATA_DIR /
-                                      validate_serving.CSV_NAME, "--data"),
-                                     (validate_serving.DEV_SET_CSV, "--dev-set"))
-            for row in validate_serving._read_rows(path, option) or []]
+def fit_all() -> tuple[dict[str, float], dict[str, dict]]:
+    """({cpu: h µs} fitted on every scored row, {cpu: what the fit used and its figures})."""
+    from tests.benchmarks.serving.fast import FastModels
+    from tests.benchmarks.serving.folds import (
+        HOST_METRICS, FitConfig, _host_errors, build_table, fit_host_and_moe,
+    )
+    from tests.benchmarks.serving.terms import shipped
+
+    rows, results = prepared_rows()
+    base = shipped()
+    table = build_table(rows, results, FastModels(), base)
+    everything = np.ones(len(rows), dtype=bool)
+    hosts, _ = fit_host_and_moe(table, everything, FitConfig("all sources", moe=base.moe))
+    total, count = _host_errors(table)
+    used = {}
+    for cpu, h_us in hosts.items():
+        mine = table.fitted & (np.array(table.cpus) == cpu)
+        j = int(np.flatnonzero(table.grid_us == h_us)[0])
+        pred = table.pred[mine, 0, j][:, HOST_METRICS]
+        meas = table.measured[mine][:, [0, 2]]
+        errors = np.log(pred / meas)
+        errors = errors[np.isfinite(errors)]
+        used[cpu] = {"rows": int(mine.sum()), "errors": int(errors.size),
+                     "mean_abs_log": float(np.mean(np.abs(errors))),
+                     "median_abs": float(np.median(np.abs(np.expm1(errors)))),
+                     "bias": float(np.median(np.expm1(errors))),
+                     "sources": dict(Counter(rows[i].source for i in np.flatnonzero(mine))
+                                     .most_common())}
+    return hosts, used
 
 
-def _host_cpu(row: dict[str, str]) -> str | None:
-    try:
-        return validate_serving._hardware(row).host_cpu
-    except validate_serving.Skip:
-        return None
+def _describe(cpu: str, h_us: float, used: dict) -> str:
+    sources = ", ".join(f"{s} {n}" for s, n in used["sources"].items())
+    return (f"fitted by `{COMMAND}` on all {used['rows']} scored rows on {cpu} hosts of every "
+            f"source ({sources}; TPOT and tokens/s/GPU, {used['errors']} errors): mean |log "
+            f"error| {used['mean_abs_log']:.3f}, median |error| {used['median_abs']:.1%}, bias "
+            f"{used['bias']:+.1%}; left-out figures: tests/benchmarks/validate_serving.py")
 
 
-def scored(rows: list[dict[str, str]], request_step_us: float) -> list:
-    """validate_serving's results for `rows` with h = `request_step_us` for every host kind."""
-    shipped = host.request_step_s
-    host.request_step_s = lambda cpu: request_step_us / US_PER_S
-    try:
-        results, _ = validate_serving.evaluate_all(rows, validate_serving.DEFAULT_DATA_DIR)
-    finally:
-        host.request_step_s = shipped
-    return results
-
-
-def log_errors(results: list) -> np.ndarray:
-    return np.array([np.log1p(r.error_frac[m]) for r in results for m in METRICS
-                     if r.error_frac[m] is not None])
-
-
-def _summary(errors: np.ndarray) -> str:
-    return (f"{errors.size} errors, mean |log error| {np.mean(np.abs(errors)):.3f}, "
-            f"{validate_serving.log_error_summary(errors, decimals=1)}")
-
-
-def fit(rows: list[dict[str, str]]) -> tuple[float, dict[str, list]]:
-    """(h in µs minimizing the fit half's mean |log error|, results by half at that h)."""
-    best = (np.inf, 0.0, {})
-    for h_us in GRID_US:
-        results = scored(rows, float(h_us))
-        halves = {half: [r for r in results if r.half == half] for half in validate_serving.HALVES}
-        cost = float(np.mean(np.abs(log_errors(halves[validate_serving.HALVES[0]]))))
-        if cost < best[0]:
-            best = (cost, float(h_us), halves)
-    return best[1], best[2]
-
-
-def _table(cpu: str, h_us: float, halves: dict[str, list]) -> str:
-    fit_half, holdout = (halves[h] for h in validate_serving.HALVES)
-    source = (f"fitted by tests/benchmarks/fit_host_overhead.py on the {len(fit_half)} published "
-              f"rows on {cpu} hosts of the declared fit half of tests/data "
-              f"(validate_serving.split_half; TPOT and tokens/s/GPU): "
-              f"{_summary(log_errors(fit_half))}; holdout {len(holdout)} rows: "
-              f"{_summary(log_errors(holdout))}")
-    return f'[{cpu}]\nrequest_step_us = {{ value = {h_us:.1f}, source = "{source}" }}\n'
-
-
-def write_terms(tables: list[str]) -> None:
+def write_terms(hosts: dict[str, float], used: dict[str, dict]) -> None:
+    tables = [f'[{cpu}]\nrequest_step_us = {{ value = {hosts[cpu]:.1f}, source = '
+              f'"{_describe(cpu, hosts[cpu], used[cpu])}" }}\n' for cpu in host.HOST_CPUS]
     TOML.write_text(
         "# The serving engine's host (CPU) seconds per scheduled sequence per forward step, by "
         "host CPU\n# kind (cost_model/host.py; a GPU's kind is `system.host_cpu` in its catalog "
-        "file). Fitted by\n# `python tests/benchmarks/fit_host_overhead.py --write` on published "
-        "end-to-end rows in\n# tests/data (never on kernel tables); a rerun reproduces these "
-        "values.\n" + "\n".join(tables))
+        f"file). Fitted by\n# `{COMMAND}` on every source's published end-to-end rows\n"
+        "# in tests/data (never on kernel tables); a rerun reproduces these values.\n"
+        + "\n".join(tables))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help="write the fit-half terms to the TOML")
+    parser.add_argument("--write", action="store_true",
+                        help="write the terms fitted on all sources to the TOML")
     args = parser.parse_args(argv)
-    rows = _csv_rows()
-    tables = []
+    hosts, used = fit_all()
     for cpu in host.HOST_CPUS:
-        mine = [r for r in rows if _host_cpu(r) == cpu]
-        h_us, halves = fit(mine)
-        print(f"[{cpu}] h = {h_us:.1f} us per sequence per step")
-        for half, part in halves.items():
-            print(f"    {half}: {len(part)} rows, {_summary(log_errors(part))}")
-        tables.append(_table(cpu, h_us, halves))
+        u = used[cpu]
+        print(f"[{cpu}] h = {hosts[cpu]:.1f} us per sequence per step (shipped "
+              f"{host.request_step_s(cpu) * 1e6:.1f}): {u['rows']} rows, {u['errors']} errors, "
+              f"mean |log error| {u['mean_abs_log']:.3f}, median |error| {u['median_abs']:.1%}, "
+              f"bias {u['bias']:+.1%}")
+        print(f"    sources: {', '.join(f'{s} {n}' for s, n in u['sources'].items())}")
     if args.write:
-        write_terms(tables)
+        write_terms(hosts, used)
         print(f"wrote {TOML.relative_to(REPO)}")
     return 0
 

@@ -11,8 +11,7 @@ The headline is leave-one-source-out (tests/benchmarks/serving/loso.py): a sourc
 publisher's run set (`rows.source_of`: InferenceX, each version of TensorRT-LLM's performance
 overview, its v0.14 online table, each MLPerf round, the vLLM blog, NIM, NVIDIA's blogs, ...); for
 each source, every fitted serving term (the host time per scheduled sequence per host CPU kind,
-tests/benchmarks/fit_host_overhead.py; the fused-MoE variant each engine pays,
-`Efficiency.for_engine`; the benchmark-TTFT terms per engine,
+tests/benchmarks/fit_host_overhead.py; the benchmark-TTFT terms per engine,
 tests/benchmarks/fit_benchmark_ttft.py) is fitted on the other sources' rows and the source's rows
 are scored with that fit. Printed: those left-out figures for dense and MoE models apart, per
 source and per engine, with the in-sample figures (every term fitted on all rows) and the shipped
@@ -62,7 +61,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repository root:
 # from here.
 from tests.benchmarks.serving.cli import main  # noqa: E402
 from tests.benchmarks.serving.config import (  # noqa: E402, F401
-    CSV_NAME, DEFAULT_DATA_DIR, DEV_SET_CSV, HALVES, METRICS, PERF_OVERVIEW,
+    CSV_NAME, DEFAULT_DATA_DIR, DEV_SET_CSV, HALVES, METRICS, MIN_ENGINE_TTFT_ROWS,
+    PERF_OVERVIEW,
 )
 from tests.benchmarks.serving.metrics import log_error_summary, summarize  # noqa: E402, F401
 from tests.benchmarks.serving.rows import (  # noqa: E402, F401

@@ -228,6 +228,23 @@ def test_prompt_schedule_of_lockstep_groups_by_hand():
     assert balanced.instance_step_tokens == pytest.approx(8184.0)
 
 
+def test_prompt_steps_hold_whole_chunks_by_hand():
+    """The 8 independent groups above: a prompt step holds P/s = 1,558.522083 tokens on
+    average, k = 1558.522083/1024 = 1.521994222 chunks: steps of one chunk (1,024 tokens) and
+    of two (2,048), the latter in a share 0.521994222 (mean 1,024 + 0.521994222 · 1,024 =
+    1,558.522083, as P/s). With the balancer k = 8184/1024 = 7.9921875: 7 or 8 chunks, 8 in a
+    share 0.9921875. Past one chunk per step (ρ = 1) the unit is the group's 16,384 tokens."""
+    plan = PromptSchedule.of(128.0, 1023.0, 8.0, 1024.0, 1024.0, 8192.0, False)
+    assert (plan.low_step_tokens, plan.high_step_tokens) == (1024.0, 2048.0)
+    assert plan.high_step_frac == pytest.approx(0.521994222, rel=1e-8)
+    balanced = PromptSchedule.of(128.0, 1023.0, 8.0, 1024.0, 1024.0, 8192.0, True)
+    assert (balanced.low_step_tokens, balanced.high_step_tokens) == (7168.0, 8192.0)
+    assert balanced.high_step_frac == pytest.approx(0.9921875)
+    many = PromptSchedule.of(1024.0, 1024.0, 1.0, 1024.0, 64.0, 8192.0, False)
+    assert many.low_step_tokens == many.high_step_tokens == pytest.approx(16_384.0)
+    assert many.high_step_frac == 0.0
+
+
 def test_only_groups_holding_requests_prefill(load_model):
     """Qwen3-30B-A3B at DP 8 / EP 8 with c = 3 requests, ISL = OSL = 1024: three groups hold one
     each (ρ = 1 · 1024/1024 / 1024 = 1/1024), the other five are empty and take no prompt: a
@@ -287,15 +304,19 @@ def test_balanced_tpot_by_hand(load_model):
     TPOT = A + s·(B − A), A the decode step (8 per group, 64 tokens to the experts), B the step
     carrying the busiest group's 1,024-token chunk with P/s prompt tokens over the groups
     (P = 64 per step). With the balancer (`adp_balance_timeout_steps` > 0) s = ρ = 0.0078125 and
-    P/s = 8,192 (a chunk on each group); without it s = 1 − (1 − ρ)⁸ = 0.0608174594 and
-    P/s = 64/0.0608174594 = 1,052.329392 tokens."""
+    P/s = 8,192 (a chunk on each group, k = 8); without it s = 1 − (1 − ρ)⁸ = 0.0608174594 and
+    P/s = 64/0.0608174594 = 1,052.329392 tokens: k = 1052.329392/1024 = 1.0276654219 chunks on
+    average, so B mixes the step of one chunk (1,024 tokens) and of two (2,048), the latter in
+    a share k − 1 = 0.0276654219 of the prompt steps (steps hold whole chunks)."""
     qwen = load_model("Qwen3-30B-A3B")
     dep = Deployment(tp=1, dp=8, ep=8, precision="fp8")
     a, d = ArchArrays.from_architectures([qwen]), DeployArrays.from_deployments([dep])
     env = Env.for_deployments(H200, [dep])  # a generic engine, as the workloads below
     decode = _case_step(a, d, env, 8.0, 0.0, 64.0)
     balanced = _case_step(a, d, env, 8.0, 1024.0, 64.0 + 8192.0)
-    alone = _case_step(a, d, env, 8.0, 1024.0, 64.0 + 1052.329392)
+    one_chunk = _case_step(a, d, env, 8.0, 1024.0, 64.0 + 1024.0)
+    two_chunks = _case_step(a, d, env, 8.0, 1024.0, 64.0 + 2048.0)
+    alone = one_chunk + 0.0276654219 * (two_chunks - one_chunk)
     on = _points(qwen, dep, workload=Workload(adp_balance_timeout_steps=60), concurrency=[64.0])
     off = _points(qwen, dep, workload=Workload(), concurrency=[64.0])
     assert on.tpot_s[0, 0] == pytest.approx(decode + 0.0078125 * (balanced - decode), rel=1e-6)

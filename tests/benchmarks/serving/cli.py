@@ -53,6 +53,16 @@ def _score(rows: list, data_dir: Path, by_source: Counter) -> Scored:
     return Scored(rows, *evaluate_prepared(rows, data_dir, by_source))
 
 
+def prepared_rows(data_dir: Path = DEFAULT_DATA_DIR) -> tuple[list, list]:
+    """(prepared rows, their results as shipped) of every source: the published CSV, the
+    development set and the grown development set, as leave-one-source-out reads them."""
+    paths = [(data_dir / CSV_NAME, "--data"), (DEV_SET_CSV, "--dev-set")]
+    paths += [(path, str(path)) for path in grown_csvs()]
+    rows = [r for path, option in paths for r in _read_rows(path, option) or []]
+    results, _, prepared = evaluate_prepared(rows, data_dir)
+    return prepared, results
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     data_path = args.data / CSV_NAME

@@ -47,6 +47,23 @@ NOT_GROWN = (DEV_SET_CSV.name, FORMAT_PAIRS_CSV.name)
 # scenario column -> regime (schema.py): fixed concurrency, offline run, MLPerf SLA-bound, Poisson
 SCENARIO_REGIMES = {"concurrency": "fixed", "offline": "max", "server": "sla",
                     "interactive": "sla", "poisson_rate": "rate"}
+# Regimes whose measured TTFT is not scored, with the reason (their TPOT and tokens/s/GPU are):
+# the model's benchmark TTFT is a closed-loop client's (a new request as one finishes, waves of
+# prompts queued behind each other, `cost_model.benchmark_ttft`); these rows' clients send
+# requests at Poisson-distributed times, whose queueing is another distribution, and MLPerf's
+# limits bind its p99, not the mean the rows hold; an offline run queues every request at once,
+# so its TTFT is the wait for a slot over the whole run
+OPEN_LOOP_TTFT = {
+    "max": "TTFT of an offline run (every request queued at once: the mean wait for a slot over "
+           "the run's waves, not a closed-loop client's TTFT)",
+    "rate": "TTFT under Poisson arrivals (open loop; the model's TTFT is a closed-loop client's)",
+    "sla": "TTFT of an MLPerf Server/Interactive run (Poisson arrivals, p99-bound; the model's "
+           "TTFT is a closed-loop client's mean)",
+}
+# An engine gets benchmark-TTFT terms of its own from this many rows with a measured TTFT (fewer:
+# the generic table's): leave-one-source-out showed a few rows' table (the vLLM blog's 4 rows
+# setting vLLM's t_request for InferenceX's 463) is a few rows' client, not the engine's
+MIN_ENGINE_TTFT_ROWS = 20
 MAX_MODEL_SHARE = 0.25  # no model above this share of the scored rows (deterministic cap)
 FORMAT_PAIR_BAND = 0.03  # pairs whose measured |ratio - 1| is within this band have no faster one
 # model name prefix -> family, for the source table

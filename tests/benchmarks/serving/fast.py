@@ -4,8 +4,8 @@ fold in seconds.
 Every fitted serving term enters a step's time linearly: the scheduler's host time h·n
 (`cost_model.host`: n the sequences the busiest rank's step schedules) and the fused-MoE
 overhead f·F + m·S (`cost_model.layers.moe_overhead_s`: F its floor, S its two size terms, per
-routed token copy and per scanned routing index; `Efficiency.for_engine` picks f = m = 1 for the
-engine whose kernels `[moe]` was fitted on, f = 1, m = 0 for any other). So each step-time
+local routed token copy and per scanned routing index, each fitted per engine and experts'
+format, `Env.moe_terms`; the package ships f = m = 1 on every engine). So each step-time
 computation (`serving_times` of an aggregated point, each `stage_forward` of a disaggregated one)
 is evaluated once at four settings of (h, f, m), (0, 0, 0), (1 µs, 0, 0), (0, 1, 0) and (0, 1, 1)
 (a dense model: the first two), and every array it returns is then
@@ -29,7 +29,6 @@ import cost_model.disaggregated as disaggregated_module
 import cost_model.evaluate as evaluate_module
 from cost_model import host
 from cost_model.disaggregated import PoolLimits
-from cost_model.efficiency import get_efficiency
 from tests.benchmarks.serving.scenarios import Models
 from tests.benchmarks.serving.terms import MOE_VARIANTS, Terms, moe_efficiencies, patched
 
@@ -81,7 +80,7 @@ class Linear:
             with _host_at(H_PROBE_S):
                 probe = call(env)
             return cls(base, _leaves(base), _slope(probe, base), None, None)
-        effs = moe_efficiencies(env.eff, get_efficiency(env.hw.name))
+        effs = moe_efficiencies(env.eff)
         at = {name: replace(env, eff=eff) for name, eff in effs.items()}
         with _host_at(0.0):
             base, floor, full = (call(at[name]) for name in ("none", "floor", "full"))

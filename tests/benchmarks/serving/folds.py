@@ -4,13 +4,15 @@ leave-one-source-out, or all of them), the way the fit scripts fit them:
 - the scheduler's host time h per host CPU kind (tests/benchmarks/fit_host_overhead.py): the h of
   its grid (`GRID_US`) minimizing the mean |log(pred/meas)| of the rows' TPOT and tokens/s/GPU
   pooled, on that kind's rows;
-- the fused-MoE variant per engine (`Efficiency.for_engine`'s rule: the size terms on the engine
-  whose kernels `[moe]` was fitted on, the floor elsewhere): for each engine with MoE rows, the
-  variant (floor, full, none) that, with h refitted, gives the least pooled mean |log error|;
-  an engine without rows in the fold keeps the floor;
-- the benchmark-TTFT terms per engine table (tests/benchmarks/fit_benchmark_ttft.py): (t_request,
-  q, w) on that script's grids minimizing the median |log error| of TTFT, on the rows of the
-  engine with a measured TTFT (the generic table on all of them).
+- the fused-MoE variant per engine (an ablation only: the package prices each engine's own
+  kernels' fitted terms in full, `Env.moe_terms`): for each engine with MoE rows, the scaling
+  (full, floor, none; `terms.MOE_VARIANTS`) of its fitted terms that, with h refitted, gives the
+  least pooled mean |log error|; an engine without rows in the fold keeps them in full;
+- the benchmark-TTFT terms per engine table (tests/benchmarks/fit_benchmark_ttft.py): t_request
+  (the product; the ablations also fit q and w) on that script's grids minimizing the median
+  |log error| of TTFT, on the rows of the engine with a measured TTFT where it has
+  `FitConfig.min_engine_rows` of them (the generic table on all of them). Rows whose TTFT was
+  measured under Poisson arrivals or in an offline run carry none (`OPEN_LOOP_TTFT`).
 
 The first two read a `Table` of every row's predictions at every h of the grid and every variant,
 made once (`build_table`, with `fast.FastModels`); the third searches the TTFT grid coarse to
@@ -34,7 +36,7 @@ from tests.benchmarks.serving.terms import Terms, patched
 from tests.benchmarks.serving.rows import Prepared, Result, Skip
 from tests.benchmarks.serving.scenarios import _as_measured, fixed_values, predict_prepared
 
-VARIANTS = ("floor", "full", "none")  # fused-MoE variants; ties keep the first
+VARIANTS = ("full", "floor", "none")  # fused-MoE variants; ties keep the first
 QUANTITIES = ("tpot", "tokens_per_s_per_gpu", "steady_ttft", "poll_wait", "prompt_queue",
               "round_wait")
 HOST_METRICS = (0, 1)  # TPOT and tokens/s/GPU: the host fit's errors
@@ -82,7 +84,7 @@ def build_table(rows: list[Prepared], results: list[Result], fm: FastModels,
         if key not in settings:
             settings[key] = (_settings(terms, grid, *key), {})
         table = _row_table(r, fm, *settings[key]).reshape(len(variants), grid.size, -1)
-        pred[i] = np.broadcast_to(table, pred.shape[1:])  # a dense model: the floor's, each
+        pred[i] = np.broadcast_to(table, pred.shape[1:])  # a dense model: its one, each
     measured = np.array([[_positive(res.measured.get(k)) for k in
                           ("tpot_s", "ttft_s", "tokens_per_s_per_gpu")] for res in results])
     return Table(grid, pred, measured.reshape(len(rows), 3), [r.workload.engine for r in rows],
@@ -217,8 +219,8 @@ def _fit_table(idx, fixed, queue, rounds, measured, statistics: list | None, mod
             for i, f, q, w, m in zip(idx, fixed, queue, rounds, measured)]
     search = lambda base, q, w, m, shares, w_grid: ttft_grid_search(  # noqa: E731
         base, q, w, m, (grids[0], shares, w_grid))
-    with patched(script, _grid_fit=search, SHARE_GRID=grids[1], ROUND_GRID=grids[2]):
-        return BenchmarkTerms(*script.fit(rows))
+    with patched(script, _grid_fit=search):
+        return BenchmarkTerms(*script.fit(rows, grids[1:]))
 
 
 def _median_abs_log(t_grid, q_grid, w, fixed, queue, rounds, measured) -> np.ndarray:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from cost_model.benchmark_ttft import BenchmarkTerms
+from tests.benchmarks.serving.config import MIN_ENGINE_TTFT_ROWS
 from tests.benchmarks.serving.fast import FastModels
 from tests.benchmarks.serving.terms import Terms, full_model_at, shipped
 from tests.benchmarks.serving.folds import FitConfig, _host_errors, build_table, fit_terms
@@ -20,30 +21,36 @@ from tests.benchmarks.serving.scenarios import COST_MODEL, score_prepared
 
 FITTED = "fitted"
 CHECK_TOLERANCE = 1e-9  # relative: the fast path must equal the full cost model
-# an engine's TTFT table from fewer rows is a few rows' client (the vLLM blog's 4 rows set vLLM's
-# t_request for InferenceX's 463 when InferenceX is left out): tested as an ablation
-MIN_ROWS = 20
+MIN_ROWS = MIN_ENGINE_TTFT_ROWS
+GENERIC_ONLY = 10**9  # an engine table needs more rows than any set has: the generic table only
 
 
 def configs(base: Terms) -> tuple[FitConfig, ...]:
-    """The product's fit first (host time and benchmark-TTFT terms fitted, the fused-MoE rule
-    as shipped: it is a property of the engines' kernels, not fitted on serving rows), then
-    each term off, reduced, or fitted where it is not."""
+    """The product's fit first (host time, the benchmark client's t_request and queue share q
+    fitted, w = 0, an engine's own TTFT table from `MIN_ROWS` rows; each engine's fused-MoE
+    terms as shipped: its own kernels' fit, not fitted on serving rows), then each term off,
+    reduced, or fitted where the product does not fit it."""
     engines = [e for e, _ in base.moe]
     every = lambda variant: tuple((e, variant) for e in engines)  # noqa: E731
     shipped_rule = base.moe
+    product = {"ttft": "no_round", "min_engine_rows": MIN_ROWS}
     return (
-        FitConfig(FITTED, moe=shipped_rule),
-        FitConfig("host time off (h = 0)", host="off", moe=shipped_rule),
-        FitConfig("fused MoE: rule fitted per engine", moe="fit"),
-        FitConfig("fused MoE: floor on every engine", moe=every("floor")),
-        FitConfig("fused MoE: size terms on every engine", moe=every("full")),
-        FitConfig("fused MoE: off (no [moe] time)", moe=every("none")),
-        FitConfig("benchmark TTFT: t_request and w (q = 0)", ttft="no_queue", moe=shipped_rule),
-        FitConfig("benchmark TTFT: t_request and q (w = 0)", ttft="no_round", moe=shipped_rule),
-        FitConfig("benchmark TTFT: t_request only", ttft="request", moe=shipped_rule),
-        FitConfig(f"benchmark TTFT: t_request only, tables from >= {MIN_ROWS} rows",
-                  ttft="request", moe=shipped_rule, min_engine_rows=MIN_ROWS),
+        FitConfig(FITTED, moe=shipped_rule, **product),
+        FitConfig("host time off (h = 0)", host="off", moe=shipped_rule, **product),
+        FitConfig("fused MoE: variant fitted per engine", moe="fit", **product),
+        FitConfig("fused MoE: floor only (size terms off)", moe=every("floor"), **product),
+        FitConfig("fused MoE: off (no fused-MoE overhead)", moe=every("none"), **product),
+        FitConfig("benchmark TTFT: t_request, q and w, a table per engine", moe=shipped_rule),
+        FitConfig("benchmark TTFT: t_request, q and w", moe=shipped_rule,
+                  min_engine_rows=MIN_ROWS),
+        FitConfig("benchmark TTFT: t_request and q, a table per engine", ttft="no_round",
+                  moe=shipped_rule),
+        FitConfig("benchmark TTFT: t_request and q, the generic table alone", ttft="no_round",
+                  moe=shipped_rule, min_engine_rows=GENERIC_ONLY),
+        FitConfig("benchmark TTFT: t_request only", ttft="request", moe=shipped_rule,
+                  min_engine_rows=MIN_ROWS),
+        FitConfig("benchmark TTFT: t_request only, the generic table alone", ttft="request",
+                  moe=shipped_rule, min_engine_rows=GENERIC_ONLY),
         FitConfig("benchmark TTFT: off (no client terms)", ttft="off", moe=shipped_rule),
     )
 

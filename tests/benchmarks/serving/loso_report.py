@@ -11,6 +11,7 @@ from tests.benchmarks.serving.config import MAX_MODEL_SHARE, METRICS
 from tests.benchmarks.serving.loso import FITTED, LosoRun
 from tests.benchmarks.serving.metrics import _by_kind, capped
 from tests.benchmarks.serving.ranking import ranking
+from tests.benchmarks.serving.scenarios import ttft_not_scored
 
 SETS = ("left_out", "in_sample", "shipped")
 
@@ -71,7 +72,7 @@ def loso_document(run: LosoRun) -> dict:
     fitted = run.runs[FITTED]
     return {"sources": run.sources, "rows": len(run.rows), "capped_rows": sum(capped_mask),
             "check": run.check, "seconds": {k: round(v, 1) for k, v in run.seconds.items()},
-            "configs": configs,
+            "configs": configs, "ttft_not_scored": ttft_not_scored(run.rows),
             "ranking": {key: ranking(run.rows, results)
                         for key, results in _sets(run, fitted).items()},
             "row_errors": [{"source": r.source, "regime": r.regime,
@@ -94,9 +95,10 @@ def _p1(value, signed: bool = False) -> str:
 
 def print_loso(doc: dict) -> None:
     print("leave-one-source-out: each source's rows scored with the fitted serving terms (host "
-          "time per host CPU kind, benchmark-TTFT terms per engine; the fused-MoE rule as "
-          "shipped) fitted on the other sources' rows; in-sample: fitted on all rows; shipped: "
-          "the constants in cost_model/data. Median |pred/meas - 1| (bias: signed median)")
+          "time per host CPU kind, the benchmark client's t_request per engine with enough rows; "
+          "each engine's fused-MoE kernels as shipped) fitted on the other sources' rows; "
+          "in-sample: fitted on all rows; shipped: the constants in cost_model/data. Median "
+          "|pred/meas - 1| (bias: signed median)")
     print(f"  {len(doc['sources'])} sources: {', '.join(doc['sources'])}")
     worst = doc["check"]["worst_relative_difference"]
     print(f"  fast path vs the full cost model on {doc['check']['rows']} rows: worst relative "
@@ -108,6 +110,8 @@ def print_loso(doc: dict) -> None:
     for part in ("capped", "overall"):
         _print_sets(fitted, part)
     print(f"  not scored under a fit: {fitted['not_scored']}")
+    for reason, n in doc.get("ttft_not_scored", {}).items():
+        print(f"  measured TTFT not scored ({n} rows): {reason}")
     for axis in ("per_source", "per_engine"):
         print(f"\n{axis.replace('_', ' ')}: left-out |error| (bias), in-sample |error| beside")
         _print_axis(fitted, axis)

@@ -7,7 +7,7 @@ pred/meas − 1. The cost model comes in as `Models` (the shipped `evaluate_poin
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Callable
@@ -20,9 +20,10 @@ from cost_model.errors import ConfigError
 from cost_model.evaluate import evaluate_points
 from cost_model.order_statistics import expected_largest_z
 from cost_model.units import MS_PER_S
+from search.records.comparison import finite_run_tokens_per_s
 from tests.benchmarks.serving.config import (
-    INFERENCEX, INFERENCEX_PROMPTS_PER_SLOT, INFERENCEX_RANGE_RATIO, PERF_OVERVIEW,
-    PERF_OVERVIEW_REQUESTS, TRTLLM_BENCH_MAX_BATCH, WEIGHTS_DO_NOT_FIT,
+    INFERENCEX, INFERENCEX_PROMPTS_PER_SLOT, INFERENCEX_RANGE_RATIO, OPEN_LOOP_TTFT,
+    PERF_OVERVIEW, PERF_OVERVIEW_REQUESTS, TRTLLM_BENCH_MAX_BATCH, WEIGHTS_DO_NOT_FIT,
 )
 from tests.benchmarks.serving.rows import (
     Measured, Prepared, Result, Skip, _describe, _measured, _number, _statistic, source_of,
@@ -109,16 +110,12 @@ def _predict_max(r: Prepared, models: Models, requests: int | None = None,
 def offline_run_tokens_per_s(requests: int, wave: int, wave_rate: float,
                              last_rate: float) -> float:
     """Throughput of an offline run of `requests` equal requests all queued at once, on an
-    engine that holds `wave` of them at a time. With equal ISL/OSL the requests admitted
-    together finish together (TensorRT-LLM's default GUARANTEED_NO_EVICT admits a request only
-    with KV for its whole ISL + OSL), so the run is ⌊N/W⌋ full waves and a last one of
-    r = N mod W requests. A wave of w requests serves w·OSL tokens at its rate R(w), taking
-    w·OSL/R(w); so the run's rate is
-        N·OSL / (⌊N/W⌋·W·OSL/R(W) + r·OSL/R(r)) = N / (⌊N/W⌋·W/R(W) + r/R(r)),
-    R(W) when r = 0. Per GPU when the rates are."""
-    full, last = divmod(requests, wave)
-    seconds_per_token = full * wave / wave_rate + (last / last_rate if last else 0.0)
-    return requests / seconds_per_token
+    engine that holds `wave` of them at a time: the product's finite-run formula
+    (`search.records.comparison.finite_run_tokens_per_s`). With equal ISL/OSL the requests
+    admitted together finish together (TensorRT-LLM's default GUARANTEED_NO_EVICT admits a
+    request only with KV for its whole ISL + OSL), so the run is ⌊N/W⌋ full waves and a last one
+    of r = N mod W requests, N / (⌊N/W⌋·W/R(W) + r/R(r)); R(W) when r = 0."""
+    return finite_run_tokens_per_s(requests, wave, wave_rate, last_rate)
 
 
 def _errors(measured: Measured, predicted: dict[str, float]) -> dict[str, float | None]:
@@ -245,10 +242,26 @@ def predict_prepared(r: Prepared, models: Models = COST_MODEL) -> dict[str, floa
     return predicted
 
 
+def scored_measurement(r: Prepared) -> Measured:
+    """The row's measurements that are scored: its TTFT not where it was measured under
+    Poisson arrivals (`OPEN_LOOP_TTFT`: the regime's reason)."""
+    measured = _measured(r.row)
+    return replace(measured, ttft_s=None) if r.regime in OPEN_LOOP_TTFT else measured
+
+
+def ttft_not_scored(rows: list[Prepared]) -> dict[str, int]:
+    """Rows with a measured TTFT that is not scored, by reason (`OPEN_LOOP_TTFT`)."""
+    out: dict[str, int] = {}
+    for r in rows:
+        if r.regime in OPEN_LOOP_TTFT and _measured(r.row).ttft_s:
+            out[OPEN_LOOP_TTFT[r.regime]] = out.get(OPEN_LOOP_TTFT[r.regime], 0) + 1
+    return out
+
+
 def score_prepared(r: Prepared, models: Models = COST_MODEL) -> Result:
     """The comparison for one prepared row; raises `Skip` with the reason when it has none."""
     predicted = predict_prepared(r, models)
-    measured = _measured(r.row)
+    measured = scored_measurement(r)
     return Result(r.workload.engine, r.row["model"], r.row["gpu"], r.regime, r.arch.is_moe,
                   describe(r), r.workload.isl_tokens, r.workload.osl_tokens,
                   predicted.pop("concurrency"), measured.__dict__, predicted,

@@ -1,7 +1,8 @@
 """One setting of every fitted serving term (`Terms`): the scheduler's host time per host CPU
-kind, the fused-MoE variant each engine pays, the benchmark-TTFT terms per engine; the shipped
-setting, and the cost model evaluated in full at any setting (`full_model_at`: the terms set
-where the package reads them, as the fit scripts set the host time)."""
+kind, the fused-MoE terms each engine pays (its own kernels' fitted terms, scaled by a variant),
+the benchmark-TTFT terms per engine; the shipped setting, and the cost model evaluated in full at
+any setting (`full_model_at`: the terms set where the package reads them, as the fit scripts set
+the host time)."""
 
 from __future__ import annotations
 
@@ -12,16 +13,18 @@ from functools import cached_property
 import cost_model.disaggregated as disaggregated_module
 import cost_model.evaluate as evaluate_module
 from cost_model import host
+from cost_model.batch import Env, MoeTerms
 from cost_model.benchmark_ttft import GENERIC, BenchmarkTerms, shipped_terms
 from cost_model.deployment import ENGINES
-from cost_model.efficiency import Efficiency, get_efficiency
-from cost_model.hardware import catalog_names, get_hardware
+from cost_model.efficiency import Efficiency
 from cost_model.units import US_PER_S
 
-# the fused-MoE variants an engine's steps may pay: (f, m) = (floor, size terms)
+# The fused-MoE variants an engine's steps may pay: (f, m) scale the fitted terms of the engine's
+# own kernels and the experts' format (`Env.moe_terms`, `cost_model.layers.moe_overhead_s`): f
+# its fixed floor, m its two size terms (per local routed copy, per scanned routing index).
 MOE_VARIANTS = {"none": (0.0, 0.0), "floor": (1.0, 0.0), "full": (1.0, 1.0)}
-DEFAULT_MOE_VARIANT = "floor"  # an engine without fitted kernels pays the floor alone
-MOE_FIELDS = ("moe_fixed_overhead_s", "moe_per_token_s", "moe_per_routed_copy_s")
+SHIPPED_MOE_VARIANT = "full"  # the package prices every engine's own fitted terms in full
+DEFAULT_MOE_VARIANT = SHIPPED_MOE_VARIANT
 
 
 @dataclass(frozen=True)
@@ -60,27 +63,13 @@ class Terms:
 
 
 def shipped() -> Terms:
-    """The terms the package ships (cost_model/data/serving/*.toml, the efficiency files)."""
+    """The terms the package ships (cost_model/data/serving/*.toml, the efficiency files: every
+    engine pays its own kernels' fused-MoE terms in full)."""
     return Terms(host_us=tuple((cpu, host.request_step_s(cpu) * US_PER_S)
                                for cpu in host.HOST_CPUS),
-                 moe=tuple((engine, _shipped_moe_variant(engine))
-                           for engine in (None, *ENGINES)),
+                 moe=tuple((engine, SHIPPED_MOE_VARIANT) for engine in (None, *ENGINES)),
                  ttft=tuple(sorted({**{e: shipped_terms(e) for e in ENGINES},
                                     GENERIC: shipped_terms(None)}.items())))
-
-
-def _shipped_moe_variant(engine: str | None) -> str:
-    """"full" where `Efficiency.for_engine` keeps the size terms, else "floor"; the same on
-    every catalog GPU (raises otherwise: Terms holds one variant per engine)."""
-    variants = set()
-    for name in catalog_names():
-        eff = get_efficiency(get_hardware(name).name)
-        kept = eff.for_engine(engine)
-        variants.add("full" if all(getattr(kept, f) == getattr(eff, f) for f in MOE_FIELDS)
-                     else "floor")
-    if len(variants) != 1:
-        raise ValueError(f"the fused-MoE rule of engine {engine!r} differs between GPUs")
-    return variants.pop()
 
 
 @contextlib.contextmanager
@@ -95,26 +84,40 @@ def patched(module, **values):
             setattr(module, name, value)
 
 
-def moe_efficiencies(eff: Efficiency, source: Efficiency) -> dict[str, Efficiency]:
-    """`eff` with the fused-MoE terms of each variant: `source`'s `[moe]` values (the GPU's
-    unrestricted coefficients), scaled by the variant's (f, m)."""
-    values = {name: getattr(source, name) for name in MOE_FIELDS}
-    scaled = lambda f, m: {"moe_fixed_overhead_s": f * values["moe_fixed_overhead_s"],  # noqa: E731
-                           "moe_per_token_s": m * values["moe_per_token_s"],
-                           "moe_per_routed_copy_s": m * values["moe_per_routed_copy_s"]}
-    return {name: eff.model_copy(update=scaled(f, m)) for name, (f, m) in MOE_VARIANTS.items()}
+def scaled_moe(eff: Efficiency, f: float, m: float) -> Efficiency:
+    """`eff` with every experts' format's fused-MoE terms scaled: the floor by f, the size terms
+    by m (the grouped GEMMs' ceilings as they are)."""
+    moe = {name: entry.model_copy(update={"fixed_overhead_s": f * entry.fixed_overhead_s,
+                                          "per_local_copy_s": m * entry.per_local_copy_s,
+                                          "per_scanned_copy_s": m * entry.per_scanned_copy_s})
+           for name, entry in eff.moe.items()}
+    return eff.model_copy(update={"moe": moe})
+
+
+def moe_efficiencies(eff: Efficiency) -> dict[str, Efficiency]:
+    """`eff` (one engine's kernels on one GPU) at each fused-MoE variant (`MOE_VARIANTS`)."""
+    return {name: scaled_moe(eff, f, m) for name, (f, m) in MOE_VARIANTS.items()}
+
+
+def engine_of_kernels(eff: Efficiency) -> str | None:
+    """The engine whose kernels `eff` holds (None: the generic ones, a workload naming none)."""
+    return eff.kernels if eff.kernels in ENGINES else None
 
 
 @contextlib.contextmanager
 def full_model_at(terms: Terms):
     """The shipped cost model evaluated in full with `terms` set where the package reads them
     (host time per CPU kind, each engine's fused-MoE terms, the benchmark-TTFT terms)."""
-    def for_engine(self: Efficiency, engine: str | None) -> Efficiency:
-        return moe_efficiencies(self, self)[terms.moe_variant(engine)]
+    real = Env.moe_terms.func
+
+    def moe_terms(self: Env) -> MoeTerms:
+        f, m = MOE_VARIANTS[terms.moe_variant(engine_of_kernels(self.eff))]
+        t = real(self)
+        return MoeTerms(f * t.fixed_overhead_s, m * t.per_local_copy_s, m * t.per_scanned_copy_s)
 
     with contextlib.ExitStack() as stack:
         stack.enter_context(patched(host, request_step_s=terms.host_s))
-        stack.enter_context(patched(Efficiency, for_engine=for_engine))
+        stack.enter_context(patched(Env, moe_terms=property(moe_terms)))
         for module in (evaluate_module, disaggregated_module):
             stack.enter_context(patched(module, shipped_terms=terms.ttft_terms))
         yield
