@@ -16,6 +16,7 @@ from cost_model import load_architecture
 from objectives import BASE_LAWS, DEFAULT_LAW, LossProxy, predict_loss, summarize_shape
 from search.cli.errors import CommandError
 from search.records.tables import print_json
+from search.study.spec import TRAINING_TOKENS_MAX
 
 EXIT_OK = 0
 GIGA = 1e9
@@ -26,11 +27,15 @@ def _tokens(text: str) -> float:
     scale = {"T": 1e12, "B": 1e9, "M": 1e6}.get(text[-1:].upper(), 1.0)
     body = text[:-1] if scale != 1.0 else text
     try:
-        return float(body) * scale
+        tokens = float(body) * scale
     except ValueError as exc:
         raise CommandError(
             f"`--training-tokens` must be a number (optionally with T/B/M); got {text!r}"
         ) from exc
+    if not 0 < tokens <= TRAINING_TOKENS_MAX:  # NaN fails too; the study's bound (spec.py)
+        raise CommandError(f"`--training-tokens` must be > 0 and at most "
+                           f"{TRAINING_TOKENS_MAX:.0e}; got {text!r}")
+    return tokens
 
 
 def loss_document(model: str, proxy: LossProxy, tokens: float, precision: str) -> dict:

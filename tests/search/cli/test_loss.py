@@ -42,3 +42,11 @@ def test_loss_table_names_every_term(capsys):
 def test_bad_tokens(tokens):
     with pytest.raises(CommandError, match="`--training-tokens` must be a number"):
         _run(str(LLAMA), "--training-tokens", tokens)
+
+
+@pytest.mark.parametrize("tokens", ["1e30", "0", "-5", "nan", "inf"])
+def test_tokens_past_any_training_run_are_refused(tokens):
+    """The study's bound (search/study/spec.py TRAINING_TOKENS_MAX, 1e15: ~28x Qwen3's 36T):
+    a typo such as 1e30 is one line naming the flag, not a loss far outside every law's data."""
+    with pytest.raises(CommandError, match=r"`--training-tokens` must be > 0 and at most 1e\+15"):
+        _run(str(LLAMA), "--training-tokens", tokens)
