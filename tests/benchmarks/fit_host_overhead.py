@@ -38,7 +38,6 @@ from cost_model import host  # noqa: E402
 from tests.benchmarks.serving.cli import prepared_rows  # noqa: E402
 
 TOML = REPO / "cost_model" / "data" / "serving" / "host.toml"
-GRID_US = np.arange(0.0, 60.5, 1.0)
 COMMAND = "python tests/benchmarks/fit_host_overhead.py --write"
 
 

@@ -2,7 +2,7 @@
 leave-one-source-out, or all of them), the way the fit scripts fit them:
 
 - the scheduler's host time h per host CPU kind (tests/benchmarks/fit_host_overhead.py): the h of
-  its grid (`GRID_US`) minimizing the mean |log(pred/meas)| of the rows' TPOT and tokens/s/GPU
+  its grid (`HOST_GRID_US`) minimizing the mean |log(pred/meas)| of the rows' TPOT and tokens/s/GPU
   pooled, on that kind's rows;
 - the fused-MoE variant per engine (an ablation only: the package prices each engine's own
   kernels' fitted terms in full, `Env.moe_terms`): for each engine with MoE rows, the scaling
@@ -45,10 +45,13 @@ FIXED_REGIMES = ("fixed", "rate")  # one point at the row's own concurrency
 ZERO_TTFT = BenchmarkTerms(0.0, 0.0, 0.0)
 
 
-def _fit_scripts():
-    """The fit scripts' grids and objectives (imported late: they import validate_serving)."""
-    from tests.benchmarks import fit_benchmark_ttft, fit_host_overhead
-    return fit_host_overhead, fit_benchmark_ttft
+HOST_GRID_US = np.arange(0.0, 60.5, 1.0)  # the host times tried, µs per sequence per step
+
+
+def _ttft_script():
+    """fit_benchmark_ttft.py's grids and fit (imported late: it imports validate_serving)."""
+    from tests.benchmarks import fit_benchmark_ttft
+    return fit_benchmark_ttft
 
 
 @dataclass
@@ -72,7 +75,7 @@ def build_table(rows: list[Prepared], results: list[Result], fm: FastModels,
                 terms: Terms) -> Table:
     """The table of `rows` (scored as `results`); `terms` sets everything the table does not
     vary (the TTFT terms: no fitted row's TPOT or tokens/s/GPU depends on them)."""
-    grid = np.asarray(_fit_scripts()[0].GRID_US, dtype=np.float64)
+    grid = np.asarray(HOST_GRID_US, dtype=np.float64)
     pred = np.full((len(rows), len(VARIANTS), grid.size, len(QUANTITIES)), np.nan)
     fitted = np.array([r.regime not in NOT_FITTED_REGIMES for r in rows])
     settings = {}  # (host kind, engine, MoE or not) -> the settings of the grid
@@ -209,7 +212,7 @@ def _fit_table(idx, fixed, queue, rounds, measured, statistics: list | None, mod
     (mean and median rows apart, through its `_grid_fit`), its own `fit` runs on these rows with
     that grid search done coarse to fine (`ttft_grid_search`); else its objective on its grids
     (one set of terms for every row)."""
-    script = _fit_scripts()[1]
+    script = _ttft_script()
     grids = ttft_grids(mode)
     if not hasattr(script, "_grid_fit"):
         return BenchmarkTerms(*ttft_grid_search(fixed, queue, rounds, measured, grids))
@@ -257,7 +260,7 @@ def _search(fixed, queue, rounds, measured, t_grid, q_grid, w_grid):
 def ttft_grids(mode: str):
     """The fit script's (t, q, w) grids; "no_queue": q = 0, "no_round": w = 0, "request":
     both."""
-    script = _fit_scripts()[1]
+    script = _ttft_script()
     zero = np.zeros(1)
     share = zero if mode in ("no_queue", "request") else script.SHARE_GRID
     rounds = zero if mode in ("no_round", "request") else script.ROUND_GRID
