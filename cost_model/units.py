@@ -17,6 +17,7 @@ GIB_BYTES = 2.0**30
 BITS_PER_BYTE = 8.0
 US_PER_S = 1e6
 MS_PER_S = 1e3
+NS_PER_S = 1e9
 
 
 def gemm_flop(m, n, k):
