@@ -177,6 +177,7 @@ def main() -> None:
             print(f"\n{engine}: held out 1 in {HELD_OUT_SHARE} {_WHAT[args.held_out]}\n")
             print(format_table(rows))
             headline += summary_rows(engine, pooled)
+            print(f"\n{engine}: pooled over GPUs\n\n" + format_table(summary_rows(engine, pooled)))
         print(f"\n{engine}: DeepSeek-V3 layer, NVFP4 / FP8 time ratio (tokens "
               f"{', '.join(map(str, RATIO_TOKENS))}; EP 8 or moe-TP 8)\n")
         print(format_table(ratio_rows(engine)))
