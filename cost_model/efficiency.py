@@ -29,7 +29,12 @@ own entry uses its tensor-core rate's: fp4 → nvfp4, fp8 → fp8, else bf16), a
 - `quantize_fixed_us`, `quantize_bandwidth_frac` (quantized formats): what the measured op spends
   beside the GEMM kernel turning BF16 activations into the GEMM's format: fixed time and fraction
   of HBM bandwidth it sustains (reported as `quantize_us`; serving steps fuse it into the kernel
-  that produces the activations and pay the GEMM kernel alone).
+  that produces the activations and pay the GEMM kernel alone);
+- `quantize_per_row_ns`, `quantize_large_m_us`, `quantize_unaligned_m_us`,
+  `quantize_unaligned_m_frac`, `quantize_unaligned_nk_us` (quantized formats, default 0): what each
+  activation row adds beside its bytes, and the op's shape-dispatch steps above 16 rows, at M not
+  a multiple of 4 (fixed, and a share of the kernel's time), at N not a multiple of 64 or K of
+  128 (`cost_model.gemm`'s module docstring cites the tables).
 `[gemm.<format>.fit]` (optional) records how a calibration fitted them: source, points, errors.
 
 Fused MoE, under `[moe.<format>]` (bf16, fp8, fp8_block, nvfp4, w4a16 = MXFP4 weights on BF16
@@ -76,7 +81,7 @@ from cost_model.deployment import ENGINES
 from cost_model.errors import ConfigError
 from cost_model.precision import Precision
 from cost_model.sourced import MISSING, is_number, sourced_value
-from cost_model.units import GIGA, US_PER_S
+from cost_model.units import GIGA, NS_PER_S, US_PER_S
 
 _PACKAGE = "cost_model.data.efficiency"
 GENERIC = "generic"  # the kernels of a step without a named engine (module docstring)
@@ -101,6 +106,11 @@ class GemmEfficiency(BaseModel):
     sm_bandwidth_bytes_per_s: float = Field(gt=0)
     quantize_fixed_s: float = Field(default=0.0, ge=0)
     quantize_bandwidth_frac: float = Field(default=1.0, gt=0, le=1)
+    quantize_per_row_s: float = Field(default=0.0, ge=0)
+    quantize_large_m_s: float = Field(default=0.0, ge=0)
+    quantize_unaligned_m_s: float = Field(default=0.0, ge=0)
+    quantize_unaligned_m_frac: float = Field(default=0.0, ge=0)
+    quantize_unaligned_nk_s: float = Field(default=0.0, ge=0)
 
 
 class MoeEfficiency(BaseModel):
@@ -246,6 +256,11 @@ GEMM_KEYS = {  # TOML key -> (GemmEfficiency field, TOML units per SI unit, defa
     "sm_bandwidth_gb_per_s": ("sm_bandwidth_bytes_per_s", 1.0 / GIGA, None),
     "quantize_fixed_us": ("quantize_fixed_s", US_PER_S, 0.0),
     "quantize_bandwidth_frac": ("quantize_bandwidth_frac", 1.0, 1.0),
+    "quantize_per_row_ns": ("quantize_per_row_s", NS_PER_S, 0.0),
+    "quantize_large_m_us": ("quantize_large_m_s", US_PER_S, 0.0),
+    "quantize_unaligned_m_us": ("quantize_unaligned_m_s", US_PER_S, 0.0),
+    "quantize_unaligned_m_frac": ("quantize_unaligned_m_frac", 1.0, 0.0),
+    "quantize_unaligned_nk_us": ("quantize_unaligned_nk_s", US_PER_S, 0.0),
 }
 MOE_KEYS = {  # TOML key -> (MoeEfficiency field, TOML units per SI unit, default)
     "compute_ceiling_frac": ("compute_ceiling_frac", 1.0, None),

@@ -33,7 +33,22 @@ GPU and format, fitted to measured kernels (`cost_model.efficiency`).
 
 Quantized activations (FP8, NVFP4) are written by some kernel; when they arrive in BF16 a
 quantization kernel reads them and writes the quantized copy (and its scales):
-    t_quant = t_q,fixed + M·K·(b_BF16 + b_A) / (HBM · quant_bw)
+    t_quant = t_q,fixed + M·t_row + M·K·(b_BF16 + b_A) / (HBM · quant_bw)
+              + [M > SMALL_M_ROWS]·t_large_m + [M mod M_ALIGN ≠ 0]·(t_unaligned_m + f_m·t)
+              + [N mod N_ALIGN ≠ 0 or K mod K_ALIGN ≠ 0]·t_unaligned_nk
+t_row is what each activation row (token) adds beyond its bytes: the per-token quantization kernels
+run one thread block per row, so a row costs a block's fixed work over the blocks in flight
+(vLLM 0.24.0's FP8 op at N = K = 128 on H200: 4.6 µs at M = 1, 240 µs at M = 32,768, ~7.3 ns a
+row, its bytes 0.1 ns). The steps are the shape dispatch of an engine's op, seen in its tables'
+kernel_source column (aiconfigurator-core 0.12.0 h200_sxm, b200_sxm gemm/vllm/0.24.0): vLLM's
+block FP8 runs FlashInfer's kernel up to 16 rows and DeepGEMM above on Hopper (floor 59 -> 84 µs
+on H200); it copies the per-token scales into a TMA-aligned (16-byte, 4 FP32) layout when M is not
+a multiple of 4 (+8 µs on H200, +60 µs on B200); it falls back to a CUTLASS kernel when N is not a
+multiple of 64 or K of 128, its scale block (floor 177 µs on H200). The CUTLASS FP8 kernel of vLLM
+and SGLang on Hopper runs a share f_m slower at an unaligned M: t(M = 4,097)/t(4,096) has median
+1.23 over the large shapes on H200 (TensorRT-LLM's 1.00). Each is 0 where a table does not show
+it. The kernel model above stays the aligned (padded) kernel, monotone in M: serving steps pay
+the kernel alone and price it so (decode batches run at CUDA-graph sizes, multiples of 8).
 It is reported apart (`quantize_s`) because serving engines fuse it into the kernel before the GEMM;
 measured GEMM tables that quantize inside the timed op compare to `op_s = time_s + quantize_s`.
 Everything broadcasts over numpy arrays of M, N and K.
@@ -66,6 +81,9 @@ DEFAULT_OUT_PRECISION = "bf16"  # serving epilogues write BF16 activations unles
 QUANTIZE_FROM_PRECISION = "bf16"  # activations reach a quantization kernel in BF16
 WEIGHT_ONLY_ACTIVATIONS = "bf16"  # what w4a16 / w8a16 compute in (their "a16")
 BOUNDS = ("compute", "memory", "overhead")  # what sets a kernel's time (`GemmCost.bound`)
+SMALL_M_ROWS = 16  # quantized ops' dispatch steps (module docstring: t_large_m, t_unaligned_*)
+M_ALIGN_ROWS = 4  # 16-byte TMA alignment of per-token FP32 scales
+N_ALIGN_DIM, K_ALIGN_DIM = 64, 128  # block-scaled kernels' tile width and scale block
 
 
 def tile_efficiency(m, n, tile_m, tile_n):
@@ -184,6 +202,11 @@ class GemmRates:
     sm_bandwidth_bytes_per_s: float | np.ndarray
     quantize_fixed_s: float | np.ndarray
     quantize_bandwidth_frac: float | np.ndarray
+    quantize_per_row_s: float | np.ndarray
+    quantize_large_m_s: float | np.ndarray
+    quantize_unaligned_m_s: float | np.ndarray
+    quantize_unaligned_m_frac: float | np.ndarray
+    quantize_unaligned_nk_s: float | np.ndarray
     quantize_bytes_per_value: float | np.ndarray  # BF16 read + quantized write; 0: not quantized
     a_bytes_per_value: float | np.ndarray
     b_bytes_per_value: float | np.ndarray
@@ -211,6 +234,10 @@ class GemmRates:
             sm_bandwidth_bytes_per_s=eff.sm_bandwidth_bytes_per_s,
             quantize_fixed_s=eff.quantize_fixed_s,
             quantize_bandwidth_frac=eff.quantize_bandwidth_frac,
+            quantize_per_row_s=eff.quantize_per_row_s, quantize_large_m_s=eff.quantize_large_m_s,
+            quantize_unaligned_m_s=eff.quantize_unaligned_m_s,
+            quantize_unaligned_m_frac=eff.quantize_unaligned_m_frac,
+            quantize_unaligned_nk_s=eff.quantize_unaligned_nk_s,
             quantize_bytes_per_value=(source + a_prec.activation_bytes_per_value) * quantized,
             a_bytes_per_value=a_prec.activation_bytes_per_value,
             b_bytes_per_value=(b_prec or a_prec).weight_bytes_per_value,
@@ -332,12 +359,20 @@ def gemm_time_s(m, n, k, groups, hw: HardwareSpec, rates: GemmRates, dtype: type
     return _candidates(m, n, k, groups, hw, rates).min(axis=(0, 1)) + rates.fixed_overhead_s
 
 
-def quantize_time_s(m, k, groups, hw: HardwareSpec, rates: GemmRates):
-    """Time of the kernel that quantizes BF16 activations A[M,K] for the GEMM (0 when A is not
-    quantized): a fixed cost plus reading BF16 and writing the quantized values and scales."""
-    bytes_moved = groups * np.multiply(m, k, dtype=np.float64) * rates.quantize_bytes_per_value
+def quantize_time_s(m, n, k, groups, hw: HardwareSpec, rates: GemmRates, kernel_s=0.0):
+    """Time the op spends beside the GEMM kernel quantizing BF16 activations A[M,K] (0 when A is
+    not quantized): fixed and per-row costs, reading BF16 and writing the quantized values and
+    scales, and the engine's shape-dispatch steps (module docstring), `kernel_s` the GEMM
+    kernel's time (its unaligned-M share)."""
+    m, n, k = (np.asarray(x, dtype=np.float64) for x in (m, n, k))
+    bytes_moved = groups * m * k * rates.quantize_bytes_per_value
     stream_s = bytes_moved / (hw.hbm_bytes_per_s * rates.quantize_bandwidth_frac)
-    return np.where(rates.quantize_bytes_per_value > 0, rates.quantize_fixed_s + stream_s, 0.0)
+    steps_s = (rates.quantize_large_m_s * (m > SMALL_M_ROWS)
+               + (rates.quantize_unaligned_m_s + rates.quantize_unaligned_m_frac * kernel_s)
+               * (m % M_ALIGN_ROWS != 0)
+               + rates.quantize_unaligned_nk_s * ((n % N_ALIGN_DIM != 0) | (k % K_ALIGN_DIM != 0)))
+    op_s = rates.quantize_fixed_s + groups * m * rates.quantize_per_row_s + stream_s + steps_s
+    return np.where(rates.quantize_bytes_per_value > 0, op_s, 0.0)
 
 
 def gemm_cost(m, n, k, hw: HardwareSpec, precision: Precision | str,
@@ -365,14 +400,15 @@ def gemm_cost(m, n, k, hw: HardwareSpec, precision: Precision | str,
 
     math, memory = pick(math), pick(memory)
     overhead = pick(split_s) + rates.fixed_overhead_s
-    peak = rates.peak_flop_per_s
+    peak, time_s = rates.peak_flop_per_s, pick(time) + rates.fixed_overhead_s
     return GemmCost(
         flop=flop, read_bytes=read, write_bytes=write, math_s=flop / peak,
         read_s=read / hw.hbm_bytes_per_s, write_s=write / hw.hbm_bytes_per_s,
-        time_s=pick(time) + rates.fixed_overhead_s, tile_efficiency=pick(eta_tile),
+        time_s=time_s, tile_efficiency=pick(eta_tile),
         wave_efficiency=pick(eta_wave), compute_bound=math >= memory,
         overhead_bound=overhead >= np.maximum(math, memory),
-        quantize_s=np.broadcast_to(quantize_time_s(m, k, groups, hw, rates), flop.shape),
+        quantize_s=np.broadcast_to(quantize_time_s(m, n, k, groups, hw, rates, time_s),
+                                   flop.shape),
     )
 
 

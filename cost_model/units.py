@@ -18,6 +18,7 @@ BITS_PER_BYTE = 8.0
 US_PER_S = 1e6
 MS_PER_S = 1e3
 BF16_BYTES = 16 / BITS_PER_BYTE  # one BF16 value: the unquantized width of weights and activations
+NS_PER_S = 1e9
 
 
 def gemm_flop(m, n, k):

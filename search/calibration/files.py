@@ -18,7 +18,12 @@ from pathlib import Path
 import numpy as np
 
 from cost_model.efficiency import DEFAULT_FILE, POINTS_FILE
-from search.calibration.gemm import COEFFICIENTS, GemmFitResult, MeasuredGemms
+from search.calibration.gemm import (
+    COEFFICIENTS,
+    STEP_COEFFICIENTS,
+    GemmFitResult,
+    MeasuredGemms,
+)
 from search.calibration.moe import MoeFitResult
 
 EFFICIENCY_PACKAGE = "cost_model.data.efficiency"
@@ -29,6 +34,8 @@ PINNED_SOURCE = ("pinned to gemm.bf16.fixed_overhead_us: a GEMM kernel's launch 
                  "fill do not depend on the format; the rest of the measured floor is the "
                  "quantization side of the op (quantize_fixed_us)")
 NO_BF16_SOURCE = "set to 0: without BF16 rows the whole measured floor is the GEMM kernel's"
+UNSEEN_STEP_SOURCE = ("set to 0: every measured shape of gemm.{fmt}.fit is on one side of this "
+                      "dispatch step, so the table cannot show it")
 FIT_KEYS = ("median_abs_error_frac", "p90_abs_error_frac", "roofline_median_abs_error_frac",
             "roofline_p90_abs_error_frac")
 SECTION_ORDER = ("gemm", "attention", "communication", "moe")
@@ -111,7 +118,8 @@ def gemm_entry(r: GemmFitResult) -> dict:
     fitted = f"fitted by archscout calibrate to the measured {r.dtype} GEMMs of gemm.{r.dtype}.fit"
     entry = {}
     for name in (n for n in COEFFICIENTS if n in r.coefficients):
-        pinned = NO_BF16_SOURCE if name == "quantize_fixed_us" else PINNED_SOURCE
+        pinned = NO_BF16_SOURCE if name == "quantize_fixed_us" else \
+            UNSEEN_STEP_SOURCE.format(fmt=r.dtype) if name in STEP_COEFFICIENTS else PINNED_SOURCE
         entry[name] = sourced(_snapped(name, r.coefficients[name]),
                               pinned if name in r.pinned else fitted)
     entry["fit"] = {"source": r.source, "points": r.points,

@@ -26,10 +26,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cost_model.efficiency import GemmEfficiency
-from cost_model.gemm import GemmRates, gemm_cost, gemm_time_s, quantize_time_s
+from cost_model.gemm import (
+    K_ALIGN_DIM,
+    M_ALIGN_ROWS,
+    N_ALIGN_DIM,
+    SMALL_M_ROWS,
+    GemmRates,
+    gemm_cost,
+    gemm_time_s,
+    quantize_time_s,
+)
 from cost_model.hardware import HardwareSpec
 from cost_model.precision import Precision, get_precision
-from cost_model.units import GIGA, MS_PER_S, US_PER_S
+from cost_model.units import GIGA, MS_PER_S, NS_PER_S, US_PER_S
 from search.calibration.errors import CalibrationError
 from search.calibration.fitting import (
     FIT_SAMPLE_POINTS,
@@ -72,6 +81,12 @@ COEFFICIENTS = {
     # up to 500 µs: vLLM 0.24.0's block-FP8 ops measure 60-230 µs beside the kernel
     "quantize_fixed_us": (US_PER_S, 0.0, 500.0, 2.0),
     "quantize_bandwidth_frac": (1.0, 0.05, 1.0, 0.5),
+    # start at 0: a term the table does not show stays 0 (cost_model.gemm's docstring cites them)
+    "quantize_per_row_ns": (NS_PER_S, 0.0, 100.0, 0.0),
+    "quantize_large_m_us": (US_PER_S, 0.0, 500.0, 0.0),
+    "quantize_unaligned_m_us": (US_PER_S, 0.0, 500.0, 0.0),
+    "quantize_unaligned_m_frac": (1.0, 0.0, 2.0, 0.0),
+    "quantize_unaligned_nk_us": (US_PER_S, 0.0, 500.0, 0.0),
 }
 KERNEL_COEFFICIENTS = tuple(list(COEFFICIENTS)[:8])
 SM_BANDWIDTH_FLOOR_SHARES = 4.0  # B_SM may fall to 1/4 of an SM's fair share of HBM (`_bounds`)
@@ -91,7 +106,10 @@ FIGURE_4 = (  # (M, N, K) against (M, N, K) of reference, low, high
 )
 FIGURE_4_MARGIN = 0.01  # fits aim 1% inside the bounds, so rounding keeps them inside
 FIGURE_4_WEIGHT = 0.1  # per sampled row: a 1% violation outweighs ~FIT_SAMPLE_POINTS/30 rows
-QUANTIZE_COEFFICIENTS = ("quantize_fixed_us", "quantize_bandwidth_frac")
+QUANTIZE_COEFFICIENTS = ("quantize_fixed_us", "quantize_bandwidth_frac", "quantize_per_row_ns",
+                         "quantize_large_m_us", "quantize_unaligned_m_us",
+                         "quantize_unaligned_m_frac", "quantize_unaligned_nk_us")
+STEP_COEFFICIENTS = QUANTIZE_COEFFICIENTS[3:]  # fitted only where the table has both sides
 
 
 @dataclass(frozen=True)
@@ -194,6 +212,11 @@ def efficiency_of(coefficients: dict[str, float]) -> GemmEfficiency:
         sm_bandwidth_bytes_per_s=si["sm_bandwidth_gb_per_s"],
         quantize_fixed_s=si.get("quantize_fixed_us", 0.0),
         quantize_bandwidth_frac=si.get("quantize_bandwidth_frac", 1.0),
+        quantize_per_row_s=si.get("quantize_per_row_ns", 0.0),
+        quantize_large_m_s=si.get("quantize_large_m_us", 0.0),
+        quantize_unaligned_m_s=si.get("quantize_unaligned_m_us", 0.0),
+        quantize_unaligned_m_frac=si.get("quantize_unaligned_m_frac", 0.0),
+        quantize_unaligned_nk_s=si.get("quantize_unaligned_nk_us", 0.0),
     )
 
 
@@ -201,8 +224,8 @@ def predicted_s(data: MeasuredGemms, hw: HardwareSpec, eff: GemmEfficiency) -> n
     """Predicted time of the measured op: the GEMM kernel plus, for quantized formats, the
     quantization of its BF16 activations (both are inside the timed op)."""
     rates = GemmRates.of(hw, get_precision(data.dtype), eff=eff)
-    return gemm_time_s(data.m, data.n, data.k, 1.0, hw, rates) \
-        + quantize_time_s(data.m, data.k, 1.0, hw, rates)
+    kernel_s = gemm_time_s(data.m, data.n, data.k, 1.0, hw, rates)
+    return kernel_s + quantize_time_s(data.m, data.n, data.k, 1.0, hw, rates, kernel_s)
 
 
 def roofline_s(data: MeasuredGemms, hw: HardwareSpec) -> np.ndarray:
@@ -231,6 +254,19 @@ def _free_coefficients(prec: Precision, pinned: dict[str, float]) -> list[str]:
     return [name for name in names if name not in pinned]
 
 
+def step_sides(data: MeasuredGemms) -> dict[str, np.ndarray]:
+    """Per dispatch step (`cost_model.gemm`), which rows of a table are on its far side."""
+    return {"quantize_large_m_us": data.m > SMALL_M_ROWS,
+            "quantize_unaligned_m_us": data.m % M_ALIGN_ROWS != 0,
+            "quantize_unaligned_m_frac": data.m % M_ALIGN_ROWS != 0,
+            "quantize_unaligned_nk_us": (data.n % N_ALIGN_DIM != 0) | (data.k % K_ALIGN_DIM != 0)}
+
+
+def unseen_steps(data: MeasuredGemms) -> dict[str, float]:
+    """Steps a table cannot measure (all its rows on one side): pinned to 0."""
+    return {name: 0.0 for name, far in step_sides(data).items() if far.all() or not far.any()}
+
+
 def _quantized(prec: Precision) -> bool:
     return prec.activation_bytes_per_value < get_precision("bf16").activation_bytes_per_value
 
@@ -242,6 +278,8 @@ def fit_gemm(data: MeasuredGemms, hw: HardwareSpec, pinned: dict[str, float] | N
 
     prec = get_precision(data.dtype)
     pinned = dict(pinned or {})
+    if _quantized(prec):
+        pinned = {**unseen_steps(data), **pinned}
     free = _free_coefficients(prec, pinned)
     check_fit_rows(f"{data.source}: {data.dtype} GEMMs", data.time_s, [data.m, data.n, data.k],
                    len(free))

@@ -3,7 +3,8 @@ study file, journal, trial index, size record and the other files beside the jou
 hardware file, an SQLite or journal `--storage`) and the package's data folders. `guarded(args)`
 puts them under `search.atomic.protecting` while a command with an output option runs, so every
 atomic write (`export -o`, `pareto --csv/--parquet`, `plot -o`, `dashboard -o`, `evaluate
---plot`, `calibrate --output`) refuses them, naming its option. `search` has no output option:
+--plot`, `calibrate --output` and its default user folder) refuses them, naming its option; only
+`calibrate --write-package-data` may write the data folders. `search` has no output option:
 it writes the study's own files, and runs unguarded."""
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ OUTPUT_DESTS = {"output": "-o", "csv": "--csv", "parquet": "--parquet", "plot": 
 LONG_OUTPUT = {"calibrate": "--output"}
 # packages whose `data/` folder is shipped data no output may rewrite
 DATA_PACKAGES = ("cost_model", "objectives")
-# Commands whose default output is package data today: `calibrate` without `--output` refits the
-# shipped coefficients (helper `kernels` moves that default to a user folder; then drop it here).
-WRITES_PACKAGE_DATA = ("calibrate",)
+# the flag with which a maintainer's command regenerates the package data (`calibrate`): only
+# then are the data folders writable; without it calibrate writes a user folder, guarded as any
+WRITES_PACKAGE_DATA_DEST = "write_package_data"
 JOURNAL = "the study's journal"
 SQLITE_PREFIX = "sqlite:///"
 SQLITE_COMPANIONS = ("", "-journal", "-wal", "-shm")  # SQLite's rollback journal and WAL files
@@ -58,7 +59,7 @@ def _checked(path: Path, option: str) -> None:
 def protected_for(args: argparse.Namespace) -> Protected:
     study = getattr(args, "study", None)
     files = study_files(Path(study), getattr(args, "storage", None)) if study else {}
-    folders = {} if args.command in WRITES_PACKAGE_DATA else package_data_folders()
+    folders = {} if getattr(args, WRITES_PACKAGE_DATA_DEST, False) else package_data_folders()
     # a journal's companions are named after it: `study.journal.*`, made yet or not
     prefixes = {path: "a file named after the study's journal"
                 for path, what in files.items() if what == JOURNAL}

@@ -5,9 +5,12 @@ Prints, per engine, GPU and format, the median and 90th-percentile |predicted / 
 the balanced, gated rows of that engine's aiconfigurator-core moe_perf table (the fastest kernel
 per shape, as the fit reads it), before (the two grouped expert GEMMs alone on the format's dense
 kernel model, no fused-MoE entry) and after (the shipped `[moe.<format>]` entry: the fused
-kernel's ceilings, floor, per local copy and per scanned index). With --held-out it refits each
-format on four fifths of the layer configurations (a hash of hidden, H', experts, top-k, moe-TP,
-EP: every token count of a configuration goes together) and scores the rest: the headline.
+kernel's ceilings, floor, per local copy and per scanned index). With --held-out shape|config it
+refits each format on four fifths of the rows and scores the rest: `shape` holds out a fifth of
+the measured shapes (a hash of tokens, hidden, H', experts, top-k, moe-TP, EP), `config` a fifth
+of the layer configurations (every token count of a configuration goes together: layers the fit
+never saw). It ends with the headline table, engine × format: the held-out median pooled over
+GPUs and, beside it, the in-sample median (the same fits on the rows they saw).
 Then the measured NVFP4 / FP8 ratio of DeepSeek-V3's layer next to the model's (issue 23: the
 NVFP4 MoE advantage).
 Run: pip install aiconfigurator-core; python tests/benchmarks/bench_moe_fit.py
@@ -41,6 +44,7 @@ SAMPLE = 4000  # as the shipped calibration
 DEEPSEEK = (7168, 2048, 256, 8)  # hidden, H', experts, top-k
 RATIO_SPLITS = ((1, 8), (8, 1))  # (moe_tp, moe_ep)
 RATIO_TOKENS = (1, 4, 16, 64, 256)
+_WHAT = {"shape": "shapes (hash of tokens and layer)", "config": "layer configurations"}
 
 
 def _tables(engine: str, hardware: str):
@@ -68,29 +72,36 @@ def shipped_rows(engine: str) -> list[dict]:
     return rows
 
 
-def _config_mask(data) -> np.ndarray:
-    keys = zip(data.hidden, data.inter, data.experts, data.top_k, data.moe_tp, data.moe_ep)
+def held_out_mask(data, split: str) -> np.ndarray:
+    """True for the rows held out: a stable hash of the shape, or of its configuration."""
+    keys = zip(*data.keys()) if split == "shape" else \
+        zip(data.hidden, data.inter, data.experts, data.top_k, data.moe_tp, data.moe_ep)
     hashes = [zlib.crc32(",".join(str(int(v)) for v in key).encode()) for key in keys]
     return np.array(hashes) % HELD_OUT_SHARE == 0
 
 
-def held_out_rows(engine: str, sample: int) -> tuple[list[dict], dict[str, list[np.ndarray]]]:
-    rows, pooled = [], {}
+def held_out_rows(engine: str, split: str, sample: int
+                  ) -> tuple[list[dict], dict[str, dict[str, list[np.ndarray]]]]:
+    """Per GPU and format, a fit on the kept rows scored on the held-out ones; the errors of
+    both, pooled per format ({"held_out": {fmt: [...]}, "in_sample": {...}})."""
+    rows, pooled = [], {"held_out": {}, "in_sample": {}}
     for hardware in AIC_SYSTEMS:
         hw, eff = get_hardware(hardware), get_efficiency(hardware, engine)
         for fmt, data in _tables(engine, hardware)[0].items():
-            mask = _config_mask(data)
+            mask = held_out_mask(data, split)
             if not hw.supports(get_precision(fmt)) or not mask.any() or mask.all():
                 continue
             kept, test = data.subset(np.flatnonzero(~mask)), data.subset(np.flatnonzero(mask))
             fit = fit_moe_format(kept, hw, eff, hardware, "held out", sample)
             fitted = with_moe(eff, fmt, moe_efficiency_of(fit.coefficients))
             error = np.abs(predicted_s(test, hw, fitted) / test.time_s - 1.0)
+            seen = np.abs(predicted_s(kept, hw, fitted) / kept.time_s - 1.0)
             rows.append({"engine": engine, "hardware": hardware, "format": fmt,
                          "fit_rows": len(kept), "held_out_rows": len(test),
                          "median": float(np.median(error)), "p90": float(np.quantile(error, 0.9)),
-                         "in_sample_median": fit.error[0]})
-            pooled.setdefault(fmt, []).append(error)
+                         "in_sample_median": float(np.median(seen))})
+            pooled["held_out"].setdefault(fmt, []).append(error)
+            pooled["in_sample"].setdefault(fmt, []).append(seen)
     return rows, pooled
 
 
@@ -131,37 +142,48 @@ def _common(nvfp4, fp8):
             fp8.subset(np.array([kb[k] for k in wanted])))
 
 
-def _summary(name: str, pooled: dict[str, list[np.ndarray]]) -> None:
-    for fmt, errors in pooled.items():
-        joined = np.concatenate(errors)
-        print(f"  {name} {fmt}: {len(joined):,} rows, median {np.median(joined):.1%}, "
-              f"p90 {np.quantile(joined, 0.9):.1%}")
+def summary_rows(engine: str, pooled: dict[str, dict[str, list[np.ndarray]]]) -> list[dict]:
+    """Engine × format: held-out median and p90 pooled over GPUs, the in-sample median beside."""
+    rows = []
+    for fmt, errors in pooled["held_out"].items():
+        held, seen = np.concatenate(errors), np.concatenate(pooled["in_sample"][fmt])
+        rows.append({"engine": engine, "format": fmt, "held_out_rows": len(held),
+                     "held_out_median": float(np.median(held)),
+                     "held_out_p90": float(np.quantile(held, 0.9)),
+                     "in_sample_median": float(np.median(seen))})
+    return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--engine", action="append", choices=ENGINES)
-    parser.add_argument("--held-out", action="store_true")
+    parser.add_argument("--held-out", choices=("shape", "config"),
+                        help="also refit on a split of the rows and score the rest")
     parser.add_argument("--sample", type=int, default=SAMPLE)
     args = parser.parse_args()
     if importlib.util.find_spec(AIC_PACKAGE) is None:
         print("pip install aiconfigurator-core to compare with its measured MoE tables")
         return
+    headline = []
     for engine in args.engine or ENGINES:
         start = time.perf_counter()
         rows = shipped_rows(engine)
         print(f"\n{engine}: fused MoE |predicted/measured - 1|, shipped [moe.<format>] entries\n")
         print(format_table(rows))
         if args.held_out:
-            rows, pooled = held_out_rows(engine, args.sample)
-            print(f"\n{engine}: held out 1 in {HELD_OUT_SHARE} layer configurations\n")
+            rows, pooled = held_out_rows(engine, args.held_out, args.sample)
+            print(f"\n{engine}: held out 1 in {HELD_OUT_SHARE} {_WHAT[args.held_out]}\n")
             print(format_table(rows))
-            print(f"\n{engine} held-out median by format (pooled over GPUs):")
-            _summary(engine, pooled)
+            headline += summary_rows(engine, pooled)
+            print(f"\n{engine}: pooled over GPUs\n\n" + format_table(summary_rows(engine, pooled)))
         print(f"\n{engine}: DeepSeek-V3 layer, NVFP4 / FP8 time ratio (tokens "
               f"{', '.join(map(str, RATIO_TOKENS))}; EP 8 or moe-TP 8)\n")
         print(format_table(ratio_rows(engine)))
         print(f"({time.perf_counter() - start:.0f} s)")
+    if headline:
+        print(f"\nFused MoE |error| per engine and format, held out 1 in {HELD_OUT_SHARE} "
+              f"{_WHAT[args.held_out]}, pooled over GPUs (in-sample beside it)\n")
+        print(format_table(headline))
 
 
 if __name__ == "__main__":

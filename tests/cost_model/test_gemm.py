@@ -286,3 +286,26 @@ def test_efficiencies_are_fractions(name):
     cost = gemm_cost(m, np.array([128.0, 4000.0, 28672.0]), 7168, get_hardware(name), "bf16")
     for eta in (cost.tile_efficiency, cost.wave_efficiency):
         assert np.all((eta > 0) & (eta <= 1))
+
+
+def test_golden_quantization_rows_and_dispatch_steps():
+    """FP8 on the toy GPU (HBM 1e13 B/s), quantize fixed 2 µs at half of HBM, 10 ns a row, steps
+    20 µs above 16 rows, 5 µs + 10% of the kernel at M not a multiple of 4, 100 µs at N not a
+    multiple of 64 (cost_model.gemm's docstring). M = 16, N = 128, K = 4096: 2 + 16·0.01 +
+    16·4096·(2 + 1) B / 5e12 = 2 + 0.16 + 0.0393216 = 2.1993216 µs. M = 17: the kernel is one
+    tile streaming K·max(17·1, 128·1) B at B_SM = 1e11: 5.24288 µs; quantization 2 + 0.17 +
+    0.0417792 + 20 + 5 + 0.524288 = 27.7360672 µs. N = 96 at M = 16: 2.1993216 + 100 µs."""
+    hw = _toy_gpu().model_copy(update={"peak_flop_per_s": {"bf16": 1e15, "fp8": 2e15}})
+    eff = _toy_efficiency(quantize_fixed_s=2e-6, quantize_bandwidth_frac=0.5,
+                          quantize_per_row_s=1e-8, quantize_large_m_s=20e-6,
+                          quantize_unaligned_m_s=5e-6, quantize_unaligned_m_frac=0.1,
+                          quantize_unaligned_nk_s=100e-6)
+
+    def us(m, n):
+        cost = gemm_cost(m, n, 4096, hw, "fp8", efficiency=eff)
+        return float(cost.time_s) * US_PER_S, float(cost.quantize_s) * US_PER_S
+
+    assert us(16, 128)[1] == pytest.approx(2.1993216, rel=1e-9)
+    assert us(17, 128) == pytest.approx((5.24288, 27.7360672), rel=1e-9)
+    assert us(16, 96)[1] == pytest.approx(102.1993216, rel=1e-9)
+    assert gemm_cost(17, 96, 4000, hw, "bf16", efficiency=eff).quantize_s == 0.0

@@ -82,11 +82,19 @@ def test_gemm_time_non_decreasing_on_dense_sweeps(name, engine, fmt):
 
 @pytest.mark.parametrize("name, engine, fmt", CASES, ids=CASE_IDS)
 def test_op_time_non_decreasing(name, engine, fmt):
-    """Kernel plus activation quantization (what measured ops time) grows with M and K too."""
-    m = np.arange(1.0, 3000.0, 29.0)[:, None]
-    k = np.arange(64.0, 20000.0, 197.0)[None, :]
-    op_s = gemm_cost(m, 4096.0, k, get_hardware(name), fmt, engine=engine).op_s
-    assert np.all(np.diff(op_s, axis=0) >= 0) and np.all(np.diff(op_s, axis=1) >= 0)
+    """Kernel plus activation quantization (what measured ops time) grows with M and K too, on
+    the aligned grid (M a multiple of 4, K of 128); off it the op's dispatch steps only add
+    (cost_model.gemm: an engine's op at M = 4,097 may take longer than at 4,100)."""
+    m = np.arange(4.0, 3000.0, 116.0)[:, None]
+    k = np.arange(128.0, 20000.0, 384.0)[None, :]
+    hw = get_hardware(name)
+
+    def op_s(m, k):
+        return gemm_cost(m, 4096.0, k, hw, fmt, engine=engine).op_s
+
+    aligned = op_s(m, k)
+    assert np.all(np.diff(aligned, axis=0) >= 0) and np.all(np.diff(aligned, axis=1) >= 0)
+    assert np.all(op_s(m + 1, k) >= aligned) and np.all(op_s(m, k + 64) >= aligned)
 
 
 @pytest.mark.parametrize("name, fmt, shape, grown", [
@@ -241,7 +249,13 @@ MISRANKED_OP = {
     ("moe", "trtllm", "rtx-pro-6000", "decode"): "TensorRT-LLM's Triton block-FP8 MoE on RTX "
     "PRO 6000 (median |error| 30%, its worst MoE fit)",
 }
-MISRANKED_KERNEL = {("gemm", "trtllm", "rtx-pro-6000", "decode"): L2}
+# vLLM's FP8 op grows ~5 ns per activation row beyond its bytes (N = K = 128 on GB300: 198 µs at
+# M = 32,768, BF16 4 µs), ~4x what its quantize tables time; the fit puts that per-row cost beside
+# the kernel (quantize_per_row_ns), the "measured kernel" (op minus the quantize tables) keeps it
+VLLM_ROWS = ("vLLM FP8 kernel at M 4k-16k on Blackwell: 157 µs against 247 µs of op minus "
+             "quantize tables, the per-row op cost counted on the op side (comment above)")
+MISRANKED_KERNEL = {("gemm", "trtllm", "rtx-pro-6000", "decode"): L2,
+                    **{("gemm", "vllm", gpu, "prefill"): VLLM_ROWS for gpu in ("b200", "gb200")}}
 
 
 def _order_case(key: tuple[str, str, str, str], known: dict):

@@ -247,20 +247,11 @@ def _fuzz_test(kind: str, marks=()):
     return test
 
 
-def _hardened_on(branch: str, what: str):
-    """Inputs another helper's branch hardens: run here, a traceback expected until it lands
-    (the lead removes the mark after merging)."""
-    return pytest.mark.xfail(strict=False, reason=f"hardened on branch {branch}: {what}")
-
-
 test_fuzz_study_toml = _fuzz_test("study TOML")
 test_fuzz_cli_flags = _fuzz_test("CLI flags")
 test_fuzz_hf_config = _fuzz_test("HF config")
 test_fuzz_hardware_file = _fuzz_test("hardware file")
 test_fuzz_batch_csv = _fuzz_test("evaluate --batch CSV")
-test_fuzz_calibrate_csv = _fuzz_test("calibrate --source CSV", _hardened_on(
-    "kernels", "non-numeric cells, a repeated column"))
-test_fuzz_shapes_csv = _fuzz_test("gemm --shapes CSV", _hardened_on(
-    "the owner of search/cli/cost.py (read_shapes)", "bytes that are not UTF-8, a field past "
-    "csv's 131,072-character limit"))
+test_fuzz_calibrate_csv = _fuzz_test("calibrate --source CSV")
+test_fuzz_shapes_csv = _fuzz_test("gemm --shapes CSV")
 test_fuzz_output_paths = _fuzz_test("output paths")

@@ -194,3 +194,16 @@ def test_a_name_past_the_file_system_limit_names_the_option(searched, trial, tmp
     err = _refused(capsys, _argv(option, searched, trial, str(target)),
                    f"`{OUTPUT_OPTIONS[option][1]}` (", "cannot be written: File name too long")
     assert len(err) < 300 and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("flag", [False, True], ids=["calibrate", "write-package-data"])
+def test_calibrate_is_guarded_unless_it_regenerates_the_package(flag):
+    """Only `calibrate --write-package-data` may write the data folders (search/cli/guard.py):
+    the folders are protected for calibrate without the flag, as for every other command."""
+    from argparse import Namespace
+
+    from search.cli.guard import package_data_folders, protected_for
+
+    folders = protected_for(Namespace(command="calibrate", write_package_data=flag)).folders
+    assert folders == ({} if flag else package_data_folders())
+    assert flag or (REPO / "cost_model" / "data").resolve() in folders
