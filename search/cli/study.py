@@ -15,6 +15,7 @@ from search.cli.arguments import whole_number
 from search.cli.errors import CommandError
 from search.errors import SearchError
 from search.records.arrow_export import write_pareto_files
+from search.records.documents import FLAGS_NOTE
 from search.records.tables import format_table, print_json
 from search.study.errors import NoFeasibleError, SpecError, StorageError
 from search.study.record import hardware_record, recorded_spec
@@ -154,7 +155,8 @@ def _deployments_shown(item: dict, d: dict) -> str:
 
 
 def print_pareto(doc: dict) -> None:
-    """The Pareto table, then whether the front still moved and the space edges it reaches."""
+    """The Pareto table and what its `flags` column counts, then whether the front still moved
+    and the space edges it reaches."""
     from search.study.convergence import bounds_line, convergence_line, exact_line
 
     shown = f", the top {len(doc['pareto'])} shown" if "pareto_size" in doc else ""
@@ -162,6 +164,7 @@ def print_pareto(doc: dict) -> None:
           f"{doc.get('pareto_size', len(doc['pareto']))} Pareto-optimal architectures (ranked "
           f"by frontier area{shown})")
     print(format_table(_pareto_rows(doc)))
+    print(f"flags: {FLAGS_NOTE} (`archscout show` names them)")
     if "convergence" in doc:
         print(convergence_line(doc["convergence"]))
     if "bounds" in doc:
