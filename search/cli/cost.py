@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -138,6 +139,15 @@ def _shapes_text(path: Path) -> str:
         raise CommandError(f"`--shapes` {path} is not UTF-8 text (byte {exc.start})") from None
 
 
+def _csv_rows(reader: csv.DictReader, path: Path) -> Iterator[dict]:
+    """The reader's rows; a row csv refuses (a field past its 131,072-character limit) is one
+    line naming the file and the line."""
+    try:
+        yield from reader
+    except csv.Error as exc:
+        raise CommandError(f"`--shapes` {path} line {reader.line_num}: {exc}") from None
+
+
 def read_shapes(path: Path, default_dtype: str) -> list[tuple[int, int, int, str]]:
     """Rows (m, n, k, dtype) of a CSV with columns m,n,k[,dtype]."""
     reader = csv.DictReader(io.StringIO(_shapes_text(path), newline=""))
@@ -145,7 +155,7 @@ def read_shapes(path: Path, default_dtype: str) -> list[tuple[int, int, int, str
     if missing:
         raise CommandError(f"`--shapes` needs columns m,n,k[,dtype]; missing {missing} in {path}")
     rows = []
-    for line, row in enumerate(reader, start=2):
+    for line, row in enumerate(_csv_rows(reader, path), start=2):
         dims = [_positive_int(row[c] or "", f"{c}` on line `{line}") for c in ("m", "n", "k")]
         dtype = (row.get("dtype") or "").strip() or default_dtype
         if len(dtype) > MAX_FIELD_CHARS:

@@ -210,7 +210,9 @@ def test_bad_shapes_csv(capsys, tmp_path):
     (b"m,n,k,dtype\n1,2,3," + b"f" * 100 + b"\n", ("`dtype` on line `2`", "at most 64")),
     (b"m,n,k\n1,2,\xff\n", ("not UTF-8 text",)),
     (b"m,n,k\n", ("has no rows",)),
-], ids=["past-int64", "nul", "over-long", "over-long-dtype", "binary", "empty"])
+    (b"m,n,k\n1,2,3\n\n" + b"x" * 200_000, ("line 4", "field larger than field limit")),
+], ids=["past-int64", "nul", "over-long", "over-long-dtype", "binary", "empty",
+        "past-csv-field-limit"])
 def test_bad_shapes_fields_are_one_line(capsys, tmp_path, body, fragments):
     shapes = tmp_path / "s.csv"
     shapes.write_bytes(body)
