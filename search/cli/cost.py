@@ -145,7 +145,7 @@ def _csv_rows(reader: csv.DictReader, path: Path) -> Iterator[dict]:
     try:
         yield from reader
     except csv.Error as exc:
-        raise CommandError(f"`--shapes` {path} line {reader.line_num}: {exc}") from None
+        raise CommandError(f"`--shapes` {path} line {reader.line_num + 1}: {exc}") from None
 
 
 def read_shapes(path: Path, default_dtype: str) -> list[tuple[int, int, int, str]]:
