@@ -1,0 +1,100 @@
+"""Fused-MoE fit bias by expert-parallel split: why serving over-pays MoE models (issue 23's
+regression of the serving validation's MoE TPOT).
+
+The shipped `[moe.<format>]` entry of each engine is one joint fit (`search/calibration/moe.py`)
+of the grouped GEMMs' ceilings and the fused-MoE overhead over every balanced row of the engine's
+aiconfigurator-core moe_perf table, most of them with moe_ep_size > 1 (over 80% of TensorRT-LLM's
+and SGLang's rows, about half of vLLM's) and of other models' shapes. Most serving rows run EP = 1
+(DeepSeek-R1 on SGLang TP8, gpt-oss-120b on vLLM and TensorRT-LLM TP1-8). This prints, per
+engine, GPU and experts' format, the median predicted / measured time of the fused MoE op (the
+two grouped expert GEMMs plus `cost_model.layers.moe_overhead_s`: what a serving step pays per MoE
+layer at EP = 1, where it adds no imbalance and no busiest-rank term) over the EP = 1 rows and over
+the EP > 1 rows, and the EP = 1 median again with the fused-MoE overhead off (the GEMMs alone at
+the fitted ceilings: what the "fused MoE: off" ablation of validate_serving.py prices). Then the
+same at EP = 1 for the cells of the two MoE models most serving rows are made of (DeepSeek-V3/R1,
+gpt-oss-120b). A ratio above 1 there says the fit over-prices the served shapes themselves; when
+the GEMMs alone are already above 1, the overhead is not what over-pays, and switching it off
+only offsets the GEMMs' excess.
+Tokens ≤ 1024 (decode and chunked-prefill sizes). Reads no serving row.
+Run: python tests/benchmarks/bench_moe_ep_split.py [--engine trtllm|vllm|sglang ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from cost_model import get_efficiency, get_hardware, get_precision
+from search.calibration.moe import measured_moe, moe_table, predicted_s
+from search.calibration.tables import AIC_SYSTEMS, ENGINES, read_parquet
+from search.records.tables import format_table
+
+MAX_TOKENS = 1024
+SERVED_SHAPES = {"DeepSeek-V3": (7168, 2048, 256, 8),  # hidden, H', experts, top-k
+                 "gpt-oss-120b": (2880, 2880, 128, 4)}
+
+
+def _without_overhead(eff, fmt):
+    moe = eff.moe[fmt].model_copy(update={"fixed_overhead_s": 0.0, "per_local_copy_s": 0.0,
+                                          "per_scanned_copy_s": 0.0})
+    return eff.model_copy(update={"moe": {**eff.moe, fmt: moe}})
+
+
+def _median(values: np.ndarray) -> float | str:
+    return float(np.median(values)) if values.size else "-"
+
+
+def _tables(engine: str, hardware: str) -> dict:
+    try:
+        return measured_moe(read_parquet(moe_table(hardware, engine)[0]))[0]
+    except Exception as exc:  # noqa: BLE001 - a GPU without this engine's table
+        print(f"  {engine} {hardware}: no table ({exc})")
+        return {}
+
+
+def split_rows(engine: str) -> tuple[list[dict], list[dict]]:
+    """(per format: EP = 1 vs EP > 1 medians; per served shape at EP = 1)."""
+    rows, served = [], []
+    for hardware in AIC_SYSTEMS:
+        hw, eff = get_hardware(hardware), get_efficiency(hardware, engine)
+        for fmt, data in _tables(engine, hardware).items():
+            if not hw.supports(get_precision(fmt)) or fmt not in eff.moe:
+                continue
+            data = data.subset(np.flatnonzero(data.tokens <= MAX_TOKENS))
+            ratio = predicted_s(data, hw, eff) / data.time_s
+            gemms = predicted_s(data, hw, _without_overhead(eff, fmt)) / data.time_s
+            ep1 = data.moe_ep == 1
+            rows.append({"engine": engine, "hardware": hardware, "format": fmt,
+                         "ep1_rows": int(ep1.sum()), "ep1_pred/meas": _median(ratio[ep1]),
+                         "ep1_gemms_alone": _median(gemms[ep1]),
+                         "ep>1_rows": int((~ep1).sum()), "ep>1_pred/meas": _median(ratio[~ep1])})
+            for model, shape in SERVED_SHAPES.items():
+                cell = ep1 & (data.hidden == shape[0]) & (data.inter == shape[1]) \
+                    & (data.experts == shape[2]) & (data.top_k == shape[3])
+                if cell.any():
+                    served.append({"model": model, "engine": engine, "hardware": hardware,
+                                   "format": fmt, "ep1_rows": int(cell.sum()),
+                                   "pred/meas": _median(ratio[cell]),
+                                   "gemms_alone": _median(gemms[cell])})
+    return rows, served
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--engine", nargs="+", choices=ENGINES, default=list(ENGINES))
+    args = parser.parse_args(argv)
+    rows, served = [], []
+    for engine in args.engine:
+        split, shapes = split_rows(engine)
+        rows += split
+        served += shapes
+    print(f"fused MoE op, median predicted / measured, balanced rows, tokens <= {MAX_TOKENS}")
+    print(format_table(rows))
+    print(f"\nthe served models' cells at EP = 1 (every moe_tp, tokens <= {MAX_TOKENS})")
+    print(format_table(served))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
