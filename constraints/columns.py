@@ -13,8 +13,7 @@ deployment still come from `check_candidate`.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from typing import Sequence
 
@@ -26,7 +25,7 @@ from constraints.shapes import HELIX_TP_LABEL, HIDDEN_LABEL, MOE_TP_LABEL, TP_LA
 from constraints.sharding import FULL_WASTE_FRAC, pattern_stage_violations
 from constraints.violation import ConstraintRules
 from cost_model import (
-    MAMBA2_MIXER, Architecture, Deployment, Dim, WeightGemm, get_precision, rows_of,
+    MAMBA2_MIXER, Architecture, Deployment, Dim, Term, WeightGemm, get_precision, rows_of,
 )
 
 
@@ -104,7 +103,8 @@ def dim_template(arch: Architecture) -> DimTemplate:
     columns = [np.array(values) for values in zip(*entries)]
     hidden = [i for i, e in enumerate(entries) if e[0] == _label_id(HIDDEN_LABEL)][:1]
     order = hidden + [i for i in range(len(entries)) if i not in hidden]
-    return DimTemplate(*columns, order=np.array(order, dtype=int))
+    named = dict(zip((f.name for f in fields(DimTemplate) if f.name != "order"), columns))
+    return DimTemplate(**named, order=np.array(order, dtype=int))
 
 
 def _entry(arch: Architecture, row: WeightGemm, which: str) -> tuple:
@@ -112,9 +112,9 @@ def _entry(arch: Architecture, row: WeightGemm, which: str) -> tuple:
     shard = row.shard if row.sharded == which else None
     heads = rest = 0
     if shard is not None and row.kv_heads:
-        factors = model_dim.terms[0].factors
-        heads = getattr(arch, factors[0])
-        rest = math.prod(getattr(arch, f) for f in factors[1:]) * model_dim.terms[0].coef
+        term = model_dim.terms[0]
+        heads = Term(term.factors[:1]).value(arch)
+        rest = Term(term.factors[1:], term.coef).value(arch)
     return (*_labels(row, which, model_dim), SHARDS.index(shard), float(model_dim.value(arch)),
             heads, rest, which == "k")
 
