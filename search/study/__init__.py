@@ -4,7 +4,7 @@ The study file (`spec`), the search space and deployment sweep (`space`), the ve
 of a batch of candidates (`evaluation`), the run loop (`runner`), where a study lives
 (`storage`, `journal_file`, the trial index `trial_index`), retries and RUNNING trials left
 behind (`resilience`), the Pareto report (`report`), the stored spec (`record`), convergence and
-bounds (`convergence`), the NSGA-II children that do not repeat a design (`distinct_children`),
+bounds (`convergence`), NSGA-II with incremental generation bookkeeping (`distinct_children`),
 storage URLs without their passwords (`secrets`), and every private Optuna access, in one place
 (`optuna_adapter`).
 

@@ -12,15 +12,13 @@ bookkeeping scans the whole study for every trial, 100 -> 20 trials/s at 20,000 
 - a genetic sampler's generation key (`BaseGASampler._get_generation_key`), so archscout's
   sampler reads and writes the same key as Optuna's NSGA-II and studies resume with either;
 - writing a trial's generation as a system attribute (what `BaseGASampler.get_trial_generation`
-  does through the study's storage: Optuna 5 has no public setter of system attributes);
-- NSGA-II's child generation, built by Optuna inside its constructor from private parts, read
-  and replaced by a wrapper (`DistinctChildren`).
+  does through the study's storage: Optuna 5 has no public setter of system attributes).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from typing import Any
 
 import optuna
 import sqlalchemy
@@ -28,7 +26,6 @@ import sqlalchemy.orm
 from optuna.storages._rdb import models as rdb_models
 from optuna.trial import FrozenTrial
 
-ChildStrategy = Callable[..., dict[str, Any]]
 PINNED = ((5, 0), (5, 1))  # [first, past the last) supported major.minor: pyproject's pin
 
 
@@ -45,17 +42,6 @@ def generation_key(sampler_class: type[optuna.samplers.BaseGASampler]) -> str:
 def set_trial_system_attr(study: optuna.Study, trial: FrozenTrial, key: str, value: Any) -> None:
     """`trial`'s system attribute `key` set in `study`'s storage (as Optuna's samplers do)."""
     study._storage.set_trial_system_attr(trial._trial_id, key, value)  # noqa: SLF001
-
-
-def child_generation_strategy(sampler: optuna.samplers.NSGAIISampler) -> ChildStrategy:
-    return sampler._child_generation_strategy  # noqa: SLF001
-
-
-def replace_child_generation_strategy(sampler: optuna.samplers.NSGAIISampler,
-                                      wrap: Callable[[ChildStrategy], ChildStrategy]) -> None:
-    """Replace NSGA-II's child generation (crossover, mutation and its random state) by
-    `wrap(itself)`."""
-    sampler._child_generation_strategy = wrap(child_generation_strategy(sampler))  # noqa: SLF001
 
 
 def share_keys(subclass: type[optuna.samplers.BaseGASampler],

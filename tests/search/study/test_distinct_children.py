@@ -1,86 +1,15 @@
-"""`DistinctChildren`: NSGA-II children that repeat a design already in the study are drawn
-again (the default sampler proposes only new designs itself: `proposals`)."""
+"""`FlatNSGAIISampler`: Optuna's NSGA-II with incremental study reads (the proposal sampler keeps
+repeated designs out itself: `proposals`)."""
 
 import optuna
 import pytest
 from optuna.distributions import IntDistribution
 
 from search.study import optuna_adapter
-from search.study.distinct_children import DistinctChildren
-from search.study.spec import load_spec
-from tests.search.study.test_search import REPO
-
-SPACE = {"a": IntDistribution(0, 9), "b": IntDistribution(0, 9)}
-
-
-class Scripted:
-    """A child strategy that hands out a fixed sequence of children."""
-
-    def __init__(self, children):
-        self.children, self.calls = list(children), 0
-
-    def __call__(self, study, search_space, parent_population):
-        self.calls += 1
-        return self.children.pop(0)
-
-
-def _study_with(*designs):
-    study = optuna.create_study()
-    for a, b in designs:
-        study.add_trial(optuna.trial.create_trial(params={"a": a, "b": b}, distributions=SPACE,
-                                                  value=0.0))
-    return study
-
-
-def test_a_child_that_repeats_a_trial_is_drawn_again():
-    study = _study_with((1, 2))
-    inner = Scripted([{"a": 1, "b": 2}, {"a": 3, "b": 4}])
-    assert DistinctChildren(inner)(study, SPACE, study.trials) == {"a": 3, "b": 4}
-    assert inner.calls == 2
-
-
-def test_children_of_one_batch_do_not_repeat_each_other():
-    study = _study_with((0, 0))
-    strategy = DistinctChildren(Scripted([{"a": 5, "b": 5}, {"a": 5, "b": 5}, {"a": 6, "b": 6}]))
-    parents = study.trials
-    assert strategy(study, SPACE, parents) == {"a": 5, "b": 5}
-    assert strategy(study, SPACE, parents) == {"a": 6, "b": 6}
-
-
-def test_a_repeat_is_accepted_after_the_last_attempt_and_partial_children_pass():
-    study = _study_with((1, 2))
-    inner = Scripted([{"a": 1, "b": 2}] * 3)
-    assert DistinctChildren(inner, attempts=3)(study, SPACE, study.trials) == {"a": 1, "b": 2}
-    assert inner.calls == 3
-    partial = Scripted([{"a": 1}])  # b left to independent sampling: new by chance, not checked
-    assert DistinctChildren(partial)(study, SPACE, study.trials) == {"a": 1}
-
-
-def test_attempts_must_be_positive():
-    with pytest.raises(ValueError, match="`attempts` must be >= 1; got 0"):
-        DistinctChildren(Scripted([]), attempts=0)
-
-
-def test_twins_of_a_design_count_as_seen():
-    """With `design_identity` as the key, a child that differs from an earlier trial only in a
-    field the model does not use (the dense width of an MoE without dense layers) is redrawn."""
-    from search.study.space import design_identity
-
-    spec = load_spec(REPO / "studies" / "moe-400b-gb300-nvl72.toml")
-    base = {"hidden_size": 4608, "num_layers": 32, "num_kv_heads": 8, "q_per_kv": 16,
-            "intermediate_size": 18432, "num_experts": 256, "experts_per_token": 6,
-            "moe_intermediate_size": 3072, "num_shared_experts": 1, "first_dense_layers": 0}
-    twin = {**base, "intermediate_size": 12288}
-    inner = Scripted([twin, {**base, "num_layers": 36}])
-    strategy = DistinctChildren(inner, attempts=2, key=lambda p: design_identity(spec, p))
-    strategy._seen.add(strategy._design(base, tuple(sorted(base))))
-    strategy._generation = ()  # nothing to read from a study
-    child = strategy(optuna.create_study(), dict.fromkeys(base), [])
-    assert child["num_layers"] == 36 and inner.calls == 2
-
 
 # ---- FlatNSGAIISampler: Optuna's NSGA-II, read incrementally -----------------------------------
 
+SPACE = {"a": IntDistribution(0, 9), "b": IntDistribution(0, 9)}
 TOY_SPACE = {"x": IntDistribution(0, 40), "y": IntDistribution(0, 40),
              "z": optuna.distributions.CategoricalDistribution(["a", "b", "c"])}
 
