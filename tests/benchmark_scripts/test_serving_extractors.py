@@ -241,3 +241,17 @@ def test_fp8_fp16_pairs_by_hand(tmp_path):
         ("fp8", "fp16", "precision", "3000")
     assert (tp2["output_tokens_per_s_per_gpu_a"], tp2["output_tokens_per_s_per_gpu_b"]) == \
         ("2058.2220", "392.7470")
+
+
+def test_every_extractor_writes_the_schemas_columns(tmp_path, capsys):
+    """`schema.write_rows`, which every extractor of the grown set ends with: the header is
+    `COLUMNS` in order, each row under it, and one line names the count and the file."""
+    schema = _script("schema")
+    row = {**schema.blank_row(), "model": "Llama-3.1-8B", "tpot_ms": "7.5"}
+    path = tmp_path / "rows.csv"
+    schema.write_rows(path, [row, row])
+    with path.open(newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        assert tuple(reader.fieldnames) == schema.COLUMNS
+        assert list(reader) == [row, row]
+    assert capsys.readouterr().out == f"2 rows -> {path}\n"

@@ -27,7 +27,6 @@ Usage: python tests/data/serving/extract_inferencex_runs.py MANTILE_GIT_DIR OUT.
 
 from __future__ import annotations
 
-import csv
 import json
 import re
 import subprocess
@@ -35,7 +34,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from schema import COLUMNS, blank_row  # noqa: E402
+from schema import blank_row, write_rows  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RAW = "reconcile/sources/inferencemax/raw"
@@ -167,11 +166,7 @@ def main(argv: list[str]) -> int:
     rows.sort(key=lambda r: (r["model"], r["gpu"], r["framework"], r["mode"], r["precision"],
                              int(r["isl"]), int(r["osl"]), int(r["tp"]), int(r["concurrency"]),
                              r["source_url"]))
-    with out.open("w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
-    print(f"{len(rows)} rows -> {out}")
+    write_rows(out, rows)
     return 0
 
 

@@ -35,7 +35,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from schema import COLUMNS, blank_row  # noqa: E402
+from schema import blank_row, write_rows  # noqa: E402
 
 # round -> (repository cited, publication date, source_kind)
 ROUNDS = {"5.1": ("mlcommons/inference_results_v5.1", "2025-09-09", "mlperf_v5_1"),
@@ -263,11 +263,7 @@ def main(argv: list[str]) -> int:
     records = json.loads(show(args.repo, commit, "summary_results.json"))
     rows = [r for x in records if (r := row_of(args.repo, commit, x, isl, args.round_))]
     rows.sort(key=lambda r: (r["model"], r["gpu"], r["scenario"], r["source_url"]))
-    with args.out.open("w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
-    print(f"{len(rows)} rows -> {args.out}")
+    write_rows(args.out, rows)
     return 0
 
 

@@ -19,12 +19,11 @@ Usage: python tests/data/serving/extract_trtllm_perf_overview.py PAGE.md OUT.csv
 
 from __future__ import annotations
 
-import csv
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from schema import COLUMNS, blank_row  # noqa: E402
+from schema import blank_row, write_rows  # noqa: E402
 
 COMMIT = "258c7540c03517def55d9a5aadfa9288af474e1b"
 URL = f"https://github.com/NVIDIA/TensorRT-LLM/blob/{COMMIT}/docs/source/performance/perf-overview.md"
@@ -137,11 +136,7 @@ def online_row(model, gpu, tp, isl, osl, qps, rate, ttft, itl, out_tput) -> dict
 def main(argv: list[str]) -> int:
     lines = Path(argv[0]).read_text(encoding="utf-8").splitlines()
     rows = throughput_rows(lines) + online_rows(lines)
-    with Path(argv[1]).open("w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
-    print(f"{len(rows)} rows -> {argv[1]}")
+    write_rows(Path(argv[1]), rows)
     return 0
 
 

@@ -20,13 +20,12 @@ Usage: python tests/data/serving/extract_trtllm_perf_overview_v0_14.py PAGE.md O
 
 from __future__ import annotations
 
-import csv
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from extract_trtllm_perf_overview import GPUS, MODELS, REQUESTS, cells  # noqa: E402
-from schema import COLUMNS, blank_row  # noqa: E402
+from schema import blank_row, write_rows  # noqa: E402
 
 COMMIT = "e00d4e6564921307dd264b61fe1d46f116095e0e"
 URL = (f"https://github.com/arthurrasmusson/TensorRT-LLM/blob/{COMMIT}/docs/source/performance/"
@@ -74,11 +73,7 @@ def offline_row(model, gpu, tp, precision, isl, osl, total) -> dict[str, str]:
 
 def main(argv: list[str]) -> int:
     rows = throughput_rows(Path(argv[0]).read_text(encoding="utf-8").splitlines())
-    with Path(argv[1]).open("w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
-    print(f"{len(rows)} rows -> {argv[1]}")
+    write_rows(Path(argv[1]), rows)
     return 0
 
 

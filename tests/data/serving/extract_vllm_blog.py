@@ -15,12 +15,11 @@ Usage: python tests/data/serving/extract_vllm_blog.py POST.md OUT.csv
 
 from __future__ import annotations
 
-import csv
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from schema import COLUMNS, blank_row  # noqa: E402
+from schema import blank_row, write_rows  # noqa: E402
 
 COMMIT = "5ffe2dd543a30f34309d71d8374803612223e9fb"
 URL = (f"https://github.com/vllm-project/vllm-project.github.io/blob/{COMMIT}/_posts/"
@@ -66,11 +65,7 @@ def main(argv: list[str]) -> int:
     rows = [row_of(model, precision, moe, cells)
             for caption, (model, precision, moe) in TABLES.items()
             for cells in table_rows(lines, caption)]
-    with Path(argv[1]).open("w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
-    print(f"{len(rows)} rows -> {argv[1]}")
+    write_rows(Path(argv[1]), rows)
     return 0
 
 

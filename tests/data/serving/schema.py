@@ -17,6 +17,9 @@ same loader); the rest say how each row was measured, so it is scored as what it
 - `max_batch`: the engine's request cap per instance where the run states it.
 """
 
+import csv
+from pathlib import Path
+
 BASE_COLUMNS = (
     "model", "gpu", "num_gpus", "framework", "precision", "tp", "ep", "pp", "isl", "osl",
     "concurrency", "output_tokens_per_s_per_gpu", "tokens_per_s_per_user", "tpot_ms", "ttft_ms",
@@ -29,6 +32,15 @@ EXTRA_COLUMNS = (
     "moe_precision", "kv_precision", "max_batch",
 )
 COLUMNS = BASE_COLUMNS + EXTRA_COLUMNS
+
+
+def write_rows(path: Path, rows: list[dict[str, str]]) -> None:
+    """`rows` as a CSV of `COLUMNS` at `path`, and one line saying so."""
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+    print(f"{len(rows)} rows -> {path}")
 
 
 def blank_row() -> dict[str, str]:
