@@ -9,12 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from constraints import check_candidate
 from constraints import engine_violations, linear_attention_violations, pattern_stage_violations
-from cost_model import ConfigError, count_params, deployment_violations
+from cost_model import ConfigError, deployment_violations
 import search.study.evaluation as evaluation
 from search.study.evaluation import (
-    DEPLOYMENT_PARAMS, UNREACHED_TTFT_MS, Outcome, _finite_or, _loss, _ptq_attrs, _swept,
+    DEPLOYMENT_PARAMS, UNREACHED_TTFT_MS, Outcome, _finite_or, _swept,
     constraint_rules, deployment_label, hard_constraints, score_valid, swept_envelope,
 )  # fmt: skip
 from search.study.space import (
@@ -48,25 +47,6 @@ def reference_swept_candidates(spec, cand):
     return out
 
 
-def _reference_outcome(spec, cand, scores, i, rules):
-    counts = count_params(cand.arch)
-    tokens, trained_in = spec.budget.training_tokens, spec.budget.training_precision
-    loss, ranked = _loss(cand.arch, tokens, trained_in)
-    metrics = {"frontier_area": float(scores.frontier_area[i]), "loss": ranked,
-               "ttft_ms": _finite_or(float(scores.ttft_ms[i]), UNREACHED_TTFT_MS),
-               "gpus": float(scores.gpus[i])}
-    checks = check_candidate(cand.arch, cand.deployment, rules, float(scores.max_concurrency[i]))
-    dep = cand.deployment
-    attrs = {"architecture": cand.arch.name, "frontier_area": metrics["frontier_area"],
-             "loss_proxy": ranked, "params_total": counts.total_params,
-             "params_active": counts.active_params, "gpus": dep.gpus,
-             "deployment": deployment_label(dep),
-             "max_concurrency": int(scores.max_concurrency[i]), "loss_flags": list(loss.flags),
-             "loss_central": loss.loss_nats,
-             **_ptq_attrs(dep.precision, tokens / loss.effective_params)}
-    return Outcome([metrics[n] for n in spec.objectives.names], checks, attrs)
-
-
 def _with(outcome, cand, evaluated, feasible):
     attrs = {**outcome.attrs, "deployment_params": {n: cand.params[n] for n in DEPLOYMENT_PARAMS},
              "deployments_evaluated": evaluated, "deployments_feasible": feasible}
@@ -80,7 +60,7 @@ def reference_swept(spec, cands):
     outcomes, start = [], 0
     for group in groups:
         rows = range(start, start + len(group))
-        each = [_reference_outcome(spec, flat[k], scores, k, rules) for k in rows]
+        each = [evaluation._outcome(spec, flat[k], scores, k, rules) for k in rows]
         usable = [k for k, o in zip(rows, each) if o.feasible(hard)]
         start = rows.stop
         if not usable:
