@@ -2,24 +2,14 @@
 their readers on hand-built inputs, each expected value derived by hand."""
 
 import csv
-import importlib.util
-from pathlib import Path
 
 import pytest
 
-SERVING = Path(__file__).resolve().parents[1] / "data" / "serving"
+from tests.data_paths import serving_script
 
-
-def _script(name: str):
-    spec = importlib.util.spec_from_file_location(name, SERVING / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-MLPERF = _script("extract_mlperf")
-RUNS = _script("extract_inferencex_runs")
-PAIRS = _script("extract_format_pairs")
+MLPERF = serving_script("extract_mlperf")
+RUNS = serving_script("extract_inferencex_runs")
+PAIRS = serving_script("extract_format_pairs")
 
 
 # ---- MLPerf ------------------------------------------------------------------------------------
@@ -173,7 +163,7 @@ def test_existing_runs_are_read_from_source_urls(tmp_path):
 def test_inferencex_pairs_join_engine_names_across_files(tmp_path, monkeypatch):
     """An fp4 run named `sglang` in one file and two fp8 runs named `SGLang` in another are one
     configuration: the fp8 side is the median of TPOT 20 and 30 ms, 25.0000 over 2 runs."""
-    schema = _script("schema")
+    schema = serving_script("schema")
     def row(**fields):
         return {**schema.blank_row(), "model": "DeepSeek-R1-0528", "gpu": "B200", "tp": "8",
                 "ep": "8", "isl": "1024", "osl": "1024", "concurrency": "4", "num_gpus": "8",
@@ -211,7 +201,7 @@ def test_perf_overview_v0_14_reader_by_hand():
     """Catalog columns only (L40S left out), the model and ISL/OSL carried down: 3 + 3 + 2 = 8
     rows; Llama-3.1-70B H100 FP16 at TP4 is 3,774.676 / 4 = 943.669 tok/s per GPU over the page's
     3,000 requests at 1000/1000, with an FP16 KV cache."""
-    module = _script("extract_trtllm_perf_overview_v0_14")
+    module = serving_script("extract_trtllm_perf_overview_v0_14")
     rows = module.throughput_rows(V0_14_PAGE.splitlines())
     assert len(rows) == 8
     (fp16_tp4,) = [r for r in rows if r["precision"] == "fp16" and r["tp"] == "4"]
@@ -227,8 +217,8 @@ def test_fp8_fp16_pairs_by_hand(tmp_path):
     cell is empty): 2 pairs, FP8 side a; TP2's tokens/s/GPU 4,116.4444/2 = 2,058.2222 vs
     785.4931/2 = 392.7466 (the rows keep 3 decimals, 2,058.222 and 392.747; a pair side's median
     writes 4)."""
-    module = _script("extract_trtllm_perf_overview_v0_14")
-    schema = _script("schema")
+    module = serving_script("extract_trtllm_perf_overview_v0_14")
+    schema = serving_script("schema")
     path = tmp_path / "v0_14.csv"
     with path.open("w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=schema.COLUMNS)
@@ -246,7 +236,7 @@ def test_fp8_fp16_pairs_by_hand(tmp_path):
 def test_every_extractor_writes_the_schemas_columns(tmp_path, capsys):
     """`schema.write_rows`, which every extractor of the grown set ends with: the header is
     `COLUMNS` in order, each row under it, and one line names the count and the file."""
-    schema = _script("schema")
+    schema = serving_script("schema")
     row = {**schema.blank_row(), "model": "Llama-3.1-8B", "tpot_ms": "7.5"}
     path = tmp_path / "rows.csv"
     schema.write_rows(path, [row, row])

@@ -1,7 +1,5 @@
 """tests/benchmarks/serving/: leave-one-source-out, its fast path, its fits and the ranking."""
 
-import importlib.util
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,6 +8,7 @@ from scipy import stats
 from cost_model import GENERIC, BenchmarkTerms
 from tests.benchmarks.serving import fast, terms
 from tests.benchmarks.serving.config import DEFAULT_DATA_DIR
+from tests.data_paths import serving_script
 from tests.benchmarks.serving.folds import (
     VARIANTS, FitConfig, Table, _host_errors, fit_host_and_moe, fit_terms, ttft_grid_search,
     ttft_grids,
@@ -19,14 +18,11 @@ from tests.benchmarks.serving.ranking import _summary, kendall_tau_b
 from tests.benchmarks.serving.rows import prepare_row, source_of
 from tests.benchmarks.serving.scenarios import COST_MODEL, predict_prepared
 
-SCHEMA = Path(__file__).resolve().parents[1] / "data" / "serving" / "schema.py"
 
 
 def _row(**fields) -> dict[str, str]:
     """A grown-set row (tests/data/serving/schema.py) of Llama-3.1-8B FP8 on one H200."""
-    spec = importlib.util.spec_from_file_location("schema", SCHEMA)
-    schema = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(schema)
+    schema = serving_script("schema")
     return {**schema.blank_row(), "model": "Llama-3.1-8B-Instruct", "gpu": "H200",
             "num_gpus": "1", "total_gpus": "1", "tp": "1", "framework": "TensorRT-LLM",
             "precision": "fp8", "isl": "467", "osl": "256", **fields}

@@ -39,8 +39,6 @@ def test_inferencex_drain_factor_by_hand():
 
 # ---- the grown development set: readers and scorers (tests/data/serving/) ------------------
 
-import importlib.util  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -63,15 +61,9 @@ from tests.benchmarks.serving.scenarios import (  # noqa: E402
     sla_best_index,
 )
 from tests.benchmarks.serving.sources import scored_totals, source_table  # noqa: E402
+from tests.data_paths import serving_script  # noqa: E402
 
-SERVING = Path(__file__).resolve().parents[1] / "data" / "serving"
 
-
-def _script(name: str):
-    spec = importlib.util.spec_from_file_location(name, SERVING / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_little_concurrency_by_hand():
@@ -118,7 +110,7 @@ def test_statistic_from_columns_or_derived_fields():
 
 
 def _row(**fields) -> dict[str, str]:
-    schema = _script("schema")
+    schema = serving_script("schema")
     return {**schema.blank_row(), "model": "Llama-3.1-8B-Instruct", "gpu": "H200",
             "num_gpus": "1", "total_gpus": "1", "tp": "1", "framework": "TensorRT-LLM",
             "precision": "fp8", "isl": "467", "osl": "256", **fields}
@@ -172,7 +164,7 @@ def test_perf_overview_reader_by_hand(tmp_path):
         "**Output Tput (tok/s)** |\n"
         "|LLaMA 3.1 8B|H100 80GB HBM3|1|467|256|4|3.5|24|9|2624|929|\n"
         "||||||INF|37|3335|39|26614|9420|\n", encoding="utf-8")
-    module = _script("extract_trtllm_perf_overview")
+    module = serving_script("extract_trtllm_perf_overview")
     lines = page.read_text(encoding="utf-8").splitlines()
     (offline,) = module.throughput_rows(lines)
     assert offline["output_tokens_per_s_per_gpu"] == "3411.505"
