@@ -214,7 +214,8 @@ class FastModels:
             thetas = shared.thetas(hw, workload.engine)
             stage, memory = itertools.count(), itertools.count()
             with patched(disaggregated_module, shipped_terms=shared.terms[0].ttft_terms,
-                          stage_forward=partial(_linear_stage, entry, thetas, stage),
+                          stage_forward=partial(_linear, REAL_STAGE_FORWARD, entry.stages, thetas,
+                                                stage),
                           max_concurrency=partial(_memory_once, entry, memory)):
                 shared.points[key] = REAL_DISAGGREGATED(
                     archs * settings, prefill * settings, decode * settings, hw, workload,
@@ -265,7 +266,7 @@ def _captured_points_args(archs, deps, hw, workload, concurrency) -> tuple:
 def _replay(entry: _Aggregated, thetas: np.ndarray, terms: Terms):
     """evaluate._points on the captured arguments, its step times from `entry`'s linear
     forms at `thetas` (each `serving_times` call by its index in the evaluation)."""
-    times = partial(_linear_times, entry, thetas, itertools.count())
+    times = partial(_linear, REAL_SERVING_TIMES, entry.times, thetas, itertools.count())
     with patched(evaluate_module, serving_times=times, shipped_terms=terms.ttft_terms):
         return REAL_POINTS(*entry.args)
 
@@ -278,20 +279,14 @@ def _stack(points: list):
     return replace(points[0], **{f.name: stacked(f.name) for f in fields(points[0])})
 
 
-def _linear_times(entry: _Aggregated, thetas, counter, a, d, env, *args, **kwargs):
+def _linear(real, cache: dict, thetas, counter, a, d, env, *args, **kwargs):
+    """`real`'s result at `thetas`, from the linear form of its call number `next(counter)`
+    (built once per entry and kept in `cache`): `serving_times` or `stage_forward`."""
     index = next(counter)
-    if index not in entry.times:
-        call = lambda e: REAL_SERVING_TIMES(a, d, e, *args, **kwargs)  # noqa: E731
-        entry.times[index] = Linear.of(call, env, _is_moe(a))
-    return entry.times[index].at(thetas)
-
-
-def _linear_stage(entry: _Disaggregated, thetas, counter, a, d, env, *args, **kwargs):
-    index = next(counter)
-    if index not in entry.stages:
-        call = lambda e: REAL_STAGE_FORWARD(a, d, e, *args, **kwargs)  # noqa: E731
-        entry.stages[index] = Linear.of(call, env, _is_moe(a))
-    return entry.stages[index].at(thetas)
+    if index not in cache:
+        call = lambda e: real(a, d, e, *args, **kwargs)  # noqa: E731
+        cache[index] = Linear.of(call, env, _is_moe(a))
+    return cache[index].at(thetas)
 
 
 def _memory_once(entry: _Disaggregated, counter, *args, **kwargs):
