@@ -18,6 +18,7 @@ Usage: python tests/benchmarks/mutation_score.py [--rev REV] [--only SUBSTRING]
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import subprocess
 import sys
@@ -337,9 +338,29 @@ def _baseline_failures(root: Path) -> list[str] | None:
     return [line.split()[1] for line in run.stdout.splitlines() if line.startswith("FAILED ")]
 
 
-def _suite_fails(root: Path, deselect: list[str], first: str) -> bool:
+def _tests_naming(root: Path, path: str) -> list[str]:
+    """The fast suite's test files that name the mutated module (`cost_model/step.py` → the
+    word `step` after an import of its package): run before the whole fast suite, since a
+    mutant they kill is killed by the suite too (they are part of it)."""
+    module = Path(path).stem
+    package = path.split("/")[0]
+    pattern = re.compile(rf"\b{package}(\.|/){module}\b|from {package} import .*\b{module}\b")
+    return sorted(str(test.relative_to(root)) for folder in TESTS
+                  for test in (root / folder).rglob("test_*.py")
+                  if pattern.search(test.read_text()))
+
+
+def _suite_fails(root: Path, deselect: list[str], path: str) -> bool:
+    """True when the fast suite fails on the mutant: first the test files naming the mutated
+    module (a few seconds), then, only if they all pass, the whole fast suite."""
     flags = [f"--deselect={test}" for test in deselect]
-    return _pytest(root, "-x", *flags, first=first).returncode != 0
+    own = _tests_naming(root, path)
+    no_tests_collected = 5  # pytest's exit code when every selected test was deselected
+    if own and subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                               "-x", *flags, *own], cwd=root,
+                              capture_output=True).returncode not in (0, no_tests_collected):
+        return True
+    return _pytest(root, "-x", *flags, first=path.split("/")[0]).returncode != 0
 
 
 def score(rev: str | None, only: str | None) -> int:
@@ -365,7 +386,7 @@ def score(rev: str | None, only: str | None) -> int:
             applicable += 1
             path.write_text(text.replace(*found[0]))
             start = time.monotonic()
-            dead = _suite_fails(root, broken, m.path.split("/")[0])
+            dead = _suite_fails(root, broken, m.path)
             path.write_text(text)
             killed += dead
             print(f"  {'killed' if dead else 'SURVIVED':8}  {m.path}: {m.what} "
