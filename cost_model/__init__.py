@@ -46,7 +46,7 @@ if TYPE_CHECKING:
         intensity_cap_flop_per_byte, quantize_time_s, tile_efficiency,
     )
     from cost_model.hardware import HardwareSpec, catalog_names, get_hardware
-    from cost_model.host import HOST_CPUS, request_step_s, trial_host_us
+    from cost_model.host import request_step_s, trial_host_us
     from cost_model.hf import (
         ARCHSCOUT_RECORD_KEY, LoadedModel, architecture_from_hf_config, architecture_from_json_dict,
         architecture_to_hf_config, architecture_to_json_dict, deployment_formats, export_gap,
@@ -107,7 +107,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "deployment_formats", "export_gap", "formats_document", "load_architecture", "load_model",
         "quantization_config_for",
     ),
-    "host": ("HOST_CPUS", "request_step_s", "trial_host_us"),
+    "host": ("request_step_s", "trial_host_us"),
     "layers": ("GemmList", "ffn_gemms", "layer_gemms", "moe_overhead_s", "tokens_per_expert"),
     "memory": (
         "kv_bytes_per_gpu_per_sequence", "usable_bytes_per_gpu", "weight_bytes_per_gpu",
@@ -185,7 +185,6 @@ __all__ = [
     "GIB_BYTES",
     "GIGA",
     "HardwareSpec",
-    "HOST_CPUS",
     "HOT_DTYPE",
     "intensity_cap_flop_per_byte",
     "key_shown",

@@ -124,6 +124,7 @@ class TermFit:
     error_after: float = math.nan
     kept_because: str | None = None
     extra: dict = field(default_factory=dict)
+    note: str | None = None
 
 
 def _files(runs: list[MeasuredRun]) -> list[str]:
@@ -157,6 +158,10 @@ def fit_host(runs: list[MeasuredRun], target: Target) -> TermFit:
     j = best_host_index([np.nansum(e) for e in errors], [np.isfinite(e).sum() for e in errors])
     fit.after, fit.error_after = float(HOST_GRID_US[j]), float(np.nanmean(errors[j]))
     fit.extra = {"concurrencies": sorted(loads)}
+    if j == len(HOST_GRID_US) - 1:
+        fit.note = (f"{cpu}.request_step_us is at the top of its grid ({HOST_GRID_US[-1]:g} µs): "
+                    "the runs are slower than the model explains by host time; check the "
+                    "deployment given (GPU, TP, formats) before trusting it")
     return fit
 
 

@@ -160,7 +160,7 @@ def _row(fit) -> dict:
             "after": round(fit.after, 4), "points": fit.points,
             "error_before": fit.error_before, "error_after": fit.error_after,
             "fitted": not fit.kept_because, "kept_because": fit.kept_because,
-            "files": fit.files}
+            "note": fit.note, "files": fit.files}
 
 
 def _print(rows: list[dict], output: Path, written: list[str]) -> None:
@@ -172,6 +172,8 @@ def _print(rows: list[dict], output: Path, written: list[str]) -> None:
     for r in rows:
         if not r["fitted"]:
             print(f"kept {r['table']}.{r['term']} = {r['before']:g}: {r['kept_because']}")
+        elif r["note"]:
+            print(f"note: {r['note']}")
     from cost_model import CALIBRATION_DIR_ENV
 
     use = f"; the cost model reads it with {CALIBRATION_DIR_ENV}={output}" if written else ""
