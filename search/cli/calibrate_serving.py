@@ -24,7 +24,9 @@ from search.calibration import files
 from search.cli.errors import CommandError
 from search.records.tables import format_table, print_json
 
-GEMM_COLUMNS = ("m", "n", "k", "latency")  # search.calibration.gemm.REQUIRED_COLUMNS
+# a header naming any of these is a GEMM table's (search.calibration.gemm: REQUIRED_COLUMNS,
+# DTYPE_COLUMNS), whose reader then names what it lacks; no benchmark output is a CSV
+GEMM_COLUMNS = ("m", "n", "k", "latency", "gemm_dtype", "dtype")
 PARQUET_MAGIC = b"PAR1"
 EXPECTED = ("a GEMM table (CSV or Parquet with columns gemm_dtype,m,n,k,latency) or a serving "
             "benchmark output (a \"Serving Benchmark Result\" block, vLLM/SGLang result JSON(L), "
@@ -43,7 +45,8 @@ def source_kind(path_text: str) -> tuple[str, list[dict]]:
         head = handle.read(4096)
     first = head.decode("utf-8", errors="replace").splitlines()[:1]
     columns = {c.strip().strip('"').lower() for c in (first[0].split(",") if first else [])}
-    if head.startswith(PARQUET_MAGIC) or set(GEMM_COLUMNS) <= columns:
+    if head.startswith(PARQUET_MAGIC) or path.suffix.lower() in (".csv", ".parquet") \
+            or columns & set(GEMM_COLUMNS):
         return "gemm", []
     try:
         return "serving", read_benchmark_output(path)
