@@ -18,9 +18,10 @@ measurements, never on kernel tables (`cost_model/data/serving/host.toml`,
 `tests/benchmarks/fit_host_overhead.py`, the fit in `search.calibration.serving`; a user's own
 runs refit it with `archscout calibrate --source RESULTS…`, into the calibration folder's
 `serving/host.toml`, read before the package's: `cost_model.serving_files`), and validated
-leave-one-source-out (tests/benchmarks/validate_serving.py): fitted on all sources h is small (2 µs on x86, 0 on
-Grace: the rows above are a few among thousands, and the folds' fits range 0–5 µs on x86); a
-fit on a declared half of fewer sources (14 and 18 µs) did not survive being left out.
+leave-one-source-out (tests/benchmarks/validate_serving.py): fitted on all sources h is small
+(2 µs on x86, 0 on Grace: the rows above are a few among thousands, and the folds' fits range
+0–5 µs on x86); a fit on a declared half of fewer sources (14 and 18 µs) did not survive
+being left out.
 """
 
 from __future__ import annotations
