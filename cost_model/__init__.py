@@ -26,7 +26,7 @@ if TYPE_CHECKING:
         decode_attention_s, kv_cache_bytes_per_sequence, prefill_attention_s,
     )
     from cost_model.batch import ArchArrays, DeployArrays, Env
-    from cost_model.benchmark_ttft import BenchmarkTerms
+    from cost_model.benchmark_ttft import BenchmarkTerms, shipped_terms
     from cost_model.communication import all_reduce_s
     from cost_model.deployment import (
         DEFAULT_MAX_BATCH_SEQUENCES, DEFAULT_PREFILL_CHUNK_TOKENS, DEFAULT_SPEC_ACCEPTANCE_FRAC,
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
         intensity_cap_flop_per_byte, quantize_time_s, tile_efficiency,
     )
     from cost_model.hardware import HardwareSpec, catalog_names, get_hardware
+    from cost_model.host import request_step_s, trial_host_us
     from cost_model.hf import (
         ARCHSCOUT_RECORD_KEY, LoadedModel, architecture_from_hf_config, architecture_from_json_dict,
         architecture_to_hf_config, architecture_to_json_dict, deployment_formats, export_gap,
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
     from cost_model.order_statistics import expected_largest_z
     from cost_model.params import count_params
     from cost_model.precision import PRECISIONS, Precision, get_precision
+    from cost_model.serving_files import SERVING_FOLDER, serving_origins
     from cost_model.sharded_gemms import Dim, Term, WeightGemm, per_gpu_n, rows_of
     from cost_model.sourced import first_line, key_shown, shown, unknown_key_message
     from cost_model.step import bubble_frac, stage_forward, uncalibrated_components
@@ -78,7 +80,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     ),
     "attention": ("decode_attention_s", "kv_cache_bytes_per_sequence", "prefill_attention_s"),
     "batch": ("ArchArrays", "DeployArrays", "Env"),
-    "benchmark_ttft": ("BenchmarkTerms",),
+    "benchmark_ttft": ("BenchmarkTerms", "shipped_terms"),
     "communication": ("all_reduce_s",),
     "deployment": (
         "DEFAULT_MAX_BATCH_SEQUENCES", "DEFAULT_PREFILL_CHUNK_TOKENS",
@@ -105,6 +107,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "deployment_formats", "export_gap", "formats_document", "load_architecture", "load_model",
         "quantization_config_for",
     ),
+    "host": ("request_step_s", "trial_host_us"),
     "layers": ("GemmList", "ffn_gemms", "layer_gemms", "moe_overhead_s", "tokens_per_expert"),
     "memory": (
         "kv_bytes_per_gpu_per_sequence", "usable_bytes_per_gpu", "weight_bytes_per_gpu",
@@ -114,6 +117,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "order_statistics": ("expected_largest_z",),
     "params": ("count_params",),
     "precision": ("PRECISIONS", "Precision", "get_precision"),
+    "serving_files": ("SERVING_FOLDER", "serving_origins"),
     "sharded_gemms": ("Dim", "Term", "WeightGemm", "per_gpu_n", "rows_of"),
     "sourced": ("first_line", "key_shown", "shown", "unknown_key_message"),
     "step": ("bubble_frac", "stage_forward", "uncalibrated_components"),
@@ -211,8 +215,12 @@ __all__ = [
     "prefill_attention_s",
     "quantization_config_for",
     "quantize_time_s",
+    "request_step_s",
     "rows_of",
+    "SERVING_FOLDER",
     "SERVING_MODES",
+    "serving_origins",
+    "shipped_terms",
     "shown",
     "SLIDING_ATTENTION",
     "SPEC_METHODS",
@@ -222,6 +230,7 @@ __all__ = [
     "Term",
     "tile_efficiency",
     "tokens_per_expert",
+    "trial_host_us",
     "uncalibrated_components",
     "unknown_key_message",
     "US_PER_S",

@@ -39,25 +39,25 @@ t_request and share where the fitted table gives them (`mean_request_overhead_ms
 `mean_queue_share_frac`, fitted on rows that report a mean), else the median's.
 The terms are per serving engine (`Workload.engine`: vllm, sglang, trtllm), with a generic set
 for an unnamed one, fitted on published end-to-end measurements, never on kernel tables
-(`cost_model/data/serving/benchmark.toml`, `tests/benchmarks/fit_benchmark_ttft.py`).
+(`cost_model/data/serving/benchmark.toml`, `tests/benchmarks/fit_benchmark_ttft.py`, the fit in
+`search.calibration.serving`); a user's own runs refit them with `archscout calibrate --source
+RESULTS…`, into the calibration folder's `serving/benchmark.toml`, read before the package's
+(`cost_model.serving_files`).
 """
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
 
 import numpy as np
 
 # GENERIC: the table used when no engine is named, or one without its own terms (the same name
 # as the engine-less kernels of cost_model.efficiency)
 from cost_model.efficiency import GENERIC
+from cost_model.serving_files import serving_file
 from cost_model.sourced import sourced_value
 from cost_model.units import MS_PER_S
 
-_PACKAGE = "cost_model.data.serving"
 _FILE = "benchmark.toml"
 
 
@@ -86,20 +86,15 @@ class BenchmarkTerms:
         return self.queue_share_frac
 
 
-@cache
-def _document() -> dict:
-    return tomllib.loads(resources.files(_PACKAGE).joinpath(_FILE).read_text())
-
-
-@cache
 def shipped_terms(engine: str | None = None) -> BenchmarkTerms:
-    """The fitted terms shipped with the package for `engine` (None or one without a table of
-    its own: the generic terms)."""
-    doc = _document()
+    """The fitted terms for `engine` (None or one without a table of its own: the generic
+    terms): the user's calibrated file's (`cost_model.serving_files`), else the package's."""
+    doc, origin = serving_file(_FILE)
     table = engine if engine in doc else GENERIC
+    kind = f"benchmark ({origin})"
     value = lambda key, default=0.0: float(  # noqa: E731
-        sourced_value(doc, f"{table}.{key}", {}, "benchmark", default))
-    optional = lambda key: sourced_value(doc, f"{table}.{key}", {}, "benchmark", None)  # noqa
+        sourced_value(doc, f"{table}.{key}", {}, kind, default))
+    optional = lambda key: sourced_value(doc, f"{table}.{key}", {}, kind, None)  # noqa
     mean_overhead, mean_share = optional("mean_request_overhead_ms"), optional(
         "mean_queue_share_frac")
     return BenchmarkTerms(value("request_overhead_ms") / MS_PER_S, value("queue_share_frac"),

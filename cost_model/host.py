@@ -15,44 +15,58 @@ runs its own scheduler), h_cpu per host CPU kind (`HardwareSpec.host_cpu`), adde
 step's GPU time: what the engines' overlap schedulers hide is already in the fitted h (it is
 the share the measured rows still show). Fitted on every source's published end-to-end
 measurements, never on kernel tables (`cost_model/data/serving/host.toml`,
-`tests/benchmarks/fit_host_overhead.py`), and validated leave-one-source-out
-(tests/benchmarks/validate_serving.py): fitted on all sources h is small (2 µs on x86, 0 on
-Grace: the rows above are a few among thousands, and the folds' fits range 0–5 µs on x86); a
-fit on a declared half of fewer sources (14 and 18 µs) did not survive being left out.
+`tests/benchmarks/fit_host_overhead.py`, the fit in `search.calibration.serving`; a user's own
+runs refit it with `archscout calibrate --source RESULTS…`, into the calibration folder's
+`serving/host.toml`, read before the package's: `cost_model.serving_files`), and validated
+leave-one-source-out (tests/benchmarks/validate_serving.py): fitted on all sources h is small
+(2 µs on x86, 0 on Grace: the rows above are a few among thousands, and the folds' fits range
+0–5 µs on x86); a fit on a declared half of fewer sources (14 and 18 µs) did not survive
+being left out.
 """
 
 from __future__ import annotations
 
-import tomllib
-from functools import cache
-from importlib import resources
+import contextlib
 
 import numpy as np
 
 from cost_model.errors import ConfigError
+from cost_model.serving_files import serving_file
 from cost_model.sourced import is_number, sourced_value
 from cost_model.units import US_PER_S
 
-_PACKAGE = "cost_model.data.serving"
 _FILE = "host.toml"
 HOST_CPUS = ("x86", "grace")  # host CPU kinds with fitted terms; x86 is the catalog default
 DEFAULT_HOST_CPU = "x86"
+_TRIAL_US: dict[str, float] = {}  # candidate values a calibration is scoring (`trial_host_us`)
 
 
-@cache
-def _document() -> dict:
-    return tomllib.loads(resources.files(_PACKAGE).joinpath(_FILE).read_text())
-
-
-@cache
 def request_step_s(host_cpu: str) -> float:
-    """h_cpu: host seconds per scheduled sequence per step, shipped with the package."""
+    """h_cpu: host seconds per scheduled sequence per step: the value a calibration is trying
+    (`trial_host_us`), else the user's calibrated file's, else the package's."""
     if host_cpu not in HOST_CPUS:
         raise ConfigError(f"`host_cpu` must be one of {', '.join(HOST_CPUS)}; got {host_cpu!r}")
-    value = sourced_value(_document(), f"{host_cpu}.request_step_us", {}, "host")
+    if host_cpu in _TRIAL_US:
+        return _TRIAL_US[host_cpu] / US_PER_S
+    doc, origin = serving_file(_FILE)
+    value = sourced_value(doc, f"{host_cpu}.request_step_us", {}, f"host ({origin})")
     if not is_number(value) or value < 0:
         raise ConfigError(f"`{host_cpu}.request_step_us` must be >= 0; got {value!r}")
     return float(value) / US_PER_S
+
+
+@contextlib.contextmanager
+def trial_host_us(values_us: dict[str, float]):
+    """Within the block, the cost model prices the host time per sequence per step at these
+    values (µs, by host CPU kind): how `archscout calibrate` scores a candidate value through the
+    whole serving evaluation. Not thread-safe (one CLI process, one fit at a time)."""
+    saved = dict(_TRIAL_US)
+    _TRIAL_US.update(values_us)
+    try:
+        yield
+    finally:
+        _TRIAL_US.clear()
+        _TRIAL_US.update(saved)
 
 
 def host_step_s(sequences, host_cpu: str):

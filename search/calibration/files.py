@@ -234,3 +234,41 @@ def points_text(previous: dict, tables: dict[str, list[MeasuredGemms]], engine: 
 
 def points_path(output: Path, engine: str) -> Path:
     return output / engine / f"{POINTS_FILE}.toml"
+
+
+# ---- a user's serving terms (`archscout calibrate --source RESULTS…`) ------------------------
+
+SERVING_PACKAGE = "cost_model.data.serving"
+SERVING_COMMENTS = {
+    "host.toml": ["The serving engine's host (CPU) seconds per scheduled sequence per forward "
+                  "step, by host CPU kind", "(cost_model/host.py), refitted by `archscout "
+                  "calibrate --source RESULTS…` on a user's own benchmark runs;",
+                  "a kind not refitted keeps the file's previous entry."],
+    "benchmark.toml": ["What a benchmark client adds to the engine's own TTFT "
+                       "(cost_model/benchmark_ttft.py), per engine table,", "refitted by "
+                       "`archscout calibrate --source RESULTS…` on a user's own benchmark runs;",
+                       "a table not refitted keeps the file's previous entry."],
+}
+
+
+def serving_path(output: Path, name: str) -> Path:
+    from cost_model import SERVING_FOLDER
+
+    return output / SERVING_FOLDER / name
+
+
+def previous_serving_doc(output: Path, name: str) -> dict:
+    """The serving file a run starts from: the output folder's, else the package's."""
+    path = serving_path(output, name)
+    text = path.read_text(encoding="utf-8") if path.is_file() else \
+        resources.files(SERVING_PACKAGE).joinpath(name).read_text(encoding="utf-8")
+    return tomllib.loads(text)
+
+
+def fit_record(files: list[str], points: int, **more) -> dict:
+    """The `fit` table of a refitted entry: which files and how many points it was fitted on."""
+    return {"files": list(files), "points": points, **more}
+
+
+def serving_text(doc: dict, name: str) -> str:
+    return dump(doc, SERVING_COMMENTS[name])

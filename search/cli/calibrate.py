@@ -295,9 +295,28 @@ def _report(args, run: Run, output: Path, package: Path) -> None:
     print(f"wrote {len(written)} file(s) to {output}{use}")
 
 
+def _dispatch_source(args: argparse.Namespace) -> list[dict] | None:
+    """`--source`: "aiconfigurator", a GEMM table (args.source becomes its path) or benchmark
+    outputs (their rows returned), told by content (`calibrate_serving.classify`)."""
+    sources = args.source if isinstance(args.source, list) else [args.source]
+    if sources == [AIC_SOURCE] or args.part == "accuracy":
+        args.source = sources[0] if len(sources) == 1 else sources
+        return None
+    from search.cli.calibrate_serving import classify
+
+    kind, rows = classify(sources)
+    args.source = sources[0]
+    return rows if kind == "serving" else None
+
+
 def run_calibrate(args: argparse.Namespace) -> int:
+    rows = _dispatch_source(args)
     if args.part == "accuracy":
         return run_accuracy(args)
+    if rows is not None:
+        from search.cli.calibrate_serving import run_serving
+
+        return run_serving(args, rows, output_folder(args, files.package_dir()))
     if args.sample < MIN_SAMPLE:
         raise CommandError(f"`--sample` must be at least {MIN_SAMPLE}; got {args.sample}")
     package = files.package_dir()
@@ -359,9 +378,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                           "all three, then the generic kernels)")
     cal.add_argument("--engine-version", "--framework-version", dest="engine_version",
                      help="the engine's table version (default: its GEMM table's newest)")
-    cal.add_argument("--source", default=AIC_SOURCE,
-                     help="'aiconfigurator' (pip install aiconfigurator-core) or a Parquet/CSV "
-                          "with columns gemm_dtype,m,n,k,latency (ms)")
+    cal.add_argument("--source", nargs="+", default=[AIC_SOURCE], metavar="SOURCE",
+                     help="'aiconfigurator' (pip install aiconfigurator-core), a Parquet/CSV "
+                          "with columns gemm_dtype,m,n,k,latency (ms), or serving-benchmark "
+                          "outputs (the files `compare` reads: refit the host time and the "
+                          "benchmark-TTFT terms; give --study/--trial or --model)")
     cal.add_argument("--output", help=f"folder for the TOML files (default: ${CALIBRATION_DIR_ENV}"
                      ", else ~/.local/share/archscout/calibration); never the package's data")
     cal.add_argument("--write-package-data", action="store_true",
@@ -373,4 +394,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                           "a `--source` file); accuracy: the loss proxy on its calibration set "
                           "(`--source ROWS.csv` for another)")
     cal.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    from search.cli.calibrate_serving import add_arguments
+
+    add_arguments(cal)
     cal.set_defaults(func=run_calibrate)

@@ -16,7 +16,8 @@ from cost_model import (
 )
 from search.cli.errors import CommandError
 from search.records.benchmarks import read_benchmark_output
-from search.records.comparison import compare_row
+from search.records.comparison import LONGEST_OVER_MEAN, compare_row
+from search.records.documents import serving_terms_document, serving_terms_line
 from search.records.tables import format_table, print_json
 
 COLUMNS = ("file", "requests", "concurrency", "isl", "osl", "stat", "tpot_ms",
@@ -27,8 +28,6 @@ COLUMNS = ("file", "requests", "concurrency", "isl", "osl", "stat", "tpot_ms",
 def _target(args: argparse.Namespace):
     """(architecture, deployment, hardware, engine, label, result files)."""
     if str(args.target).endswith(".toml"):
-        from search.cli.inspect import read_one_trial
-
         if len(args.rest) < 2:
             raise CommandError("`compare STUDY.toml TRIAL RESULTS…`: give the trial number and "
                                "at least one results file")
@@ -37,28 +36,39 @@ def _target(args: argparse.Namespace):
         except ValueError:
             raise CommandError(f"`TRIAL` ({args.rest[0]!r}) must be a trial number") from None
         args.study = args.target
-        spec, trial, cand = read_one_trial(args)
-        return (cand.arch, cand.deployment, spec.hardware.gpu, args.engine or spec.engine,
-                f"trial {trial.number} of `{spec.name}`", args.rest[1:])
+        return (*study_target(args), args.rest[1:])
+    return (*model_target(args, args.target), args.rest)
+
+
+def study_target(args: argparse.Namespace):
+    """(architecture, deployment, hardware, engine, label) of trial `args.trial` of the study
+    `args.study` (`args.storage`; `args.engine` over the study's): what a benchmark output
+    measured, for `compare` and `calibrate --source`."""
+    from search.cli.inspect import read_one_trial
+
+    spec, trial, cand = read_one_trial(args)
+    return (cand.arch, cand.deployment, spec.hardware.gpu, args.engine or spec.engine,
+            f"trial {trial.number} of `{spec.name}`")
+
+
+def model_target(args: argparse.Namespace, path: str):
+    """The same for a model config at `args.hardware` and the deployment flags (`--tp` …,
+    `--precision` …)."""
     if args.hardware is None:
         raise CommandError("`--hardware` is required when comparing a model config")
-    model = load_model(args.target)
+    model = load_model(path)
     formats = deployment_formats(model.checkpoint, model.arch, get_hardware(args.hardware),
                                  args.precision, args.moe_precision, args.kv_precision)
     for note in filter(None, (formats.note, model.assumed_note)):
         print(f"archscout: note: {note}", file=sys.stderr)
     dep = make_deployment(tp=args.tp, ep=args.ep, pp=args.pp, dp=args.dp, **formats.fields)
     validate_deployment(model.arch, dep)
-    return model.arch, dep, args.hardware, args.engine, model.arch.name, args.rest
+    return model.arch, dep, args.hardware, args.engine, model.arch.name
 
 
 def _median_abs(rows: list[dict], key: str) -> float:
     values = sorted(abs(r[key]) for r in rows if math.isfinite(r[key]))
     return values[len(values) // 2] if values else math.nan
-
-
-# a run whose implied longest request exceeds its mean OSL by this factor had lengths that vary
-LONGEST_OVER_MEAN = 1.5
 
 
 def _engine(given: str | None, row: dict) -> str | None:
@@ -103,13 +113,16 @@ def run_compare(args: argparse.Namespace) -> int:
     summary = {k: _median_abs(rows, f"{k}_error_frac")
                for k in ("tpot", "ttft", "tokens_per_s_per_gpu")}
     engines = sorted({_engine(engine, r) or "generic" for r in measured})
+    serving = serving_terms_document()
     if args.json:
         print_json({"target": label, "hardware": hardware, "engine": engine,
                     "engines": engines, "gpus": dep.gpus, "rows": rows,
-                    "median_abs_error_frac": summary})
+                    "median_abs_error_frac": summary, "serving_terms": serving})
         return 0
     print(f"{label} on {dep.gpus}× {hardware} ({', '.join(engines)} engine terms): "
           f"{len(rows)} measured point(s), measured vs predicted")
+    if (line := serving_terms_line(serving)) is not None:
+        print(line)
     print(format_table(rows, COLUMNS))
     for line in _notes(rows):
         print(line)

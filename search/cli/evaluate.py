@@ -26,6 +26,8 @@ from search.records.documents import (
     no_fit_message,
     params_document,
     point_document,
+    serving_terms_document,
+    serving_terms_line,
     uncalibrated_document,
     uncalibrated_line,
 )  # fmt: skip
@@ -88,6 +90,7 @@ def evaluate_document(args: argparse.Namespace) -> dict:
         "uncalibrated": uncalibrated_document(arch),
         "kernels": kernels_document(hw, workload.engine, [dep.precision],
                                     dep.expert_precision if arch.is_moe else None),
+        "serving_terms": serving_terms_document(),
         "memory": {**memory, "max_concurrency": limit},
         "fits_memory": fits,
         "points": [point_document(points, j) for j in range(points.concurrency.shape[1])
@@ -201,6 +204,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
     print(kernels_line(doc["kernels"], doc["workload"]["engine"]))
     if doc["kernels"]["uncalibrated"]:
         print("uncalibrated: " + "; ".join(doc["kernels"]["uncalibrated"]))
+    if (line := serving_terms_line(doc["serving_terms"])) is not None:
+        print(line)
     rows = [{k: v for k, v in r.items() if k != "breakdown_ms"} for r in doc["points"]]
     print(format_table(rows))
     if "frontier_area" in doc:

@@ -60,7 +60,26 @@ def _error(measured: float, predicted: float) -> float:
     return predicted / measured - 1.0 if ok else math.nan
 
 
-def _check(row: dict) -> tuple[int, int, int, int]:
+# a run of one wave whose implied longest request exceeds its mean OSL by this factor had
+# lengths that vary: it lasted as long as its longest request, not as a wave of equal ones
+LONGEST_OVER_MEAN = 1.5
+
+
+def longest_osl_tokens(row: dict, waves: int) -> float:
+    """For a run of one wave: how long its longest request must have been at the measured TPOT
+    (it lasted the run's duration); NaN otherwise."""
+    longest = (row["duration_s"] - row["ttft_ms"] / MS_PER_S) * MS_PER_S / row["tpot_ms"] \
+        if waves == 1 else math.nan
+    return longest if math.isfinite(longest) else math.nan
+
+
+def lengths_vary(row: dict, wave: int, osl: int) -> bool:
+    """Whether a run's tokens/s is its longest request's, not a wave's (`LONGEST_OVER_MEAN`)."""
+    longest = longest_osl_tokens(row, math.ceil(check_row(row)[0] / wave))
+    return math.isfinite(longest) and longest > LONGEST_OVER_MEAN * osl
+
+
+def check_row(row: dict) -> tuple[int, int, int, int]:
     """(requests, most in flight, ISL, OSL) of a row, each ≥ 1 (`ExportError` otherwise)."""
     c, isl, osl = row["concurrency"], row["isl_tokens"], row["osl_tokens"]
     done = row["completed"] if math.isfinite(row["completed"]) else c
@@ -87,14 +106,13 @@ def compare_row(row: dict, arch: Architecture, dep: Deployment, hardware: str,
                 engine: str | None) -> dict:
     """One measured row beside the prediction at its own ISL, OSL and load: TPOT and TTFT at
     the wave's concurrency, tokens/s/GPU of the finite run (and the steady rate at the wave)."""
-    requests, limit, isl, osl = _check(row)
+    requests, limit, isl, osl = check_row(row)
     point, wave, run_rate = _run(requests, limit, arch, dep, hardware, isl, osl, engine)
     gpus = dep.gpus
     measured_gpu = row["output_tokens_per_s"] / gpus
     predicted_s = requests * osl / (run_rate * gpus)
     waves = math.ceil(requests / wave)
-    longest = (row["duration_s"] - row["ttft_ms"] / MS_PER_S) * MS_PER_S / row["tpot_ms"] \
-        if waves == 1 else math.nan
+    longest = longest_osl_tokens(row, waves)
     return {"file": row["file"], "requests": requests, "concurrency": wave, "isl": isl,
             "osl": osl, "stat": f"{row['ttft_stat'] or '-'}/{row['tpot_stat'] or '-'}",
             "ttft_stat": row["ttft_stat"], "tpot_stat": row["tpot_stat"],
@@ -108,5 +126,5 @@ def compare_row(row: dict, arch: Architecture, dep: Deployment, hardware: str,
             "predicted_steady_tokens_per_s_per_gpu": point["tokens_per_s_per_gpu"],
             "waves": waves, "duration_s": row["duration_s"],
             "predicted_duration_s": predicted_s,
-            "longest_osl_tokens": longest if math.isfinite(longest) else math.nan,
+            "longest_osl_tokens": longest,
             "gpus_measured": row.get("gpus", math.nan)}

@@ -46,6 +46,24 @@ def uncalibrated_document(arch: Architecture) -> list[str]:
     return list(uncalibrated_components(arch))
 
 
+def serving_terms_document() -> dict[str, str]:
+    """{serving file: the user's calibrated file it was read from, or "package"}
+    (`cost_model.serving_origins`)."""
+    from cost_model import serving_origins
+
+    return serving_origins()
+
+
+def serving_terms_line(doc: dict[str, str]) -> str | None:
+    """The line `evaluate` and `compare` print when a serving file is the user's calibrated one
+    (`archscout calibrate --source RESULTS…`); None when every one is the package's."""
+    if all(origin == "package" for origin in doc.values()):
+        return None
+    return "serving terms: " + "; ".join(
+        f"{name} from {origin}" if origin != "package" else f"{name} shipped"
+        for name, origin in doc.items())
+
+
 def uncalibrated_line(parts: list[str]) -> str | None:
     """The one line `evaluate` and `show` print when some part is a roofline (None: none)."""
     if not parts:

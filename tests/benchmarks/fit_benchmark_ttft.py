@@ -16,7 +16,10 @@ silicon_sample.csv), but the rows measured under Poisson arrivals (MLPerf Server
 rate runs) or in offline runs: their TTFT is not scored (`OPEN_LOOP_TTFT`). The median
 request's t_request and q̃ are fitted on the rows that report a median (or state nothing; on
 every row where fewer than MIN_MEAN_ROWS do), the mean request's (q̄ ≥ q̃) on the rows that
-report a mean where at least MIN_MEAN_ROWS do (else the mean takes the median's). An engine
+report a mean where at least MIN_MEAN_ROWS do (else the mean takes the median's): the fit itself
+is the product's (`search.calibration.serving`, also what `archscout calibrate --source RESULTS…`
+runs on a user's own benchmark outputs); this script gathers the published rows and writes the
+shipped file. An engine
 (`Result.engine`: sglang, trtllm, vllm) gets terms of its own where it has at least
 MIN_ENGINE_TTFT_ROWS rows (fewer: a few rows' client, not the engine's); [generic], fitted on
 every row, serves the others and a workload that names no engine. The objective is the median
@@ -48,18 +51,17 @@ import validate_serving  # noqa: E402
 
 from cost_model import GENERIC  # noqa: E402
 
+from search.calibration import serving  # noqa: E402
+from search.calibration.serving import (  # noqa: E402, F401  (folds.py reads the grids here)
+    MIN_MEAN_ROWS, NO_ROUND_GRID, OVERHEAD_GRID_S, ROUND_GRID, SHARE_GRID, TERMS_GRIDS,
+)
+
 TOML = REPO / "cost_model" / "data" / "serving" / "benchmark.toml"
-OVERHEAD_GRID_S = np.arange(0.0, 0.3005, 0.002)
-# the grids of the queue share q and the round-wait share w (leave-one-source-out's ablations fit
-# them; the shipped fit fits q and holds w at 0, `TERMS_GRIDS`)
-SHARE_GRID = np.round(np.arange(0.0, 1.0001, 0.02), 2)
-ROUND_GRID = np.round(np.arange(0.0, 1.0001, 0.05), 2)
-NO_ROUND_GRID = np.zeros(1)
-TERMS_GRIDS = (SHARE_GRID, np.zeros(1))  # (q, w): t_request and q, w = 0
-MIN_MEAN_ROWS = 20  # fewer mean rows: the mean's terms are the median's (and vice versa: `fit`)
 MIN_ENGINE_TTFT_ROWS = validate_serving.MIN_ENGINE_TTFT_ROWS
 COMMAND = "python tests/benchmarks/fit_benchmark_ttft.py --write"
 _summary = validate_serving.log_error_summary  # median |error| and bias, whole percent
+# the grid search `fit` runs (leave-one-source-out swaps in its faster one: serving/folds.py)
+_grid_fit = serving.grid_fit
 
 
 def ttft_rows() -> list[dict]:
@@ -79,59 +81,23 @@ def statistic(row: dict) -> str:
     return row.get("ttft_statistic") or row["measured"].get("ttft_statistic") or "median"
 
 
-def _arrays(rows: list[dict]):
+def inputs(rows: list[dict]) -> serving.TtftInputs:
+    """The fit's inputs of validate_serving's rows: fixed = steady-state TTFT + polling wait."""
     get = lambda key: np.array([r["predicted"][key] for r in rows])  # noqa: E731
-    measured = np.array([r["measured"]["ttft_s"] for r in rows])
-    fixed = get("steady_ttft") + get("poll_wait")  # nothing fitted in these two
-    mean = np.array([statistic(r) == "mean" for r in rows])
-    return fixed, get("prompt_queue"), get("round_wait"), measured, mean
-
-
-def _predict(terms, fixed, queue, rounds, mean) -> np.ndarray:
-    overhead_s, share, round_share, mean_overhead_s, mean_share = terms
-    mean_overhead_s = overhead_s if mean_overhead_s is None else max(mean_overhead_s, overhead_s)
-    mean_share = share if mean_share is None else max(mean_share, share)
-    return np.where(mean, mean_overhead_s, overhead_s) + fixed \
-        + np.where(mean, mean_share, share) * queue + round_share * rounds
+    return serving.TtftInputs(get("steady_ttft") + get("poll_wait"), get("prompt_queue"),
+                              get("round_wait"),
+                              np.array([r["measured"]["ttft_s"] for r in rows]),
+                              np.array([statistic(r) == "mean" for r in rows]))
 
 
 def log_errors(rows: list[dict], terms) -> np.ndarray:
-    fixed, queue, rounds, measured, mean = _arrays(rows)
-    return np.log(_predict(terms, fixed, queue, rounds, mean) / measured)
+    return serving.ttft_log_errors(terms, inputs(rows))
 
 
-def _grid_fit(base, queue, rounds, measured, shares, w_grid) -> tuple[float, float, float]:
-    """(t_request s, share, w) of least median |log error| for predictions
-    t + base + share · queue + w · rounds."""
-    best = (np.inf, 0.0, 0.0, 0.0)
-    for w in w_grid:
-        pred = (OVERHEAD_GRID_S[:, None, None] + (base + w * rounds)[None, None, :]
-                + shares[None, :, None] * queue[None, None, :])
-        cost = np.median(np.abs(np.log(pred / measured)), axis=2)
-        i, j = np.unravel_index(np.argmin(cost), cost.shape)
-        if cost[i, j] < best[0]:
-            best = (float(cost[i, j]), float(OVERHEAD_GRID_S[i]), float(shares[j]), float(w))
-    return best[1:]
-
-
-def fit(rows: list[dict], grids=TERMS_GRIDS) -> tuple[float, float, float, float | None,
-                                                       float | None]:
-    """(median t_request s, q̃, w, mean t_request s or None, q̄ or None): the median's terms
-    on the median rows (on every row when fewer than MIN_MEAN_ROWS are medians: a few rows of
-    one source must not set the terms the mean's can only exceed), the mean's on the mean rows
-    when there are at least MIN_MEAN_ROWS of them (q̄ ≥ q̃, w the median's); q and w searched
-    on `grids` (shipped: q fitted, w = 0)."""
-    share_grid, round_grid = grids
-    fixed, queue, rounds, measured, mean = _arrays(rows)
-    median = ~mean if np.sum(~mean) >= MIN_MEAN_ROWS else np.ones_like(mean)
-    w_grid = round_grid if np.any(rounds[median] > 0) else NO_ROUND_GRID
-    t, share, w = _grid_fit(fixed[median], queue[median], rounds[median], measured[median],
-                            share_grid, w_grid)
-    if int(np.sum(mean)) < MIN_MEAN_ROWS:
-        return t, share, w, None, None
-    t_mean, share_mean, _ = _grid_fit(fixed[mean], queue[mean], rounds[mean], measured[mean],
-                                      share_grid[share_grid >= share], np.array([w]))
-    return t, share, w, t_mean, share_mean
+def fit(rows: list[dict], grids=TERMS_GRIDS) -> serving.TtftTerms:
+    """The terms of one engine table on these rows (`search.calibration.serving.fit_ttft_terms`,
+    the product's fit)."""
+    return serving.fit_ttft_terms(inputs(rows), grids, search=_grid_fit)
 
 
 def engines_of(rows: list[dict]) -> list[str]:

@@ -13,7 +13,9 @@ the rows' TPOT and output tokens/s/GPU pooled (the L1 loss: robust to the outlie
 set, smooth in h, exactly reproducible). The kinds share no rows, so each is a one-dimensional
 fit. This is the fit leave-one-source-out validates (tests/benchmarks/serving/folds.py,
 `fit_host_and_moe`; `validate_serving.py` prints the h of every fold and the figures with each
-source left out): the shipped value is the fit on all sources.
+source left out): the shipped value is the fit on all sources. The grid and its argmin are the
+product's (`search.calibration.serving`: `HOST_GRID_US`, `best_host_index`), which `archscout
+calibrate --source RESULTS…` also runs on a user's own benchmark outputs.
 
 The benchmark-TTFT terms (tests/benchmarks/fit_benchmark_ttft.py) are fitted on top of these step
 times: rerun that fit after this one.

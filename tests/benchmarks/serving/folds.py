@@ -31,6 +31,7 @@ import numpy as np
 
 from cost_model.benchmark_ttft import GENERIC, BenchmarkTerms
 from cost_model.host import DEFAULT_HOST_CPU
+from search.calibration.serving import HOST_GRID_US, best_host_index
 from tests.benchmarks.serving.fast import Batch, FastModels
 from tests.benchmarks.serving.terms import Terms, patched
 from tests.benchmarks.serving.rows import Prepared, Result, Skip
@@ -43,9 +44,6 @@ HOST_METRICS = (0, 1)  # TPOT and tokens/s/GPU: the host fit's errors
 NOT_FITTED_REGIMES = ("sla",)
 FIXED_REGIMES = ("fixed", "rate")  # one point at the row's own concurrency
 ZERO_TTFT = BenchmarkTerms(0.0, 0.0, 0.0)
-
-
-HOST_GRID_US = np.arange(0.0, 60.5, 1.0)  # the host times tried, µs per sequence per step
 
 
 def _ttft_script():
@@ -183,9 +181,10 @@ def _fit_hosts(table: Table, rows, total, count, assignment: dict, fit_h: bool):
     for cpu in sorted(set(table.cpus)):
         mine = rows & (np.array(table.cpus) == cpu)
         s, n = picked_total[mine].sum(0), picked_count[mine].sum(0)
-        if not n.any():
+        j = best_host_index(s, n)  # the product's fit (search.calibration.serving)
+        if j is None:
             continue
-        j = int(np.argmin(np.where(n > 0, s / np.maximum(n, 1), np.inf))) if fit_h else 0
+        j = j if fit_h else 0
         hosts[cpu] = float(table.grid_us[j])
         loss_sum, loss_n = loss_sum + s[j], loss_n + n[j]
     return hosts, loss_sum / max(loss_n, 1)
