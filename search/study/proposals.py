@@ -134,8 +134,9 @@ class Rules:
         return None, (cand.arch.design_key, cand.deployment), cand
 
     def candidate(self, params: dict[str, Any]):
-        """The candidate `check` built for a proposal it found a model."""
-        return self._memo[tuple(sorted(params.items()))][2]
+        """The candidate `check` built for a proposal it found a model (None: not kept)."""
+        found = self._memo.get(tuple(sorted(params.items())))
+        return None if found is None else found[2]
 
     def static_ok(self, params: dict[str, Any]) -> bool:
         """Whether some deployment of the proposal (of the space when the study sweeps them, its
@@ -202,6 +203,13 @@ class ProposalSampler(optuna.samplers.BaseSampler):
 
     def after_trial(self, study: optuna.Study, trial: FrozenTrial, state, values) -> None:
         self.inner.after_trial(study, trial, state, values)
+
+    def candidate_of(self, params: dict[str, Any]):
+        """The candidate built when a trial's params (all of them, `suggest_params`') were
+        checked, if still kept; None otherwise (e.g. a repeat handed out, or a fixed value)."""
+        if any(name not in params for name in self.space):
+            return None
+        return self.check.candidate({name: params[name] for name in self.space})
 
     def reseed_rng(self) -> None:
         self.inner.reseed_rng()

@@ -150,7 +150,8 @@ def run_batch(study: optuna.Study, spec: StudySpec, size: int, hard: tuple[str, 
     attributes `attrs` too); returns the scored ones finished (a repeat is not scored:
     `_without_repeats`)."""
     trials = [study.ask() for _ in range(size)]
-    cands = [build_candidate(spec, suggest_params(t, spec.space, spec)) for t in trials]
+    cands = [_candidate(study.sampler, spec, suggest_params(t, spec.space, spec))
+             for t in trials]
     trials, cands = _without_repeats(study, trials, cands)
     done = []
     for trial, outcome in zip(trials, evaluate_batch(spec, cands)):
@@ -159,6 +160,13 @@ def run_batch(study: optuna.Study, spec: StudySpec, size: int, hard: tuple[str, 
         done.append(_tell(study, trial, outcome, hard, summary))
     summary.ran += len(done)
     return done
+
+
+def _candidate(sampler: optuna.samplers.BaseSampler, spec: StudySpec, params: dict):
+    """`build_candidate(spec, params)`: the one the proposal sampler built when it checked
+    these params, where it kept it."""
+    known = getattr(sampler, "candidate_of", lambda _: None)(params)
+    return known if known is not None else build_candidate(spec, params)
 
 
 def _without_repeats(study: optuna.Study, trials: list, cands: list) -> tuple[list, list]:
