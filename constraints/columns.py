@@ -8,7 +8,8 @@ dimensions are read from the table once per architecture (`DimTemplate`: each ch
 label unsharded and sharded, its size as a function of the deployment's shard) and evaluated on
 the deployments' columns. The values equal `check_candidate`'s exactly (same operations, same
 summation order; tests compare both over every shipped study); the messages of a chosen
-deployment still come from `check_candidate`.
+deployment still come from `check_candidate` (given the dims counted here where they hold:
+`aligned_counts`).
 """
 
 from __future__ import annotations
@@ -256,11 +257,28 @@ def static_values(arch: Architecture, d: DeploymentColumns, rules: ConstraintRul
     return _static_values(arch, d.deployments, rules)
 
 
+def aligned_counts(arch: Architecture, d: DeploymentColumns, j: int, rules: ConstraintRules
+                   ) -> tuple[int | None, int | None]:
+    """Under deployment `j`: how many distinct GEMM dims there are if every one is aligned, and
+    how many distinct K dims if every one is a whole number of the format's blocks (None where
+    some is not): what `check_alignment` and `check_nvfp4_block` say then, counted on columns."""
+    values, dims = static_values(arch, d, rules), _dims(arch, d.deployments)
+    aligned = int(dims.first[:, j].sum()) if values["alignment"][j] == 0 else None
+    whole = int((dims.first & dims.reduction)[:, j].sum()) if values["nvfp4_block"][j] == 0 \
+        else None
+    return aligned, whole
+
+
+@lru_cache(maxsize=1024)
+def _dims(arch: Architecture, deps: tuple[Deployment, ...]) -> Dims:
+    return gemm_dim_columns(arch, DeploymentColumns.of(deps))
+
+
 @lru_cache(maxsize=1024)
 def _static_values(arch: Architecture, deps: tuple[Deployment, ...], rules: ConstraintRules
                    ) -> dict[str, np.ndarray]:
     d = DeploymentColumns.of(deps)
-    dims = gemm_dim_columns(arch, d)
+    dims = _dims(arch, deps)
     ones = np.ones(len(d))
     return {
         "params_budget": ones * check_params_budget(arch, rules).value,
