@@ -8,8 +8,8 @@ filters by; the GEMM dims after sharding and their alignment checks, which `arch
 from constraints.budget import check_aspect_ratio, check_params_budget
 from constraints.check import CONSTRAINT_NAMES, check_candidate
 from constraints.columns import (
-    DeploymentColumns, constraint_values, linear_broken, memory_fit_values, pattern_broken,
-    sharding_broken, static_values,
+    DeploymentColumns, aligned_counts, constraint_values, linear_broken, memory_fit_values,
+    pattern_broken, sharding_broken, static_values,
 )
 from constraints.engines import ENGINE_LABELS, ENGINE_NAMES, engine_violations, format_refusal
 from constraints.errors import ConstraintError
@@ -22,7 +22,7 @@ from constraints.violation import ConstraintRules, Violation
 
 __all__ = [
     "CONSTRAINT_NAMES", "ConstraintError", "ConstraintRules", "DeploymentColumns",
-    "ENGINE_LABELS", "ENGINE_NAMES", "GemmDim", "Violation", "check_alignment",
+    "ENGINE_LABELS", "ENGINE_NAMES", "GemmDim", "Violation", "aligned_counts", "check_alignment",
     "check_aspect_ratio", "check_candidate",
     "check_kv_replication", "check_nvfp4_block", "check_params_budget", "constraint_values",
     "engine_violations",

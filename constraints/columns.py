@@ -8,7 +8,8 @@ dimensions are read from the table once per architecture (`DimTemplate`: each ch
 label unsharded and sharded, its size as a function of the deployment's shard) and evaluated on
 the deployments' columns. The values equal `check_candidate`'s exactly (same operations, same
 summation order; tests compare both over every shipped study); the messages of a chosen
-deployment still come from `check_candidate`.
+deployment still come from `check_candidate` (given the dims counted here where they hold:
+`aligned_counts`).
 """
 
 from __future__ import annotations
@@ -81,10 +82,11 @@ def _label_id(label: str) -> int:
 @dataclass(frozen=True)
 class DimTemplate:
     """Every checked N or K of an architecture's table rows, in `gemm_dims`' order before its
-    dedupe (`_row_dim`), as arrays over those entries: the label unsharded, over TP (or over
-    (TP·DP/EP) for experts) and in Helix's form (ffn_tp with kvp > 1), as ids; the shard kind
-    (an index of `SHARDS`); the size's parts: `total`, or ⌈`kv_heads`/shard⌉·`rest` where
-    `kv_heads` > 0 (GQA's whole KV heads per GPU); whether it is a K."""
+    dedupe (`_row_dim`: the first `hidden_size` entry, then the others in table order), as
+    arrays over those entries: the label unsharded, over TP (or over (TP·DP/EP) for experts)
+    and in Helix's form (ffn_tp with kvp > 1), as ids; the shard kind (an index of `SHARDS`);
+    the size's parts: `total`, or ⌈`kv_heads`/shard⌉·`rest` where `kv_heads` > 0 (GQA's whole
+    KV heads per GPU); whether it is a K; and which earlier entries each could repeat."""
 
     label: np.ndarray
     sharded_label: np.ndarray
@@ -94,17 +96,18 @@ class DimTemplate:
     kv_heads: np.ndarray
     rest: np.ndarray
     reduction: np.ndarray
-    order: np.ndarray  # `gemm_dims`' order: the first `hidden_size` entry, then the others
+    earlier: np.ndarray  # (entry, entry, 1) bool: the second entry comes before the first
 
 
 @lru_cache(maxsize=4096)
 def dim_template(arch: Architecture) -> DimTemplate:
     entries = [_entry(arch, row, which) for row in rows_of(arch) for which in row.checked]
-    columns = [np.array(values) for values in zip(*entries)]
     hidden = [i for i, e in enumerate(entries) if e[0] == _label_id(HIDDEN_LABEL)][:1]
     order = hidden + [i for i in range(len(entries)) if i not in hidden]
-    named = dict(zip((f.name for f in fields(DimTemplate) if f.name != "order"), columns))
-    return DimTemplate(**named, order=np.array(order, dtype=int))
+    columns = [np.array(values)[order] for values in zip(*entries)]
+    named = dict(zip((f.name for f in fields(DimTemplate) if f.name != "earlier"), columns))
+    earlier = np.tri(len(order), k=-1, dtype=bool)[:, :, None]
+    return DimTemplate(**named, earlier=earlier)
 
 
 def _entry(arch: Architecture, row: WeightGemm, which: str) -> tuple:
@@ -147,17 +150,16 @@ class Dims:
 def gemm_dim_columns(arch: Architecture, d: DeploymentColumns) -> Dims:
     t = dim_template(arch)
     ones = np.ones(len(d), dtype=np.int64)
-    shards = np.stack([ones, d.tp, d.ffn_tp, d.moe_tp])[t.shard[t.order]]  # (entry, deployment)
-    helix = (t.shard[t.order] == SHARDS.index("ffn_tp"))[:, None] & (d.kvp > 1)[None, :]
+    shards = np.stack([ones, d.tp, d.ffn_tp, d.moe_tp])[t.shard]  # (entry, deployment)
+    helix = (t.shard == SHARDS.index("ffn_tp"))[:, None] & (d.kvp > 1)[None, :]
     whole = shards == 1
-    label = np.where(whole, t.label[t.order, None],
-                     np.where(helix, t.helix_label[t.order, None], t.sharded_label[t.order, None]))
-    kv, rest, total = (x[t.order, None] for x in (t.kv_heads, t.rest, t.total))
+    label = np.where(whole, t.label[:, None],
+                     np.where(helix, t.helix_label[:, None], t.sharded_label[:, None]))
+    kv, rest, total = t.kv_heads[:, None], t.rest[:, None], t.total[:, None]
     size = np.where(whole, total, np.where(kv > 0, np.ceil(kv / shards) * rest, total / shards))
     same = label[:, None, :] == label[None, :, :]  # (entry, entry, deployment)
-    earlier = np.tri(len(label), k=-1, dtype=bool)[:, :, None]
-    first = ~np.any(same & earlier, axis=1)
-    reduction = np.any(same & t.reduction[t.order][None, :, None], axis=1)
+    first = ~np.any(same & t.earlier, axis=1)
+    reduction = np.any(same & t.reduction[None, :, None], axis=1)
     return Dims(size, first, reduction)
 
 
@@ -256,11 +258,28 @@ def static_values(arch: Architecture, d: DeploymentColumns, rules: ConstraintRul
     return _static_values(arch, d.deployments, rules)
 
 
+def aligned_counts(arch: Architecture, d: DeploymentColumns, j: int, rules: ConstraintRules
+                   ) -> tuple[int | None, int | None]:
+    """Under deployment `j`: how many distinct GEMM dims there are if every one is aligned, and
+    how many distinct K dims if every one is a whole number of the format's blocks (None where
+    some is not): what `check_alignment` and `check_nvfp4_block` say then, counted on columns."""
+    values, dims = static_values(arch, d, rules), _dims(arch, d.deployments)
+    aligned = int(dims.first[:, j].sum()) if values["alignment"][j] == 0 else None
+    whole = int((dims.first & dims.reduction)[:, j].sum()) if values["nvfp4_block"][j] == 0 \
+        else None
+    return aligned, whole
+
+
+@lru_cache(maxsize=1024)
+def _dims(arch: Architecture, deps: tuple[Deployment, ...]) -> Dims:
+    return gemm_dim_columns(arch, DeploymentColumns.of(deps))
+
+
 @lru_cache(maxsize=1024)
 def _static_values(arch: Architecture, deps: tuple[Deployment, ...], rules: ConstraintRules
                    ) -> dict[str, np.ndarray]:
     d = DeploymentColumns.of(deps)
-    dims = gemm_dim_columns(arch, d)
+    dims = _dims(arch, deps)
     ones = np.ones(len(d))
     return {
         "params_budget": ones * check_params_budget(arch, rules).value,

@@ -37,14 +37,18 @@ def _why_not_multiple(dim: GemmDim, multiple: int) -> str:
     return f"{dim.describe()} is not a multiple of {multiple} (pads to {padded}: {waste:.1%} waste)"
 
 
-def check_alignment(arch: Architecture, dep: Deployment, multiple: int = 128) -> Violation:
-    """Every GEMM dim after sharding a multiple of `multiple`; value = summed padding waste."""
+def check_alignment(arch: Architecture, dep: Deployment, multiple: int = 128,
+                    aligned: int | None = None) -> Violation:
+    """Every GEMM dim after sharding a multiple of `multiple`; value = summed padding waste.
+    `aligned`: how many distinct dims there are, when the caller knows every one is a multiple
+    (`constraints.columns.aligned_counts`: the dims are not listed again)."""
+    if aligned is not None:
+        return _aligned(aligned, dep, multiple)
     dims = gemm_dims(arch, dep)
     wastes = [padding_waste_frac(dim.size, multiple) for dim in dims]
     bad = [dim for dim in dims if not _is_multiple(dim, multiple)]
     if not bad:
-        return Violation("alignment", 0.0, f"ok: all {len(dims)} GEMM dims after sharding "
-                         f"(TP={dep.tp}, EP={dep.ep}) are multiples of {multiple}")
+        return _aligned(len(dims), dep, multiple)
     worst = dims[max(range(len(dims)), key=wastes.__getitem__)]
     others = "".join(f"; also {dim.describe()}" for dim in bad if dim is not worst)
     summary = f"{len(bad)} of {len(dims)} GEMM dims misaligned, summed waste {sum(wastes):.2f}"
@@ -52,20 +56,29 @@ def check_alignment(arch: Architecture, dep: Deployment, multiple: int = 128) ->
                      f"{_why_not_multiple(worst, multiple)}{others} ({summary})")
 
 
-def check_nvfp4_block(arch: Architecture, dep: Deployment) -> Violation:
+def _aligned(count: int, dep: Deployment, multiple: int) -> Violation:
+    return Violation("alignment", 0.0, f"ok: all {count} GEMM dims after sharding "
+                     f"(TP={dep.tp}, EP={dep.ep}) are multiples of {multiple}")
+
+
+def check_nvfp4_block(arch: Architecture, dep: Deployment, whole: int | None = None
+                      ) -> Violation:
     """Block-scaled formats (nvfp4, mxfp4, fp8_block) need every GEMM K a multiple of the block
     (NVIDIA, AI Model Co-Design (2026), "Quantization as a performance lever": one scale per
     16-value micro-block);
-    value = number of offending K dims."""
+    value = number of offending K dims. `whole`: how many distinct K dims there are, when the
+    caller knows every one is a multiple of the block (`constraints.columns.aligned_counts`)."""
     precision = get_precision(dep.precision)
     block = precision.block_size
     if block == 1:
         return Violation("nvfp4_block", 0.0,
                          f"ok: `precision` {precision.name} is not block-scaled")
-    reductions = [dim for dim in gemm_dims(arch, dep) if dim.reduction]
-    bad = [dim for dim in reductions if not _is_multiple(dim, block)]
+    reductions = None if whole is not None else \
+        [dim for dim in gemm_dims(arch, dep) if dim.reduction]
+    bad = [] if reductions is None else [dim for dim in reductions if not _is_multiple(dim, block)]
     if not bad:
-        return Violation("nvfp4_block", 0.0, f"ok: all {len(reductions)} GEMM K dims are "
+        count = whole if reductions is None else len(reductions)
+        return Violation("nvfp4_block", 0.0, f"ok: all {count} GEMM K dims are "
                          f"multiples of the {precision.name} block ({block})")
     listed = "; ".join(dim.describe() for dim in bad)
     return Violation("nvfp4_block", float(len(bad)),

@@ -44,11 +44,26 @@ def frontier_area(x, y, x_lo: float, x_hi: float, log_x: bool = True) -> np.ndar
 
 
 def pareto_mask(x, y) -> np.ndarray:
-    """True where a point is not dominated by another point of the same row (max x, max y)."""
+    """True where a point is not dominated by another point of the same row (max x, max y):
+    no valid point is at least as good on both axes and better on one. With the row sorted by
+    x, then y, descending, a point is on the front when its y beats every y of a larger x and is
+    the largest of its own x (equal points both stay). O(P log P) per row: a swept
+    architecture's row holds every deployment's points (hundreds)."""
     x = np.atleast_2d(np.asarray(x, dtype=np.float64))
     y = np.atleast_2d(np.asarray(y, dtype=np.float64))
     valid = np.isfinite(x) & np.isfinite(y)
-    xi, xj = x[:, :, None], x[:, None, :]
-    yi, yj = y[:, :, None], y[:, None, :]
-    dominates = (xj >= xi) & (yj >= yi) & ((xj > xi) | (yj > yi)) & valid[:, None, :]
-    return valid & ~np.any(dominates, axis=2)
+    xv, yv = np.where(valid, x, -np.inf), np.where(valid, y, -np.inf)  # invalid: beat nobody
+    by_y = np.argsort(-yv, axis=1, kind="stable")
+    order = np.take_along_axis(by_y, np.argsort(-np.take_along_axis(xv, by_y, 1), axis=1,
+                                                 kind="stable"), 1)
+    xs, ys = np.take_along_axis(xv, order, 1), np.take_along_axis(yv, order, 1)
+    position = np.broadcast_to(np.arange(xs.shape[1]), xs.shape)
+    starts = np.ones(xs.shape, dtype=bool)
+    starts[:, 1:] = xs[:, 1:] != xs[:, :-1]  # the first (largest-y) point of each x
+    start = np.maximum.accumulate(np.where(starts, position, 0), axis=1)
+    best = np.maximum.accumulate(ys, axis=1)
+    larger_x = np.where(start > 0, np.take_along_axis(best, np.maximum(start - 1, 0), 1), -np.inf)
+    front = (ys > larger_x) & (ys == np.take_along_axis(ys, start, 1))
+    out = np.empty_like(front)
+    np.put_along_axis(out, order, front, 1)
+    return valid & out

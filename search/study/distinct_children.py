@@ -79,6 +79,7 @@ class FlatNSGAIISampler(optuna.samplers.NSGAIISampler):
         self.generation_key = optuna_adapter.generation_key(optuna.samplers.NSGAIISampler)
         self._index = GenerationIndex(self.generation_key)
         self._parents: dict[int, list[FrozenTrial]] = {}
+        self._generations: dict[int, int] = {}  # trial number -> the generation set on it
 
     def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial
                                     ) -> dict[str, BaseDistribution]:
@@ -89,10 +90,16 @@ class FlatNSGAIISampler(optuna.samplers.NSGAIISampler):
         return self._index.update(study).next_generation(self.population_size)
 
     def get_trial_generation(self, study: optuna.Study, trial: FrozenTrial) -> int:
-        generation = trial.system_attrs.get(self.generation_key)
+        """`trial`'s generation, set once: the frozen trial a sampler is handed is the one asked,
+        without the attribute set since, so the generations set are kept here too (by trial
+        number: this run's copy of the study) rather than computed and written again for each
+        proposal."""
+        generation = trial.system_attrs.get(self.generation_key,
+                                            self._generations.get(trial.number))
         if generation is None:
             generation = self.next_generation(study)
             optuna_adapter.set_trial_system_attr(study, trial, self.generation_key, generation)
+            self._generations[trial.number] = generation
         return generation
 
     def get_population(self, study: optuna.Study, generation: int) -> list[FrozenTrial]:

@@ -14,7 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from constraints import CONSTRAINT_NAMES, ConstraintRules, Violation, check_candidate
-from constraints import DeploymentColumns, memory_fit_values, static_values
+from constraints import DeploymentColumns, aligned_counts, memory_fit_values, static_values
 from cost_model import (
     MS_PER_S, Architecture, ConfigError, count_params, get_hardware, make_workload,
 )
@@ -157,14 +157,16 @@ def _finite_or(value: float, fallback: float) -> float:
 
 
 def _outcome(spec: StudySpec, cand: Candidate, scores: ServingScores, i: int,
-             rules: ConstraintRules) -> Outcome:
+             rules: ConstraintRules, counted: tuple = (None, None)) -> Outcome:
+    """`cand`'s outcome from row `i` of `scores` (`counted`: `check_candidate`'s)."""
     counts = count_params(cand.arch)
     tokens, trained_in = spec.budget.training_tokens, spec.budget.training_precision
     loss, ranked = _loss(cand.arch, tokens, trained_in)
     metrics = {"frontier_area": float(scores.frontier_area[i]), "loss": ranked,
                "ttft_ms": _finite_or(float(scores.ttft_ms[i]), UNREACHED_TTFT_MS),
                "gpus": float(scores.gpus[i])}
-    checks = check_candidate(cand.arch, cand.deployment, rules, float(scores.max_concurrency[i]))
+    checks = check_candidate(cand.arch, cand.deployment, rules, float(scores.max_concurrency[i]),
+                             counted)
     dep = cand.deployment
     attrs = {
         "architecture": cand.arch.name, "frontier_area": metrics["frontier_area"],
@@ -278,7 +280,8 @@ def score_groups(spec: StudySpec, cands: Sequence[Candidate], groups: list, mask
                   rules: ConstraintRules, hard: Sequence[str], make) -> list:
     """`make(flat, scores, span, usable rows, envelope)` of each candidate scored under the
     deployments its mask keeps (span: its rows, their summed hard violations, its deployments,
-    whether the mask kept them all)."""
+    whether the mask kept them all, a function of a row giving `aligned_counts` of its
+    deployment)."""
     flat = [c for (group, _), mask in zip(groups, masks) for c, keep in zip(group, mask) if keep]
     scores = score_valid(spec, flat)
     spans, usable, start = [], [], 0
@@ -287,11 +290,18 @@ def score_groups(spec: StudySpec, cands: Sequence[Candidate], groups: list, mask
         values = {**{n: v[mask] for n, v in static_values(cand.arch, cols, rules).items()},
                   "memory_fit": memory_fit_values(scores.max_concurrency[rows])}
         violation = np.sum([np.maximum(values[n], 0.0) for n in hard], axis=0)
-        spans.append((rows, violation, len(group), bool(mask.all())))
+        spans.append((rows, violation, len(group), bool(mask.all()),
+                      _counter(cand, cols, np.flatnonzero(mask), rows.start, rules)))
         usable.append([k for k, v in zip(rows, violation) if v <= 0])
         start = rows.stop
     found = envelopes(scores, usable, window(spec))
     return [make(flat, scores, span, rows, env) for span, rows, env in zip(spans, usable, found)]
+
+
+def _counter(cand: Candidate, cols: DeploymentColumns, kept: np.ndarray, start: int,
+             rules: ConstraintRules):
+    """Row (of the scored ones, from `start`) -> `aligned_counts` of its deployment."""
+    return lambda row: aligned_counts(cand.arch, cols, int(kept[row - start]), rules)
 
 
 def swept_deployments(spec: StudySpec, cand: Candidate
@@ -319,16 +329,16 @@ def swept_envelope(spec: StudySpec, scores: ServingScores, rows: Sequence[int]) 
 
 def _envelope_outcome(spec, flat, scores, span, usable: list[int], env: Envelope,
                       rules: ConstraintRules) -> Outcome:
-    rows, violation, evaluated, _ = span
+    rows, violation, evaluated, _, counted = span
     if not usable:  # no deployment works: report the one closest to feasible
         best = rows[int(np.argmin(violation))]
-        return _with_deployment(_outcome(spec, flat[best], scores, best, rules), flat[best],
-                                evaluated, 0)
+        return _with_deployment(_outcome(spec, flat[best], scores, best, rules, counted(best)),
+                                flat[best], evaluated, 0)
     areas = scores.frontier_area[usable]
     chosen = usable[int(np.argmax(areas))]
     ttft = min(_finite_or(float(scores.ttft_ms[k]), UNREACHED_TTFT_MS) for k in usable)
-    outcome = _with_deployment(_outcome(spec, flat[chosen], scores, chosen, rules),
-                               flat[chosen], evaluated, len(usable))
+    outcome = _with_deployment(_outcome(spec, flat[chosen], scores, chosen, rules,
+                                        counted(chosen)), flat[chosen], evaluated, len(usable))
     metrics = dict(zip(spec.objectives.names, outcome.values))
     metrics.update({n: v for n, v in (("frontier_area", env.area), ("ttft_ms", ttft))
                     if n in metrics})

@@ -123,10 +123,11 @@ def _linear_params(p: Mapping[str, np.ndarray]) -> np.ndarray:
     return np.where(p["linear_mixer"] == MAMBA2, mamba, gated_deltanet)
 
 
-def param_counts(p: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def param_counts(p: Mapping[str, np.ndarray], s: Shapes | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
     """(total, active) parameters of each row of complete params `p` (meaningless where
-    `shapes(p).model` is False)."""
-    s = shapes(p)
+    `shapes(p).model` is False); `s`: `shapes(p)` when the caller has it."""
+    s = shapes(p) if s is None else s
     hidden, layers = p["hidden_size"], p["num_layers"]
     experts, expert_width = np.where(s.moe, p["num_experts"], 0), p["moe_intermediate_size"]
     expert = s.ffn_matrices * hidden * expert_width
@@ -164,10 +165,10 @@ def rule_masks(spec: StudySpec, p: Mapping[str, np.ndarray]) -> dict[str, np.nda
     every design has GEMMs whose N or K is `hidden_size`, the output projection's N, the MLPs'
     and experts' K, never sharded, so no deployment aligns a design whose hidden size is not)
     and the aspect-ratio band. A soft constraint filters nothing."""
-    hard = hard_constraints(spec)
-    masks = {"shape": shapes(p).model}
+    hard, s = hard_constraints(spec), shapes(p)
+    masks = {"shape": s.model}
     if "params_budget" in hard:
-        masks["params_budget"] = _in_budget(spec, p)
+        masks["params_budget"] = _in_budget(spec, p, s)
     if "alignment" in hard:
         masks["alignment"] = p["hidden_size"] % spec.constraints.alignment == 0
     if "aspect_ratio" in hard:
@@ -186,9 +187,9 @@ def first_broken(masks: Mapping[str, np.ndarray]) -> dict[str, int]:
     return out
 
 
-def _in_budget(spec: StudySpec, p: Mapping[str, np.ndarray]) -> np.ndarray:
+def _in_budget(spec: StudySpec, p: Mapping[str, np.ndarray], s: Shapes) -> np.ndarray:
     """`check_params_budget`'s value ≤ 0: |actual / target − 1| − tolerance, total and active."""
-    total, active = param_counts(p)
+    total, active = param_counts(p, s)
     ok = np.ones(len(total), dtype=bool)
     b = spec.budget
     for actual, target in ((total, b.total_params), (active, b.active_params)):

@@ -6,7 +6,11 @@ every such trial is asked, built and told for nothing. `ProposalSampler` wraps t
 sampler (NSGA-II, TPE, random) and conditions it on the rules, by rejection:
 
 1. it asks the inner sampler for a whole proposal (`sample_relative` on the full static space,
-   the rest from its `sample_independent`), exactly as the inner sampler would propose it;
+   the rest from its `sample_independent`), exactly as the inner sampler would propose it; a
+   genetic sampler's (NSGA-II's) children of one generation are independent draws from the
+   same parents, so they are drawn `INNER_BLOCK` at a time and their shape rules checked on
+   columns at once (one row costs as much as a thousand), handed out in draw order to the
+   generation's trials, the rest dropped when the generation ends;
 2. it keeps the proposal if it is a model inside the parameter budget and the aspect-ratio band
    with an aligned hidden size, where those constraints are hard (`param_table.rule_masks`,
    exact counts on columns), if some deployment of the space (the
@@ -39,7 +43,9 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, IntD
 from optuna.trial import FrozenTrial
 
 from search.study.evaluation import constraint_rules, hard_constraints, passes_static
-from search.study.param_table import NAMED, complete_columns, first_broken, rule_masks
+from search.study.param_table import (
+    NAMED, column, complete_columns, first_broken, rule_masks,
+)  # fmt: skip
 from search.study.space import (
     DEPLOYMENT_PARAMS, build_candidate, complete_params, gpus_allowed, runnable,
     searched_dimensions, sweeps_deployments,
@@ -48,6 +54,7 @@ from search.study.spec import StudySpec
 from constraints import DeploymentColumns
 
 INNER_DRAWS = 64  # proposals asked of the inner sampler per trial before a uniform fallback
+INNER_BLOCK = 16  # a genetic sampler's children drawn (and checked on columns) at a time
 UNIFORM_BATCH = 1024  # uniform proposals drawn (and checked on columns) at a time
 UNIFORM_DRAWS = 65_536  # uniform proposals tried before a space counts as exhausted
 # why a proposal was rejected, besides the first shape rule it breaks (`param_table.rule_masks`:
@@ -77,13 +84,27 @@ class Rules:
         self.rules, self.hard = constraint_rules(spec), hard_constraints(spec)
         self.sweeps = sweeps_deployments(spec)
         self._memo: dict[tuple, tuple[str | None, Any]] = {}
+        self._one_row = complete_columns(spec, {}, 1)  # the fixed dimensions of one proposal
 
     def shape_ok(self, columns: dict[str, np.ndarray], rows: int
                  ) -> tuple[np.ndarray, dict[str, int]]:
         """(`within_rules` of `rows` proposals given as columns of the sampled dimensions, how
         many break each rule first: `first_broken`)."""
-        masks = rule_masks(self.spec, complete_columns(self.spec, columns, rows))
+        complete = {**self._one_row, **columns} if rows == 1 else \
+            complete_columns(self.spec, columns, rows)
+        masks = rule_masks(self.spec, complete)
         return np.logical_and.reduce(list(masks.values())), first_broken(masks)
+
+    def first_broken_rule(self, columns: dict[str, np.ndarray], rows: int) -> list[str | None]:
+        """Per proposal (`rows` given as columns of the sampled dimensions), the first shape
+        rule it breaks (`rule_masks`' order), None if none."""
+        complete = {**self._one_row, **columns} if rows == 1 else \
+            complete_columns(self.spec, columns, rows)
+        why: list[str | None] = [None] * rows
+        for name, ok in rule_masks(self.spec, complete).items():
+            for i in np.flatnonzero(~ok):
+                why[i] = why[i] or name
+        return why
 
     def check(self, params: dict[str, Any], shape_checked: bool = False
               ) -> tuple[str | None, Any]:
@@ -113,8 +134,9 @@ class Rules:
         return None, (cand.arch.design_key, cand.deployment), cand
 
     def candidate(self, params: dict[str, Any]):
-        """The candidate `check` built for a proposal it found a model."""
-        return self._memo[tuple(sorted(params.items()))][2]
+        """The candidate `check` built for a proposal it found a model (None: not kept)."""
+        found = self._memo.get(tuple(sorted(params.items())))
+        return None if found is None else found[2]
 
     def static_ok(self, params: dict[str, Any]) -> bool:
         """Whether some deployment of the proposal (of the space when the study sweeps them, its
@@ -147,6 +169,8 @@ class ProposalSampler(optuna.samplers.BaseSampler):
         self._seen: set = set()
         self._read = 0
         self._queue: list[dict[str, Any]] = []
+        self._pool: list[tuple[dict[str, Any], str | None]] = []  # inner proposals, checked
+        self._pool_generation: int | None = None
 
     def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial
                                     ) -> dict[str, BaseDistribution]:
@@ -158,13 +182,14 @@ class ProposalSampler(optuna.samplers.BaseSampler):
             return {}
         self._read_study(study)
         for _ in range(INNER_DRAWS):
-            proposal = self.inner.sample_relative(study, trial, self.space)
-            if not proposal:  # the inner sampler draws independently: uniformly
+            drawn = self._next_inner(study, trial)
+            if drawn is None:  # the inner sampler draws independently: uniformly
                 return self._uniform(trial)
-            for name, dist in self.space.items():
-                if name not in proposal:
-                    proposal[name] = self.inner.sample_independent(study, trial, name, dist)
-            if self._accept(proposal, "inner"):
+            proposal, why = drawn
+            self.stats["drawn"] += 1
+            if why is not None:
+                self.stats[f"rejected: {why}"] += 1
+            elif self._accept(proposal, "inner", shape_checked=True):
                 return proposal
         self.stats["fallback"] += 1
         return self._uniform(trial)
@@ -179,6 +204,13 @@ class ProposalSampler(optuna.samplers.BaseSampler):
     def after_trial(self, study: optuna.Study, trial: FrozenTrial, state, values) -> None:
         self.inner.after_trial(study, trial, state, values)
 
+    def candidate_of(self, params: dict[str, Any]):
+        """The candidate built when a trial's params (all of them, `suggest_params`') were
+        checked, if still kept; None otherwise (e.g. a repeat handed out, or a fixed value)."""
+        if any(name not in params for name in self.space):
+            return None
+        return self.check.candidate({name: params[name] for name in self.space})
+
     def reseed_rng(self) -> None:
         self.inner.reseed_rng()
         self._rng = np.random.default_rng()
@@ -187,8 +219,9 @@ class ProposalSampler(optuna.samplers.BaseSampler):
 
     def _accept(self, proposal: dict[str, Any], source: str, shape_checked: bool = False
                 ) -> bool:
-        """Whether `proposal` (drawn from `source`: "inner" or "uniform", the latter already
-        counted as drawn and inside the shape rules) may become a trial; counts its fate."""
+        """Whether `proposal` (drawn from `source`: "inner" or "uniform"; with `shape_checked`,
+        already counted as drawn and inside the shape rules) may become a trial; counts its
+        fate."""
         if not shape_checked:
             self.stats["drawn"] += 1
         why, identity = self.check.check(proposal, shape_checked)
@@ -203,6 +236,45 @@ class ProposalSampler(optuna.samplers.BaseSampler):
         self.stats["accepted"] += 1
         self.stats[f"accepted from {source}"] += 1
         return True
+
+    # ---- the inner sampler's proposals, checked a block at a time -----------------------------
+
+    def _next_inner(self, study: optuna.Study, trial: FrozenTrial
+                    ) -> tuple[dict[str, Any], str | None] | None:
+        """The inner sampler's next proposal and the first shape rule it breaks (None: none);
+        None when the inner sampler draws independently. A genetic sampler's children of one
+        generation are independent draws from the same parents, so they are drawn
+        `INNER_BLOCK` at a time and checked on columns at once (`_inner_block`); the rest wait
+        for the next trials of the generation and are dropped when it ends."""
+        generation = self._generation(study, trial)
+        if generation is None or generation != self._pool_generation:
+            self._pool, self._pool_generation = [], generation
+        if not self._pool:
+            self._pool = self._inner_block(study, trial, 1 if generation is None else INNER_BLOCK)
+        return self._pool.pop(0) if self._pool else None
+
+    def _generation(self, study: optuna.Study, trial: FrozenTrial) -> int | None:
+        """`trial`'s generation (as the genetic sampler's `sample_relative` sets it); None for
+        other samplers, whose proposals are drawn one at a time."""
+        if not isinstance(self.inner, optuna.samplers.BaseGASampler):
+            return None
+        return self.inner.get_trial_generation(study, trial)
+
+    def _inner_block(self, study: optuna.Study, trial: FrozenTrial, size: int
+                     ) -> list[tuple[dict[str, Any], str | None]]:
+        """`size` proposals of the inner sampler with their first broken shape rule ([] when
+        it draws independently)."""
+        block = []
+        for _ in range(size):
+            proposal = self.inner.sample_relative(study, trial, self.space)
+            if not proposal:
+                return []
+            for name, dist in self.space.items():
+                if name not in proposal:
+                    proposal[name] = self.inner.sample_independent(study, trial, name, dist)
+            block.append(proposal)
+        columns = {name: column([p[name] for p in block], name) for name in self.space}
+        return list(zip(block, self.check.first_broken_rule(columns, len(block))))
 
     def _read_study(self, study: optuna.Study) -> None:
         """Add the designs of the study's trials not read yet (a trial without all its params,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -233,6 +234,22 @@ class GridDeployments:
 
 
 _GRIDS: dict[tuple[str, bool], GridDeployments] = {}
+# `runnable`'s answers, per study and architecture: a search asks for each design when it checks
+# the proposal, when it scores it and when it builds its candidate (~0.1-0.4 ms each)
+RUNNABLE_KEPT = 4096
+_RUNNABLE: OrderedDict[tuple[str, Architecture], tuple[GridDeployments, np.ndarray]] = \
+    OrderedDict()
+_SPEC_KEYS: dict[int, tuple[StudySpec, str]] = {}  # id -> (the spec, kept alive; its JSON)
+
+
+def _spec_key(spec: StudySpec) -> str:
+    """The study's JSON (its identity in the caches above), kept per spec object."""
+    found = _SPEC_KEYS.get(id(spec))
+    if found is None or found[0] is not spec:
+        if len(_SPEC_KEYS) >= 64:
+            _SPEC_KEYS.clear()
+        found = _SPEC_KEYS[id(spec)] = (spec, spec.model_dump_json())
+    return found[1]
 
 
 def gpus_allowed(spec: StudySpec, dep: Deployment) -> bool:
@@ -245,7 +262,7 @@ def gpus_allowed(spec: StudySpec, dep: Deployment) -> bool:
 
 def grid_deployments(spec: StudySpec, is_moe: bool, arch: Architecture) -> GridDeployments:
     """`GridDeployments` of the study for models like `arch` (kept per study, per MoE-ness)."""
-    key = (spec.model_dump_json(), is_moe)
+    key = (_spec_key(spec), is_moe)
     if key not in _GRIDS:
         params, deps = [], []
         for combo in deployment_grid(spec.space):
@@ -266,12 +283,19 @@ def grid_deployments(spec: StudySpec, is_moe: bool, arch: Architecture) -> GridD
 def runnable(spec: StudySpec, arch: Architecture) -> tuple[GridDeployments, np.ndarray]:
     """(the study's grid for `arch`, the positions in it of the deployments that are valid
     deployments of `arch`: sharding rules, at most `max_gpus`, its engine's rules; the rules
-    checked on columns, `constraints.columns`)."""
-    grid = grid_deployments(spec, arch.is_moe, arch)
-    cols = grid.columns
-    ok = grid.runs & (sharding_broken(arch, cols) == 0) & (linear_broken(arch, cols) == 0) & \
-        (pattern_broken(arch, cols) == 0)
-    return grid, np.flatnonzero(ok)
+    checked on columns, `constraints.columns`; kept: `RUNNABLE_KEPT`). The positions are
+    shared: read only."""
+    key = (_spec_key(spec), arch)
+    found = _RUNNABLE.get(key)
+    if found is None:
+        grid = grid_deployments(spec, arch.is_moe, arch)
+        cols = grid.columns
+        ok = grid.runs & (sharding_broken(arch, cols) == 0) & (linear_broken(arch, cols) == 0) \
+            & (pattern_broken(arch, cols) == 0)
+        found = _RUNNABLE[key] = (grid, np.flatnonzero(ok))
+        if len(_RUNNABLE) > RUNNABLE_KEPT:
+            _RUNNABLE.popitem(last=False)
+    return found
 
 
 def swept_candidates(spec: StudySpec, cand: Candidate) -> list[Candidate]:

@@ -153,13 +153,17 @@ def clear_caches() -> None:
 
     for module, name in (("cost_model.sharded_gemms", "rows_of"), ("constraints.shapes",
                          "gemm_dims"), ("constraints.columns", "dim_template"),
-                         ("constraints.columns", "_static_values")):  # issue 25's per-design
-        try:                                                        # caches, where they exist
+                         ("constraints.columns", "_static_values"),
+                         ("constraints.columns", "_dims"),
+                         ("search.study.space", "_RUNNABLE")):  # issue 25's per-design
+        try:                                                    # caches, where they exist
             cached = getattr(importlib.import_module(module), name)
-        except ImportError:
+        except (ImportError, AttributeError):
             continue
         if hasattr(cached, "cache_clear"):
             cached.cache_clear()
+        elif isinstance(cached, dict):
+            cached.clear()
 
 
 def timed_run(label: str, spec: StudySpec, handle: StorageHandle, trials: int,

@@ -66,3 +66,25 @@ def test_a_tie_on_one_axis_is_dominated_by_the_better_other():
     y = np.array([[2.0, 1.0, 1.0, 0.5, 0.5]])
     assert pareto_mask(x, y).tolist() == [[True, False, True, True, True]]
     assert pareto_mask(x[:, :3][:, [1, 2]], y[:, :3][:, [1, 2]]).tolist() == [[False, True]]
+
+
+def _pairwise_pareto_mask(x, y):
+    """The definition, pair by pair: j dominates i when both are finite, j is no worse on both
+    axes and better on one."""
+    valid = np.isfinite(x) & np.isfinite(y)
+    xi, xj, yi, yj = x[:, :, None], x[:, None, :], y[:, :, None], y[:, None, :]
+    dominates = (xj >= xi) & (yj >= yi) & ((xj > xi) | (yj > yi)) & valid[:, None, :]
+    return valid & ~np.any(dominates, axis=2)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_pareto_mask_is_the_pairwise_definition(seed):
+    """Rows of few distinct values (many ties on x, on y and whole points), NaN and infinite
+    points, negative values: the sorted mask equals the pairwise definition exactly."""
+    rng = np.random.default_rng(seed)
+    rows, points = int(rng.integers(1, 5)), int(rng.integers(1, 40))
+    levels = np.array([-1.0, 0.0, 0.5, 1.0, 2.0, 3.0, np.nan, np.inf])[:int(rng.integers(3, 9))]
+    x, y = (rng.choice(levels, size=(rows, points)) for _ in range(2))
+    assert pareto_mask(x, y).tolist() == _pairwise_pareto_mask(x, y).tolist()
+    x, y = rng.uniform(0, 10, (rows, points)), rng.uniform(0, 10, (rows, points))
+    assert pareto_mask(x, y).tolist() == _pairwise_pareto_mask(x, y).tolist()

@@ -15,7 +15,7 @@ from scipy import stats
 from constraints import check_candidate
 from search.study.evaluation import constraint_rules, hard_constraints
 from search.study.proposals import (
-    STATIC, ProposalSampler, _uniform_column, describe, sampled_distributions,
+    INNER_BLOCK, STATIC, ProposalSampler, _uniform_column, describe, sampled_distributions,
 )  # fmt: skip
 from search.study.runner import make_sampler, run_study
 from search.study.space import build_candidate, complete_params, swept_candidates
@@ -108,6 +108,55 @@ def test_rejects_out_of_budget_and_repeats_and_keeps_the_inner_order():
     assert second.params["num_layers"] == 14 and inner.calls == 4
     assert sampler.stats["rejected: params_budget"] == 1 and sampler.stats["rejected: repeat"] == 1
     assert describe(sampler.stats).startswith("proposals: 2 accepted of 4 drawn (50.0%)")
+
+
+class ScriptedGenetic(optuna.samplers.BaseGASampler):
+    """A genetic inner sampler proposing a fixed sequence of whole parameter sets, two trials
+    per generation (trials 0 and 1: generation 0, trial 2: generation 1, …)."""
+
+    def __init__(self, proposals):
+        super().__init__(population_size=2)
+        self.proposals, self.calls = list(proposals), 0
+
+    def get_trial_generation(self, study, trial):
+        return trial.number // 2
+
+    def select_parent(self, study, generation):
+        return []
+
+    def infer_relative_search_space(self, study, trial):
+        return {}
+
+    def sample_relative(self, study, trial, search_space):
+        self.calls += 1
+        return dict(self.proposals.pop(0))
+
+    def sample_independent(self, study, trial, name, distribution):
+        raise AssertionError("every proposal is whole")
+
+
+def test_a_genetic_samplers_children_are_checked_a_block_at_a_time():
+    """Children of one generation are drawn `INNER_BLOCK` at a time and handed out in draw
+    order, the first new one inside the rules per trial: trial 0 takes the block's second
+    (the first is over budget), trial 1 the fourth (the third repeats trial 0's design) from
+    the same block; trial 2 starts generation 1 with a block of its own, the rest of
+    generation 0's dropped. Only proposals looked at count as drawn."""
+    spec = load_spec(REPO / "studies" / "quickstart.toml")
+    space = sampled_distributions(spec)
+    over = {**QUICK, "num_layers": 24}
+    designs = [{**QUICK, "num_layers": n} for n in (14, 12, 10)]
+    block0 = [over, QUICK, QUICK, designs[0]] + [designs[1]] * (INNER_BLOCK - 4)
+    block1 = [over, designs[2]] + [over] * (INNER_BLOCK - 2)
+    inner = ScriptedGenetic(block0 + block1)
+    sampler = ProposalSampler(inner, spec, seed=0)
+    study = optuna.create_study(directions=spec.objectives.directions, sampler=sampler)
+    layers = []
+    for _ in range(3):
+        layers.append(study.ask(space).params["num_layers"])
+        assert inner.calls == INNER_BLOCK * (1 + (len(layers) == 3))
+    assert layers == [16, 14, 10]
+    assert sampler.stats["drawn"] == 6 and sampler.stats["accepted"] == 3
+    assert sampler.stats["rejected: params_budget"] == 2 and sampler.stats["rejected: repeat"] == 1
 
 
 def _tiny_spec(total_params: float = 2.0e6, tolerance_frac: float = 0.3, **space) -> object:

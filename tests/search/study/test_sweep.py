@@ -138,3 +138,31 @@ def test_designs_whose_passing_deployments_do_not_fit_memory(monkeypatch):
     assert passes[0] == 4 and passes[1] >= 1  # some were scored again, under all deployments
     assert all(not o.attrs["deployments_feasible"] for o in ours)
     assert [_recorded(o) for o in ours] == [_recorded(o) for o in theirs]
+
+
+@pytest.mark.parametrize("name", ["moe-400b-gb300-nvl72", "quickstart-sla"])
+def test_a_search_records_what_the_per_candidate_sweep_gives(name):
+    """The search loop as it runs (proposals checked a block at a time, candidates reused from
+    the proposal sampler, outcomes memoized, trials shared with the storage, not deep-copied):
+    every trial it stores holds the values and attributes the per-candidate reference sweep
+    gives its params (two batches, NSGA-II's first generation and its children)."""
+    import optuna
+
+    from search.study.evaluation import stored_attrs
+    from search.study.runner import run_study
+    from search.study.storage import StorageHandle
+
+    path = REPO / "studies" / f"{name}.toml"
+    spec = spec_from_dict({**tomllib.loads(path.read_text()), "deployments": "sweep",
+                           "batch_size": 24}, path.name)
+    handle = StorageHandle(optuna.storages.InMemoryStorage(), "memory", shared=False)
+    run_study(spec, handle, 48, seed=1, show_progress=False)
+    trials = optuna.load_study(study_name=spec.name, storage=handle.storage).get_trials()
+    assert len(trials) == 48 and all(t.state.name == "COMPLETE" for t in trials)
+    cands = [build_candidate(spec, complete_params(spec, t.params)) for t in trials]
+    hard = hard_constraints(spec)
+    for trial, expected in zip(trials, reference_swept(spec, cands)):
+        expected.attrs.update(feasible=expected.feasible(hard), constraints={
+            n: [float(v.value), v.message] for n, v in expected.constraints.items()})
+        assert trial.values == expected.values
+        assert trial.user_attrs == stored_attrs(expected)
