@@ -29,9 +29,9 @@ if TYPE_CHECKING:
     from cost_model.benchmark_ttft import BenchmarkTerms, shipped_terms
     from cost_model.communication import all_reduce_s
     from cost_model.deployment import (
-        DEFAULT_MAX_BATCH_SEQUENCES, DEFAULT_PREFILL_CHUNK_TOKENS, DEFAULT_SPEC_ACCEPTANCE_FRAC,
-        ENGINES, SERVING_MODES, SPEC_METHODS, Deployment, Workload, deployment_violations,
-        make_deployment, make_workload, validate_deployment,
+        ARRIVALS, DEFAULT_MAX_BATCH_SEQUENCES, DEFAULT_PREFILL_CHUNK_TOKENS,
+        DEFAULT_SPEC_ACCEPTANCE_FRAC, ENGINES, SERVING_MODES, SPEC_METHODS, Deployment, Workload,
+        deployment_violations, make_deployment, make_workload, validate_deployment,
     )
     from cost_model.disaggregated import DisaggregatedPoints, PoolLimits, evaluate_disaggregated
     from cost_model.efficiency import (
@@ -83,7 +83,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "benchmark_ttft": ("BenchmarkTerms", "shipped_terms"),
     "communication": ("all_reduce_s",),
     "deployment": (
-        "DEFAULT_MAX_BATCH_SEQUENCES", "DEFAULT_PREFILL_CHUNK_TOKENS",
+        "ARRIVALS", "DEFAULT_MAX_BATCH_SEQUENCES", "DEFAULT_PREFILL_CHUNK_TOKENS",
         "DEFAULT_SPEC_ACCEPTANCE_FRAC", "ENGINES", "SERVING_MODES", "SPEC_METHODS", "Deployment",
         "Workload", "deployment_violations", "make_deployment", "make_workload",
         "validate_deployment",
@@ -135,6 +135,7 @@ __all__ = [
     "architecture_to_hf_config",
     "architecture_to_json_dict",
     "ARCHSCOUT_RECORD_KEY",
+    "ARRIVALS",
     "ATTENTION_MIXER",
     "BenchmarkTerms",
     "bubble_frac",

@@ -52,6 +52,8 @@ FP8_BITS = 8  # activations this narrow (FP8, FP4) get an FP8 KV cache by defaul
 # Serving engines whose scheduling the benchmark-TTFT terms know (cost_model/benchmark_ttft.py);
 # None: a generic engine. The engines' mapping rules are in constraints/engines.py.
 ENGINES = ("vllm", "sglang", "trtllm")
+# how a benchmark's client sends requests (`Workload.arrivals`, cost_model.arrival_queue)
+ARRIVALS = ("closed_loop", "poisson", "offline")
 # SGLang polls its request queue every `--scheduler-recv-interval` forward steps; the default is 1
 # (github.com/sgl-project/sglang, python/sglang/srt/server_args.py: `scheduler_recv_interval`).
 DEFAULT_SCHEDULER_RECV_INTERVAL_STEPS = 1
@@ -159,12 +161,19 @@ class Workload(BaseModel):
     # `timeout_iters`): new context requests wait for one per DP rank, at most this many
     # iterations; 0 = balancer off (TensorRT-LLM's default, AttentionDpConfig.enable_balance False)
     adp_balance_timeout_steps: int = Field(default=0, ge=0, le=100_000)
+    # how the benchmark's client sends requests (cost_model.arrival_queue.ARRIVALS): a closed
+    # loop at the point's concurrency, Poisson arrivals at the rate the point completes, or an
+    # offline run with every request queued at once; it sets the benchmark TTFT only
+    arrivals: str = "closed_loop"
 
     @model_validator(mode="after")
     def _check_engine(self) -> Workload:
         if self.engine is not None and self.engine not in ENGINES:
             raise ConfigError(f"`engine` must be one of {', '.join(ENGINES)} (or unset); got "
                               f"{self.engine!r}")
+        if self.arrivals not in ARRIVALS:
+            raise ConfigError(f"`arrivals` must be one of {', '.join(ARRIVALS)}; got "
+                              f"{self.arrivals!r}")
         return self
 
     @property

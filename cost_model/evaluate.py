@@ -13,9 +13,10 @@ from typing import Sequence
 import numpy as np
 
 from cost_model.architecture import Architecture
+from cost_model.arrival_queue import ClientInputs, client_ttft_s
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.benchmark_ttft import (
-    STATISTICS, adp_round_wait_s, benchmark_ttft_s, recv_poll_wait_s, shipped_terms, slot_wait_s,
+    adp_round_wait_s, recv_poll_wait_s, shipped_terms, slot_wait_s,
 )
 from cost_model.deployment import (
     AGGREGATED, SERVING_MODES, Deployment, Workload, expected_tokens_per_step,
@@ -127,13 +128,13 @@ def _points(a: ArchArrays, d: DeployArrays, env: Env, workload: Workload, concur
                               workload.adp_balance_timeout_steps)
     poll = recv_poll_wait_s(step_s, workload.scheduler_recv_interval_steps, c)
     slot = slot_wait_s(c, in_flight, requests_per_s)
-    terms = shipped_terms(workload.engine)
-    client = {s: benchmark_ttft_s(times.ttft_s, times.prompt_queue_s, terms, rounds, s)
-              + poll + slot for s in STATISTICS}
+    client = client_ttft_s(workload.arrivals, ClientInputs(
+        times.ttft_s, times.prompt_queue_s, times.prompt_s, rounds, poll, slot,
+        requests_per_s / d.dp, (cap >= 1) & (c > cap)), shipped_terms(workload.engine))
     fits = (c <= limits.memory_seqs) & (limits.memory_seqs >= 1)
     return _operating_points(concurrency, times, requests_per_s * osl / d.gpus,
-                             _ClientWaits(rounds, poll, slot, client["mean"], client["median"]),
-                             fits, cap)
+                             _ClientWaits(rounds, poll, slot, client["mean"], client["median"],
+                                          client["p99"]), fits, cap)
 
 
 @dataclass(frozen=True)
@@ -210,13 +211,15 @@ def request_lifetime_s(ttft_s, tpot_s, osl_tokens):
 class _ClientWaits:
     """What a benchmark client waits beyond the engine's steady-state TTFT
     (`cost_model.benchmark_ttft`): the attention-DP round, the request-queue poll and a slot,
-    and the benchmark TTFT of the mean and of the median request with them."""
+    and the benchmark TTFT of the mean, the median and (Poisson and offline clients,
+    `cost_model.arrival_queue`) the p99 request with them."""
 
     round_s: np.ndarray
     poll_s: np.ndarray
     slot_s: np.ndarray
     mean_ttft_s: np.ndarray
     median_ttft_s: np.ndarray
+    p99_ttft_s: np.ndarray | None = None
 
 
 def _operating_points(concurrency, times: ServingTimes, throughput, waits: _ClientWaits, fits,
@@ -238,4 +241,5 @@ def _operating_points(concurrency, times: ServingTimes, throughput, waits: _Clie
         linear_attention_s=nan(step.linear_attention_s), round_wait_s=nan(waits.round_s),
         poll_wait_s=nan(waits.poll_s), benchmark_ttft_median_s=nan(waits.median_ttft_s),
         slot_wait_s=nan(waits.slot_s),
+        benchmark_ttft_p99_s=None if waits.p99_ttft_s is None else nan(waits.p99_ttft_s),
     )

@@ -43,6 +43,9 @@ class OperatingPoints:
     # requests), and the wait for a slot once the concurrency exceeds what the engine admits
     benchmark_ttft_median_s: np.ndarray | None = None
     slot_wait_s: np.ndarray | None = None
+    # the p99 request's benchmark TTFT where the client's arrivals model it (Poisson arrivals, an
+    # offline run: cost_model.arrival_queue); None for a closed-loop client
+    benchmark_ttft_p99_s: np.ndarray | None = None
 
     def frontier_area(self, x_lo: float, x_hi: float, log_x: bool = True) -> np.ndarray:
         y = np.where(self.fits_memory, self.tokens_per_s_per_gpu, np.nan)

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from cost_model import (
-    DEFAULT_MAX_BATCH_SEQUENCES, DEFAULT_SPEC_ACCEPTANCE_FRAC, MS_PER_S, SPEC_METHODS,
+    ARRIVALS, DEFAULT_MAX_BATCH_SEQUENCES, DEFAULT_SPEC_ACCEPTANCE_FRAC, MS_PER_S, SPEC_METHODS,
     Deployment, DisaggregatedPoints, OperatingPoints, PoolLimits, deployment_formats,
     evaluate_disaggregated, evaluate_points, formats_document, get_hardware, load_model,
     make_deployment, make_workload, pareto_mask, validate_deployment,
@@ -69,7 +69,8 @@ def evaluate_document(args: argparse.Namespace) -> dict:
     validate_deployment(arch, dep)
     workload = make_workload(isl_tokens=args.isl, osl_tokens=args.osl,
                              prefix_cached_frac=args.prefix_cache, engine=args.engine,
-                             adp_balance_timeout_steps=args.adp_balance_timeout)
+                             adp_balance_timeout_steps=args.adp_balance_timeout,
+                             arrivals=args.arrivals)
     memory = memory_document(arch, dep, hw, workload)
     disaggregated = args.serving == "disaggregated"
     points = (_disaggregated_points(arch, args, dep, hw, workload, formats.fields) if disaggregated
@@ -82,7 +83,8 @@ def evaluate_document(args: argparse.Namespace) -> dict:
         "workload": {"isl": workload.isl_tokens, "osl": workload.osl_tokens,
                      "prefix_cached_frac": workload.prefix_cached_frac,
                      "engine": workload.engine,
-                     "adp_balance_timeout_steps": workload.adp_balance_timeout_steps},
+                     "adp_balance_timeout_steps": workload.adp_balance_timeout_steps,
+                     "arrivals": workload.arrivals},
         "params": params_document(arch),
         "checkpoint_formats": formats_document(formats),
         "assumed_defaults": dict(model.assumed),
@@ -272,6 +274,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--concurrency", type=int, nargs="+", default=None,
                    help="operating points at these concurrencies (default: sweep to memory limit)")
     add_engine_arguments(p)
+    p.add_argument("--arrivals", default="closed_loop", choices=ARRIVALS,
+                   help="how the benchmark client sends requests, for its TTFT (aggregated "
+                   "serving): closed_loop (a new request as one finishes, the default), poisson "
+                   "(each point the steady state of Poisson arrivals at the rate it completes, "
+                   "with a p99 TTFT) or offline (every request queued at once)")
     p.add_argument("--window", type=float, nargs=2, default=DEFAULT_WINDOW, metavar=("LO", "HI"),
                    help="interactivity window of the frontier area, tokens/s/user "
                         "(default 10 1000)")

@@ -97,6 +97,8 @@ def point_document(points: OperatingPoints | DisaggregatedPoints, j: int) -> dic
                    prefill_queue_ms=at("queue_s") * MS_PER_S)
     else:
         row["breakdown_ms"] = breakdown_ms(points, j)
+        if points.benchmark_ttft_p99_s is not None:  # Poisson or offline client
+            row["benchmark_ttft_p99_ms"] = at("benchmark_ttft_p99_s") * MS_PER_S
     return row
 
 

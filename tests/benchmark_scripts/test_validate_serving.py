@@ -3,6 +3,7 @@ applies."""
 
 import pytest
 
+from tests.benchmarks.serving.ranking import pair_kind, pair_kinds  # noqa: E402
 from tests.benchmarks.serving.config import PERF_OVERVIEW
 from tests.benchmarks.serving.scenarios import (
     benchmark_drain_factor,
@@ -117,15 +118,24 @@ def _row(**fields) -> dict[str, str]:
 
 
 def test_poisson_rate_row_is_scored_at_its_little_law_concurrency():
-    """The v0.14 online table's Llama-3.1-8B H200 TP1 row at QPS 2: 2 req/s, TTFT 21 ms,
-    ITL 6 ms, OSL 256: 2 × (0.021 + 255 × 0.006) = 3.102 requests in flight."""
+    """The v0.14 online table's Llama-3.1-8B H200 TP1 row at QPS 2 (2 req/s, OSL 256): scored at
+    the concurrency L whose modelled completion rate is 2 req/s (Little's law's fixed point), so
+    the predicted output tokens/s/GPU there is 2 × 256 = 512 (to the interpolation between the
+    sweep's points), which is why the measured one (the rate × OSL) is not scored; its mean
+    TTFT is the Poisson client's (cost_model.arrival_queue) and is scored."""
     row = _row(scenario="poisson_rate", request_rate_per_s="2", ttft_ms="21", tpot_ms="6",
                ttft_stat="mean", tpot_stat="mean", output_tokens_per_s_per_gpu="504",
                source_kind="trtllm_online_serving_v0_14")
     result = evaluate_row(row, DEFAULT_DATA_DIR, {})
     assert result.regime == "rate"
-    assert result.concurrency == pytest.approx(3.102)
+    assert result.predicted["tokens_per_s_per_gpu"] == pytest.approx(512.0, rel=0.02)
+    assert 1.0 < result.concurrency < 8.0
+    assert result.error_frac["tokens_per_s_per_gpu"] is None
+    assert result.error_frac["ttft"] is not None and result.error_frac["tpot"] is not None
+    assert result.predicted["ttft_p99"] >= result.predicted["ttft"] * 0.99
     assert result.statistic == {"tpot": "mean", "ttft": "mean"}
+    with pytest.raises(Skip, match="above the model's capacity"):
+        evaluate_row({**row, "request_rate_per_s": "1000000"}, DEFAULT_DATA_DIR, {})
 
 
 def test_offline_row_runs_its_stated_requests():
@@ -142,7 +152,10 @@ def test_sla_row_meets_its_limits_and_a_row_without_isl_is_left_out():
                output_tokens_per_s_per_gpu="5000")
     result = evaluate_row(row, DEFAULT_DATA_DIR, {})
     assert result.regime == "sla"
-    assert result.predicted["tpot"] <= 0.100 and result.predicted["ttft"] <= 2.0
+    assert result.predicted["tpot"] <= 0.100
+    row = {**row, "request_rate_per_s": "5", "ttft_ms": "50", "ttft_stat": "mean"}
+    result = evaluate_row(row, DEFAULT_DATA_DIR, {})
+    assert result.error_frac["ttft"] is not None  # the mean TTFT at the row's rate, scored
     with pytest.raises(Skip, match="mean input length"):
         evaluate_row({**row, "isl": ""}, DEFAULT_DATA_DIR, {})
 
@@ -242,3 +255,20 @@ def test_pair_groups_split_the_figures_by_source_and_formats():
     assert g1["median_abs_ratio_error"] == pytest.approx(0.3)
     assert groups["g1"]["tpot"]["pairs"] == 0
     assert groups["g2"]["tpot"]["median_abs_ratio_error"] == pytest.approx(0.1)
+
+
+def test_pair_kinds_by_hand():
+    """A (trtllm TP1) measured 1, predicted 2; B (trtllm TP2) measured 2, predicted 1; C (vLLM
+    TP1) measured 1.0, predicted 1.01. A–B: TP differs, ordered wrong with a 2× predicted gap
+    (beyond ±3%); A–C: measured within ±3% (left out); B–C: engine and TP differ, ordered wrong
+    but the model's gap 1.01/1 is within ±3%."""
+    a, b = ("trtllm", "tp1 ep1 pp1 dp1 fp8"), ("trtllm", "tp2 ep1 pp1 dp1 fp8")
+    c = ("vllm", "tp1 ep1 pp1 dp1 fp8")
+    out = pair_kinds({"g": {a: (2.0, 1.0), b: (1.0, 2.0), c: (1.01, 1.0)}})
+    assert out == {"TP": {"pairs": 1, "wrong": 1, "wrong_band": 1},
+                   "engine+TP": {"pairs": 1, "wrong": 1, "wrong_band": 0}}
+    assert pair_kind(("sglang", "tp1 ep8 pp1 dp8 fp8_block moe-nvfp4"),
+                     ("sglang", "tp1 ep8 pp1 dp8 fp8_block")) == "format"
+    assert pair_kind(("trtllm", "tp8 ep8 pp1 dp1 fp8_block"),
+                     ("trtllm", "1P tp8 ep8 pp1 dp1 fp8_block + 2D tp8 ep8 pp1 dp1 fp8_block")
+                     ) == "pools"

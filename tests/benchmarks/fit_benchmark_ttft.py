@@ -13,7 +13,8 @@ every row `validate_serving.py --json --no-loso` scores with a measured TTFT: it
 development set and grown development set (tests/data/serving_published.csv,
 tests/data/serving/*.csv but format_pairs.csv; never kernel tables, never aiconfigurator's
 silicon_sample.csv), but the rows measured under Poisson arrivals (MLPerf Server/Interactive,
-rate runs) or in offline runs: their TTFT is not scored (`OPEN_LOOP_TTFT`). The median
+rate runs) or in offline runs: their TTFT is the arrival model's, scored but not fitted on
+(`OPEN_LOOP_REGIMES`). The median
 request's t_request and q̃ are fitted on the rows that report a median (or state nothing; on
 every row where fewer than MIN_MEAN_ROWS do), the mean request's (q̄ ≥ q̃) on the rows that
 report a mean where at least MIN_MEAN_ROWS do (else the mean takes the median's): the fit itself
@@ -50,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import validate_serving  # noqa: E402
 
 from cost_model import GENERIC  # noqa: E402
+from tests.benchmarks.serving.config import OPEN_LOOP_REGIMES  # noqa: E402
 
 from search.calibration import serving  # noqa: E402
 from search.calibration.serving import (  # noqa: E402, F401  (folds.py reads the grids here)
@@ -66,14 +68,15 @@ _grid_fit = serving.grid_fit
 
 def ttft_rows() -> list[dict]:
     """validate_serving's scored rows of every source (published, development and grown sets)
-    that carry a measured TTFT."""
+    that carry a measured TTFT from a closed-loop client."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         validate_serving.main(["--json", "--no-loso"])
     doc = json.loads(out.getvalue())
     rows = doc["rows"] + doc.get("dev_set", {}).get("rows", []) \
         + doc.get("grown_set", {}).get("grown", {}).get("rows", [])
-    return [r for r in rows if (r["measured"].get("ttft_s") or 0) > 0]
+    return [r for r in rows if (r["measured"].get("ttft_s") or 0) > 0
+            and r["regime"] not in OPEN_LOOP_REGIMES]
 
 
 def statistic(row: dict) -> str:

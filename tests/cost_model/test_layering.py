@@ -18,7 +18,7 @@ TIERS = (
     ("shapes", {"sharded_gemms", "params", "step_load", "hf"}),
     ("layers", {"attention", "linear_attention", "layers", "memory"}),
     ("step", {"step"}),
-    ("serving", {"serving_steps", "benchmark_ttft"}),
+    ("serving", {"serving_steps", "benchmark_ttft", "arrival_queue"}),
     ("points", {"operating_points", "disaggregated", "evaluate"}),
     ("api", {""}),  # cost_model/__init__.py
 )

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 from tests.data_paths import HF_CONFIGS, TEST_DATA
 
 DEFAULT_DATA_DIR = TEST_DATA  # serving_published.csv and model_configs/
@@ -47,19 +49,19 @@ NOT_GROWN = (DEV_SET_CSV.name, FORMAT_PAIRS_CSV.name)
 # scenario column -> regime (schema.py): fixed concurrency, offline run, MLPerf SLA-bound, Poisson
 SCENARIO_REGIMES = {"concurrency": "fixed", "offline": "max", "server": "sla",
                     "interactive": "sla", "poisson_rate": "rate"}
-# Regimes whose measured TTFT is not scored, with the reason (their TPOT and tokens/s/GPU are):
-# the model's benchmark TTFT is a closed-loop client's (a new request as one finishes, waves of
-# prompts queued behind each other, `cost_model.benchmark_ttft`); these rows' clients send
-# requests at Poisson-distributed times, whose queueing is another distribution, and MLPerf's
-# limits bind its p99, not the mean the rows hold; an offline run queues every request at once,
-# so its TTFT is the wait for a slot over the whole run
-OPEN_LOOP_TTFT = {
-    "max": "TTFT of an offline run (every request queued at once: the mean wait for a slot over "
-           "the run's waves, not a closed-loop client's TTFT)",
-    "rate": "TTFT under Poisson arrivals (open loop; the model's TTFT is a closed-loop client's)",
-    "sla": "TTFT of an MLPerf Server/Interactive run (Poisson arrivals, p99-bound; the model's "
-           "TTFT is a closed-loop client's mean)",
-}
+# Measurements a regime takes as input, not as a prediction: a Poisson-rate run's output tokens/s
+# is its request rate × OSL (every request is served), so it is not scored. Every regime's TTFT is
+# scored as its client measured it (cost_model.arrival_queue: Poisson arrivals, offline runs).
+NOT_SCORED = {"rate": {"tokens_per_s_per_gpu": "output tokens/s of a Poisson-rate run: its "
+                                                "request rate × OSL, the model's input"}}
+# Regimes whose client is not a closed loop: their TTFT is the arrival model's (nothing fitted), so
+# it is scored but never fitted on (the benchmark-TTFT terms are the closed-loop client's)
+OPEN_LOOP_REGIMES = ("rate", "sla", "max")
+RATE_ABOVE_CAPACITY = ("the row's request rate is above the model's capacity (no steady state "
+                       "under Poisson arrivals)")
+# the concurrencies a Poisson-arrival row is read on (4 per octave, 1 … 65,536): Little's law's
+# fixed point for the row's rate and an SLA's largest throughput are interpolated on them
+RATE_GRID = np.unique(np.round(2.0 ** (np.arange(0, 16 * 4 + 1) / 4.0)))
 # An engine gets benchmark-TTFT terms of its own from this many rows with a measured TTFT (fewer:
 # the generic table's): leave-one-source-out showed a few rows' table (the vLLM blog's 4 rows
 # setting vLLM's t_request for InferenceX's 463) is a few rows' client, not the engine's

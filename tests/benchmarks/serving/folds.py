@@ -11,8 +11,10 @@ leave-one-source-out, or all of them), the way the fit scripts fit them:
 - the benchmark-TTFT terms per engine table (tests/benchmarks/fit_benchmark_ttft.py): t_request
   (the product; the ablations also fit q and w) on that script's grids minimizing the median
   |log error| of TTFT, on the rows of the engine with a measured TTFT where it has
-  `FitConfig.min_engine_rows` of them (the generic table on all of them). Rows whose TTFT was
-  measured under Poisson arrivals or in an offline run carry none (`OPEN_LOOP_TTFT`).
+  `FitConfig.min_engine_rows` of them (the generic table on all of them). Only closed-loop rows
+  enter it: a TTFT measured under Poisson arrivals or in an offline run (`OPEN_LOOP_REGIMES`) is
+  the arrival model's (cost_model.arrival_queue, nothing fitted), scored with the fitted
+  t_request but not fitted on.
 
 The first two read a `Table` of every row's predictions at every h of the grid and every variant,
 made once (`build_table`, with `fast.FastModels`); the third searches the TTFT grid coarse to
@@ -32,6 +34,7 @@ import numpy as np
 from cost_model.benchmark_ttft import GENERIC, BenchmarkTerms
 from cost_model.host import DEFAULT_HOST_CPU
 from search.calibration.serving import HOST_GRID_US, best_host_index
+from tests.benchmarks.serving.config import OPEN_LOOP_REGIMES
 from tests.benchmarks.serving.fast import Batch, FastModels
 from tests.benchmarks.serving.terms import Terms, patched
 from tests.benchmarks.serving.rows import Prepared, Result, Skip
@@ -42,7 +45,7 @@ QUANTITIES = ("tpot", "tokens_per_s_per_gpu", "steady_ttft", "poll_wait", "promp
               "round_wait")
 HOST_METRICS = (0, 1)  # TPOT and tokens/s/GPU: the host fit's errors
 NOT_FITTED_REGIMES = ("sla",)
-FIXED_REGIMES = ("fixed", "rate")  # one point at the row's own concurrency
+FIXED_REGIMES = ("fixed",)  # one point at the row's own concurrency
 ZERO_TTFT = BenchmarkTerms(0.0, 0.0, 0.0)
 
 
@@ -86,8 +89,10 @@ def build_table(rows: list[Prepared], results: list[Result], fm: FastModels,
             settings[key] = (_settings(terms, grid, *key), {})
         table = _row_table(r, fm, *settings[key]).reshape(len(variants), grid.size, -1)
         pred[i] = np.broadcast_to(table, pred.shape[1:])  # a dense model: its one, each
-    measured = np.array([[_positive(res.measured.get(k)) for k in
-                          ("tpot_s", "ttft_s", "tokens_per_s_per_gpu")] for res in results])
+    measured = np.array([[_positive(res.measured.get(k)) if k != "ttft_s"
+                          or r.regime not in OPEN_LOOP_REGIMES else np.nan
+                          for k in ("tpot_s", "ttft_s", "tokens_per_s_per_gpu")]
+                         for r, res in zip(rows, results)])
     return Table(grid, pred, measured.reshape(len(rows), 3), [r.workload.engine for r in rows],
                  [r.hw.host_cpu for r in rows], np.array([r.arch.is_moe for r in rows]), fitted,
                  [r.ttft_statistic for r in rows])
@@ -99,7 +104,7 @@ def _positive(value) -> float:
 
 def _row_table(r: Prepared, fm: FastModels, settings: list[Terms], thetas: dict | None = None
                ) -> np.ndarray:
-    """(settings, quantities) for one row: a row at a fixed concurrency (or rate) reads every
+    """(settings, quantities) for one row: a row at a fixed concurrency reads every
     setting off one batched evaluation (`fixed_values`), any other runs its scenario per
     setting. `thetas`: the settings' (h, f, m) by (host kind, engine), kept between rows."""
     shared = Batch(settings, _thetas={} if thetas is None else thetas)

@@ -72,7 +72,7 @@ def loso_document(run: LosoRun) -> dict:
     fitted = run.runs[FITTED]
     return {"sources": run.sources, "rows": len(run.rows), "capped_rows": sum(capped_mask),
             "check": run.check, "seconds": {k: round(v, 1) for k, v in run.seconds.items()},
-            "configs": configs, "ttft_not_scored": ttft_not_scored(run.rows),
+            "configs": configs, "ttft_not_scored": ttft_not_scored(run.rows, fitted.left_out),
             "ranking": {key: ranking(run.rows, results)
                         for key, results in _sets(run, fitted).items()},
             "row_errors": [{"source": r.source, "regime": r.regime,
@@ -193,6 +193,11 @@ def print_ranking(rank: dict) -> None:
             pairs = "  ".join(_pair_text(st[f"pairs_{p}"]) for p in ("all", "band"))
             print(f"  {key + ' ' + source:<42} groups {st['groups']:>4}  mean τ-b {tau:>6}  "
                   f"{pairs}")
+    print("  left-out pairs outside ±3% by what differs between the two deployments: pairs, "
+          "ordered wrong (of which the model's own gap is beyond ±3%)")
+    for kind, n in rank["left_out"]["all"].get("by_kind", {}).items():
+        print(f"    {kind:<28} {n['pairs']:>5}  wrong {n['wrong']:>4} ({n['wrong_band']:>4})  "
+              f"right {1 - n['wrong'] / n['pairs']:.1%}")
 
 
 def _pair_text(p: dict) -> str:

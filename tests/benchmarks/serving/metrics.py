@@ -108,6 +108,24 @@ def per_source(results: list[Result]) -> dict:
     return {kind: _by_kind(rs) for kind, rs in sorted(groups.items())}
 
 
+def ttft_by_client(results: list[Result]) -> dict:
+    """TTFT errors by the client each regime's rows ran (closed loop, Poisson rate, MLPerf SLA
+    at its measured rate, offline run), and the p99 TTFT of the rows that publish one against
+    the model's p99 under the same client (`cost_model.arrival_queue`)."""
+    out = {}
+    for regime in sorted({r.regime for r in results}):
+        stats = _stats([r for r in results if r.regime == regime])["ttft"]
+        if stats["n"]:
+            out[regime] = stats
+    errs = np.array([r.predicted["ttft_p99"] / r.measured["ttft_p99_s"] - 1.0 for r in results
+                     if r.measured.get("ttft_p99_s") and np.isfinite(r.predicted.get(
+                         "ttft_p99", np.nan))])
+    if errs.size:
+        out["p99"] = {"n": int(errs.size), "median_abs_error_frac": float(np.median(abs(errs))),
+                      "median_error_frac": float(np.median(errs))}
+    return out
+
+
 def by_statistic(results: list[Result]) -> dict:
     """TPOT and TTFT errors by the statistic each row reports (mean, median, unstated)."""
     out = {}

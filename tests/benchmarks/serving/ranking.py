@@ -41,6 +41,8 @@ def group_key(r: Prepared) -> tuple:
     elif r.regime == "sla":
         load = ("sla", row.get("scenario", ""), row.get("ttft_limit_ms", ""),
                 row.get("tpot_limit_ms", ""))
+    elif r.regime == "rate":
+        load = ("rate", row.get("request_rate_per_s", ""))
     else:
         load = (r.regime, round(float(r.concurrency), 6))
     return (r.source, _model_key(row["model"]), r.hw.name, r.workload.isl_tokens,
@@ -60,12 +62,65 @@ def deployment_values(rows: list[Prepared], results: list[Result | None]) -> dic
 
 
 def ranking(rows: list[Prepared], results: list[Result | None]) -> dict:
-    """τ-b per group and the pooled pair agreement, over all sources and per source."""
+    """τ-b per group and the pooled pair agreement, over all sources and per source, and the
+    pairs outside the noise band by what differs between their two deployments (`pair_kinds`)."""
     groups = deployment_values(rows, results)
     out = {"all": _summary(groups)}
     for source in sorted({g[0] for g in groups}):
         out[source] = _summary({g: v for g, v in groups.items() if g[0] == source})
+    out["all"]["by_kind"] = pair_kinds(groups)
     return out
+
+
+def _fields(deployment: str) -> dict[str, str]:
+    """The parts of a deployment as `rows._describe` writes it ("tp1 ep8 pp1 dp8 fp8_block
+    moe-nvfp4"; a disaggregated one, "2P … + 1D …", as its pools' parts in order): tp, ep, pp,
+    dp, the format (the experts' after a "/") and the pools ("agg" where there are none)."""
+    parts: dict[str, list[str]] = defaultdict(list)
+    for word in deployment.split():
+        size = word[:2] in ("tp", "ep", "pp", "dp") and word[2:].isdigit()
+        if size:
+            parts[word[:2]].append(word[2:])
+        elif word[-1:] in "PD" and word[:-1].isdigit():
+            parts["pools"].append(word)
+        elif word != "+":
+            parts["format"].append(word.removeprefix("moe-"))
+    return {k: "/".join(parts.get(k, ["agg"] if k == "pools" else []))
+            for k in ("tp", "ep", "pp", "dp", "format", "pools")}
+
+
+def pair_kind(a: tuple, b: tuple) -> str:
+    """What differs between two (engine, deployment) keys: "engine", then "pools" alone where
+    one is disaggregated or their xPyD ratios differ, else "format" and the parallel sizes
+    that differ (TP, EP, DP, PP), joined by "+"; "none" when nothing does."""
+    (engine_a, dep_a), (engine_b, dep_b) = a, b
+    fa, fb = _fields(dep_a), _fields(dep_b)
+    kinds = ["engine"] if engine_a != engine_b else []
+    if fa["pools"] != fb["pools"]:  # aggregated vs disaggregated, or another xPyD
+        return "+".join(kinds + ["pools"])
+    kinds += [k.upper() if k != "format" else k for k in ("format", "tp", "ep", "dp", "pp")
+              if fa[k] != fb[k]]
+    return "+".join(kinds) or "none"
+
+
+def pair_kinds(groups: dict) -> dict[str, dict[str, int]]:
+    """Pairs whose measured tokens/s/GPU differ by more than `DISTINCT_BAND`, by `pair_kind`:
+    how many, how many the model orders wrong, and of those how many it calls the slower one
+    faster by more than the band (a confident wrong call, not a near tie)."""
+    out: dict[str, dict[str, int]] = defaultdict(lambda: {"pairs": 0, "wrong": 0, "wrong_band": 0})
+    for deps in groups.values():
+        keys = list(deps)
+        for i in range(len(keys)):
+            for j in range(i + 1, len(keys)):
+                (pa, ma), (pb, mb) = deps[keys[i]], deps[keys[j]]
+                if abs(np.log(ma / mb)) <= np.log1p(DISTINCT_BAND):
+                    continue
+                entry = out[pair_kind(keys[i], keys[j])]
+                entry["pairs"] += 1
+                wrong = np.sign(pa - pb) != np.sign(ma - mb)
+                entry["wrong"] += int(wrong)
+                entry["wrong_band"] += int(wrong and abs(np.log(pa / pb)) > np.log1p(DISTINCT_BAND))
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]["wrong"]))
 
 
 def _summary(groups: dict) -> dict:

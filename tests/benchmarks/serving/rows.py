@@ -34,6 +34,7 @@ class Measured:
     tpot_s: float | None
     ttft_s: float | None
     tokens_per_s_per_gpu: float | None
+    ttft_p99_s: float | None = None  # where published (MLPerf's logs): printed beside, not scored
 
 
 @dataclass
@@ -88,10 +89,12 @@ def _int_or(text: str, default: int) -> int:
 
 def _measured(row: dict[str, str]) -> Measured:
     tpot_ms, ttft_ms = _number(row["tpot_ms"]), _number(row["ttft_ms"])
+    p99_ms = _number(row.get("ttft_p99_ms", ""))
     return Measured(
         tpot_s=None if tpot_ms is None else tpot_ms / MS_PER_S,
         ttft_s=None if ttft_ms is None else ttft_ms / MS_PER_S,
         tokens_per_s_per_gpu=_number(row["output_tokens_per_s_per_gpu"]),
+        ttft_p99_s=None if p99_ms is None else p99_ms / MS_PER_S,
     )
 
 
@@ -194,7 +197,7 @@ def _scenario_regime(row: dict[str, str], scenario: str) -> tuple[str, float | N
             raise Skip(f"concurrency not a number: {row['concurrency']!r}")
         return regime, value
     if regime == "rate":
-        return regime, poisson_concurrency(row)
+        instance_rate_per_s(row)  # checked here: the row needs its rate
     return regime, None
 
 
@@ -204,15 +207,13 @@ def little_concurrency(rate_per_s: float, ttft_s: float, tpot_s: float, osl_toke
     return rate_per_s * (ttft_s + (osl_tokens - 1.0) * tpot_s)
 
 
-def poisson_concurrency(row: dict[str, str]) -> float:
-    """The mean concurrency per instance of a `poisson_rate` row, from its measured request rate
-    and mean latencies (`little_concurrency`); at least one request."""
-    rate, m = _number(row.get("request_rate_per_s", "")), _measured(row)
-    osl = _number(row["osl"])
-    if rate is None or m.ttft_s is None or m.tpot_s is None or osl is None:
-        raise Skip("poisson_rate row without its rate, mean TTFT, mean TPOT and OSL")
-    instances = (_number(row.get("total_gpus", "")) or 1) / (_number(row["num_gpus"]) or 1)
-    return max(little_concurrency(rate / instances, m.ttft_s, m.tpot_s, osl), 1.0)
+def instance_rate_per_s(row: dict[str, str]) -> float:
+    """The Poisson request rate one serving instance of the row receives: its
+    `request_rate_per_s` (the system's) over its instances, `total_gpus` / `num_gpus`."""
+    rate = _number(row.get("request_rate_per_s", ""))
+    if rate is None or rate <= 0:
+        raise Skip("Poisson-arrival row without its request rate")
+    return rate / ((_number(row.get("total_gpus", "")) or 1) / (_number(row["num_gpus"]) or 1))
 
 
 # ---- checks that leave a row out -------------------------------------------------------------

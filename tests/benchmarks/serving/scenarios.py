@@ -15,6 +15,7 @@ from typing import Callable
 import numpy as np
 
 from cost_model.architecture import Architecture
+from cost_model.arrival_queue import OFFLINE, POISSON, concurrency_at_rate
 from cost_model.disaggregated import PoolLimits, evaluate_disaggregated
 from cost_model.errors import ConfigError
 from cost_model.evaluate import evaluate_points
@@ -22,12 +23,13 @@ from cost_model.order_statistics import expected_largest_z
 from cost_model.units import MS_PER_S
 from search.records.comparison import finite_run_tokens_per_s
 from tests.benchmarks.serving.config import (
-    INFERENCEX, INFERENCEX_PROMPTS_PER_SLOT, INFERENCEX_RANGE_RATIO, OPEN_LOOP_TTFT,
-    PERF_OVERVIEW, PERF_OVERVIEW_REQUESTS, TRTLLM_BENCH_MAX_BATCH, WEIGHTS_DO_NOT_FIT,
+    INFERENCEX, INFERENCEX_PROMPTS_PER_SLOT, INFERENCEX_RANGE_RATIO, NOT_SCORED, PERF_OVERVIEW,
+    PERF_OVERVIEW_REQUESTS, RATE_ABOVE_CAPACITY, RATE_GRID, TRTLLM_BENCH_MAX_BATCH,
+    WEIGHTS_DO_NOT_FIT,
 )
 from tests.benchmarks.serving.rows import (
-    Measured, Prepared, Result, Skip, _describe, _measured, _number, _statistic, source_of,
-    prepare_row,
+    Measured, Prepared, Result, Skip, _describe, _measured, _number, _statistic,
+    instance_rate_per_s, source_of, prepare_row,
 )
 
 
@@ -92,8 +94,9 @@ def _predict_max(r: Prepared, models: Models, requests: int | None = None,
     if not np.any(np.isfinite(throughput)):
         raise Skip(WEIGHTS_DO_NOT_FIT)
     best = int(np.nanargmax(throughput))
-    if requests is not None and requests <= p.concurrency[0, best]:
-        return _predict_fixed(r, float(requests), models)  # one wave
+    if requests is not None and requests <= p.concurrency[0, best]:  # one wave
+        return {**_predict_fixed(r, float(requests), models),
+                **_offline_ttft(r, models, requests, batch_cap)}
     predicted = {**_ttft_parts(p, best, r.ttft_statistic),
                  "tokens_per_s_per_gpu": float(throughput[best]),
                  "concurrency": float(p.concurrency[0, best])}
@@ -104,7 +107,19 @@ def _predict_max(r: Prepared, models: Models, requests: int | None = None,
             "tokens_per_s_per_gpu"] if last else 0.0
         predicted["tokens_per_s_per_gpu"] = offline_run_tokens_per_s(
             requests, wave, predicted["tokens_per_s_per_gpu"], last_rate)
+        predicted.update(_offline_ttft(r, models, requests, batch_cap))
     return predicted
+
+
+def _offline_ttft(r: Prepared, models: Models, requests: int, batch_cap: int | None
+                  ) -> dict[str, float]:
+    """The TTFT of an offline run of `requests` queued at once (`cost_model.arrival_queue`,
+    arrivals "offline"), the engine admitting up to the memory limit and the batch cap."""
+    workload = r.workload.model_copy(update={
+        "arrivals": OFFLINE, "max_batch_sequences": batch_cap or TRTLLM_BENCH_MAX_BATCH})
+    p = models.points([r.arch], [r.dep], r.hw, workload, concurrency=np.array([requests]))
+    return {"ttft": float(benchmark_ttft(p, r.ttft_statistic)[0, 0]),
+            "ttft_p99": float(p.benchmark_ttft_p99_s[0, 0])}
 
 
 def offline_run_tokens_per_s(requests: int, wave: int, wave_rate: float,
@@ -119,10 +134,13 @@ def offline_run_tokens_per_s(requests: int, wave: int, wave_rate: float,
 
 
 def _errors(measured: Measured, predicted: dict[str, float]) -> dict[str, float | None]:
+    """pred/meas − 1 per metric; None where either is missing (a NaN prediction: not modelled
+    there, e.g. an SLA row's measured rate above the model's capacity)."""
     pairs = {"tpot": measured.tpot_s, "ttft": measured.ttft_s,
              "tokens_per_s_per_gpu": measured.tokens_per_s_per_gpu}
     return {
-        m: None if meas is None or meas <= 0 else predicted[m] / meas - 1.0
+        m: None if meas is None or meas <= 0 or not np.isfinite(predicted[m])
+        else predicted[m] / meas - 1.0
         for m, meas in pairs.items()
     }
 
@@ -175,25 +193,62 @@ def sla_best_index(tokens_per_s_per_gpu: np.ndarray, ttft_p99_s: np.ndarray,
 
 
 def _predict_sla(r: Prepared, models: Models) -> dict[str, float]:
-    """The largest modelled throughput whose TTFT and TPOT meet the row's limits
-    (`sla_best_index`) over the concurrency sweep up to memory and the run's batch cap.
-    Percentile approximation: the p99 of each is taken as the model's value at that concurrency
-    (the steady-state TPOT, the benchmark TTFT): every request of a steady batch sees the same
-    steps; the MLPerf logs' own p99/mean ratios are printed beside the scores
-    (`_p99_over_mean`)."""
+    """The largest modelled throughput whose p99 TTFT under Poisson arrivals
+    (`cost_model.arrival_queue`: each point of the sweep the steady state of arrivals at the rate
+    it completes) and TPOT meet the row's limits (`sla_best_index`), over the sweep up to memory
+    and the run's batch cap: what MLPerf Server / Interactive score. The p99 TPOT is taken as
+    the steady-state TPOT (every request of a steady batch sees the same steps). The TTFT
+    scored is the mean (and p99) under Poisson arrivals at the row's own measured rate
+    (`_at_rate`; NaN where that rate is above the model's capacity or not stated)."""
     row = r.row
     ttft_limit, tpot_limit = _number(row["ttft_limit_ms"]), _number(row["tpot_limit_ms"])
     if ttft_limit is None or tpot_limit is None:
         raise Skip("SLA-bound row without its TTFT/TPOT limits")
-    p = models.points([r.arch], [r.dep], r.hw, r.workload)
     cap = (_number(row.get("max_batch", "")) or TRTLLM_BENCH_MAX_BATCH) * r.dep.dp
-    allowed = p.fits_memory[0] & (p.concurrency[0] <= cap)
-    best = sla_best_index(p.tokens_per_s_per_gpu[0], p.benchmark_ttft_s[0], p.tpot_s[0], allowed,
-                          ttft_limit / MS_PER_S, tpot_limit / MS_PER_S)
+    p, allowed = _rate_sweep(r, models)
+    allowed = allowed & (p.concurrency[0] <= cap)
+    best = sla_best_index(p.tokens_per_s_per_gpu[0], p.benchmark_ttft_p99_s[0], p.tpot_s[0],
+                          allowed, ttft_limit / MS_PER_S, tpot_limit / MS_PER_S)
     if best is None:
         raise Skip("no modelled concurrency meets the row's TTFT/TPOT limits")
+    stated = _number(row.get("request_rate_per_s", ""))
+    at = None if stated is None else _at_rate(r, p, allowed, instance_rate_per_s(row))
     return {**_ttft_parts(p, best, r.ttft_statistic),
+            "ttft": np.nan if at is None else at["ttft"],
+            "ttft_p99": np.nan if at is None else at["ttft_p99"],
             "concurrency": float(p.concurrency[0, best])}
+
+
+def _rate_sweep(r: Prepared, models: Models):
+    """(operating points under Poisson arrivals on `RATE_GRID`, which of them fit memory
+    within the engine's in-flight cap)."""
+    workload = r.workload.model_copy(update={"arrivals": POISSON})
+    p = models.points([r.arch], [r.dep], r.hw, workload, concurrency=RATE_GRID)
+    if p.max_concurrency[0, 0] < 1:
+        raise Skip(WEIGHTS_DO_NOT_FIT)
+    return p, p.fits_memory[0] & (p.concurrency[0] <= p.max_concurrency[0, 0])
+
+
+def _at_rate(r: Prepared, p, allowed: np.ndarray, rate_per_s: float) -> dict | None:
+    """Every figure at the concurrency whose modelled completion rate is `rate_per_s` (Little's
+    law's fixed point, `concurrency_at_rate`), linear between the sweep's points; None above the
+    model's capacity."""
+    requests_per_s = p.tokens_per_s_per_gpu[0] * r.dep.gpus / r.workload.osl_tokens
+    at = concurrency_at_rate(rate_per_s, p.concurrency[0], requests_per_s, allowed)
+    if at is None:
+        return None
+    grid = p.concurrency[0][allowed]
+    columns = {**_columns(p, r.ttft_statistic), "ttft_p99": p.benchmark_ttft_p99_s}
+    return {**{name: float(np.interp(at, grid, values[0][allowed]))
+               for name, values in columns.items()}, "concurrency": at}
+
+
+def _predict_rate(r: Prepared, models: Models) -> dict[str, float]:
+    """A Poisson-rate row at the concurrency its rate sustains in the model (`_at_rate`)."""
+    predicted = _at_rate(r, *_rate_sweep(r, models), instance_rate_per_s(r.row))
+    if predicted is None:
+        raise Skip(RATE_ABOVE_CAPACITY)
+    return predicted
 
 
 def _predict(r: Prepared, models: Models) -> dict[str, float]:
@@ -202,6 +257,8 @@ def _predict(r: Prepared, models: Models) -> dict[str, float]:
                             int(_number(r.row.get("max_batch", "")) or 0) or None)
     if r.regime == "sla":
         return _predict_sla(r, models)
+    if r.regime == "rate":
+        return _predict_rate(r, models)
     return _predict_fixed(r, r.concurrency, models)
 
 
@@ -243,18 +300,21 @@ def predict_prepared(r: Prepared, models: Models = COST_MODEL) -> dict[str, floa
 
 
 def scored_measurement(r: Prepared) -> Measured:
-    """The row's measurements that are scored: its TTFT not where it was measured under
-    Poisson arrivals (`OPEN_LOOP_TTFT`: the regime's reason)."""
+    """The row's measurements that are scored: not those its regime takes as input
+    (`NOT_SCORED`: a Poisson-rate row's tokens/s/GPU is its rate × OSL)."""
     measured = _measured(r.row)
-    return replace(measured, ttft_s=None) if r.regime in OPEN_LOOP_TTFT else measured
+    return replace(measured, **{f: None for f in NOT_SCORED.get(r.regime, {})})
 
 
-def ttft_not_scored(rows: list[Prepared]) -> dict[str, int]:
-    """Rows with a measured TTFT that is not scored, by reason (`OPEN_LOOP_TTFT`)."""
+def ttft_not_scored(rows: list[Prepared], results: list[Result | None] | None = None
+                    ) -> dict[str, int]:
+    """Rows with a measured TTFT that is not scored, by reason: an SLA row whose measured rate
+    is above the model's capacity (its TTFT predicted NaN)."""
     out: dict[str, int] = {}
-    for r in rows:
-        if r.regime in OPEN_LOOP_TTFT and _measured(r.row).ttft_s:
-            out[OPEN_LOOP_TTFT[r.regime]] = out.get(OPEN_LOOP_TTFT[r.regime], 0) + 1
+    for r, res in zip(rows, results or [None] * len(rows)):
+        if res is not None and res.measured.get("ttft_s") and res.error_frac["ttft"] is None:
+            reason = f"TTFT of an MLPerf {r.regime} row: {RATE_ABOVE_CAPACITY}"
+            out[reason] = out.get(reason, 0) + 1
     return out
 
 

@@ -126,3 +126,21 @@ def test_engine_flag_keys_the_benchmark_ttft_terms(capsys):
     a, b = generic["points"][0], sglang["points"][0]
     assert a["ttft_ms"] != b["ttft_ms"] and a["tpot_ms"] != b["tpot_ms"]
     assert a["benchmark_ttft_ms"] != b["benchmark_ttft_ms"]
+
+
+def test_arrivals_flag_sets_the_benchmark_clients_ttft(capsys):
+    """`--arrivals poisson`: the workload says so, each point carries a p99 TTFT (≥ its median),
+    the lone request's median TTFT is the closed loop's (an empty prompt queue) and TPOT does not
+    change; the closed loop has no p99; an unknown client is refused (exit 2)."""
+    argv = (LLAMA, "--hardware", "h200", "--concurrency", "1", "64")
+    closed = _doc(capsys, *argv)
+    poisson = _doc(capsys, *argv, "--arrivals", "poisson")
+    assert poisson["workload"]["arrivals"] == "poisson"
+    assert "benchmark_ttft_p99_ms" not in closed["points"][0]
+    for point in poisson["points"]:
+        assert point["benchmark_ttft_p99_ms"] >= point["benchmark_ttft_median_ms"]
+    assert poisson["points"][0]["benchmark_ttft_median_ms"] == pytest.approx(
+        closed["points"][0]["benchmark_ttft_median_ms"])
+    assert [p["tpot_ms"] for p in poisson["points"]] == [p["tpot_ms"] for p in closed["points"]]
+    assert main(["evaluate", *argv, "--arrivals", "bursty"]) == 2
+    assert "`--arrivals`" in capsys.readouterr().err
