@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from cost_model.architecture import _LINEAR_FIELDS as LINEAR_FIELDS
+from cost_model.architecture_parts import _LINEAR_FIELDS as LINEAR_FIELDS
 from cost_model.architecture import Architecture, make_architecture
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.deployment import Deployment, Workload, deployment_violations

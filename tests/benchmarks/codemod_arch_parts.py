@@ -1,0 +1,154 @@
+"""Codemod of issue 27 item 3: rewrite reads of `Architecture` / `ArchArrays` attributes that moved
+into a part (`arch.num_experts` -> `arch.ffn.num_experts`, `a.experts` -> `a.ffn.experts`).
+
+Type-driven, so that a `num_kv_heads` of a search space or a `head_dim` of a config dict is left
+alone: it runs mypy over the given paths, takes every `"Architecture" has no attribute "X"` (or
+`ArchArrays`, in a union too) whose X moved into a part, and inserts the part before X at the
+exact column mypy reports; repeated until mypy reports none (a line may hold several). What the
+moves are is read from the classes themselves (each part's fields and properties), so the script
+needs no edit when a part gains a field. Reads whose receiver mypy cannot type (an untyped
+parameter, a getattr by name) are left for the tests to find; `--scan` lists the lines that
+look like such reads.
+
+    python tests/benchmarks/codemod_arch_parts.py [--dry-run] [--scan] [PATH ...]
+
+(default paths: cost_model constraints objectives search tests; run from the repository root.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from collections import defaultdict
+from dataclasses import fields, is_dataclass
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from cost_model.architecture import Architecture
+from cost_model.batch import ArchArrays
+
+DEFAULT_PATHS = ("cost_model", "constraints", "objectives", "search", "tests")
+# a column renamed as it moved (the part's name took the old column's)
+RENAMED = {("ArchArrays", "ffn"): "ffn.dense_width"}
+_ERROR = re.compile(r'^(?P<path>[^:]+):(?P<line>\d+):(?P<col>\d+):(?P<end_line>\d+):(?P<end_col>\d+):'
+                    r' error: (?:Item )?"(?P<cls>\w+)"(?: of "[^"]+")? has no attribute '
+                    r'"(?P<attr>\w+)"')
+_OPERAND = re.compile(r'^(?P<path>[^:]+):(?P<line>\d+):\d+:\d+:\d+: error: .*"FfnArrays"')
+
+
+def _members(part: type) -> set[str]:
+    """A part's fields and properties."""
+    names = {f.name for f in fields(part)} if is_dataclass(part) else set(part.model_fields)
+    return names | {n for n in vars(part) if isinstance(vars(part)[n], property)}
+
+
+def moves() -> dict[str, dict[str, str]]:
+    """Class name -> moved attribute -> its new path ("ffn.num_experts")."""
+    out: dict[str, dict[str, str]] = {}
+    for cls in (Architecture, ArchArrays):
+        own = set(cls.model_fields) if issubclass(cls, BaseModel) else {f.name for f in fields(cls)}
+        own |= {n for n in vars(cls) if isinstance(vars(cls)[n], property)}
+        table: dict[str, str] = {}
+        for name, part in _parts(cls).items():
+            for member in _members(part) - own:
+                table[member] = f"{name}.{member}"
+        out[cls.__name__] = table
+    for (cls_name, attr), path in RENAMED.items():
+        out[cls_name][attr] = path
+    return out
+
+
+def _parts(cls: type) -> dict[str, type]:
+    if issubclass(cls, BaseModel):
+        return {n: i.annotation for n, i in cls.model_fields.items()
+                if isinstance(i.annotation, type) and issubclass(i.annotation, BaseModel)}
+    hints = {f.name: f.type for f in fields(cls)}
+    module = sys.modules[cls.__module__]
+    return {n: getattr(module, t) for n, t in hints.items()
+            if isinstance(t, str) and is_dataclass(getattr(module, t, None))}
+
+
+def run_mypy(paths: list[str]) -> list[str]:
+    cmd = [sys.executable, "-m", "mypy", "--follow-imports=silent", "--show-column-numbers",
+           "--show-error-end", "--no-error-summary", "--hide-error-context", *paths]
+    return subprocess.run(cmd, capture_output=True, text=True).stdout.splitlines()
+
+
+def edits_from(lines: list[str], table: dict[str, dict[str, str]]):
+    """(path, line) -> {end column: (attr, new path)} from mypy's errors."""
+    out: dict[tuple[str, int], dict[int, tuple[str, str]]] = defaultdict(dict)
+    for line in lines:
+        m = _ERROR.match(line)
+        if m and m["attr"] in table.get(m["cls"], {}):
+            key = (m["path"], int(m["end_line"]))
+            out[key][int(m["end_col"])] = (m["attr"], table[m["cls"]][m["attr"]])
+        elif (o := _OPERAND.match(line)):
+            out[(o["path"], int(o["line"]))][-1] = ("ffn", "ffn.dense_width")
+    return out
+
+
+def apply(edits, dry_run: bool) -> int:
+    done = 0
+    by_file: dict[str, dict[int, dict[int, tuple[str, str]]]] = defaultdict(dict)
+    for (path, line), cols in edits.items():
+        by_file[path][line] = cols
+    for path, per_line in by_file.items():
+        text = Path(path).read_text().split("\n")
+        for number, cols in per_line.items():
+            src = text[number - 1]
+            for end, (attr, new) in sorted(cols.items(), reverse=True):
+                if end == -1:  # ArchArrays' old `ffn` column read as a number
+                    src, n = re.subn(r"\.ffn\b(?![.\w])", ".ffn.dense_width", src)
+                    done += n
+                    continue
+                start = end - len(attr)
+                if src[start:end] != attr or src[start - 1] != ".":
+                    print(f"{path}:{number}: skipped (no `.{attr}` at column {end})",
+                          file=sys.stderr)
+                    continue
+                src = src[:start] + new + src[end:]
+                done += 1
+            text[number - 1] = src
+        if not dry_run:
+            Path(path).write_text("\n".join(text))
+    return done
+
+
+def scan(paths: list[str], table: dict[str, dict[str, str]]) -> None:
+    """Lines that read a moved name after `arch.` / `a.` / `.arch.` without a part: for review."""
+    moved = sorted(set(table["Architecture"]) | set(table["ArchArrays"]), key=len, reverse=True)
+    pattern = re.compile(r"\b(?:arch|a|self\.arch|\w+\.arch)\.(" + "|".join(moved) + r")\b")
+    for root in paths:
+        for file in sorted(Path(root).rglob("*.py")) if Path(root).is_dir() else [Path(root)]:
+            for number, line in enumerate(file.read_text().splitlines(), 1):
+                if pattern.search(line):
+                    print(f"{file}:{number}: {line.strip()}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("paths", nargs="*", default=list(DEFAULT_PATHS))
+    parser.add_argument("--dry-run", action="store_true")
+    parser.add_argument("--scan", action="store_true")
+    parser.add_argument("--rounds", type=int, default=4)
+    args = parser.parse_args()
+    table = moves()
+    if args.scan:
+        scan(args.paths, table)
+        return
+    total = 0
+    for round_number in range(1, args.rounds + 1):
+        edits = edits_from(run_mypy(args.paths), table)
+        done = apply(edits, args.dry_run)
+        total += done
+        print(f"round {round_number}: {done} reads rewritten")
+        if not done or args.dry_run:
+            break
+    print(f"{total} reads rewritten in all")
+
+
+if __name__ == "__main__":
+    main()
