@@ -231,11 +231,16 @@ _PARTS: dict[str, type[BaseModel]] = {
     if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel)
 }
 _PART_OF_FIELD = {field: part for part, model in _PARTS.items() for field in model.model_fields}
+# a part's derived values, read by name as its fields are (`field_value`)
+_PART_OF_NAME = {**_PART_OF_FIELD, **{
+    name: part for part, model in _PARTS.items()
+    for name, value in vars(model).items() if isinstance(value, property)}}
 
 
 def field_path(name: str) -> str:
-    """Where the field users call `name` lives: "ffn.num_experts", "hidden_size"."""
-    part = _PART_OF_FIELD.get(name)
+    """Where the field (or derived value) users call `name` lives: "ffn.num_experts",
+    "hidden_size", "ffn.is_moe", "num_moe_layers"."""
+    part = _PART_OF_NAME.get(name)
     return name if part is None else f"{part}.{name}"
 
 
@@ -261,15 +266,16 @@ def design_name(arch: Architecture, show_vocab: bool = False) -> str:
     a = arch
     name = f"H{a.hidden_size}-L{a.num_layers}"
     if a.num_attention_layers:
-        name += f"-A{a.num_attention_heads}x{a.head_dim}kv{a.num_kv_heads}"
+        att = a.attention
+        name += f"-A{att.num_attention_heads}x{att.head_dim}kv{att.num_kv_heads}"
     name += mixer_pattern_name(a)
-    if a.is_moe:
-        name += (f"-E{a.num_experts}k{a.experts_per_token}x{a.moe_intermediate_size}"
-                 f"s{a.num_shared_experts}")
+    if a.ffn.is_moe:
+        name += (f"-E{a.ffn.num_experts}k{a.ffn.experts_per_token}x{a.ffn.moe_intermediate_size}"
+                 f"s{a.ffn.num_shared_experts}")
         if a.num_dense_layers:
-            name += f"-F{a.num_dense_layers}x{a.intermediate_size}"
+            name += f"-F{a.num_dense_layers}x{a.ffn.intermediate_size}"
     elif a.num_dense_layers:
-        name += f"-F{a.intermediate_size}"
+        name += f"-F{a.ffn.intermediate_size}"
     if show_vocab:
         name += f"-V{a.vocab_size}"
     return name
@@ -294,16 +300,16 @@ def mixer_pattern_name(arch: Architecture) -> str:
     taps}` (`b`: conv bias, `u`: no gated norm)."""
     if not arch.is_heterogeneous:
         return ""
-    letters = "".join(MIXER_LETTERS[m] for m in arch.layer_mixers or ())
+    letters = "".join(MIXER_LETTERS[m] for m in arch.mixer.layer_mixers or ())
     unit = _run_length(_repeating_unit(letters)) if letters else ""
-    exact = bool(unit) and len(unit) <= _MAX_UNIT_NAME_CHARS and arch.layer_ffn_widths is None \
-        and arch.layer_moe is None
+    exact = bool(unit) and len(unit) <= _MAX_UNIT_NAME_CHARS and arch.ffn.layer_ffn_widths is None \
+        and arch.ffn.layer_moe is None
     name = f"-{unit}" if exact else f"-{_letter_counts(letters)}#{_pattern_digest(arch)}"
-    if arch.num_linear_attention_layers:
+    if arch.mixer.num_linear_attention_layers:
         a = arch
-        name += (f"-S{a.linear_num_value_heads}x{a.linear_value_head_dim}"
-                 f"g{a.linear_num_key_heads}x{a.linear_key_head_dim}c{a.linear_conv_kernel}"
-                 f"{'b' if a.linear_conv_bias else ''}{'' if a.linear_norm else 'u'}")
+        name += (f"-S{a.mixer.linear_num_value_heads}x{a.mixer.linear_value_head_dim}"
+                 f"g{a.mixer.linear_num_key_heads}x{a.mixer.linear_key_head_dim}c{a.mixer.linear_conv_kernel}"
+                 f"{'b' if a.mixer.linear_conv_bias else ''}{'' if a.mixer.linear_norm else 'u'}")
     return name
 
 
@@ -327,7 +333,7 @@ def _letter_counts(letters: str) -> str:
 
 def _pattern_digest(arch: Architecture) -> str:
     """A short digest of the exact per-layer lists (stable across processes and runs)."""
-    lists = (arch.layer_mixers, arch.layer_ffn_widths, arch.layer_moe)
+    lists = (arch.mixer.layer_mixers, arch.ffn.layer_ffn_widths, arch.ffn.layer_moe)
     return hashlib.sha1(repr(lists).encode()).hexdigest()[:_DIGEST_HEX_CHARS]
 
 

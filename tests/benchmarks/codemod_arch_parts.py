@@ -33,7 +33,8 @@ from cost_model.batch import ArchArrays
 DEFAULT_PATHS = ("cost_model", "constraints", "objectives", "search", "tests")
 # a column renamed as it moved (the part's name took the old column's)
 RENAMED = {("ArchArrays", "ffn"): "ffn.dense_width"}
-_ERROR = re.compile(r'^(?P<path>[^:]+):(?P<line>\d+):(?P<col>\d+):(?P<end_line>\d+):(?P<end_col>\d+):'
+_ERROR = re.compile(r'^(?P<path>[^:]+):(?P<line>\d+):(?P<col>\d+):'
+                    r'(?P<end_line>\d+):(?P<end_col>\d+):'
                     r' error: (?:Item )?"(?P<cls>\w+)"(?: of "[^"]+")? has no attribute '
                     r'"(?P<attr>\w+)"')
 _OPERAND = re.compile(r'^(?P<path>[^:]+):(?P<line>\d+):\d+:\d+:\d+: error: .*"FfnArrays"')

@@ -44,16 +44,16 @@ def test_gqa_derived_dims():
     """8 query heads of 32, 2 KV heads: KV = K + V = 2 · 2 · 32 per token and layer; o_proj
     reads the 8 · 32 concatenated heads."""
     arch = Architecture(**DENSE)
-    assert arch.q_dim == 8 * 32
+    assert arch.attention.q_dim == 8 * 32
     assert _kv_elems_and_o_proj_k(arch) == (2 * 2 * 32, 8 * 32)
-    assert (arch.is_moe, arch.num_moe_layers, arch.num_dense_layers) == (False, 0, 4)
+    assert (arch.ffn.is_moe, arch.num_moe_layers, arch.num_dense_layers) == (False, 0, 4)
 
 
 def test_mla_derived_dims_deepseek_v3():
     # DeepSeek-V3 (arXiv:2412.19437 §2.1 / its config.json): 128 heads of nope 128 + rope 64,
     # latent 512 + rope 64 cached per token and layer, v_head_dim 128, 3 dense + 58 MoE layers.
     arch = load_architecture(MODEL_CONFIGS / "DeepSeek-V3.json")
-    assert arch.q_dim == 128 * (128 + 64)
+    assert arch.attention.q_dim == 128 * (128 + 64)
     assert _kv_elems_and_o_proj_k(arch) == (512 + 64, 128 * 128)
     assert (arch.num_dense_layers, arch.num_moe_layers) == (3, 58)
 
@@ -88,9 +88,9 @@ def test_moe_layer_count_equals_per_layer_placement():
 
 def test_shared_expert_width_defaults_to_count_times_expert_width():
     arch = _arch(MOE, num_shared_experts=2)
-    assert arch.shared_expert_intermediate_size == 2 * 64
+    assert arch.ffn.shared_expert_intermediate_size == 2 * 64
     explicit = _arch(MOE, num_shared_experts=1, shared_expert_intermediate_size=96)
-    assert explicit.shared_expert_intermediate_size == 96
+    assert explicit.ffn.shared_expert_intermediate_size == 96
 
 
 def test_periodic_layer_types():

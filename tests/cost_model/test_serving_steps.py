@@ -156,7 +156,7 @@ def test_one_more_request_makes_no_step_change(hw_format, stem, data, workload, 
     (`test_dense_dp_groups_are_replicas`); here one group kind at a time."""
     gpu, precision = hw_format
     hw, arch = get_hardware(gpu), model(stem)
-    dep = data.draw(deployment_of(arch, precision, (1, 2, 4, 8) if arch.is_moe else (1,)))
+    dep = data.draw(deployment_of(arch, precision, (1, 2, 4, 8) if arch.ffn.is_moe else (1,)))
     if isinstance(concurrency, str):
         concurrency = _boundaries(arch, dep, workload)[concurrency == "group"]
     c = np.array([concurrency, concurrency + 1], float)
