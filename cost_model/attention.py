@@ -44,9 +44,9 @@ def kv_heads_per_gpu(a: ArchArrays, d: DeployArrays):
 
 def kv_elems_per_token_layer(a: ArchArrays, d: DeployArrays | None = None):
     """KV-cache elements per token per layer on one GPU (whole model when `d` is None)."""
-    heads = a.attention.heads_kv if d is None else kv_heads_per_gpu(a, d)
-    return np.where(a.attention.mla > 0, a.attention.kv_lora + a.attention.rope_dim,
-                    2.0 * heads * a.attention.head_dim)
+    att = a.attention
+    heads = att.heads_kv if d is None else kv_heads_per_gpu(a, d)
+    return np.where(att.mla > 0, att.kv_lora + att.rope_dim, 2.0 * heads * att.head_dim)
 
 
 def full_kv_elems_per_token_layer(a: ArchArrays, d: DeployArrays | None = None):

@@ -26,7 +26,7 @@ from cost_model.gemm import HOT_DTYPE, GemmRates
 from cost_model.gemm_unique import unique_gemm_time_s
 from cost_model.order_statistics import expected_largest_z
 from cost_model.sharded_gemms import (
-    KERNELS, ArchColumns, active, column_layer_counts, per_gpu_k, per_gpu_n,
+    KERNELS, ArchColumns, active, column_layer_counts, per_gpu_k, per_gpu_n, read,
 )
 from cost_model.step_load import StepLoad
 
@@ -136,7 +136,7 @@ def _add_absorbed(g: GemmList, src: ArchColumns, d: DeployArrays, load: StepLoad
     """decode: W_UK / W_UV absorbed into per-head GEMMs (DeepSeek-V2 §2.1.2), W_UK transposed
     (the query's nope part into the latent)."""
     for row in rows:
-        heads = getattr(src, row.n.terms[0].factors[0]) / getattr(d, row.shard)
+        heads = read(src, row.n.terms[0].factors[0]) / getattr(d, row.shard)
         n, k = per_gpu_n(row, src, d) / np.maximum(heads, 1e-12), per_gpu_k(row, src, d)
         n, k = (k, n) if row.decode_transposed else (n, k)
         g.add(row.decode_kernel, load.group_decode_tokens, n, k, count, groups=heads)

@@ -106,7 +106,7 @@ def _row_params(arch: Architecture, row: WeightGemm) -> int:
 
 def _matrix_params(src, row: WeightGemm) -> int:
     n = row.n.value(src)
-    bias = bool(getattr(src, row.bias)) if row.bias else False
+    bias = bool(field_value(src, row.bias)) if row.bias else False
     return n * row.k.value(src) + (n if bias else 0)
 
 

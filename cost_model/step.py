@@ -178,7 +178,7 @@ def moe_exchange_s(a, d, env: Env, load: StepLoad):
     group = d.dp * d.ffn_tp
     gather = all_gather_s(gathered * env.experts.activation_bytes_per_value, group, hw, eff) \
         + all_gather_s(gathered * ACTIVATION_BYTES, group, hw, eff)
-    routed = load.group_tokens / d.ffn_tp * np.minimum(a.top_k, d.ep) * a.hidden
+    routed = load.group_tokens / d.ffn_tp * np.minimum(a.ffn.top_k, d.ep) * a.hidden
     exchange = all_to_all_s(routed * env.experts.activation_bytes_per_value, d.ep, hw, eff) \
         + all_to_all_s(routed * ACTIVATION_BYTES, d.ep, hw, eff)
     return np.where(uses_moe_all_to_all(a, d, hw), exchange, gather)
@@ -190,7 +190,7 @@ def helix_all_to_all_s(a, d, env: Env, tokens):
     log-sum-exp per head; an all-to-all over the kvp ranks leaves each with heads/(tp·kvp)
     heads combined. It sends (kvp−1)/kvp of tokens · heads/tp · (v_dim + 1) BF16 values. 0 when
     kvp = 1."""
-    values = tokens * a.heads_q / d.tp * (a.v_dim + 1.0) * ACTIVATION_BYTES
+    values = tokens * a.attention.heads_q / d.tp * (a.attention.v_dim + 1.0) * ACTIVATION_BYTES
     return all_to_all_s(values, d.kvp, env.hw, env.eff)
 
 
@@ -269,7 +269,7 @@ def stage_forward_load(a: ArchArrays, d: DeployArrays, env: Env, load: StepLoad,
 def _linear_mixer_s(a, d, env: Env, load: StepLoad, linear_layers):
     """The linear-attention layers' state updates and chunked scans (counted as attention);
     0 s without linear layers (not evaluated then)."""
-    if not np.any(a.linear_layers > 0):
+    if not np.any(a.mixer.linear_layers > 0):
         return 0.0
     per_layer = linear_decode_s(a, d, env, load.group_decode_seqs, load.decode_tokens_per_seq) \
         + linear_prefill_s(a, d, env, load.group_prefill_tokens)

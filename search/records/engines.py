@@ -284,7 +284,7 @@ def yaml_text(options: dict, indent: int = 0) -> str:
 
 def _trtllm_args(spec, arch, dep, seqs, model, config) -> dict:
     return {"--backend": "pytorch", "--tp_size": dep.tp * dep.dp * dep.kvp, "--pp_size": dep.pp,
-            "--ep_size": dep.ep if arch.is_moe else None,
+            "--ep_size": dep.ep if arch.ffn.is_moe else None,
             "--max_batch_size": max(1, min(math.ceil(seqs / dep.dp), MAX_SEQUENCES_CAP)),
             "--max_num_tokens": DEFAULT_PREFILL_CHUNK_TOKENS,
             "--max_seq_len": spec.workload.isl_tokens + spec.workload.osl_tokens,

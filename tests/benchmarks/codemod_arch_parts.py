@@ -7,10 +7,12 @@ alone: it runs mypy over the given paths, takes every `"Architecture" has no att
 exact column mypy reports; repeated until mypy reports none (a line may hold several). What the
 moves are is read from the classes themselves (each part's fields and properties), so the script
 needs no edit when a part gains a field. Reads whose receiver mypy cannot type (an untyped
-parameter, a getattr by name) are left for the tests to find; `--scan` lists the lines that
-look like such reads.
+parameter) are rewritten by `--untyped` when the receiver is named `arch`, `a`, `self.a` or
+`x.arch` (`--scan` lists them); a read by name (getattr) goes through
+`cost_model.architecture.field_value`.
 
-    python tests/benchmarks/codemod_arch_parts.py [--dry-run] [--scan] [PATH ...]
+    python tests/benchmarks/codemod_arch_parts.py [--dry-run] [PATH ...]   # typed reads
+    python tests/benchmarks/codemod_arch_parts.py --untyped [PATH ...]     # then untyped ones
 
 (default paths: cost_model constraints objectives search tests; run from the repository root.)
 """
@@ -31,13 +33,10 @@ from cost_model.architecture import Architecture
 from cost_model.batch import ArchArrays
 
 DEFAULT_PATHS = ("cost_model", "constraints", "objectives", "search", "tests")
-# a column renamed as it moved (the part's name took the old column's)
-RENAMED = {("ArchArrays", "ffn"): "ffn.dense_width"}
 _ERROR = re.compile(r'^(?P<path>[^:]+):(?P<line>\d+):(?P<col>\d+):'
                     r'(?P<end_line>\d+):(?P<end_col>\d+):'
                     r' error: (?:Item )?"(?P<cls>\w+)"(?: of "[^"]+")? has no attribute '
                     r'"(?P<attr>\w+)"')
-_OPERAND = re.compile(r'^(?P<path>[^:]+):(?P<line>\d+):\d+:\d+:\d+: error: .*"FfnArrays"')
 
 
 def _members(part: type) -> set[str]:
@@ -57,8 +56,6 @@ def moves() -> dict[str, dict[str, str]]:
             for member in _members(part) - own:
                 table[member] = f"{name}.{member}"
         out[cls.__name__] = table
-    for (cls_name, attr), path in RENAMED.items():
-        out[cls_name][attr] = path
     return out
 
 
@@ -86,8 +83,6 @@ def edits_from(lines: list[str], table: dict[str, dict[str, str]]):
         if m and m["attr"] in table.get(m["cls"], {}):
             key = (m["path"], int(m["end_line"]))
             out[key][int(m["end_col"])] = (m["attr"], table[m["cls"]][m["attr"]])
-        elif (o := _OPERAND.match(line)):
-            out[(o["path"], int(o["line"]))][-1] = ("ffn", "ffn.dense_width")
     return out
 
 
@@ -101,10 +96,6 @@ def apply(edits, dry_run: bool) -> int:
         for number, cols in per_line.items():
             src = text[number - 1]
             for end, (attr, new) in sorted(cols.items(), reverse=True):
-                if end == -1:  # ArchArrays' old `ffn` column read as a number
-                    src, n = re.subn(r"\.ffn\b(?![.\w])", ".ffn.dense_width", src)
-                    done += n
-                    continue
                 start = end - len(attr)
                 if src[start:end] != attr or src[start - 1] != ".":
                     print(f"{path}:{number}: skipped (no `.{attr}` at column {end})",
@@ -118,27 +109,42 @@ def apply(edits, dry_run: bool) -> int:
     return done
 
 
-def scan(paths: list[str], table: dict[str, dict[str, str]]) -> None:
-    """Lines that read a moved name after `arch.` / `a.` / `.arch.` without a part: for review."""
-    moved = sorted(set(table["Architecture"]) | set(table["ArchArrays"]), key=len, reverse=True)
-    pattern = re.compile(r"\b(?:arch|a|self\.arch|\w+\.arch)\.(" + "|".join(moved) + r")\b")
+def scan(paths: list[str], table: dict[str, dict[str, str]], rewrite: bool) -> None:
+    """Reads of a moved name after `arch.` / `a.` / `self.a.` / `x.arch.` without a part, which
+    mypy cannot see (an untyped receiver): listed, or with `rewrite` rewritten (a name that
+    moved in both classes moved to the same part, so the receiver's class does not matter)."""
+    paths_of = {**table["ArchArrays"], **table["Architecture"]}
+    assert all(table["ArchArrays"].get(n, p) == p for n, p in table["Architecture"].items())
+    moved = sorted(paths_of, key=len, reverse=True)
+    pattern = re.compile(r"\b(arch|a|self\.a|self\.arch|\w+\.arch)\.(" + "|".join(moved)
+                         + r")\b(?!\()")
     for root in paths:
         for file in sorted(Path(root).rglob("*.py")) if Path(root).is_dir() else [Path(root)]:
-            for number, line in enumerate(file.read_text().splitlines(), 1):
+            if file.resolve() == Path(__file__).resolve():
+                continue
+            text = file.read_text()
+            lines = text.splitlines()
+            for number, line in enumerate(lines, 1):
                 if pattern.search(line):
                     print(f"{file}:{number}: {line.strip()}")
+            if rewrite:
+                new = pattern.sub(lambda m: f"{m[1]}.{paths_of[m[2]]}", text)
+                if new != text:
+                    file.write_text(new)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("paths", nargs="*", default=list(DEFAULT_PATHS))
     parser.add_argument("--dry-run", action="store_true")
-    parser.add_argument("--scan", action="store_true")
+    parser.add_argument("--scan", action="store_true", help="list reads mypy cannot type")
+    parser.add_argument("--untyped", action="store_true",
+                        help="rewrite the reads --scan lists (after the typed rounds)")
     parser.add_argument("--rounds", type=int, default=4)
     args = parser.parse_args()
     table = moves()
-    if args.scan:
-        scan(args.paths, table)
+    if args.scan or args.untyped:
+        scan(args.paths, table, rewrite=args.untyped)
         return
     total = 0
     for round_number in range(1, args.rounds + 1):

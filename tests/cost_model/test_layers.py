@@ -38,7 +38,7 @@ def test_kda_runs_its_gate_up_projections():
     a, d, load, _ = _setup(HF_CONFIGS / "synthetic-kimi-linear-checkpoint-form.json")
     g = GemmList((1, 2))
     attention, linear = step.stage_attention_layers(a, a.layers)
-    layer_gemms(g, a, d, load, attention, linear, a.dense_layers, a.moe_layers)
+    layer_gemms(g, a, d, load, attention, linear, a.ffn.dense_layers, a.ffn.moe_layers)
     _, n, k, _, count = g.dims[g.names.index("linear_attention/gate_up")]
     assert (float(np.max(n)), float(np.max(k)), float(np.max(count))) == (64.0, 32.0, 6.0)
 

@@ -71,7 +71,7 @@ def deployment_of(draw, arch, precision, dp_choices=(1, 2, 4, 8)):
         arch, Deployment(tp=t, precision=precision))]))
     dp = draw(st.sampled_from(dp_choices))
     pp = draw(st.sampled_from([1, 2]))
-    dep = Deployment(tp=tp, dp=dp, pp=pp, ep=dp if arch.is_moe else 1, precision=precision)
+    dep = Deployment(tp=tp, dp=dp, pp=pp, ep=dp if arch.ffn.is_moe else 1, precision=precision)
     assume(not deployment_violations(arch, dep))
     return dep
 
@@ -223,7 +223,7 @@ def layer_pattern(draw):
 def test_no_nan_for_any_layer_pattern(arch, hw_format, tp, dp, workload):
     """Every field of every operating point is finite (no 0/0 for a model without attention)."""
     gpu, precision = hw_format
-    dep = Deployment(tp=tp, dp=dp, ep=dp if arch.is_moe else 1, precision=precision)
+    dep = Deployment(tp=tp, dp=dp, ep=dp if arch.ffn.is_moe else 1, precision=precision)
     assume(not deployment_violations(arch, dep))
     p = points(arch, dep, get_hardware(gpu), workload, [1.0, 7.0, 64.0])
     for name, value in vars(p).items():

@@ -139,7 +139,8 @@ def _step_kernels(arch: Architecture, dep: Deployment) -> dict[str, tuple]:
     a, d = _arrays(arch, dep)
     g = GemmList((1, 1))
     load = StepLoad.single_group(np.full((1, 1), 64.0), decode_seqs=32.0)
-    layer_gemms(g, a, d, load, a.attention_layers, a.linear_layers, a.dense_layers, a.moe_layers)
+    layer_gemms(g, a, d, load, a.attention_layers, a.mixer.linear_layers, a.ffn.dense_layers,
+                a.ffn.moe_layers)
     scalar = lambda x: float(np.asarray(x).reshape(-1)[0])  # noqa: E731
     return {name: (scalar(n), scalar(k), scalar(count)) for name, (_, n, k, _, count)
             in zip(g.names, g.dims) if min(scalar(n), scalar(k), scalar(count)) > 0}
