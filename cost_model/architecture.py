@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from operator import attrgetter
 from typing import Annotated, Any, Literal, Self
 
@@ -96,6 +97,21 @@ class Architecture(BaseModel):
         for part in _PARTS:
             dumped.update(dumped.pop(part, None) or {})
         return dumped
+
+    def with_fields(self, **fields: Any) -> Architecture:
+        """A validated copy with `fields` (flat names, as users write them) changed, each in
+        its part."""
+        return type(self).model_validate({**self.model_dump(), **fields})
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None,
+                   deep: bool = False) -> Architecture:
+        """pydantic's unvalidated copy; `update` names fields of `Architecture` itself (a part's
+        field by its flat name would be set beside the part, silently: use `with_fields`)."""
+        misplaced = sorted(set(update or {}) - set(type(self).model_fields))
+        if misplaced:
+            raise TypeError(f"model_copy(update=...) of {misplaced}: fields of a part, "
+                            "use `with_fields`")
+        return super().model_copy(update=update, deep=deep)
 
     @model_validator(mode="after")
     def _cross_part_rules(self) -> Self:

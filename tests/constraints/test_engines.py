@@ -14,7 +14,7 @@ from tests.data_paths import TEST_DATA
 DENSE = Architecture(name="dense", vocab_size=32000, hidden_size=4096, num_layers=32,
                      num_attention_heads=32, num_kv_heads=8, head_dim=128,
                      max_position_embeddings=8192, intermediate_size=14336)
-MOE = DENSE.model_copy(update={"name": "moe", "intermediate_size": 0, "num_experts": 64,
+MOE = DENSE.with_fields(**{"name": "moe", "intermediate_size": 0, "num_experts": 64,
                                "experts_per_token": 4, "moe_intermediate_size": 1024})
 
 

@@ -79,7 +79,7 @@ def test_alignment_value_is_the_summed_waste_and_names_the_worst_dim():
 def test_deepseek_v3_mla_dims_are_aligned_and_a_bad_latent_rank_is_named():
     arch = _model("DeepSeek-V3")
     assert check_alignment(arch, Deployment(tp=8, ep=8)).value == 0.0
-    bad = arch.model_copy(update={"kv_lora_rank": 500})
+    bad = arch.with_fields(**{"kv_lora_rank": 500})
     assert "`kv_lora_rank` = 500 is not a multiple of 128" in check_alignment(
         bad, Deployment(tp=8, ep=8)).message
 

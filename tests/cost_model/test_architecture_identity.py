@@ -75,7 +75,7 @@ def test_a_stack_without_attention_does_not_vary_by_attention_heads():
     mixers = ("mamba2", "none") * 4
     widths = (0, 512) * 4
     a = Architecture(**{**BASE, "layer_mixers": mixers, "layer_ffn_widths": widths, **MAMBA})
-    b = a.model_copy(update={"num_attention_heads": 16, "num_kv_heads": 4, "head_dim": 64})
+    b = a.with_fields(**{"num_attention_heads": 16, "num_kv_heads": 4, "head_dim": 64})
     assert a.design_key == b.design_key and design_name(a) == design_name(b)
     assert "-A" not in design_name(a)
 

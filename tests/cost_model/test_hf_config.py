@@ -69,9 +69,7 @@ def _sliding_layers(config) -> int:
 def _same_shape(first: Architecture, second: Architecture) -> bool:
     """Equal but for name and family (and an unused dense width: Mixtral/gpt-oss have no key)."""
     unused = {} if second.num_dense_layers else {"intermediate_size": second.ffn.intermediate_size}
-    return first.model_copy(
-        update={"name": second.name, "family": second.family, **unused}
-    ) == second
+    return first.with_fields(name=second.name, family=second.family, **unused) == second
 
 
 # ---- import ------------------------------------------------------------------------------------

@@ -207,9 +207,7 @@ def test_llama_8b_shards_by_hand():
 def test_experts_split_over_ep_and_moe_tp_by_hand():
     """8 experts of H′ 14336 at TP 4, DP 2, EP 4: moe_tp = 4·2/4 = 2, so each GPU holds 8/4 = 2
     experts whose gate + up N = 2·14336/2 = 14336 and down K = 7168."""
-    moe = LLAMA_8B.model_copy(update=dict(num_experts=8, experts_per_token=2,
-                                          moe_intermediate_size=14336))
-    moe = Architecture(**moe.model_dump())
+    moe = LLAMA_8B.with_fields(num_experts=8, experts_per_token=2, moe_intermediate_size=14336)
     dep = Deployment(tp=4, dp=2, ep=4)
     experts = [row for row in ROWS if row.experts]
     assert {per_gpu_count(row, moe, dep) for row in experts} == {2.0}
@@ -257,8 +255,7 @@ def test_sharding_never_loses_weights(index, tp):
 
 def _kda(heads: int) -> Architecture:
     arch = load_architecture(HF_CONFIGS / "synthetic-kimi-linear-checkpoint-form.json")
-    return Architecture(**arch.model_copy(update=dict(
-        linear_num_key_heads=heads, linear_num_value_heads=heads)).model_dump())
+    return arch.with_fields(linear_num_key_heads=heads, linear_num_value_heads=heads)
 
 
 @pytest.mark.parametrize("heads", [1, 2, 4])
@@ -283,7 +280,7 @@ def test_shared_expert_gate_is_stored_and_run_on_every_moe_layer():
     layers."""
     arch = load_architecture(HF_CONFIGS / "Qwen3-Next-80B-A3B-Instruct.json")
     assert (arch.ffn.shared_expert_gate, arch.num_moe_layers, arch.hidden_size) == (True, 48, 2048)
-    plain = Architecture(**arch.model_copy(update=dict(shared_expert_gate=False)).model_dump())
+    plain = arch.with_fields(shared_expert_gate=False)
     env = Env.create(get_hardware("h200"), "bf16", "bf16")
     bytes_of = lambda x: float(weight_bytes_per_gpu(*_arrays(x, Deployment()), env)[0, 0])  # noqa
     assert bytes_of(arch) - bytes_of(plain) == 48 * 2048 * 2.0

@@ -44,7 +44,8 @@ def _arch(**changes):
 def test_defaults_build_the_homogeneous_gqa_model():
     arch = _arch()
     att = arch.attention
-    assert att.attention_kind == "gqa" and arch.mixer.layer_mixers is None and att.layer_types is None
+    assert att.attention_kind == "gqa" and att.layer_types is None
+    assert arch.mixer.layer_mixers is None
     assert (att.num_attention_heads, att.num_kv_heads, att.head_dim) == (32, 8, 128)
 
 
