@@ -20,8 +20,7 @@ if TYPE_CHECKING:
     from cost_model.architecture import (
         ATTENTION_MIXER, FULL_ATTENTION, GATED_DELTANET_MIXER, KIMI_DELTA_MIXER, LINEAR_MIXERS,
         MAMBA2_MIXER, NO_MIXER, PARALLEL_MAMBA2_MIXER, SLIDING_ATTENTION, Architecture,
-        AttentionConfig, FfnConfig, MixerConfig, config_error_from, design_name, field_value,
-        make_architecture, periodic_layer_types,
+        config_error_from, design_name, field_value, make_architecture, periodic_layer_types,
     )
     from cost_model.attention import (
         decode_attention_s, kv_cache_bytes_per_sequence, prefill_attention_s,
@@ -74,8 +73,8 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "architecture": (
         "ATTENTION_MIXER", "FULL_ATTENTION", "GATED_DELTANET_MIXER", "KIMI_DELTA_MIXER",
         "LINEAR_MIXERS", "MAMBA2_MIXER", "NO_MIXER", "PARALLEL_MAMBA2_MIXER", "SLIDING_ATTENTION",
-        "Architecture", "AttentionConfig", "FfnConfig", "MixerConfig", "config_error_from",
-        "design_name", "field_value", "make_architecture", "periodic_layer_types",
+        "Architecture", "config_error_from", "design_name", "field_value", "make_architecture",
+        "periodic_layer_types",
     ),
     "attention": ("decode_attention_s", "kv_cache_bytes_per_sequence", "prefill_attention_s"),
     "batch": ("ArchArrays", "DeployArrays", "Env"),
@@ -127,7 +126,6 @@ __all__ = [
     "all_reduce_s",
     "ArchArrays",
     "Architecture",
-    "AttentionConfig",
     "architecture_from_hf_config",
     "architecture_from_json_dict",
     "architecture_to_hf_config",
@@ -163,10 +161,9 @@ __all__ = [
     "evaluate_disaggregated",
     "evaluate_points",
     "expected_largest_z",
-    "FfnConfig",
-    "field_value",
     "export_gap",
     "ffn_gemms",
+    "field_value",
     "first_line",
     "FLOP_PER_MAC",
     "formats_document",
@@ -200,7 +197,6 @@ __all__ = [
     "make_deployment",
     "make_workload",
     "MAMBA2_MIXER",
-    "MixerConfig",
     "moe_overhead_s",
     "MS_PER_S",
     "NO_MIXER",

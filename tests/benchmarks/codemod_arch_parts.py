@@ -29,8 +29,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from cost_model.architecture import Architecture
-from cost_model.batch import ArchArrays
+from cost_model import ArchArrays, Architecture
 
 DEFAULT_PATHS = ("cost_model", "constraints", "objectives", "search", "tests")
 _ERROR = re.compile(r'^(?P<path>[^:]+):(?P<line>\d+):(?P<col>\d+):'
