@@ -364,7 +364,7 @@ def periodic_layer_types(num_layers: int, full_attention_period: int) -> tuple[L
 def make_architecture(**fields: Any) -> Architecture:
     """Build an `Architecture`, turning pydantic's ValidationError into a `ConfigError`."""
     try:
-        return Architecture(**fields)
+        return Architecture.model_validate(fields)
     except ValidationError as exc:
         raise config_error_from(exc, str(fields.get("name", "architecture"))) from exc
 

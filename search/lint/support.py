@@ -238,7 +238,7 @@ def with_fields(arch: Architecture, **changes) -> Architecture | None:
     if types is not None and len(types) != fields["num_layers"]:
         fields["layer_types"] = _repeat_pattern(tuple(types), fields["num_layers"])
     try:
-        return Architecture(**fields)
+        return Architecture.model_validate(fields)
     except (ValidationError, ConfigError):
         return None
 

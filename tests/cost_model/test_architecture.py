@@ -29,7 +29,7 @@ MLA = dict(
 
 
 def _arch(base: dict, **changes) -> Architecture:
-    return Architecture(**{**base, **changes})
+    return Architecture.model_validate({**base, **changes})
 
 
 def _kv_elems_and_o_proj_k(arch: Architecture) -> tuple[float, int]:
@@ -43,7 +43,7 @@ def _kv_elems_and_o_proj_k(arch: Architecture) -> tuple[float, int]:
 def test_gqa_derived_dims():
     """8 query heads of 32, 2 KV heads: KV = K + V = 2 · 2 · 32 per token and layer; o_proj
     reads the 8 · 32 concatenated heads."""
-    arch = Architecture(**DENSE)
+    arch = Architecture.model_validate(DENSE)
     assert arch.attention.q_dim == 8 * 32
     assert _kv_elems_and_o_proj_k(arch) == (2 * 2 * 32, 8 * 32)
     assert (arch.ffn.is_moe, arch.num_moe_layers, arch.num_dense_layers) == (False, 0, 4)
@@ -101,7 +101,7 @@ def test_periodic_layer_types():
 
 
 def test_frozen_and_no_extra_fields():
-    arch = Architecture(**DENSE)
+    arch = Architecture.model_validate(DENSE)
     with pytest.raises(ValidationError):
         arch.hidden_size = 512
     with pytest.raises(ConfigError, match=r"`hidden_dim` \(1\): Extra inputs are not permitted"):
@@ -208,7 +208,7 @@ def test_per_layer_pattern_derived_values():
             arch.num_dense_layers) == (2, 2, 3)
     assert arch.dense_ffn_widths == (512, 0, 256, 512)
     assert arch.mean_dense_ffn_width == 1280 / 3
-    assert arch.is_heterogeneous and not Architecture(**DENSE).is_heterogeneous
+    assert arch.is_heterogeneous and not Architecture.model_validate(DENSE).is_heterogeneous
 
 
 @pytest.mark.parametrize(("base", "changes", "message"), [c[1:] for c in BAD],

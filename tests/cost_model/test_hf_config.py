@@ -365,7 +365,7 @@ EXPORTABLE = [
     ("fields", "model_type"), [c[1:] for c in EXPORTABLE], ids=[c[0] for c in EXPORTABLE]
 )
 def test_custom_architectures_export_exactly(fields, model_type):
-    arch = Architecture(**fields)
+    arch = Architecture.model_validate(fields)
     exported = architecture_to_hf_config(arch)
     assert exported["model_type"] == model_type
     # source: transformers 5.24 meta-device model; tolerance 0
@@ -393,7 +393,7 @@ NOT_EXPORTABLE = [
 )
 def test_unrepresentable_architectures_are_refused(fields, message):
     with pytest.raises(ConfigError, match="cannot export `custom`") as info:
-        architecture_to_hf_config(Architecture(**fields))
+        architecture_to_hf_config(Architecture.model_validate(fields))
     assert message in str(info.value)
 
 
@@ -401,7 +401,8 @@ def test_unrepresentable_architectures_are_refused(fields, message):
 
 
 def test_our_json_round_trips(tmp_path):
-    arch = Architecture(**dict(MOE, sliding_window=64, layer_types=periodic_layer_types(4, 2)))
+    arch = Architecture.model_validate(dict(MOE, sliding_window=64,
+                                            layer_types=periodic_layer_types(4, 2)))
     marked, plain = tmp_path / "marked.json", tmp_path / "plain.json"
     marked.write_text(json.dumps(architecture_to_json_dict(arch)), encoding="utf-8")
     plain.write_text(json.dumps(arch.model_dump(mode="json")), encoding="utf-8")
@@ -463,7 +464,7 @@ HYBRID_MOE = dict(HYBRID, num_experts=8, experts_per_token=2, moe_intermediate_s
 def test_hybrid_designs_export_exactly(fields, model_type):
     """A searched hybrid (3 Gated DeltaNet : 1 gated attention) exports to the Qwen family that
     expresses it, and transformers builds exactly the count we report."""
-    arch = Architecture(**fields)
+    arch = Architecture.model_validate(fields)
     exported = architecture_to_hf_config(arch)
     assert exported["model_type"] == model_type
     # source: transformers 5.24 meta-device model; tolerance 0
@@ -536,7 +537,7 @@ NEMOTRON_H_MOE = dict(
 def test_nemotron_h_designs_export_exactly(fields):
     """Mamba-2 / attention / MLP / MoE blocks, one per layer: exported as nemotron_h, built by
     transformers with exactly our count."""
-    arch = Architecture(**fields)
+    arch = Architecture.model_validate(fields)
     exported = architecture_to_hf_config(arch)
     assert exported["model_type"] == "nemotron_h"
     # source: transformers 5.24 meta-device model; tolerance 0
@@ -550,7 +551,7 @@ def test_nemotron_h_split_form_imports_as_one_layer_per_pair():
     each a mixer then its MLP. The same model as the 6 one-block layers (mamba2, none,
     attention, none, mamba2, none): the same count and the same blocks when exported again; the
     file cannot tell the two apart, and the pair reading is the design export wrote."""
-    alternating = Architecture(**dict(
+    alternating = Architecture.model_validate(dict(
         NEMOTRON_H_DENSE, layer_mixers=("mamba2", "none", "attention", "none", "mamba2", "none"),
         layer_ffn_widths=(0, 256, 0, 256, 0, 256)))
     exported = architecture_to_hf_config(alternating)
@@ -584,7 +585,7 @@ def test_falcon_h1_runs_attention_and_mamba_side_by_side():
             arch.num_mixer_layers) == (4, 4, 4)
     assert (arch.mixer.linear_value_head_dim, arch.mixer.linear_norm,
             arch.mixer.linear_mixer_kind) == (32, True, "mamba2")
-    custom = Architecture(**dict(BASE, layer_mixers=("attention+mamba2",) * 4, **MAMBA,
+    custom = Architecture.model_validate(dict(BASE, layer_mixers=("attention+mamba2",) * 4, **MAMBA,
                                  linear_norm=False))
     exported = architecture_to_hf_config(custom)
     assert exported["model_type"] == "falcon_h1"

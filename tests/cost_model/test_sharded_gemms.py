@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from constraints import gemm_dims
-from cost_model.architecture import Architecture
+from cost_model.architecture import Architecture, make_architecture
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.deployment import Deployment
 from cost_model.hardware import get_hardware
@@ -31,9 +31,9 @@ KINDS = ("gqa", "mla", "gated_deltanet", "mamba2", "kimi_delta")
 # what memory leaves out of the weights: parameters that are not weight GEMMs
 NON_GEMM_KEYS = ("norm", "attention/norm", "attention/sinks", "linear_attention/conv",
                  "linear_attention/other")
-LLAMA_8B = Architecture(name="llama-3.1-8b", vocab_size=128256, hidden_size=4096, num_layers=32,
-                        num_attention_heads=32, num_kv_heads=8, head_dim=128,
-                        max_position_embeddings=131072, intermediate_size=14336)
+LLAMA_8B = make_architecture(name="llama-3.1-8b", vocab_size=128256, hidden_size=4096,
+                             num_layers=32, num_attention_heads=32, num_kv_heads=8, head_dim=128,
+                             max_position_embeddings=131072, intermediate_size=14336)
 
 
 def _arrays(arch: Architecture, dep: Deployment):

@@ -129,7 +129,7 @@ def test_chunked_pipeline_cuts_ttft_not_throughput(load_model):
 
 
 def _resized(arch: Architecture, **changes) -> Architecture:
-    return Architecture(**{**arch.model_dump(), **changes})
+    return Architecture.model_validate({**arch.model_dump(), **changes})
 
 
 def test_wider_beats_deeper_at_equal_parameters(load_model):
