@@ -275,7 +275,7 @@ def nearest_values(ctx: LintContext, field: str, ok: Callable[[Architecture], bo
     (`ctx.within_budget`) goes on to `REPORT_REACH` × the budget, so that the nearest one over
     it is measured and reported, not offered; it stops there (parameters grow with every field,
     and the search is what makes lint slow)."""
-    value, found = getattr(ctx.arch, field), []
+    value, found = field_value(ctx.arch, field), []
     reach = REPORT_REACH * ctx.max_param_change_frac
     for up in (True,) if up_only else (True, False):
         for step in _steps(value, _granule(field), up, max_distance):

@@ -26,6 +26,7 @@ import sys
 from collections import defaultdict
 from dataclasses import fields, is_dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -38,34 +39,30 @@ _ERROR = re.compile(r'^(?P<path>[^:]+):(?P<line>\d+):(?P<col>\d+):'
                     r'"(?P<attr>\w+)"')
 
 
-def _members(part: type) -> set[str]:
-    """A part's fields and properties."""
-    names = {f.name for f in fields(part)} if is_dataclass(part) else set(part.model_fields)
-    return names | {n for n in vars(part) if isinstance(vars(part)[n], property)}
+def _names(cls: Any) -> set[str]:
+    """A class's fields (pydantic or dataclass) and properties."""
+    names = set(cls.model_fields) if issubclass(cls, BaseModel) else {f.name for f in fields(cls)}
+    return names | {n for n, v in vars(cls).items() if isinstance(v, property)}
+
+
+def _parts(cls: Any) -> dict[str, Any]:
+    """The part classes by attribute name: pydantic sub-models, or dataclass fields."""
+    if issubclass(cls, BaseModel):
+        return {n: i.annotation for n, i in cls.model_fields.items()
+                if isinstance(i.annotation, type) and issubclass(i.annotation, BaseModel)}
+    module = sys.modules[cls.__module__]
+    return {f.name: getattr(module, f.type) for f in fields(cls)
+            if isinstance(f.type, str) and is_dataclass(getattr(module, f.type, None))}
 
 
 def moves() -> dict[str, dict[str, str]]:
     """Class name -> moved attribute -> its new path ("ffn.num_experts")."""
     out: dict[str, dict[str, str]] = {}
     for cls in (Architecture, ArchArrays):
-        own = set(cls.model_fields) if issubclass(cls, BaseModel) else {f.name for f in fields(cls)}
-        own |= {n for n in vars(cls) if isinstance(vars(cls)[n], property)}
-        table: dict[str, str] = {}
-        for name, part in _parts(cls).items():
-            for member in _members(part) - own:
-                table[member] = f"{name}.{member}"
-        out[cls.__name__] = table
+        own = _names(cls)
+        out[cls.__name__] = {member: f"{name}.{member}" for name, part in _parts(cls).items()
+                             for member in _names(part) - own}
     return out
-
-
-def _parts(cls: type) -> dict[str, type]:
-    if issubclass(cls, BaseModel):
-        return {n: i.annotation for n, i in cls.model_fields.items()
-                if isinstance(i.annotation, type) and issubclass(i.annotation, BaseModel)}
-    hints = {f.name: f.type for f in fields(cls)}
-    module = sys.modules[cls.__module__]
-    return {n: getattr(module, t) for n, t in hints.items()
-            if isinstance(t, str) and is_dataclass(getattr(module, t, None))}
 
 
 def run_mypy(paths: list[str]) -> list[str]:
