@@ -279,19 +279,18 @@ def design_name(arch: Architecture, show_vocab: bool = False) -> str:
     the dense MLPs: `-F{width}` when every layer is dense, `-F{dense layers}x{width}` for an MoE's
     dense layers (none: nothing), and `-V{vocab}` when `show_vocab` (a study that searches the
     vocabulary)."""
-    a = arch
+    a, att, ffn = arch, arch.attention, arch.ffn
     name = f"H{a.hidden_size}-L{a.num_layers}"
     if a.num_attention_layers:
-        att = a.attention
         name += f"-A{att.num_attention_heads}x{att.head_dim}kv{att.num_kv_heads}"
     name += mixer_pattern_name(a)
-    if a.ffn.is_moe:
-        name += (f"-E{a.ffn.num_experts}k{a.ffn.experts_per_token}x{a.ffn.moe_intermediate_size}"
-                 f"s{a.ffn.num_shared_experts}")
+    if ffn.is_moe:
+        name += (f"-E{ffn.num_experts}k{ffn.experts_per_token}x{ffn.moe_intermediate_size}"
+                 f"s{ffn.num_shared_experts}")
         if a.num_dense_layers:
-            name += f"-F{a.num_dense_layers}x{a.ffn.intermediate_size}"
+            name += f"-F{a.num_dense_layers}x{ffn.intermediate_size}"
     elif a.num_dense_layers:
-        name += f"-F{a.ffn.intermediate_size}"
+        name += f"-F{ffn.intermediate_size}"
     if show_vocab:
         name += f"-V{a.vocab_size}"
     return name
@@ -316,16 +315,16 @@ def mixer_pattern_name(arch: Architecture) -> str:
     taps}` (`b`: conv bias, `u`: no gated norm)."""
     if not arch.is_heterogeneous:
         return ""
-    letters = "".join(MIXER_LETTERS[m] for m in arch.mixer.layer_mixers or ())
+    mix = arch.mixer
+    letters = "".join(MIXER_LETTERS[m] for m in mix.layer_mixers or ())
     unit = _run_length(_repeating_unit(letters)) if letters else ""
-    exact = bool(unit) and len(unit) <= _MAX_UNIT_NAME_CHARS and arch.ffn.layer_ffn_widths is None \
-        and arch.ffn.layer_moe is None
+    exact = bool(unit) and len(unit) <= _MAX_UNIT_NAME_CHARS \
+        and arch.ffn.layer_ffn_widths is None and arch.ffn.layer_moe is None
     name = f"-{unit}" if exact else f"-{_letter_counts(letters)}#{_pattern_digest(arch)}"
-    if arch.mixer.num_linear_attention_layers:
-        a = arch
-        name += (f"-S{a.mixer.linear_num_value_heads}x{a.mixer.linear_value_head_dim}"
-                 f"g{a.mixer.linear_num_key_heads}x{a.mixer.linear_key_head_dim}c{a.mixer.linear_conv_kernel}"
-                 f"{'b' if a.mixer.linear_conv_bias else ''}{'' if a.mixer.linear_norm else 'u'}")
+    if mix.num_linear_attention_layers:
+        name += (f"-S{mix.linear_num_value_heads}x{mix.linear_value_head_dim}"
+                 f"g{mix.linear_num_key_heads}x{mix.linear_key_head_dim}c{mix.linear_conv_kernel}"
+                 f"{'b' if mix.linear_conv_bias else ''}{'' if mix.linear_norm else 'u'}")
     return name
 
 

@@ -163,9 +163,8 @@ def _arch(data: MeasuredAttention) -> ArchArrays:
     zeros = np.zeros(len(data))
     windowed = data.window > 0
     return ArchArrays.from_columns(zeros, layers=zeros + 1.0, heads_q=data.heads,
-                                   heads_kv=data.kv_heads,
-                                   head_dim=data.head_dim, v_dim=data.head_dim,
-                                   sliding_layers=windowed * 1.0,
+                                   heads_kv=data.kv_heads, head_dim=data.head_dim,
+                                   v_dim=data.head_dim, sliding_layers=windowed * 1.0,
                                    window=np.where(windowed, data.window, np.inf))
 
 
