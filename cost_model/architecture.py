@@ -80,12 +80,15 @@ class Architecture(BaseModel):
         `extra="forbid"` names them. A part given whole (a dict or the part) is kept."""
         if not isinstance(data, dict):
             return data
-        out = {key: value for key, value in data.items() if key not in _PART_OF_FIELD}
-        for part, model in _PARTS.items():
+        out: dict[str, Any] = {}
+        routed: dict[str, dict[str, Any]] = {part: {} for part in _PARTS}
+        for key, value in data.items():
+            part = _PART_OF_FIELD.get(key)
+            (out if part is None else routed[part])[key] = value
+        for part, fields in routed.items():
             given = out.get(part, {})
-            fields = {key: data[key] for key in model.model_fields if key in data}
-            if isinstance(given, BaseModel):
-                given = given.model_dump() if fields else given
+            if isinstance(given, BaseModel) and fields:
+                given = given.model_dump()
             out[part] = {**given, **fields} if isinstance(given, dict) else given
         return out
 
