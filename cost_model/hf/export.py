@@ -150,15 +150,15 @@ def _deepseek_rules(arch: Architecture) -> Rules:
         arch, **_same_bias(arch), attention_kind=("mla",), is_moe=_BOTH, num_shared_experts=None,
         first_dense_layers=None,
     )
-    width = (arch.ffn.num_shared_experts * arch.ffn.moe_intermediate_size,)
-    return {**mla, "shared_expert_intermediate_size": (arch.ffn.shared_expert_intermediate_size,
-                                                       width)}
+    ffn = arch.ffn
+    width = (ffn.num_shared_experts * ffn.moe_intermediate_size,)
+    return {**mla, "shared_expert_intermediate_size": (ffn.shared_expert_intermediate_size, width)}
 
 
 def _dsa_rules(arch: Architecture) -> Rules:
     """DeepSeek-V3.2 / GLM-5: DeepSeek-V3's rules with the sparse-attention indexer."""
-    return {**_deepseek_rules(arch), "is_sparse_attention": (arch.attention.is_sparse_attention,
-                                                             (True,))}
+    sparse = arch.attention.is_sparse_attention
+    return {**_deepseek_rules(arch), "is_sparse_attention": (sparse, (True,))}
 
 
 def _glm4_moe_rules(arch: Architecture) -> Rules:
@@ -167,8 +167,9 @@ def _glm4_moe_rules(arch: Architecture) -> Rules:
     ungated shared MLP of n_shared * moe_intermediate (0: a zero-width MLP, no weights, adds 0)."""
     rules = _rules(arch, qkv_bias=_BOTH, qk_norm=_BOTH, is_moe=(True,), num_shared_experts=None,
                    first_dense_layers=None)
-    width = (arch.ffn.num_shared_experts * arch.ffn.moe_intermediate_size,)
-    return {**rules, "shared_expert_intermediate_size": (arch.ffn.shared_expert_intermediate_size,
+    ffn = arch.ffn
+    width = (ffn.num_shared_experts * ffn.moe_intermediate_size,)
+    return {**rules, "shared_expert_intermediate_size": (ffn.shared_expert_intermediate_size,
                                                          width)}
 
 

@@ -112,9 +112,9 @@ def _wide_ep(ctx: LintContext) -> Fix | None:
     better = [i for i, g in enumerate(gains) if g > 1 or (not base > 0 and g > 0)]
     if not better:
         return None
-    enough = [i for i in better if tokens_per_expert(measured[i].max_concurrency,
-              arch.ffn.experts_per_token, arch.ffn.num_experts) >= m_star_tokens(ctx, arch,
-                                                                                 deps[i])]
+    k, e = arch.ffn.experts_per_token, arch.ffn.num_experts
+    enough = [i for i in better if tokens_per_expert(measured[i].max_concurrency, k, e)
+              >= m_star_tokens(ctx, arch, deps[i])]
     pick = enough[0] if enough else max(better, key=lambda i: gains[i])
     return Fix(arch, deps[pick])
 

@@ -369,8 +369,8 @@ def test_custom_architectures_export_exactly(fields, model_type):
     exported = architecture_to_hf_config(arch)
     assert exported["model_type"] == model_type
     # source: transformers 5.24 meta-device model; tolerance 0
-    assert _transformers_model(exported) == (count_params(arch).total_params,
-                                             arch.num_sliding_layers)
+    assert _transformers_model(exported) == \
+        (count_params(arch).total_params, arch.num_sliding_layers)
     assert _same_shape(architecture_from_hf_config(exported), arch)
 
 
@@ -508,8 +508,8 @@ def test_gemma3_five_sliding_layers_per_global():
     arch = architecture_from_hf_config(config)
     assert (arch.num_sliding_layers, arch.num_full_attention_layers,
             arch.attention.sliding_window) == (10, 2, 512)
-    assert (arch.attention.qk_norm, arch.norms_per_layer, arch.tie_word_embeddings) == (True, 4,
-                                                                                        True)
+    assert (arch.attention.qk_norm, arch.norms_per_layer, arch.tie_word_embeddings) == \
+        (True, 4, True)
     every_third = architecture_from_hf_config({**config, "sliding_window_pattern": 3})
     assert every_third.num_full_attention_layers == 4
     assert _transformers_model({**config, "sliding_window_pattern": 3})[1] == 8
@@ -602,8 +602,8 @@ def test_kimi_linear_reads_the_checkpoint_form():
                                  + ("kimi_delta",) * 3 + ("attention",))
     assert (arch.attention.attention_kind, arch.mixer.linear_num_value_heads,
             arch.mixer.linear_value_head_dim) == ("mla", 4, 32)
-    assert (arch.ffn.first_dense_layers, arch.num_moe_layers, arch.ffn.num_shared_experts) == (2,
-                                                                                               6, 1)
+    assert (arch.ffn.first_dense_layers, arch.num_moe_layers, arch.ffn.num_shared_experts) == \
+        (2, 6, 1)
     assert _state_bytes_per_layer(arch) == 4 * 4 * 32 * 32 + 2 * 3 * (3 * 4 * 32)
 
 
@@ -661,9 +661,8 @@ def test_glm4_5_air_count_by_hand():
     46·109,066,240 + 93·4096 + 134,479,872 + 45·2,232,418,304 + 1,241,513,984
     = 106,852,245,504; active: less 45·120 idle experts (93,428,121,600) = 13,424,123,904."""
     arch = architecture_from_hf_config(_config("GLM-4.5-Air"))
-    assert (arch.ffn.first_dense_layers, arch.num_moe_layers, arch.ffn.num_shared_experts) == (1,
-                                                                                               45,
-                                                                                               1)
+    assert (arch.ffn.first_dense_layers, arch.num_moe_layers, arch.ffn.num_shared_experts) == \
+        (1, 45, 1)
     assert (arch.attention.qkv_bias, arch.attention.o_bias, arch.attention.qk_norm,
             arch.ffn.shared_expert_gate) == (
         True, False, False, False)

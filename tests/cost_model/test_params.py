@@ -257,9 +257,8 @@ def test_nemotron_super_49b_hand_count():
       total = 49,867,145,216 (the Hub's safetensors: 49.9B)."""
     arch = _load("Llama-3_3-Nemotron-Super-49B-v1")
     counts = count_params(arch)
-    assert (arch.num_attention_layers, arch.num_dense_layers, arch.attention.num_kv_heads) == (49,
-                                                                                               80,
-                                                                                               8)
+    assert (arch.num_attention_layers, arch.num_dense_layers, arch.attention.num_kv_heads) == \
+        (49, 80, 8)
     assert counts.embedding_params == counts.lm_head_params == 1_050_673_152
     assert counts["attention/q"] + counts["attention/kv"] + counts["attention/o"] == 7_398_752_256
     assert counts["mlp/gate"] + counts["mlp/up"] + counts["mlp/down"] == 40_365_981_696
@@ -273,8 +272,8 @@ def test_kimi_k25_text_model_is_kimi_k2():
     """Kimi-K2.5's language model is Kimi-K2's (DeepSeek-V3's architecture, 384 experts)."""
     k25, k2 = _load("Kimi-K2.5"), _load("Kimi-K2-Instruct")
     assert count_params(k25).total_params == count_params(k2).total_params == 1_026_408_209_408
-    assert (k25.family, k25.ffn.num_experts, k25.attention.attention_kind) == ("kimi_k2", 384,
-                                                                               "mla")
+    assert (k25.family, k25.ffn.num_experts, k25.attention.attention_kind) == \
+        ("kimi_k2", 384, "mla")
 
 
 def test_dsa_indexer_breakdown():
