@@ -187,25 +187,25 @@ def nvfp4_block_values(dims: Dims, d: DeploymentColumns) -> np.ndarray:
 
 def sharding_broken(arch: Architecture, d: DeploymentColumns) -> np.ndarray:
     """How many of `deployment_violations`' rules `arch` breaks under each deployment."""
-    heads, kv = arch.num_attention_heads, arch.num_kv_heads
+    heads, kv = arch.attention.num_attention_heads, arch.attention.num_kv_heads
     broken = (heads % d.tp != 0).astype(int) + ((kv % d.tp != 0) & (d.tp % kv != 0))
-    broken += (arch.num_dense_layers > 0) & (arch.intermediate_size % d.ffn_tp != 0)
+    broken += (arch.num_dense_layers > 0) & (arch.ffn.intermediate_size % d.ffn_tp != 0)
     broken += (d.kvp > 1) & (heads % d.ffn_tp != 0)
     broken += d.pp > arch.num_layers
-    if arch.is_moe:
-        return broken + (arch.num_experts % d.ep != 0) + \
-            (arch.moe_intermediate_size % d.moe_tp != 0)
+    if arch.ffn.is_moe:
+        return broken + (arch.ffn.num_experts % d.ep != 0) + \
+            (arch.ffn.moe_intermediate_size % d.moe_tp != 0)
     return broken + (d.ep > 1)
 
 
 def linear_broken(arch: Architecture, d: DeploymentColumns) -> np.ndarray:
     """How many of `linear_attention_violations`' rules `arch` breaks under each deployment."""
-    if arch.num_linear_attention_layers == 0:
+    if arch.mixer.num_linear_attention_layers == 0:
         return np.zeros(len(d), dtype=int)
     split = d.tp > 1
-    groups = arch.linear_num_key_heads
-    replicated = arch.linear_mixer_kind == MAMBA2_MIXER and groups == 1
-    return (split & (arch.linear_num_value_heads % d.tp != 0)).astype(int) + \
+    groups = arch.mixer.linear_num_key_heads
+    replicated = arch.mixer.linear_mixer_kind == MAMBA2_MIXER and groups == 1
+    return (split & (arch.mixer.linear_num_value_heads % d.tp != 0)).astype(int) + \
         (split & (groups % d.tp != 0) & (not replicated))
 
 
@@ -215,7 +215,7 @@ def stage_split_broken(arch: Architecture, d: DeploymentColumns) -> np.ndarray:
     layers = arch.num_layers
     staged = (d.pp > 1) & (d.pp <= layers)
     broken = (staged & (layers % d.pp != 0)).astype(int)
-    return broken + (staged & (arch.num_moe_layers % d.pp != 0)) if arch.is_moe else broken
+    return broken + (staged & (arch.num_moe_layers % d.pp != 0)) if arch.ffn.is_moe else broken
 
 
 def pattern_broken(arch: Architecture, d: DeploymentColumns) -> np.ndarray:
@@ -234,9 +234,9 @@ def divisibility_values(arch: Architecture, d: DeploymentColumns) -> np.ndarray:
 
 def kv_replication_values(arch: Architecture, d: DeploymentColumns) -> np.ndarray:
     """`check_kv_replication`'s value: extra KV copies per KV byte."""
-    if arch.attention_kind == "mla":
+    if arch.attention.attention_kind == "mla":
         return (d.tp - 1).astype(float)
-    kv = arch.num_kv_heads
+    kv = arch.attention.num_kv_heads
     return np.ceil(kv / d.tp) * d.tp / kv - 1
 
 

@@ -67,7 +67,7 @@ def _formats(engine: str, arch: Architecture, dep: Deployment) -> str | None:
     table, name = ENGINE_FORMATS[engine], ENGINE_LABELS[engine]
     checks = [("precision", dep.precision, table.linear),
               ("kv_precision", dep.kv_cache_precision, table.kv_cache)]
-    if arch.is_moe:
+    if arch.ffn.is_moe:
         checks.append(("moe_precision", dep.expert_precision, table.experts))
     for field, value, allowed in checks:
         if value not in allowed:
@@ -81,7 +81,7 @@ def _experts_only_formats(engine: str, arch: Architecture, dep: Deployment) -> s
     unquantized (vllm/model_executor/layers/quantization/mxfp4.py; SGLang's "mxfp4" choice is
     "MOE-only"), so MXFP4 experts come with BF16 linear layers."""
     only = ENGINE_FORMATS[engine].experts_only
-    if arch.is_moe and dep.expert_precision in only and dep.precision not in BF16_LINEAR:
+    if arch.ffn.is_moe and dep.expert_precision in only and dep.precision not in BF16_LINEAR:
         return (f"`moe_precision` {dep.expert_precision} on {ENGINE_LABELS[engine]} quantizes "
                 f"the experts only: the linear layers run unquantized, not `precision` "
                 f"{dep.precision} (use bf16)")
@@ -95,7 +95,7 @@ def _vllm_expert_parallel_spans_tp_dp(engine, arch: Architecture, dep: Deploymen
     EP group spans the TP x PCP x DP ranks"): EP is 1 or TP·DP, no expert-TP beside it.
     Decode context parallelism reuses the TP ranks, so TP there is tp·kvp."""
     span = dep.tp * dep.dp * dep.kvp
-    if arch.is_moe and dep.ep not in (1, span):
+    if arch.ffn.is_moe and dep.ep not in (1, span):
         return (f"vLLM's expert parallelism spans TP·DP = {span} GPUs: `ep` must be 1 or {span}, "
                 f"got {dep.ep} (experts also sharded {dep.moe_tp}-way, a TensorRT-LLM mapping)")
     return None
@@ -115,7 +115,7 @@ def _trtllm_attention_dp_is_per_rank(engine, arch: Architecture, dep: Deployment
     (tensorrt_llm/mapping.py, MappingBase.dp_size: `tp_size if enable_attention_dp else 1`), so
     an MoE instance with attention DP has one GPU per attention group. (A dense model's DP
     groups share nothing: they run as separate instances.)"""
-    if arch.is_moe and dep.dp > 1 and dep.tp > 1:
+    if arch.ffn.is_moe and dep.dp > 1 and dep.tp > 1:
         return (f"TensorRT-LLM's attention DP gives each GPU its own requests: `dp` {dep.dp} "
                 f"with `tp` {dep.tp} (attention TP inside a DP group) is not a TensorRT-LLM "
                 "mapping; use tp 1 or dp 1")

@@ -88,7 +88,7 @@ def check_nvfp4_block(arch: Architecture, dep: Deployment, whole: int | None = N
 
 def _layer_kinds(arch: Architecture) -> tuple[str, ...]:
     """Each layer's token mixer, sliding-window attention named apart ("attention/sliding")."""
-    mixers = arch.layer_mixers or (ATTENTION_MIXER,) * arch.num_layers
+    mixers = arch.mixer.layer_mixers or (ATTENTION_MIXER,) * arch.num_layers
     return tuple(f"{m}/sliding" if sliding else m
                  for m, sliding in zip(mixers, arch.layer_is_sliding, strict=True))
 
@@ -125,7 +125,7 @@ def _pipeline_violations(arch: Architecture, dep: Deployment) -> list[str]:
     broken = []
     if layers % pp:
         broken.append(f"`pp` ({pp}) must divide `num_layers` ({layers}) for a balanced split")
-    if arch.is_moe and arch.num_moe_layers % pp:
+    if arch.ffn.is_moe and arch.num_moe_layers % pp:
         broken.append(f"`pp` ({pp}) must divide the {arch.num_moe_layers} MoE layers "
                       f"(`num_layers` {layers} less {arch.num_dense_layers} dense) so that every "
                       "stage holds as many")
@@ -139,16 +139,16 @@ def linear_attention_violations(arch: Architecture, dep: Deployment) -> list[str
     heads, and its B/C groups unless there is one group, which every rank then holds whole
     (vllm/model_executor/layers/mamba/mamba_mixer2.py: "Tensor parallel world size must divide
     num heads"; "... does not divide num_groups, then num_groups must equal 1")."""
-    kind, tp = arch.linear_mixer_kind, dep.tp
+    kind, tp = arch.mixer.linear_mixer_kind, dep.tp
     if kind is None or tp == 1:  # no linear-attention layer, or nothing sharded
         return []
-    heads, groups = arch.linear_num_value_heads, arch.linear_num_key_heads
+    heads, groups = arch.mixer.linear_num_value_heads, arch.mixer.linear_num_key_heads
     what = {MAMBA2_MIXER: ("Mamba-2 heads", "B/C groups")}.get(kind, ("value heads", "key heads"))
     broken = []
     if heads % tp:
         broken.append(f"`tp` ({tp}) must divide `linear_num_value_heads` ({heads}): the "
-                      f"{what[0]} of the {arch.num_linear_attention_layers} {kind} layers are "
-                      "sharded over TP")
+                      f"{what[0]} of the {arch.mixer.num_linear_attention_layers} {kind} layers "
+                      "are sharded over TP")
     groups_replicated = kind == MAMBA2_MIXER and groups == 1
     if groups % tp and not groups_replicated:
         one = " (or be 1, replicated on every rank)" if kind == MAMBA2_MIXER else ""
@@ -172,9 +172,9 @@ def check_kv_replication(arch: Architecture, dep: Deployment) -> Violation:
     """TP beyond the KV heads replicates the KV cache (NVIDIA, AI Model Co-Design (2026),
     Guideline 7); value = extra
     copies per KV byte stored: ⌈n_kv/TP⌉·TP/n_kv − 1 (GQA), TP − 1 (MLA's shared latent)."""
-    if arch.attention_kind == "mla":
+    if arch.attention.attention_kind == "mla":
         return _mla_replication(dep)
-    n_kv, tp = arch.num_kv_heads, dep.tp
+    n_kv, tp = arch.attention.num_kv_heads, dep.tp
     copies = math.ceil(n_kv / tp) * tp / n_kv
     if copies == NO_REPLICATION:
         return Violation("kv_replication", 0.0, f"ok: TP={tp} shards the {n_kv} KV heads "

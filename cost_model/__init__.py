@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from cost_model.architecture import (
         ATTENTION_MIXER, FULL_ATTENTION, GATED_DELTANET_MIXER, KIMI_DELTA_MIXER, LINEAR_MIXERS,
         MAMBA2_MIXER, NO_MIXER, PARALLEL_MAMBA2_MIXER, SLIDING_ATTENTION, Architecture,
-        config_error_from, design_name, make_architecture, periodic_layer_types,
+        config_error_from, design_name, field_value, make_architecture, periodic_layer_types,
     )
     from cost_model.attention import (
         decode_attention_s, kv_cache_bytes_per_sequence, prefill_attention_s,
@@ -75,7 +75,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "architecture": (
         "ATTENTION_MIXER", "FULL_ATTENTION", "GATED_DELTANET_MIXER", "KIMI_DELTA_MIXER",
         "LINEAR_MIXERS", "MAMBA2_MIXER", "NO_MIXER", "PARALLEL_MAMBA2_MIXER", "SLIDING_ATTENTION",
-        "Architecture", "config_error_from", "design_name", "make_architecture",
+        "Architecture", "config_error_from", "design_name", "field_value", "make_architecture",
         "periodic_layer_types",
     ),
     "attention": ("decode_attention_s", "kv_cache_bytes_per_sequence", "prefill_attention_s"),
@@ -168,6 +168,7 @@ __all__ = [
     "expected_largest_z",
     "export_gap",
     "ffn_gemms",
+    "field_value",
     "first_line",
     "FLOP_PER_MAC",
     "formats_document",

@@ -39,28 +39,30 @@ FLASH_QUERY_TILE_TOKENS = 128  # FlashAttention re-reads K/V once per 128-query 
 
 def kv_heads_per_gpu(a: ArchArrays, d: DeployArrays):
     """⌈n_kv / TP⌉: replication once TP exceeds the KV heads (seeds, guideline 7)."""
-    return np.ceil(a.heads_kv / d.tp)
+    return np.ceil(a.attention.heads_kv / d.tp)
 
 
 def kv_elems_per_token_layer(a: ArchArrays, d: DeployArrays | None = None):
     """KV-cache elements per token per layer on one GPU (whole model when `d` is None)."""
-    heads = a.heads_kv if d is None else kv_heads_per_gpu(a, d)
-    return np.where(a.mla > 0, a.kv_lora + a.rope_dim, 2.0 * heads * a.head_dim)
+    att = a.attention
+    heads = att.heads_kv if d is None else kv_heads_per_gpu(a, d)
+    return np.where(att.mla > 0, att.kv_lora + att.rope_dim, 2.0 * heads * att.head_dim)
 
 
 def full_kv_elems_per_token_layer(a: ArchArrays, d: DeployArrays | None = None):
     """`kv_elems_per_token_layer` of a full-attention layer: Gemma 4's have their own KV heads
     and head width (`global_kv_heads` of `global_head_dim`; k and v both cached: under
     `attention_k_eq_v` the values are the keys before their norm and RoPE)."""
-    heads = a.global_kv_heads if d is None else np.ceil(a.global_kv_heads / d.tp)
-    return np.where(a.global_layers > 0, 2.0 * heads * a.global_head_dim,
+    att = a.attention
+    heads = att.global_kv_heads if d is None else np.ceil(att.global_kv_heads / d.tp)
+    return np.where(att.global_layers > 0, 2.0 * heads * att.global_head_dim,
                     kv_elems_per_token_layer(a, d))
 
 
 def cache_elems_per_token_layer(a: ArchArrays, d: DeployArrays | None = None):
     """Cache elements per token per attention layer: the KV (or MLA latent) plus the DSA
     indexer key (none without DSA)."""
-    return kv_elems_per_token_layer(a, d) + a.index_head_dim
+    return kv_elems_per_token_layer(a, d) + a.attention.index_head_dim
 
 
 def kv_cache_bytes_per_sequence(a: ArchArrays, context_tokens,
@@ -72,11 +74,12 @@ def kv_cache_bytes_per_sequence(a: ArchArrays, context_tokens,
     `linear_attention.linear_state_bytes_per_sequence`, added here so that every user of the
     per-sequence cache (max concurrency, KV transfer) sees it."""
     per_token = cache_elems_per_token_layer(a, d) * kv_bytes_per_value
-    full_per_token = (full_kv_elems_per_token_layer(a, d) + a.index_head_dim) * kv_bytes_per_value
-    full_layers = a.attention_layers - a.sliding_layers
-    sliding_tokens = np.minimum(context_tokens, a.window)
+    full_per_token = (full_kv_elems_per_token_layer(a, d) + a.attention.index_head_dim) \
+        * kv_bytes_per_value
+    full_layers = a.attention_layers - a.attention.sliding_layers
+    sliding_tokens = np.minimum(context_tokens, a.attention.window)
     tokens_bytes = full_layers * context_tokens * full_per_token \
-        + a.sliding_layers * sliding_tokens * per_token
+        + a.attention.sliding_layers * sliding_tokens * per_token
     stages, kvp = (1.0, 1.0) if d is None else (d.pp, d.kvp)
     kv = np.ceil(a.layers / stages) / a.layers * tokens_bytes / kvp
     return kv + linear_state_bytes_per_sequence(a, d)
@@ -85,27 +88,29 @@ def kv_cache_bytes_per_sequence(a: ArchArrays, context_tokens,
 def _head_flop_per_key(a: ArchArrays, absorbed: bool, full: bool = False):
     """FLOPs per (query, key) pair per head: scores + weighted values (`full`: in a
     full-attention layer, Gemma 4's of `global_head_dim`)."""
-    width = np.where(a.global_layers > 0, a.global_head_dim, a.head_dim) if full else a.head_dim
+    width = np.where(a.attention.global_layers > 0, a.attention.global_head_dim,
+                     a.attention.head_dim) if full else a.attention.head_dim
     gqa = 4.0 * width
-    mla_absorbed = 2.0 * (2.0 * a.kv_lora + a.rope_dim)
-    mla_plain = 2.0 * (a.nope_dim + a.rope_dim + a.v_dim)
-    return np.where(a.mla > 0, mla_absorbed if absorbed else mla_plain, gqa)
+    mla_absorbed = 2.0 * (2.0 * a.attention.kv_lora + a.attention.rope_dim)
+    mla_plain = 2.0 * (a.attention.nope_dim + a.attention.rope_dim + a.attention.v_dim)
+    return np.where(a.attention.mla > 0, mla_absorbed if absorbed else mla_plain, gqa)
 
 
 def _layer_mean(a: ArchArrays, context, time_fn):
     """Average over attention layers of time_fn(context seen by that layer type, whether it is
     a full-attention layer); 0 for a model without attention layers (every mixer linear, or
     none), whose layers the callers weight by 0."""
-    full = a.attention_layers - a.sliding_layers
-    sliding = time_fn(np.minimum(context, a.window), False)
-    total = full * time_fn(context, True) + a.sliding_layers * sliding
+    full = a.attention_layers - a.attention.sliding_layers
+    sliding = time_fn(np.minimum(context, a.attention.window), False)
+    total = full * time_fn(context, True) + a.attention.sliding_layers * sliding
     return np.divide(total, a.attention_layers, out=np.zeros(np.shape(total)),
                      where=a.attention_layers > 0)
 
 
 def attended_keys(a: ArchArrays, context):
     """Keys one query of the main attention reads: all of `context`, DSA's top-k at most."""
-    return np.where(a.index_topk > 0, np.minimum(context, a.index_topk), context)
+    return np.where(a.attention.index_topk > 0, np.minimum(context, a.attention.index_topk),
+                    context)
 
 
 def _indexer_peak_flop_per_s(env: Env) -> float:
@@ -120,8 +125,8 @@ def _indexer_s(a: ArchArrays, env: Env, queries, keys, key_reads):
     """Lightning-indexer time on one GPU: `queries` × `keys` scores of index_heads ·
     index_head_dim MACs, against streaming `key_reads` indexer keys from HBM. 0 without DSA."""
     peak = _indexer_peak_flop_per_s(env)
-    flop = 2.0 * queries * keys * a.index_heads * a.index_head_dim
-    read = key_reads * a.index_head_dim * env.kv.activation_bytes_per_value
+    flop = 2.0 * queries * keys * a.attention.index_heads * a.attention.index_head_dim
+    read = key_reads * a.attention.index_head_dim * env.kv.activation_bytes_per_value
     return np.maximum(flop / peak, read / env.hw.hbm_bytes_per_s)
 
 
@@ -140,14 +145,14 @@ def prefill_overhead_s(env: Env) -> float:
 def decode_work_items(a: ArchArrays, d: DeployArrays, seqs):
     """Work items of a decode attention call on one GPU: one per (sequence, KV head) — a GQA
     decode kernel gives each KV head's query group one block; MLA's latent cache is one head."""
-    return seqs * np.where(a.mla > 0, 1.0, kv_heads_per_gpu(a, d))
+    return seqs * np.where(a.attention.mla > 0, 1.0, kv_heads_per_gpu(a, d))
 
 
 def prefill_work_items(a: ArchArrays, d: DeployArrays, toks, seqs):
     """Work items of a prefill attention call on one GPU: one per (sequence, query head,
     128-query tile) — FlashAttention's grid."""
     per_seq = np.ceil(toks / np.maximum(seqs, 1.0) / FLASH_QUERY_TILE_TOKENS)
-    return seqs * per_seq * a.heads_q / d.tp
+    return seqs * per_seq * a.attention.heads_q / d.tp
 
 
 def decode_attention_s(a: ArchArrays, d: DeployArrays, env: Env, seqs, context,
@@ -156,7 +161,7 @@ def decode_attention_s(a: ArchArrays, d: DeployArrays, env: Env, seqs, context,
     group (whole requests: `StepLoad.group_decode_seqs`) decoding at `context`, each with
     `queries_per_seq` new tokens (k + 1 when verifying k speculative tokens: the KV is read
     once per sequence, the math grows with the queries)."""
-    heads = a.heads_q / d.tp
+    heads = a.attention.heads_q / d.tp
     peak = env.hw.peak_for(env.high) * env.eff.prefill_attention_compute_frac
     bandwidth = env.hw.hbm_bytes_per_s * env.eff.decode_attention_bandwidth_frac
     quantized = env.kv.activation_bytes_per_value < env.high.activation_bytes_per_value
@@ -193,7 +198,7 @@ def prefill_attention_s(a: ArchArrays, d: DeployArrays, env: Env, toks, mean_con
     engine's context kernel writes and re-reads FP8 K/V: TensorRT-LLM's run faster, vLLM's
     FlashInfer ones slower; fitted per engine on measured kernels)."""
     seqs = np.minimum(toks, 1.0) if seqs is None else seqs
-    heads = a.heads_q / d.tp
+    heads = a.attention.heads_q / d.tp
     peak = env.hw.peak_for(env.high) * env.eff.prefill_attention_compute_frac
 
     def one(ctx, full):

@@ -6,7 +6,7 @@ Booleans become 0/1 floats; cost formulas select with `np.where`, never with `if
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, is_dataclass, replace
 from functools import cached_property, lru_cache
 from typing import Sequence
 
@@ -34,14 +34,37 @@ def _column(values) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class ArchArrays:
-    hidden: np.ndarray
-    layers: np.ndarray
+class AttentionArrays:
+    """The attention layers' columns (`Architecture.attention`)."""
+
     heads_q: np.ndarray
     heads_kv: np.ndarray
     head_dim: np.ndarray
-    vocab: np.ndarray
-    ffn: np.ndarray  # dense intermediate H′ (per-layer widths: their mean over the FFN layers)
+    mla: np.ndarray
+    q_lora: np.ndarray
+    kv_lora: np.ndarray
+    rope_dim: np.ndarray
+    nope_dim: np.ndarray
+    v_dim: np.ndarray
+    sliding_layers: np.ndarray
+    window: np.ndarray  # sliding window in tokens (inf when none)
+    index_heads: np.ndarray  # DSA lightning-indexer heads (0: dense attention)
+    index_head_dim: np.ndarray  # indexer key width, cached per token and layer
+    index_topk: np.ndarray  # keys a DSA query attends to (0: every key)
+    output_gate: np.ndarray  # 1: q_proj also yields the attention output gate (Qwen3-Next)
+    # Gemma 4's full-attention layers of their own shape (all 0: every layer has head_dim and
+    # heads_kv)
+    global_layers: np.ndarray
+    global_head_dim: np.ndarray
+    global_kv_heads: np.ndarray
+    k_eq_v: np.ndarray  # 1: those layers have no v_proj
+
+
+@dataclass(frozen=True)
+class FfnArrays:
+    """The dense MLP's and the experts' columns (`Architecture.ffn`)."""
+
+    dense_width: np.ndarray  # dense intermediate H′ (per-layer widths: their mean over FFN layers)
     gate_factor: np.ndarray  # 2 for gated (SwiGLU/GeGLU) up projections, else 1
     experts: np.ndarray
     top_k: np.ndarray
@@ -49,21 +72,16 @@ class ArchArrays:
     shared_ffn: np.ndarray  # total width of the shared expert(s)
     dense_layers: np.ndarray  # layers with a dense FFN
     moe_layers: np.ndarray
-    mla: np.ndarray
-    q_lora: np.ndarray
-    kv_lora: np.ndarray
-    rope_dim: np.ndarray
-    nope_dim: np.ndarray
-    v_dim: np.ndarray
-    tied: np.ndarray
-    sliding_layers: np.ndarray
-    window: np.ndarray  # sliding window in tokens (inf when none)
-    # Zero for a homogeneous, dense-attention model (so that a view built from zeros, as the
-    # calibration fitters do, keeps meaning "every layer attends"):
+    shared_expert_gate: np.ndarray  # 1: an H → 1 sigmoid gate on the shared expert (Qwen3-Next)
+
+
+@dataclass(frozen=True)
+class MixerArrays:
+    """The layer pattern's and the linear mixers' columns (`Architecture.mixer`). Zero for a
+    homogeneous, dense-attention model (so that a view built from zeros, as the calibration
+    fitters do, keeps meaning "every layer attends")."""
+
     mixerless_layers: np.ndarray  # layers without a token mixer (Puzzle no-op attention)
-    index_heads: np.ndarray  # DSA lightning-indexer heads (0: dense attention)
-    index_head_dim: np.ndarray  # indexer key width, cached per token and layer
-    index_topk: np.ndarray  # keys a DSA query attends to (0: every key)
     linear_layers: np.ndarray  # Gated DeltaNet / Mamba-2 layers (linear attention with a state)
     parallel_layers: np.ndarray  # of which also run attention beside it (Falcon-H1)
     linear_heads: np.ndarray  # v heads (each holds a key_dim x value_dim state)
@@ -72,71 +90,135 @@ class ArchArrays:
     linear_kind: np.ndarray  # the linear mixer's code in LINEAR_KIND_CODES (0: none)
     linear_conv_width: np.ndarray  # channels of the short conv (q, k, v)
     linear_conv_kernel: np.ndarray
-    output_gate: np.ndarray  # 1: q_proj also yields the attention output gate (Qwen3-Next)
-    shared_expert_gate: np.ndarray  # 1: an H → 1 sigmoid gate on the shared expert (Qwen3-Next)
-    # Gemma 4's full-attention layers of their own shape (all 0: every layer has head_dim and
-    # heads_kv)
-    global_layers: np.ndarray
-    global_head_dim: np.ndarray
-    global_kv_heads: np.ndarray
-    k_eq_v: np.ndarray  # 1: those layers have no v_proj
+
+
+_ARRAY_PARTS: dict[str, type] = {
+    "attention": AttentionArrays, "ffn": FfnArrays, "mixer": MixerArrays,
+}
+
+
+@dataclass(frozen=True)
+class ArchArrays:
+    """Candidates' architectures as columns, in `Architecture`'s parts (`a.ffn.experts`)."""
+
+    hidden: np.ndarray
+    layers: np.ndarray
+    vocab: np.ndarray
+    tied: np.ndarray
+    attention: AttentionArrays
+    ffn: FfnArrays
+    mixer: MixerArrays
 
     @classmethod
     def from_architectures(cls, archs: Sequence[Architecture]) -> ArchArrays:
         rows = [_arch_row(a) for a in archs]
-        return cls(**{f.name: _column([r[f.name] for r in rows]) for f in fields(cls)})
+        return cls.from_columns(None, **{name: _column([r[name] for r in rows])
+                                         for name in _COLUMN_NAMES})
+
+    @classmethod
+    def from_columns(cls, default, **columns) -> ArchArrays:
+        """Columns by name, each routed to its part (by the parts' own fields); `default` for
+        every column not given (the calibration fitters' one-kernel views: zeros)."""
+        _check_names(columns)
+        parts = {name: part(**{f.name: columns.get(f.name, default) for f in fields(part)})
+                 for name, part in _ARRAY_PARTS.items()}
+        core = {f.name: columns.get(f.name, default) for f in fields(cls) if f.name not in parts}
+        return cls(**core, **parts)
+
+    def with_columns(self, **columns) -> ArchArrays:
+        """A copy with the named columns replaced, each in its part."""
+        _check_names(columns)
+        parts = {name: replace(getattr(self, name), **{f.name: columns[f.name]
+                                                       for f in fields(part) if f.name in columns})
+                 for name, part in _ARRAY_PARTS.items()}
+        core = {name: value for name, value in columns.items() if name not in _PART_OF_COLUMN}
+        return replace(self, **core, **parts)
 
     @property
     def attention_layers(self) -> np.ndarray:
         """Layers whose mixer is attention (full or sliding), parallel hybrids included."""
-        return self.layers - self.mixerless_layers - self.linear_layers + self.parallel_layers
+        m = self.mixer
+        return self.layers - m.mixerless_layers - m.linear_layers + m.parallel_layers
 
     def take(self, index) -> ArchArrays:
-        return ArchArrays(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
+        """The candidates at `index` (rows of every column, in every part)."""
+        return _take(self, index)
+
+
+def _take(columns, index):
+    """A dataclass of columns at `index`; its parts (dataclasses) taken the same way."""
+    return type(columns)(**{f.name: _take(value, index) if is_dataclass(value) else value[index]
+                            for f in fields(columns) for value in (getattr(columns, f.name),)})
+
+
+_PART_OF_COLUMN = {f.name: name for name, part in _ARRAY_PARTS.items() for f in fields(part)}
+_COLUMN_NAMES = (*(f.name for f in fields(ArchArrays) if f.name not in _ARRAY_PARTS),
+                 *_PART_OF_COLUMN)
+
+
+def _check_names(columns) -> None:
+    unknown = set(columns) - set(_COLUMN_NAMES)
+    if unknown:
+        raise TypeError(f"ArchArrays has no column {sorted(unknown)}")
 
 
 @lru_cache(maxsize=16384)  # searches revisit architectures; `Architecture` is frozen
 def _arch_row(a: Architecture) -> dict[str, float]:
     """One candidate's columns. Per-layer FFN widths (Puzzle) enter as `dense_layers` and their
-    mean `ffn`: the weights, FLOPs and bytes of the dense FFNs are exact (linear in the width);
+    mean `dense_width`: the weights,
+    FLOPs and bytes of the dense FFNs are exact (linear in the width);
     only each GEMM's tile/wave quantization is taken at the mean width (widths are multiples of
     256, so the error is that of one width against another, not of a misaligned one)."""
-    mla = a.attention_kind == "mla"
+    return dict(hidden=a.hidden_size, layers=a.num_layers, vocab=a.vocab_size,
+                tied=float(a.tie_word_embeddings), **_attention_columns(a), **_ffn_columns(a),
+                **_mixer_columns(a))
+
+
+def _attention_columns(a: Architecture) -> dict[str, float]:
+    att = a.attention
+    mla = att.attention_kind == "mla"
     return dict(
-        hidden=a.hidden_size, layers=a.num_layers, heads_q=a.num_attention_heads,
-        heads_kv=a.num_kv_heads, head_dim=a.head_dim, vocab=a.vocab_size,
-        ffn=a.mean_dense_ffn_width,
-        gate_factor=2.0 if a.gated_mlp else 1.0, experts=a.num_experts,
-        top_k=a.experts_per_token if a.is_moe else 0,
-        expert_ffn=a.moe_intermediate_size if a.is_moe else 0,
-        shared_ffn=a.shared_expert_intermediate_size if a.is_moe else 0,
-        dense_layers=a.num_dense_layers, moe_layers=a.num_moe_layers, mla=float(mla),
-        q_lora=a.q_lora_rank if mla else 0, kv_lora=a.kv_lora_rank if mla else 0,
-        rope_dim=a.qk_rope_head_dim if mla else 0, nope_dim=a.qk_nope_head_dim if mla else 0,
-        v_dim=a.v_head_dim if mla else a.head_dim, tied=float(a.tie_word_embeddings),
+        heads_q=att.num_attention_heads, heads_kv=att.num_kv_heads, head_dim=att.head_dim,
+        mla=float(mla), q_lora=att.q_lora_rank if mla else 0,
+        kv_lora=att.kv_lora_rank if mla else 0, rope_dim=att.qk_rope_head_dim if mla else 0,
+        nope_dim=att.qk_nope_head_dim if mla else 0, v_dim=att.value_head_dim,
         sliding_layers=a.num_sliding_layers,
-        window=float(a.sliding_window) if a.sliding_window else np.inf,
-        mixerless_layers=a.num_layers - a.num_mixer_layers, index_heads=a.index_heads,
-        index_head_dim=a.index_head_dim, index_topk=a.index_topk, **_linear_columns(a),
-        output_gate=float(a.attention_output_gate),
-        shared_expert_gate=float(a.shared_expert_gate and a.is_moe),
-        global_layers=a.num_global_attention_layers, global_head_dim=a.global_head_dim,
-        global_kv_heads=a.num_global_kv_heads, k_eq_v=float(a.attention_k_eq_v),
+        window=float(att.sliding_window) if att.sliding_window else np.inf,
+        index_heads=att.index_heads, index_head_dim=att.index_head_dim,
+        index_topk=att.index_topk, output_gate=float(att.attention_output_gate),
+        global_layers=a.num_global_attention_layers, global_head_dim=att.global_head_dim,
+        global_kv_heads=att.num_global_kv_heads, k_eq_v=float(att.attention_k_eq_v),
     )
 
 
-def _linear_columns(a: Architecture) -> dict[str, float]:
-    """The linear mixer's kind, heads and state shape: Gated DeltaNet, Mamba-2 and KDA all
-    convolve q/k/v (x/B/C) and keep a key x value state per head. Their projections' widths
-    are the table's rows (`cost_model.sharded_gemms`), read there by kind."""
-    value_width = a.linear_num_value_heads * a.linear_value_head_dim
+def _ffn_columns(a: Architecture) -> dict[str, float]:
+    ffn, moe = a.ffn, a.ffn.is_moe
     return dict(
-        linear_layers=a.num_linear_attention_layers, parallel_layers=a.num_parallel_hybrid_layers,
-        linear_kind=LINEAR_KIND_CODES.get(a.linear_mixer_kind, 0.0),
-        linear_heads=a.linear_num_value_heads,
-        linear_key_dim=a.linear_key_head_dim, linear_value_dim=a.linear_value_head_dim,
-        linear_conv_width=2 * a.linear_num_key_heads * a.linear_key_head_dim + value_width,
-        linear_conv_kernel=a.linear_conv_kernel,
+        dense_width=a.mean_dense_ffn_width, gate_factor=2.0 if ffn.gated_mlp else 1.0,
+        experts=ffn.num_experts, top_k=ffn.experts_per_token if moe else 0,
+        expert_ffn=ffn.moe_intermediate_size if moe else 0,
+        shared_ffn=ffn.shared_expert_intermediate_size if moe else 0,
+        dense_layers=a.num_dense_layers, moe_layers=a.num_moe_layers,
+        shared_expert_gate=float(ffn.shared_expert_gate and moe),
+    )
+
+
+def _mixer_columns(a: Architecture) -> dict[str, float]:
+    """The layer pattern and the linear mixer's kind, heads and state shape: Gated DeltaNet,
+    Mamba-2 and KDA all convolve q/k/v (x/B/C) and keep a key x value state per head. Their
+    projections' widths are the table's rows (`cost_model.sharded_gemms`), read there by
+    kind."""
+    mix = a.mixer
+    value_width = mix.linear_num_value_heads * mix.linear_value_head_dim
+    return dict(
+        mixerless_layers=a.num_layers - a.num_mixer_layers,
+        linear_layers=mix.num_linear_attention_layers,
+        parallel_layers=mix.num_parallel_hybrid_layers,
+        linear_kind=LINEAR_KIND_CODES.get(mix.linear_mixer_kind, 0.0),
+        linear_heads=mix.linear_num_value_heads, linear_key_dim=mix.linear_key_head_dim,
+        linear_value_dim=mix.linear_value_head_dim,
+        linear_conv_width=2 * mix.linear_num_key_heads * mix.linear_key_head_dim + value_width,
+        linear_conv_kernel=mix.linear_conv_kernel,
     )
 
 

@@ -215,28 +215,29 @@ def validate_deployment(arch: Architecture, dep: Deployment) -> None:
 
 def deployment_violations(arch: Architecture, dep: Deployment) -> list[str]:
     """Every divisibility rule of the deployment that the architecture breaks, as messages."""
+    att = arch.attention
     rules = [
-        (arch.num_attention_heads % dep.tp == 0,
-         f"`tp` ({dep.tp}) must divide `num_attention_heads` ({arch.num_attention_heads})"),
-        (arch.num_kv_heads % dep.tp == 0 or dep.tp % arch.num_kv_heads == 0,
-         f"`tp` ({dep.tp}) and `num_kv_heads` ({arch.num_kv_heads}) must divide one another"),
-        (arch.num_dense_layers == 0 or arch.intermediate_size % dep.ffn_tp == 0,
+        (att.num_attention_heads % dep.tp == 0,
+         f"`tp` ({dep.tp}) must divide `num_attention_heads` ({att.num_attention_heads})"),
+        (att.num_kv_heads % dep.tp == 0 or dep.tp % att.num_kv_heads == 0,
+         f"`tp` ({dep.tp}) and `num_kv_heads` ({att.num_kv_heads}) must divide one another"),
+        (arch.num_dense_layers == 0 or arch.ffn.intermediate_size % dep.ffn_tp == 0,
          f"`tp`{'·`kvp`' if dep.kvp > 1 else ''} ({dep.ffn_tp}) must divide "
-         f"`intermediate_size` ({arch.intermediate_size})"),
-        (dep.kvp == 1 or arch.num_attention_heads % dep.ffn_tp == 0,
+         f"`intermediate_size` ({arch.ffn.intermediate_size})"),
+        (dep.kvp == 1 or arch.attention.num_attention_heads % dep.ffn_tp == 0,
          f"`tp`·`kvp` ({dep.ffn_tp}) must divide `num_attention_heads` "
-         f"({arch.num_attention_heads}): the output projection is sharded over them"),
+         f"({arch.attention.num_attention_heads}): the output projection is sharded over them"),
         (dep.pp <= arch.num_layers,
          f"`pp` ({dep.pp}) must not exceed `num_layers` ({arch.num_layers})"),
     ]
-    if arch.is_moe:
+    if arch.ffn.is_moe:
         rules += [
-            (arch.num_experts % dep.ep == 0,
-             f"`ep` ({dep.ep}) must divide `num_experts` ({arch.num_experts})"),
-            (arch.moe_intermediate_size % dep.moe_tp == 0,
+            (arch.ffn.num_experts % dep.ep == 0,
+             f"`ep` ({dep.ep}) must divide `num_experts` ({arch.ffn.num_experts})"),
+            (arch.ffn.moe_intermediate_size % dep.moe_tp == 0,
              f"`tp`·`dp`{'·`kvp`' if dep.kvp > 1 else ''}/`ep` ({dep.moe_tp}) must divide "
              f"`moe_intermediate_size` "
-             f"({arch.moe_intermediate_size})"),
+             f"({arch.ffn.moe_intermediate_size})"),
         ]
     elif dep.ep > 1:
         rules.append((False, f"`ep` ({dep.ep}) must be 1 for a dense model"))

@@ -151,7 +151,7 @@ class _Groups:
 
     @classmethod
     def of(cls, a: ArchArrays, d: DeployArrays, in_flight) -> _Groups:
-        alone = (d.dp > 1) & ~lockstep_groups(a.moe_layers, d.dp)
+        alone = (d.dp > 1) & ~lockstep_groups(a.ffn.moe_layers, d.dp)
         n_hi = busiest_group_seqs(in_flight, d.dp)
         fuller = in_flight - d.dp * (n_hi - 1.0)  # r groups at n_hi
         share = np.where(alone, fuller * n_hi / in_flight, 1.0)

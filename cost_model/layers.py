@@ -26,7 +26,7 @@ from cost_model.gemm import HOT_DTYPE, GemmRates
 from cost_model.gemm_unique import unique_gemm_time_s
 from cost_model.order_statistics import expected_largest_z
 from cost_model.sharded_gemms import (
-    KERNELS, ArchColumns, active, column_layer_counts, per_gpu_k, per_gpu_n,
+    KERNELS, ArchColumns, active, column_layer_counts, per_gpu_k, per_gpu_n, read,
 )
 from cost_model.step_load import StepLoad
 
@@ -136,7 +136,7 @@ def _add_absorbed(g: GemmList, src: ArchColumns, d: DeployArrays, load: StepLoad
     """decode: W_UK / W_UV absorbed into per-head GEMMs (DeepSeek-V2 §2.1.2), W_UK transposed
     (the query's nope part into the latent)."""
     for row in rows:
-        heads = getattr(src, row.n.terms[0].factors[0]) / getattr(d, row.shard)
+        heads = read(src, row.n.terms[0].factors[0]) / getattr(d, row.shard)
         n, k = per_gpu_n(row, src, d) / np.maximum(heads, 1e-12), per_gpu_k(row, src, d)
         n, k = (k, n) if row.decode_transposed else (n, k)
         g.add(row.decode_kernel, load.group_decode_tokens, n, k, count, groups=heads)
@@ -165,10 +165,10 @@ def ffn_gemms(g: GemmList, a: ArchArrays, d: DeployArrays, load: StepLoad, dense
 def _expert_m_groups(a: ArchArrays, d: DeployArrays, load: StepLoad):
     """(tokens per touched expert on the busiest GPU, experts it touches) of one MoE layer."""
     tokens = load.instance_tokens
-    touched = touched_expert_frac(tokens, a.top_k, a.experts)
-    m_expert = tokens_per_expert(tokens, a.top_k, a.experts) / np.maximum(touched, 1e-12) \
+    touched = touched_expert_frac(tokens, a.ffn.top_k, a.ffn.experts)
+    m_expert = tokens_per_expert(tokens, a.ffn.top_k, a.ffn.experts) / np.maximum(touched, 1e-12) \
         * (1.0 + moe_imbalance_frac(d))
-    return m_expert, busiest_rank_touched_experts(touched, a.experts, d.ep, d.random_routing)
+    return m_expert, busiest_rank_touched_experts(touched, a.ffn.experts, d.ep, d.random_routing)
 
 
 def busiest_rank_touched_experts(touched_frac, experts, ep, random_routing=1.0):
@@ -193,7 +193,7 @@ def busiest_rank_touched_experts(touched_frac, experts, ep, random_routing=1.0):
 
 def moe_routed_tokens(a: ArchArrays, d: DeployArrays, tokens):
     """Token copies one GPU's experts receive per MoE layer: C·k/EP (balanced routing)."""
-    return tokens * a.top_k / d.ep
+    return tokens * a.ffn.top_k / d.ep
 
 
 def moe_overhead_s(a: ArchArrays, d: DeployArrays, env: Env, tokens):
@@ -209,8 +209,8 @@ def moe_overhead_s(a: ArchArrays, d: DeployArrays, env: Env, tokens):
     terms = env.moe_terms
     local_copies = moe_routed_tokens(a, d, tokens)
     per_local_s = terms.per_local_copy_s * a.hidden / MOE_HIDDEN_UNIT
-    scanned_s = tokens * a.top_k * terms.per_scanned_copy_s
-    return np.where(a.experts > 0,
+    scanned_s = tokens * a.ffn.top_k * terms.per_scanned_copy_s
+    return np.where(a.ffn.experts > 0,
                     terms.fixed_overhead_s + local_copies * per_local_s + scanned_s, 0.0)
 
 

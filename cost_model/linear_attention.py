@@ -33,22 +33,24 @@ LINEAR_ATTENTION_CALIBRATED = False
 
 
 def _heads_per_gpu(a: ArchArrays, d: DeployArrays):
-    return a.linear_heads / d.tp
+    return a.mixer.linear_heads / d.tp
 
 
 def linear_state_bytes_per_sequence(a: ArchArrays, d: DeployArrays | None = None):
     """Fixed state of one sequence over all linear layers (per GPU with `d`: the busiest
     stage's layers, heads sharded by TP)."""
     tp, stages = (1.0, 1.0) if d is None else (d.tp, d.pp)
-    states = a.linear_heads * a.linear_key_dim * a.linear_value_dim * LINEAR_STATE_BYTES
-    conv = np.maximum(a.linear_conv_kernel - 1.0, 0.0) * a.linear_conv_width * CONV_STATE_BYTES
+    mix = a.mixer
+    states = mix.linear_heads * mix.linear_key_dim * mix.linear_value_dim * LINEAR_STATE_BYTES
+    conv = np.maximum(mix.linear_conv_kernel - 1.0, 0.0) * mix.linear_conv_width \
+        * CONV_STATE_BYTES
     share = np.ceil(a.layers / stages) / a.layers
-    return a.linear_layers * share * (states + conv) / tp
+    return a.mixer.linear_layers * share * (states + conv) / tp
 
 
 def linear_decode_s(a: ArchArrays, d: DeployArrays, env: Env, seqs, tokens_per_seq=1.0):
     """One linear layer's state read + update for `seqs` sequences on one GPU."""
-    elems = seqs * _heads_per_gpu(a, d) * a.linear_key_dim * a.linear_value_dim
+    elems = seqs * _heads_per_gpu(a, d) * a.mixer.linear_key_dim * a.mixer.linear_value_dim
     flop = 2.0 * STATE_MACS_PER_ELEM * elems * tokens_per_seq
     peak = env.hw.peak_for(env.high) * env.eff.prefill_attention_compute_frac
     bandwidth = env.hw.hbm_bytes_per_s * env.eff.decode_attention_bandwidth_frac
@@ -58,7 +60,7 @@ def linear_decode_s(a: ArchArrays, d: DeployArrays, env: Env, seqs, tokens_per_s
 
 def linear_prefill_s(a: ArchArrays, d: DeployArrays, env: Env, toks):
     """One linear layer's chunked scan over `toks` prompt tokens on one GPU."""
-    heads, key, value = _heads_per_gpu(a, d), a.linear_key_dim, a.linear_value_dim
+    heads, key, value = _heads_per_gpu(a, d), a.mixer.linear_key_dim, a.mixer.linear_value_dim
     per_token = 2.0 * SCAN_CHUNK_TOKENS * (key + value) + 2.0 * STATE_MACS_PER_ELEM * key * value
     peak = env.hw.peak_for(env.high) * env.eff.prefill_attention_compute_frac
     state_io = 2.0 * np.ceil(toks / SCAN_CHUNK_TOKENS) * heads * key * value * LINEAR_STATE_BYTES

@@ -33,8 +33,8 @@ def _layer_weight_elems_per_gpu(a: ArchArrays,
     """Weights of every layer (before the stage's share) on one GPU by precision class
     (`linear`, `experts`, `high`): each row of the table on the layers of its kind."""
     src = ArchColumns(a)
-    layers = column_layer_counts(a, a.attention_layers, a.linear_layers, a.dense_layers,
-                                 a.moe_layers)
+    layers = column_layer_counts(a, a.attention_layers, a.mixer.linear_layers, a.ffn.dense_layers,
+                                 a.ffn.moe_layers)
     layers.pop("model")  # the vocabulary: `_vocab_elems_per_gpu`
     elems: dict[PrecisionClass, np.ndarray | float] = {"linear": 0.0, "experts": 0.0, "high": 0.0}
     for row in ROWS:
@@ -63,7 +63,7 @@ def weight_bytes_per_gpu(a: ArchArrays, d: DeployArrays, env: Env):
 def workspace_bytes_per_gpu(a: ArchArrays, d: DeployArrays, chunk_tokens):
     """Activation workspace of the largest step: one prefill chunk, which belongs to one request
     and so runs whole on one attention-DP group."""
-    widest = np.maximum(a.hidden * WORKSPACE_HIDDEN_MULTIPLE, 3.0 * a.ffn / d.ffn_tp)
+    widest = np.maximum(a.hidden * WORKSPACE_HIDDEN_MULTIPLE, 3.0 * a.ffn.dense_width / d.ffn_tp)
     return chunk_tokens * widest * BF16_BYTES
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from types import MappingProxyType
 
-from cost_model.architecture import Architecture
+from cost_model.architecture import Architecture, field_value
 from cost_model.sharded_gemms import WeightGemm, layer_sources, rows_of
 
 BREAKDOWN_KEYS = (
@@ -80,8 +80,8 @@ def count_params(arch: Architecture) -> ParamBreakdown:
     _add(parts, _attention_params(arch), arch.num_attention_layers)
     _add(parts, _global_attention_params(arch), arch.num_global_attention_layers)
     parts["moe/router"] += arch.num_moe_layers * _router_scale_params(arch)
-    _add(parts, _linear_mixer_params(arch), arch.num_linear_attention_layers)
-    unused_experts = arch.num_experts - arch.experts_per_token
+    _add(parts, _linear_mixer_params(arch), arch.mixer.num_linear_attention_layers)
+    unused_experts = arch.ffn.num_experts - arch.ffn.experts_per_token
     inactive = arch.num_moe_layers * unused_experts * _expert_params(arch)
     return ParamBreakdown(MappingProxyType(parts), sum(parts.values()) - inactive)
 
@@ -92,21 +92,21 @@ def _gemm_params(arch: Architecture) -> dict[str, int]:
     LM head is the embedding's matrix (counted there)."""
     parts: dict[str, int] = {}
     for row in rows_of(arch):
-        if row.tied is None or not getattr(arch, row.tied):
+        if row.tied is None or not field_value(arch, row.tied):
             parts[row.param_key] = parts.get(row.param_key, 0) + _row_params(arch, row)
     return parts
 
 
 def _row_params(arch: Architecture, row: WeightGemm) -> int:
     """`row`'s weights and bias over the layers of its kind."""
-    copies = arch.num_experts if row.experts else 1
+    copies = arch.ffn.num_experts if row.experts else 1
     return sum(_matrix_params(src, row) * copies * layers
                for src, layers in layer_sources(arch, row.layers))
 
 
 def _matrix_params(src, row: WeightGemm) -> int:
     n = row.n.value(src)
-    bias = bool(getattr(src, row.bias)) if row.bias else False
+    bias = bool(field_value(src, row.bias)) if row.bias else False
     return n * row.k.value(src) + (n if bias else 0)
 
 
@@ -120,9 +120,9 @@ def _residual_norms(arch: Architecture) -> int:
 
 
 def _linear_mixer_params(arch: Architecture) -> dict[str, int]:
-    if arch.linear_mixer_kind == "mamba2":
+    if arch.mixer.linear_mixer_kind == "mamba2":
         return _mamba2_params(arch)
-    if arch.linear_mixer_kind == "kimi_delta":
+    if arch.mixer.linear_mixer_kind == "kimi_delta":
         return _kimi_delta_params(arch)
     return _gated_deltanet_params(arch)
 
@@ -131,10 +131,10 @@ def _kimi_delta_params(arch: Architecture) -> dict[str, int]:
     """One KDA layer's non-GEMM parameters (transformers' KimiLinearDeltaAttention; its
     projections are table rows): a bias-free conv over q, k, v, dt_bias (n·d), A_log (n),
     o_norm (d)."""
-    heads, dim = arch.linear_num_value_heads, arch.linear_value_head_dim
+    heads, dim = arch.mixer.linear_num_value_heads, arch.mixer.linear_value_head_dim
     qkv = heads * dim
     return {
-        "linear_attention/conv": 3 * qkv * arch.linear_conv_kernel,
+        "linear_attention/conv": 3 * qkv * arch.mixer.linear_conv_kernel,
         "linear_attention/other": qkv + heads + dim,
     }
 
@@ -143,12 +143,13 @@ def _mamba2_params(arch: Architecture) -> dict[str, int]:
     """One Mamba-2 mixer's non-GEMM parameters (transformers' NemotronHMamba2Mixer; in_proj and
     out_proj are table rows): a conv over x, B, C (bias iff `linear_conv_bias`); dt_bias, A_log,
     D per head; a gated RMSNorm over n_h·d_h."""
-    inner = arch.linear_num_value_heads * arch.linear_value_head_dim
-    conv_width = inner + 2 * arch.linear_num_key_heads * arch.linear_key_head_dim
+    inner = arch.mixer.linear_num_value_heads * arch.mixer.linear_value_head_dim
+    conv_width = inner + 2 * arch.mixer.linear_num_key_heads * arch.mixer.linear_key_head_dim
     return {
-        "linear_attention/conv": conv_width * (arch.linear_conv_kernel + arch.linear_conv_bias),
-        "linear_attention/other": (3 * arch.linear_num_value_heads
-                                   + (inner if arch.linear_norm else 0)),
+        "linear_attention/conv":
+            conv_width * (arch.mixer.linear_conv_kernel + arch.mixer.linear_conv_bias),
+        "linear_attention/other": (3 * arch.mixer.linear_num_value_heads
+                                   + (inner if arch.mixer.linear_norm else 0)),
     }
 
 
@@ -156,11 +157,12 @@ def _gated_deltanet_params(arch: Architecture) -> dict[str, int]:
     """One Gated DeltaNet layer's non-GEMM parameters (transformers' Qwen3NextGatedDeltaNet;
     in_proj_qkvz, in_proj_ba and out_proj are table rows): a bias-free depthwise conv over q, k,
     v, dt_bias and A_log per v head, a gated RMSNorm of one v head."""
-    value_width = arch.linear_num_value_heads * arch.linear_value_head_dim
-    conv_width = 2 * arch.linear_num_key_heads * arch.linear_key_head_dim + value_width
+    value_width = arch.mixer.linear_num_value_heads * arch.mixer.linear_value_head_dim
+    conv_width = 2 * arch.mixer.linear_num_key_heads * arch.mixer.linear_key_head_dim + value_width
     return {
-        "linear_attention/conv": conv_width * arch.linear_conv_kernel,
-        "linear_attention/other": 2 * arch.linear_num_value_heads + arch.linear_value_head_dim,
+        "linear_attention/conv": conv_width * arch.mixer.linear_conv_kernel,
+        "linear_attention/other":
+            2 * arch.mixer.linear_num_value_heads + arch.mixer.linear_value_head_dim,
     }
 
 
@@ -171,33 +173,35 @@ def _add(parts: dict[str, int], per_layer: Mapping[str, int], num_layers: int) -
 
 def _attention_params(arch: Architecture) -> dict[str, int]:
     """One attention layer's parameters that are not weight GEMMs: norms, sinks."""
-    norm = (arch.q_lora_rank + arch.kv_lora_rank) if arch.attention_kind == "mla" else \
+    att = arch.attention
+    norm = (att.q_lora_rank + att.kv_lora_rank) if att.attention_kind == "mla" else \
         _qk_norm_params(arch)  # MLA: q_a_layernorm, kv_a_layernorm
     return {
-        "attention/norm": norm + 2 * arch.index_head_dim,  # + the DSA key's LayerNorm (w + b)
-        "attention/sinks": arch.num_attention_heads if arch.attention_sinks else 0,
+        # + the DSA key's LayerNorm (w + b)
+        "attention/norm": norm + 2 * att.index_head_dim,
+        "attention/sinks": att.num_attention_heads if att.attention_sinks else 0,
     }
 
 
 def _global_attention_params(arch: Architecture) -> dict[str, int]:
     """What one full-attention layer of its own shape (Gemma 4) adds to `_attention_params`:
     its q and k head norms are `global_head_dim` wide (the v norm has no weight)."""
-    if not arch.qk_norm or arch.qk_norm_scope != "head":
+    if not arch.attention.qk_norm or arch.attention.qk_norm_scope != "head":
         return {}
-    return {"attention/norm": 2 * (arch.global_head_dim - arch.head_dim)}
+    return {"attention/norm": 2 * (arch.attention.global_head_dim - arch.attention.head_dim)}
 
 
 def _router_scale_params(arch: Architecture) -> int:
     """Gemma 4's router (Gemma4TextRouter): `scale` over H and `per_expert_scale` over E."""
-    return arch.hidden_size + arch.num_experts if arch.router_scales else 0
+    return arch.hidden_size + arch.ffn.num_experts if arch.ffn.router_scales else 0
 
 
 def _qk_norm_params(arch: Architecture) -> int:
-    if not arch.qk_norm:
+    if not arch.attention.qk_norm:
         return 0
-    if arch.qk_norm_scope == "layer":  # one norm over all q heads, one over all k heads
-        return arch.q_dim + arch.num_kv_heads * arch.head_dim
-    return 2 * arch.head_dim
+    if arch.attention.qk_norm_scope == "layer":  # one norm over all q heads, one over all k heads
+        return arch.attention.q_dim + arch.attention.num_kv_heads * arch.attention.head_dim
+    return 2 * arch.attention.head_dim
 
 
 def _expert_params(arch: Architecture) -> int:

@@ -84,7 +84,7 @@ class ServingShape:
 
 def rank_budget_tokens(a: ArchArrays, d: DeployArrays, shape: ServingShape):
     """The prompt budget of one attention group's step (`step_load.rank_chunk_tokens`)."""
-    return rank_chunk_tokens(shape.chunk_tokens, d.dp, lockstep_groups(a.moe_layers, d.dp),
+    return rank_chunk_tokens(shape.chunk_tokens, d.dp, lockstep_groups(a.ffn.moe_layers, d.dp),
                              shape.engine)
 
 
@@ -97,7 +97,7 @@ def serving_steps(a: ArchArrays, d: DeployArrays, concurrency, shape: ServingSha
                   decode_steps) -> ServingSteps:
     """The `CASES` for `concurrency` whole requests, each decoding for `decode_steps` steps
     (OSL over the tokens a step yields), and the prompt schedule they follow."""
-    lockstep = lockstep_groups(a.moe_layers, d.dp)
+    lockstep = lockstep_groups(a.ffn.moe_layers, d.dp)
     budget = rank_budget_tokens(a, d, shape)
     micro = micro_batch_seqs(concurrency, d)
     group = busiest_group_seqs(micro, d.dp)

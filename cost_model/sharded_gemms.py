@@ -25,10 +25,12 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
+from operator import attrgetter
 from typing import Literal, TypedDict
 
 import numpy as np
 
+from cost_model.architecture import Architecture, field_value
 from cost_model.batch import LINEAR_KIND_CODES, ArchArrays
 
 Factor = str | tuple[str, ...]  # a field, or a sum of fields (shown in parentheses)
@@ -55,14 +57,14 @@ class Term:
         return "·".join(([str(self.coef)] if self.coef != 1 or not parts else []) + parts)
 
     def numbers(self, src) -> str:
-        parts = [_factor_label(f, lambda field: str(getattr(src, field))) for f in self.factors]
+        parts = [_factor_label(f, lambda field: str(read(src, field))) for f in self.factors]
         return "·".join(([str(self.coef)] if self.coef != 1 or not parts else []) + parts)
 
 
 def _factor_value(src, factor: Factor):
     if isinstance(factor, str):
-        return getattr(src, factor)
-    return sum(getattr(src, field) for field in factor)
+        return read(src, factor)
+    return sum(read(src, field) for field in factor)
 
 
 def _factor_label(factor: Factor, show) -> str:
@@ -373,44 +375,49 @@ def kernels(rows: tuple[WeightGemm, ...] = ROWS) -> dict[str, tuple[WeightGemm, 
 # ---- sources: an `Architecture`, or candidates' columns read under the same field names ------
 
 
+def read(src, field: str):
+    """The field users call `field` of `src`: an `Architecture` (`field_value`) or candidates'
+    `ArchColumns`."""
+    return field_value(src, field) if isinstance(src, Architecture) else src.read(field)
+
+
 class ArchColumns:
     """`ArchArrays` under `Architecture`'s field names, so that the table's dims evaluate on
     (n, 1) columns. `gated_mlp` is gate_factor ≠ 1 (a view built from zeros, as the calibration
     fitters build one, reads as gated: what they fit). Every field a row reads has a column."""
 
-    _NAMES = dict(
-        hidden_size="hidden", num_attention_heads="heads_q", num_kv_heads="heads_kv",
-        head_dim="head_dim", vocab_size="vocab", intermediate_size="ffn",
-        num_experts="experts", experts_per_token="top_k", moe_intermediate_size="expert_ffn",
-        shared_expert_intermediate_size="shared_ffn", q_lora_rank="q_lora",
-        kv_lora_rank="kv_lora", qk_rope_head_dim="rope_dim", qk_nope_head_dim="nope_dim",
-        v_head_dim="v_dim", index_heads="index_heads", index_head_dim="index_head_dim",
-        attention_output_gate="output_gate", shared_expert_gate="shared_expert_gate",
-        global_head_dim="global_head_dim", num_global_kv_heads="global_kv_heads",
-        attention_k_eq_v="k_eq_v",
-        linear_num_value_heads="linear_heads",
-        linear_key_head_dim="linear_key_dim", linear_value_head_dim="linear_value_dim",
-    )
+    _COLUMNS = {field: attrgetter(path) for field, path in dict(
+        hidden_size="hidden", num_attention_heads="attention.heads_q",
+        num_kv_heads="attention.heads_kv", head_dim="attention.head_dim", vocab_size="vocab",
+        intermediate_size="ffn.dense_width", num_experts="ffn.experts",
+        experts_per_token="ffn.top_k", moe_intermediate_size="ffn.expert_ffn",
+        shared_expert_intermediate_size="ffn.shared_ffn", q_lora_rank="attention.q_lora",
+        kv_lora_rank="attention.kv_lora", qk_rope_head_dim="attention.rope_dim",
+        qk_nope_head_dim="attention.nope_dim", v_head_dim="attention.v_dim",
+        index_heads="attention.index_heads", index_head_dim="attention.index_head_dim",
+        attention_output_gate="attention.output_gate",
+        shared_expert_gate="ffn.shared_expert_gate",
+        global_head_dim="attention.global_head_dim",
+        num_global_kv_heads="attention.global_kv_heads", attention_k_eq_v="attention.k_eq_v",
+        linear_num_value_heads="mixer.linear_heads", linear_key_head_dim="mixer.linear_key_dim",
+        linear_value_head_dim="mixer.linear_value_dim",
+    ).items()}
 
     def __init__(self, a: ArchArrays):
         self.a = a
         self._kinds: dict[str, np.ndarray] = {}
 
-    def __getattr__(self, field: str):
-        if field in self._NAMES:
-            return getattr(self.a, self._NAMES[field])
-        raise AttributeError(f"`{field}` has no column in ArchArrays")
-
-    @property
-    def gated_mlp(self):
-        return self.a.gate_factor != 1.0
-
-    @property
-    def linear_num_key_heads(self):
-        """From the conv width 2·n_k·d_k + n_v·d_v (`batch._linear_columns`)."""
-        a = self.a
-        return (a.linear_conv_width - a.linear_heads * a.linear_value_dim) / \
-            np.maximum(2.0 * a.linear_key_dim, 1.0)
+    def read(self, field: str):
+        """The column of the `Architecture` field `field`."""
+        if field == "gated_mlp":
+            return self.a.ffn.gate_factor != 1.0
+        if field == "linear_num_key_heads":  # from the conv width 2·n_k·d_k + n_v·d_v
+            m = self.a.mixer
+            return (m.linear_conv_width - m.linear_heads * m.linear_value_dim) / \
+                np.maximum(2.0 * m.linear_key_dim, 1.0)
+        if field not in self._COLUMNS:
+            raise AttributeError(f"`{field}` has no column in ArchArrays")
+        return self._COLUMNS[field](self.a)
 
     def is_kind(self, kind: str):
         """Whether each candidate has layers of `kind`: MLA vs GQA from `mla`, the linear
@@ -418,10 +425,10 @@ class ArchColumns:
         if kind not in self._kinds:
             a = self.a
             if kind in ("gqa", "mla"):
-                self._kinds[kind] = (a.mla > 0) == (kind == "mla")
+                self._kinds[kind] = (a.attention.mla > 0) == (kind == "mla")
             else:
                 code = next(value for name, value in LINEAR_KIND_CODES.items() if name == kind)
-                self._kinds[kind] = (a.linear_kind == code) & (a.linear_layers > 0)
+                self._kinds[kind] = (a.mixer.linear_kind == code) & (a.mixer.linear_layers > 0)
         return self._kinds[kind]
 
 
@@ -433,7 +440,7 @@ def column_layer_counts(a: ArchArrays, attention_layers, linear_layers, dense_la
     """Layers of each of `LAYER_SETS` among the given ones (a stage's or the model's): of the
     `attention_layers`, the full-attention layers of their own shape ("global") take their
     share of the model's attention layers; the LM head runs once."""
-    glob = attention_layers * a.global_layers / np.maximum(a.attention_layers, 1.0)
+    glob = attention_layers * a.attention.global_layers / np.maximum(a.attention_layers, 1.0)
     return {"attention": attention_layers - glob, "global": glob, "linear": linear_layers,
             "dense": dense_layers, "moe": moe_layers, "model": 1.0}
 
@@ -444,14 +451,14 @@ def is_kind(src, kind: str | None):
         return True
     if isinstance(src, ArchColumns):
         return src.is_kind(kind)
-    return kind in (src.attention_kind, src.linear_mixer_kind)
+    return kind in (src.attention.attention_kind, src.mixer.linear_mixer_kind)
 
 
 def active(row: WeightGemm, src):
     """True (1) where `src` has `row`: its kind, its `when` field non-zero."""
     on = is_kind(src, row.kind)
-    on = on if row.when is None else on & (getattr(src, row.when) > 0)
-    return on if row.unless is None else on & (getattr(src, row.unless) == 0)
+    on = on if row.when is None else on & (read(src, row.when) > 0)
+    return on if row.unless is None else on & (read(src, row.unless) == 0)
 
 
 def per_gpu_n(row: WeightGemm, src, dep):
@@ -473,7 +480,7 @@ def per_gpu_k(row: WeightGemm, src, dep):
 
 def per_gpu_count(row: WeightGemm, src, dep):
     """Matrices per layer on one GPU: E/EP routed experts, else 1."""
-    return src.num_experts / dep.ep if row.experts else 1
+    return read(src, "num_experts") / dep.ep if row.experts else 1
 
 
 def _ceil(x):
@@ -487,7 +494,7 @@ def layer_count(arch, layers: LayerSet) -> int:
     """How many of `arch`'s layers have the rows of `layers`."""
     glob = arch.num_global_attention_layers
     return {"attention": arch.num_attention_layers - glob, "global": glob,
-            "linear": arch.num_linear_attention_layers, "dense": arch.num_dense_layers,
+            "linear": arch.mixer.num_linear_attention_layers, "dense": arch.num_dense_layers,
             "moe": arch.num_moe_layers, "model": 1}[layers]
 
 
@@ -498,25 +505,17 @@ def rows_of(arch) -> tuple[WeightGemm, ...]:
                  and r.n.value(arch) > 0 and r.k.value(arch) > 0)
 
 
-@dataclass(frozen=True)
-class _DenseWidth:
-    """`arch` with one dense layer's FFN width (Puzzle's per-layer widths)."""
-
-    arch: object
-    intermediate_size: int
-
-    def __getattr__(self, field: str):
-        return getattr(self.arch, field)
-
-
-def layer_sources(arch, layers: LayerSet) -> Iterator[tuple[object, int]]:
-    """(source, layers) pairs whose sum covers `arch`'s `layers` layers: one source per dense
-    FFN width when the widths vary, else `arch` itself."""
-    if layers == "dense" and arch.layer_ffn_widths is not None:
+def layer_sources(arch: Architecture, layers: LayerSet) -> Iterator[tuple[Architecture, int]]:
+    """(source, layers) pairs whose sum covers `arch`'s `layers` layers: when the dense FFN
+    widths vary, `arch` with each width as `intermediate_size` (an unvalidated copy, read by
+    the table's dims only) and its layer count; else `arch` itself."""
+    if layers == "dense" and arch.ffn.layer_ffn_widths is not None:
         widths: dict[int, int] = {}
-        for width in arch.layer_ffn_widths:
+        for width in arch.ffn.layer_ffn_widths:
             if width:
                 widths[width] = widths.get(width, 0) + 1
-        yield from ((_DenseWidth(arch, w), count) for w, count in widths.items())
+        for width, count in widths.items():
+            ffn = arch.ffn.model_copy(update={"intermediate_size": width})
+            yield arch.model_copy(update={"ffn": ffn}), count
         return
     yield arch, layer_count(arch, layers)

@@ -106,8 +106,8 @@ class StageLayers:
         layers = np.ceil(a.layers / d.pp)
         share = layers / a.layers
         attention, linear = stage_attention_layers(a, layers)
-        return cls(layers, attention, linear, (a.layers - a.mixerless_layers) * share,
-                   a.dense_layers * share, a.moe_layers * share)
+        return cls(layers, attention, linear, (a.layers - a.mixer.mixerless_layers) * share,
+                   a.ffn.dense_layers * share, a.ffn.moe_layers * share)
 
     @property
     def sub_blocks(self) -> np.ndarray:
@@ -118,15 +118,15 @@ class StageLayers:
 def stage_attention_layers(a: ArchArrays, layers):
     """Attention layers among the stage's `layers` (all of them unless some have no mixer or a
     linear one), and its linear-attention layers."""
-    other = (a.mixerless_layers > 0) | (a.linear_layers > 0)
+    other = (a.mixer.mixerless_layers > 0) | (a.mixer.linear_layers > 0)
     return np.where(other, layers * a.attention_layers / a.layers, layers), \
-        layers * a.linear_layers / a.layers
+        layers * a.mixer.linear_layers / a.layers
 
 
 def _mixer_reduce_layers(a: ArchArrays, attention_layers, linear_layers, layers):
     """Layers whose mixer output is all-reduced over TP: a parallel hybrid sums its attention
     and Mamba outputs before one all-reduce."""
-    return attention_layers + linear_layers - layers * a.parallel_layers / a.layers
+    return attention_layers + linear_layers - layers * a.mixer.parallel_layers / a.layers
 
 
 def stage_communication_s(a, d, env: Env, load: StepLoad, dense_layers, moe_layers, layers):
@@ -163,7 +163,7 @@ def uses_moe_all_to_all(a: ArchArrays, d: DeployArrays, hw: HardwareSpec) -> np.
     moe_ep_size <= top_k, MNNVL when supported, DeepEP only on request). vLLM's default
     `--all2all-backend` is allgather_reducescatter (docs.vllm.ai, Expert Parallel Deployment)
     and SGLang's DP attention gathers the tokens unless a DeepEP backend is asked for."""
-    return (hw.scale_up_domain_gpus > HGX_DOMAIN_GPUS) & (d.ep > a.top_k)
+    return (hw.scale_up_domain_gpus > HGX_DOMAIN_GPUS) & (d.ep > a.ffn.top_k)
 
 
 def moe_exchange_s(a, d, env: Env, load: StepLoad):
@@ -178,7 +178,7 @@ def moe_exchange_s(a, d, env: Env, load: StepLoad):
     group = d.dp * d.ffn_tp
     gather = all_gather_s(gathered * env.experts.activation_bytes_per_value, group, hw, eff) \
         + all_gather_s(gathered * ACTIVATION_BYTES, group, hw, eff)
-    routed = load.group_tokens / d.ffn_tp * np.minimum(a.top_k, d.ep) * a.hidden
+    routed = load.group_tokens / d.ffn_tp * np.minimum(a.ffn.top_k, d.ep) * a.hidden
     exchange = all_to_all_s(routed * env.experts.activation_bytes_per_value, d.ep, hw, eff) \
         + all_to_all_s(routed * ACTIVATION_BYTES, d.ep, hw, eff)
     return np.where(uses_moe_all_to_all(a, d, hw), exchange, gather)
@@ -190,7 +190,7 @@ def helix_all_to_all_s(a, d, env: Env, tokens):
     log-sum-exp per head; an all-to-all over the kvp ranks leaves each with heads/(tp·kvp)
     heads combined. It sends (kvp−1)/kvp of tokens · heads/tp · (v_dim + 1) BF16 values. 0 when
     kvp = 1."""
-    values = tokens * a.heads_q / d.tp * (a.v_dim + 1.0) * ACTIVATION_BYTES
+    values = tokens * a.attention.heads_q / d.tp * (a.attention.v_dim + 1.0) * ACTIVATION_BYTES
     return all_to_all_s(values, d.kvp, env.hw, env.eff)
 
 
@@ -198,14 +198,14 @@ def elementwise_values(a: ArchArrays, d: DeployArrays, stage: StageLayers):
     """BF16 values read or written per token by the stage's non-GEMM kernels: the sub-blocks'
     norms and residual adds, the attention layers' RoPE, the dense FFNs' and shared experts'
     activations (`SUB_BLOCK_HIDDEN_PASSES` …)."""
-    ffn = a.ffn * stage.dense + a.shared_ffn * stage.moe
+    ffn = a.ffn.dense_width * stage.dense + a.ffn.shared_ffn * stage.moe
     return (SUB_BLOCK_HIDDEN_PASSES * stage.sub_blocks + ROPE_HIDDEN_PASSES * stage.attention) \
-        * a.hidden + (a.gate_factor + 1.0) * ffn / d.ffn_tp
+        * a.hidden + (a.ffn.gate_factor + 1.0) * ffn / d.ffn_tp
 
 
 def other_kernel_launches(a: ArchArrays, stage: StageLayers):
     """Non-GEMM kernel launches of the stage's layers, as the engines fuse them."""
-    activations = stage.dense + stage.moe * (a.shared_ffn > 0)
+    activations = stage.dense + stage.moe * (a.ffn.shared_ffn > 0)
     return NORM_KERNELS_PER_SUB_BLOCK * stage.sub_blocks \
         + ROPE_KERNELS_PER_ATTENTION_LAYER * stage.attention \
         + ACTIVATION_KERNELS_PER_FFN * activations
@@ -269,7 +269,7 @@ def stage_forward_load(a: ArchArrays, d: DeployArrays, env: Env, load: StepLoad,
 def _linear_mixer_s(a, d, env: Env, load: StepLoad, linear_layers):
     """The linear-attention layers' state updates and chunked scans (counted as attention);
     0 s without linear layers (not evaluated then)."""
-    if not np.any(a.linear_layers > 0):
+    if not np.any(a.mixer.linear_layers > 0):
         return 0.0
     per_layer = linear_decode_s(a, d, env, load.group_decode_seqs, load.decode_tokens_per_seq) \
         + linear_prefill_s(a, d, env, load.group_prefill_tokens)
@@ -286,12 +286,12 @@ def draft_pass(a: ArchArrays, d: DeployArrays, env: Env, concurrency, context) -
     block of the model's kind (DeepSeek-V3's MTP module is one block sharing the embedding and
     output head, arXiv 2412.19437 §2.2; an EAGLE draft head is one decoder layer) and the LM
     head, on one token per sequence. k draft tokens take k such passes, one after another."""
-    moe = np.minimum(a.moe_layers, 1.0)
-    block = replace(a, layers=np.ones_like(a.layers), dense_layers=1.0 - moe, moe_layers=moe,
-                    sliding_layers=np.zeros_like(a.sliding_layers),
-                    mixerless_layers=np.zeros_like(a.mixerless_layers),
-                    linear_layers=np.zeros_like(a.linear_layers),
-                    parallel_layers=np.zeros_like(a.parallel_layers))
+    moe = np.minimum(a.ffn.moe_layers, 1.0)
+    block = a.with_columns(layers=np.ones_like(a.layers), dense_layers=1.0 - moe, moe_layers=moe,
+                           sliding_layers=np.zeros_like(a.attention.sliding_layers),
+                           mixerless_layers=np.zeros_like(a.mixer.mixerless_layers),
+                           linear_layers=np.zeros_like(a.mixer.linear_layers),
+                           parallel_layers=np.zeros_like(a.mixer.parallel_layers))
     single = replace(d, pp=np.ones_like(d.pp))
     return stage_forward(block, single, env, micro_batch_seqs(concurrency, d), context, 0.0, 0.0,
                          host=False)
@@ -301,7 +301,7 @@ def uncalibrated_components(arch: Architecture) -> tuple[str, ...]:
     """The parts of `arch`'s step time costed by a roofline with cited efficiencies instead of
     calibrated kernel tables: "linear_attention" (any linear layer) and "sparse_attention" (DSA);
     () when every part is calibrated. What outputs flag as `uncalibrated`."""
-    parts = (("linear_attention", arch.num_linear_attention_layers > 0,
+    parts = (("linear_attention", arch.mixer.num_linear_attention_layers > 0,
               LINEAR_ATTENTION_CALIBRATED),
-             ("sparse_attention", arch.is_sparse_attention, SPARSE_ATTENTION_CALIBRATED))
+             ("sparse_attention", arch.attention.is_sparse_attention, SPARSE_ATTENTION_CALIBRATED))
     return tuple(name for name, used, calibrated in parts if used and not calibrated)

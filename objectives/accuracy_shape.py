@@ -76,60 +76,61 @@ class ShapeSummary:
 def summarize_shape(arch: Architecture) -> ShapeSummary:
     counts = count_params(arch)
     attention = sum(counts[key] for key in ("attention/q", "attention/kv", "attention/o"))
-    hidden, mla = arch.hidden_size, arch.attention_kind == "mla"
-    q_width = arch.num_attention_heads * (arch.value_head_dim if mla else arch.head_dim)
-    kv_width = (cap.mla_kv_width_frac(arch.kv_lora_rank, hidden) if mla
-                else arch.num_kv_heads * arch.head_dim / hidden)
+    hidden, mla = arch.hidden_size, arch.attention.attention_kind == "mla"
+    q_width = arch.attention.num_attention_heads * arch.attention.value_head_dim
+    kv_width = (cap.mla_kv_width_frac(arch.attention.kv_lora_rank, hidden) if mla
+                else arch.attention.num_kv_heads * arch.attention.head_dim / hidden)
     return ShapeSummary(
         total_params=float(counts.total_params), active_params=float(counts.active_params),
         vocab_params=float(counts.embedding_params + counts.lm_head_params),
         attention_params=float(attention), active_mlp_params=_active_mlp_params(arch, counts),
         hidden_size=hidden, num_layers=arch.num_layers, vocab_size=arch.vocab_size,
-        head_dim=arch.head_dim, num_kv_heads=arch.num_kv_heads,
+        head_dim=arch.attention.head_dim, num_kv_heads=arch.attention.num_kv_heads,
         attention_width_frac=q_width / hidden, kv_width_frac=kv_width,
-        ffn_width_frac=_ffn_width_frac(arch), gated_ffn=arch.gated_mlp, is_mla=mla,
-        mla_rank_frac=arch.kv_lora_rank / hidden if mla else 0.0, **_mixer_summary(arch),
+        ffn_width_frac=_ffn_width_frac(arch), gated_ffn=arch.ffn.gated_mlp, is_mla=mla,
+        mla_rank_frac=arch.attention.kv_lora_rank / hidden if mla else 0.0, **_mixer_summary(arch),
         **_moe_summary(arch),
     )
 
 
 def _mixer_summary(arch: Architecture) -> dict:
     sliding, attention = arch.num_sliding_layers, arch.num_attention_layers
-    return dict(sliding_layers=sliding, sliding_window=arch.sliding_window or 0,
+    return dict(sliding_layers=sliding, sliding_window=arch.attention.sliding_window or 0,
                 sliding_attention_frac=sliding / attention if attention else 0.0,
                 full_attention_frac=attention / max(arch.num_mixer_layers, 1),
-                linear_layers=arch.num_linear_attention_layers)
+                linear_layers=arch.mixer.num_linear_attention_layers)
 
 
 def _active_mlp_params(arch: Architecture, counts: Mapping[str, int]) -> float:
     dense = counts["mlp/gate"] + counts["mlp/up"] + counts["mlp/down"]
     routed = (
-        counts["moe/experts"] * arch.experts_per_token / arch.num_experts if arch.is_moe else 0.0
+        counts["moe/experts"] * arch.ffn.experts_per_token / arch.ffn.num_experts
+        if arch.ffn.is_moe else 0.0
     )
     return float(dense + counts["moe/shared"] + counts["moe/router"] + routed)
 
 
 def _ffn_width_frac(arch: Architecture) -> float:
     """min over layer kinds of the active FFN width in SwiGLU units of H (non-gated: 2/3 of it)."""
-    gated = 1.0 if arch.gated_mlp else 2.0 / 3.0
+    gated = 1.0 if arch.ffn.gated_mlp else 2.0 / 3.0
     widths = []
     if arch.num_dense_layers:
-        widths.append(arch.intermediate_size)
+        widths.append(arch.ffn.intermediate_size)
     if arch.num_moe_layers:
         widths.append(
-            arch.experts_per_token * arch.moe_intermediate_size
-            + arch.shared_expert_intermediate_size
+            arch.ffn.experts_per_token * arch.ffn.moe_intermediate_size
+            + arch.ffn.shared_expert_intermediate_size
         )
     return gated * min(widths) / arch.hidden_size
 
 
 def _moe_summary(arch: Architecture) -> dict:
-    if not arch.is_moe:
+    if not arch.ffn.is_moe:
         return {}
-    k, shared = arch.experts_per_token, arch.num_shared_experts
+    k, shared = arch.ffn.experts_per_token, arch.ffn.num_shared_experts
     dense_width = cap.REFERENCE_FFN_EXPANSION * 2.0 / 3.0 * arch.hidden_size  # SwiGLU of 4·H params
-    return dict(num_experts=arch.num_experts, experts_per_token=k,
-                expansion=(arch.num_experts + shared) / (k + shared),
-                granularity=max(1.0, min(k, dense_width / arch.moe_intermediate_size)),
-                activation_frac=(k + shared) / (arch.num_experts + shared),
+    return dict(num_experts=arch.ffn.num_experts, experts_per_token=k,
+                expansion=(arch.ffn.num_experts + shared) / (k + shared),
+                granularity=max(1.0, min(k, dense_width / arch.ffn.moe_intermediate_size)),
+                activation_frac=(k + shared) / (arch.ffn.num_experts + shared),
                 moe_layer_frac=arch.num_moe_layers / arch.num_layers)

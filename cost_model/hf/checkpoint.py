@@ -54,7 +54,7 @@ def deployment_formats(checkpoint: CheckpointFormats | None, arch: Architecture,
     experts_flag = moe_precision or precision
     if experts_flag:
         fields["moe_precision"] = experts_flag
-    elif arch.is_moe and "moe_precision" in ck:
+    elif arch.ffn.is_moe and "moe_precision" in ck:
         fields["moe_precision"] = taken["moe_precision"] = ck["moe_precision"]
     if kv_precision:
         fields["kv_precision"] = kv_precision

@@ -14,7 +14,7 @@ from typing import Any
 
 from cost_model.architecture import (
     ATTENTION_MIXER, FULL_ATTENTION, GATED_DELTANET_MIXER, MAMBA2_MIXER, NO_MIXER,
-    SLIDING_ATTENTION, Architecture,
+    SLIDING_ATTENTION, Architecture, field_value,
 )
 from cost_model.errors import ConfigError
 
@@ -52,9 +52,10 @@ def architecture_to_hf_config(arch: Architecture) -> dict[str, Any]:
     common = {
         "model_type": family, "architectures": [_CLASS_NAMES[family]], "_name_or_path": arch.name,
         "vocab_size": arch.vocab_size, "hidden_size": arch.hidden_size,
-        "intermediate_size": arch.intermediate_size, "num_hidden_layers": arch.num_layers,
-        "num_attention_heads": arch.num_attention_heads, "num_key_value_heads": arch.num_kv_heads,
-        "head_dim": arch.head_dim, "hidden_act": arch.hidden_act,
+        "intermediate_size": arch.ffn.intermediate_size, "num_hidden_layers": arch.num_layers,
+        "num_attention_heads": arch.attention.num_attention_heads,
+        "num_key_value_heads": arch.attention.num_kv_heads,
+        "head_dim": arch.attention.head_dim, "hidden_act": arch.ffn.hidden_act,
         "max_position_embeddings": arch.max_position_embeddings,
         "tie_word_embeddings": arch.tie_word_embeddings,
     }
@@ -89,17 +90,17 @@ def export_gap(arch: Architecture) -> str | None:
     code: MLA sits beside linear layers only in kimi_linear, bailing_hybrid and glm5_next, all
     Kimi Delta Attention; no MLA family has a sliding window; every Mamba-2 family with a gated
     FFN ties the Mamba-2 width to `mamba_expand` (an integer) x hidden_size."""
-    mla = arch.attention_kind == "mla" and arch.num_attention_layers > 0
-    kind = arch.linear_mixer_kind
+    mla = arch.attention.attention_kind == "mla" and arch.num_attention_layers > 0
+    kind = arch.mixer.linear_mixer_kind
     if mla and kind in (GATED_DELTANET_MIXER, MAMBA2_MIXER):
         return (f"`attention_kind` 'mla' with {kind} layers (`layer_mixers`): transformers pairs "
                 "MLA only with Kimi Delta Attention (kimi_linear, bailing_hybrid, glm5_next)")
     if mla and arch.num_sliding_layers:
         return ("`attention_kind` 'mla' with sliding-window layers (`sliding_window`): no MLA "
                 "model_type (deepseek_v3, deepseek_v32, glm_moe_dsa) has a sliding window")
-    width = arch.linear_num_value_heads * arch.linear_value_head_dim
-    serial = kind == MAMBA2_MIXER and not arch.num_parallel_hybrid_layers
-    if serial and arch.gated_mlp and width % arch.hidden_size:
+    width = arch.mixer.linear_num_value_heads * arch.mixer.linear_value_head_dim
+    serial = kind == MAMBA2_MIXER and not arch.mixer.num_parallel_hybrid_layers
+    if serial and arch.ffn.gated_mlp and width % arch.hidden_size:
         return (f"`gated_mlp` (True) with Mamba-2 layers: nemotron_h's FFNs are ungated, and "
                 f"bamba needs the Mamba-2 width `linear_num_value_heads` x `linear_value_head_dim` "
                 f"({width}) to be a whole multiple of `hidden_size` ({arch.hidden_size})")
@@ -128,18 +129,18 @@ def _rules(arch: Architecture, **allowed: tuple[Any, ...] | None) -> Rules:
         "global_head_dim": (0,), "attention_k_eq_v": (False,), "router_scales": (False,),
     }
     merged = {**plain, **allowed}
-    return {key: (getattr(arch, key), values) for key, values in merged.items()
+    return {key: (field_value(arch, key), values) for key, values in merged.items()
             if values is not None}
 
 
 def _same_bias(arch: Architecture) -> dict[str, tuple[Any, ...]]:
     """One `attention_bias` key sets the q, k, v and o biases together."""
-    return {"qkv_bias": _BOTH, "o_bias": (arch.qkv_bias,)}
+    return {"qkv_bias": _BOTH, "o_bias": (arch.attention.qkv_bias,)}
 
 
 def _heads_divide_hidden(arch: Architecture) -> Rules:
     """LlamaConfig and Gemma2Config refuse hidden_size % num_attention_heads != 0."""
-    remainder = arch.hidden_size % arch.num_attention_heads
+    remainder = arch.hidden_size % arch.attention.num_attention_heads
     return {"hidden_size % num_attention_heads": (remainder, (0,))}
 
 
@@ -149,13 +150,15 @@ def _deepseek_rules(arch: Architecture) -> Rules:
         arch, **_same_bias(arch), attention_kind=("mla",), is_moe=_BOTH, num_shared_experts=None,
         first_dense_layers=None,
     )
-    width = (arch.num_shared_experts * arch.moe_intermediate_size,)
-    return {**mla, "shared_expert_intermediate_size": (arch.shared_expert_intermediate_size, width)}
+    ffn = arch.ffn
+    width = (ffn.num_shared_experts * ffn.moe_intermediate_size,)
+    return {**mla, "shared_expert_intermediate_size": (ffn.shared_expert_intermediate_size, width)}
 
 
 def _dsa_rules(arch: Architecture) -> Rules:
     """DeepSeek-V3.2 / GLM-5: DeepSeek-V3's rules with the sparse-attention indexer."""
-    return {**_deepseek_rules(arch), "is_sparse_attention": (arch.is_sparse_attention, (True,))}
+    sparse = arch.attention.is_sparse_attention
+    return {**_deepseek_rules(arch), "is_sparse_attention": (sparse, (True,))}
 
 
 def _glm4_moe_rules(arch: Architecture) -> Rules:
@@ -164,8 +167,9 @@ def _glm4_moe_rules(arch: Architecture) -> Rules:
     ungated shared MLP of n_shared * moe_intermediate (0: a zero-width MLP, no weights, adds 0)."""
     rules = _rules(arch, qkv_bias=_BOTH, qk_norm=_BOTH, is_moe=(True,), num_shared_experts=None,
                    first_dense_layers=None)
-    width = (arch.num_shared_experts * arch.moe_intermediate_size,)
-    return {**rules, "shared_expert_intermediate_size": (arch.shared_expert_intermediate_size,
+    ffn = arch.ffn
+    width = (ffn.num_shared_experts * ffn.moe_intermediate_size,)
+    return {**rules, "shared_expert_intermediate_size": (ffn.shared_expert_intermediate_size,
                                                          width)}
 
 
@@ -185,7 +189,7 @@ def _qwen_hybrid_rules(arch: Architecture, moe: bool, any_placement: bool) -> Ru
     rules = _rules(arch, qk_norm=(True,), attention_output_gate=(True,), is_heterogeneous=_BOTH,
                    is_moe=(moe,), **placement, **shared)
     pattern = {"layers without a mixer": (arch.num_layers - arch.num_mixer_layers, (0,)),
-               "layer_ffn_widths": (arch.layer_ffn_widths, (None,))}
+               "layer_ffn_widths": (arch.ffn.layer_ffn_widths, (None,))}
     return {**rules, **pattern}
 
 
@@ -197,13 +201,13 @@ def _nemotron_h_blocks(arch: Architecture) -> list[str] | None:
     None when some layer has neither, a mixer other than Mamba-2 / attention, or a second FFN
     width. In a Mamba-2 hybrid a layer with a mixer and an FFN is two blocks, mixer then FFN:
     the same two pre-norm residual sub-blocks, so the same weights, norms and computation."""
-    mixers = arch.layer_mixers or (ATTENTION_MIXER,) * arch.num_layers
-    split, blocks = arch.linear_mixer_kind == MAMBA2_MIXER, []
+    mixers = arch.mixer.layer_mixers or (ATTENTION_MIXER,) * arch.num_layers
+    split, blocks = arch.mixer.linear_mixer_kind == MAMBA2_MIXER, []
     for mixer, width, moe in zip(mixers, arch.dense_ffn_widths, arch.layer_is_moe, strict=True):
         has_mixer, has_ffn = mixer != NO_MIXER, bool(width) or moe
         if (has_mixer and mixer not in _NEMOTRON_H_MIXER_BLOCKS) or not (has_mixer or has_ffn):
             return None
-        if (has_mixer and has_ffn and not split) or (width and width != arch.intermediate_size):
+        if (has_mixer and has_ffn and not split) or (width and width != arch.ffn.intermediate_size):
             return None
         blocks += [_NEMOTRON_H_MIXER_BLOCKS[mixer]] if has_mixer else []
         blocks += ["moe" if moe else "mlp"] if has_ffn else []
@@ -215,12 +219,13 @@ def _nemotron_h_rules(arch: Architecture) -> Rules:
     shared expert), no QK norms."""
     rules = _rules(arch, **_same_bias(arch), gated_mlp=(False,), is_moe=_BOTH,
                    is_heterogeneous=_BOTH, mlp_bias=_BOTH,
-                   num_shared_experts=(1,) if arch.is_moe else (0,))
-    placement = ((arch.first_dense_layers, arch.moe_layer_period) if arch.layer_moe is None
+                   num_shared_experts=(1,) if arch.ffn.is_moe else (0,))
+    placement = ((arch.ffn.first_dense_layers,
+                  arch.ffn.moe_layer_period) if arch.ffn.layer_moe is None
                  else (0, 1))
     as_blocks = _nemotron_h_blocks(arch) is not None
     return {**rules, "layers as Nemotron-H blocks (a mixer or an FFN each)": (as_blocks, (True,)),
-            "MoE placement (layer_moe, or MoE-free)": (placement if arch.is_moe else (0, 1),
+            "MoE placement (layer_moe, or MoE-free)": (placement if arch.ffn.is_moe else (0, 1),
                                                        ((0, 1),))}
 
 
@@ -229,14 +234,17 @@ def _gemma4_rules(arch: Architecture) -> Rules:
     always have their own head width (`global_head_dim`, default 512) and, only under
     `attention_k_eq_v`, their own KV heads; the last layer full; dense, or MoE on every layer
     with the MLP beside the experts (one ungated shared expert, the router's scales, 7 norms)."""
-    moe = arch.is_moe
+    moe = arch.ffn.is_moe
     rules = _rules(arch, **_same_bias(arch), norms_per_layer=(7,) if moe else (4,),
                    qk_norm=(True,), sliding_pattern=_ANY_SLIDING, is_moe=_BOTH,
                    num_shared_experts=(1,) if moe else (0,), router_scales=(moe,),
-                   global_head_dim=None, attention_k_eq_v=_BOTH)
-    kv = arch.num_global_kv_heads if arch.attention_k_eq_v else arch.num_kv_heads
-    return {**rules, "global_head_dim >= 1": (arch.global_head_dim > 0, (True,)),
-            "num_global_kv_heads without attention_k_eq_v": (arch.num_global_kv_heads, (kv,)),
+                   global_head_dim=None,
+                   attention_k_eq_v=_BOTH)
+    att = arch.attention
+    kv = att.num_global_kv_heads if att.attention_k_eq_v else att.num_kv_heads
+    return {**rules, "global_head_dim >= 1": (arch.attention.global_head_dim > 0, (True,)),
+            "num_global_kv_heads without attention_k_eq_v": (arch.attention.num_global_kv_heads,
+                                                             (kv,)),
             "last layer full attention": (arch.layer_is_sliding[-1], (False,)),
             "dense layers beside MoE": (arch.num_dense_layers if moe else 0, (0,))}
 
@@ -247,13 +255,13 @@ def _bamba_rules(arch: Architecture) -> Rules:
     applies RoPE to half of each head (BambaConfig hard-codes `partial_rotary_factor` 0.5):
     the same weights and FLOPs, another position encoding."""
     rules = _rules(arch, **_same_bias(arch), mlp_bias=_BOTH, is_heterogeneous=_BOTH)
-    mixers = set(arch.layer_mixers or ()) - {MAMBA2_MIXER, ATTENTION_MIXER}
-    width = arch.linear_num_value_heads * arch.linear_value_head_dim
+    mixers = set(arch.mixer.layer_mixers or ()) - {MAMBA2_MIXER, ATTENTION_MIXER}
+    width = arch.mixer.linear_num_value_heads * arch.mixer.linear_value_head_dim
     return {**rules, "layer mixers other than mamba2/attention": (sorted(mixers), ([],)),
-            "layer_ffn_widths": (arch.layer_ffn_widths, (None,)),
-            "linear_norm": (arch.linear_norm, (True,)),
+            "layer_ffn_widths": (arch.ffn.layer_ffn_widths, (None,)),
+            "linear_norm": (arch.mixer.linear_norm, (True,)),
             "Mamba-2 width % hidden_size": (width % arch.hidden_size, (0,)),
-            "some layer Mamba-2": (arch.linear_mixer_kind, (MAMBA2_MIXER,))}
+            "some layer Mamba-2": (arch.mixer.linear_mixer_kind, (MAMBA2_MIXER,))}
 
 
 _FAMILY_RULES: dict[str, Callable[[Architecture], Rules]] = {
@@ -298,8 +306,8 @@ _FAMILY_RULES: dict[str, Callable[[Architecture], Rules]] = {
     # Falcon-H1: every layer attention + Mamba-2 in parallel, then a SwiGLU
     "falcon_h1": lambda a: {
         **_rules(a, **_same_bias(a), mlp_bias=_BOTH, is_heterogeneous=_BOTH),
-        "every layer attention+mamba2": (a.num_parallel_hybrid_layers, (a.num_layers,)),
-        "layer_ffn_widths": (a.layer_ffn_widths, (None,)),
+        "every layer attention+mamba2": (a.mixer.num_parallel_hybrid_layers, (a.num_layers,)),
+        "layer_ffn_widths": (a.ffn.layer_ffn_widths, (None,)),
     },
 }
 
@@ -308,11 +316,12 @@ _FAMILY_RULES: dict[str, Callable[[Architecture], Rules]] = {
 
 
 def _window(arch: Architecture) -> int | None:
-    return arch.sliding_window if arch.num_sliding_layers else None
+    return arch.attention.sliding_window if arch.num_sliding_layers else None
 
 
 def _bias(arch: Architecture) -> dict[str, Any]:
-    return {"attention_bias": arch.qkv_bias}  # q, k, v and o (the rules ensure o_bias == qkv_bias)
+    # q, k, v and o (the rules ensure o_bias == qkv_bias)
+    return {"attention_bias": arch.attention.qkv_bias}
 
 
 def _export_layer_types(arch: Architecture) -> dict[str, Any]:
@@ -328,8 +337,9 @@ def _export_qwen2(arch: Architecture) -> dict[str, Any]:
 
 
 def _export_gemma2(arch: Architecture) -> dict[str, Any]:
-    activation = {"hidden_act": _OMIT, "hidden_activation": arch.hidden_act}
-    scaling = {"query_pre_attn_scalar": arch.head_dim}  # 1/sqrt(head_dim), as Gemma-2 2B and 9B
+    activation = {"hidden_act": _OMIT, "hidden_activation": arch.ffn.hidden_act}
+    # 1/sqrt(head_dim), as Gemma-2 2B and 9B
+    scaling = {"query_pre_attn_scalar": arch.attention.head_dim}
     return {**activation, **_bias(arch), **scaling, **_export_layer_types(arch)}
 
 
@@ -340,32 +350,34 @@ def _export_gemma4(arch: Architecture) -> dict[str, Any]:
     """Gemma 4 without per-layer input embeddings or KV sharing; an MoE's shared expert is the
     MLP of `enable_moe_block`."""
     layers = _export_layer_types(arch)
-    shape = {"global_head_dim": arch.global_head_dim, "attention_k_eq_v": arch.attention_k_eq_v,
-             "num_global_key_value_heads": arch.num_global_kv_heads,
+    shape = {"global_head_dim": arch.attention.global_head_dim,
+             "attention_k_eq_v": arch.attention.attention_k_eq_v,
+             "num_global_key_value_heads": arch.attention.num_global_kv_heads,
              "sliding_window": layers["sliding_window"] or GEMMA4_DEFAULT_WINDOW,
              "hidden_size_per_layer_input": 0, "num_kv_shared_layers": 0,
-             "enable_moe_block": arch.is_moe}
-    moe = {"num_experts": arch.num_experts, "top_k_experts": arch.experts_per_token,
-           "moe_intermediate_size": arch.moe_intermediate_size,
-           "intermediate_size": arch.shared_expert_intermediate_size} if arch.is_moe else {}
-    return {"hidden_act": _OMIT, "hidden_activation": arch.hidden_act, **_bias(arch),
+             "enable_moe_block": arch.ffn.is_moe}
+    moe = {"num_experts": arch.ffn.num_experts, "top_k_experts": arch.ffn.experts_per_token,
+           "moe_intermediate_size": arch.ffn.moe_intermediate_size,
+           "intermediate_size": arch.ffn.shared_expert_intermediate_size} if arch.ffn.is_moe else {}
+    return {"hidden_act": _OMIT, "hidden_activation": arch.ffn.hidden_act, **_bias(arch),
             **layers, **shape, **moe}
 
 
 def _export_mixtral(arch: Architecture) -> dict[str, Any]:
     """Mixtral's `intermediate_size` is the expert width."""
-    experts = {"num_local_experts": arch.num_experts, "num_experts_per_tok": arch.experts_per_token}
-    return {**experts, "intermediate_size": arch.moe_intermediate_size,
+    experts = {"num_local_experts": arch.ffn.num_experts,
+               "num_experts_per_tok": arch.ffn.experts_per_token}
+    return {**experts, "intermediate_size": arch.ffn.moe_intermediate_size,
             "sliding_window": _window(arch)}
 
 
 def _export_qwen3_moe(arch: Architecture) -> dict[str, Any]:
     return {
-        **_bias(arch), "num_experts": arch.num_experts,
-        "num_experts_per_tok": arch.experts_per_token,
-        "moe_intermediate_size": arch.moe_intermediate_size, "norm_topk_prob": True,
-        "decoder_sparse_step": arch.moe_layer_period,
-        "mlp_only_layers": list(range(arch.first_dense_layers)),
+        **_bias(arch), "num_experts": arch.ffn.num_experts,
+        "num_experts_per_tok": arch.ffn.experts_per_token,
+        "moe_intermediate_size": arch.ffn.moe_intermediate_size, "norm_topk_prob": True,
+        "decoder_sparse_step": arch.ffn.moe_layer_period,
+        "mlp_only_layers": list(range(arch.ffn.first_dense_layers)),
         "use_sliding_window": arch.num_sliding_layers > 0, "sliding_window": _window(arch),
     }
 
@@ -373,24 +385,27 @@ def _export_qwen3_moe(arch: Architecture) -> dict[str, Any]:
 def _export_glm4_moe(arch: Architecture) -> dict[str, Any]:
     """RoPE on the whole head (Glm4MoeConfig defaults `partial_rotary_factor` to 0.5); one routing
     group; no multi-token-prediction layer."""
-    experts = {"n_routed_experts": arch.num_experts, "num_experts_per_tok": arch.experts_per_token,
-               "moe_intermediate_size": arch.moe_intermediate_size,
-               "n_shared_experts": arch.num_shared_experts}
-    placement = {"first_k_dense_replace": arch.first_dense_layers, "n_group": 1, "topk_group": 1,
+    experts = {"n_routed_experts": arch.ffn.num_experts,
+               "num_experts_per_tok": arch.ffn.experts_per_token,
+               "moe_intermediate_size": arch.ffn.moe_intermediate_size,
+               "n_shared_experts": arch.ffn.num_shared_experts}
+    placement = {"first_k_dense_replace": arch.ffn.first_dense_layers, "n_group": 1,
+                 "topk_group": 1,
                  "num_nextn_predict_layers": 0}
-    return {**experts, **placement, "attention_bias": arch.qkv_bias, "use_qk_norm": arch.qk_norm,
+    return {**experts, **placement, "attention_bias": arch.attention.qkv_bias,
+            "use_qk_norm": arch.attention.qk_norm,
             "partial_rotary_factor": 1.0}
 
 
 def _export_qwen2_moe(arch: Architecture) -> dict[str, Any]:
     """`qkv_bias` (o_proj has none); the shared MLP's total width; no sliding window."""
     return {
-        "qkv_bias": arch.qkv_bias, "num_experts": arch.num_experts,
-        "num_experts_per_tok": arch.experts_per_token,
-        "moe_intermediate_size": arch.moe_intermediate_size,
-        "shared_expert_intermediate_size": arch.shared_expert_intermediate_size,
-        "decoder_sparse_step": arch.moe_layer_period,
-        "mlp_only_layers": list(range(arch.first_dense_layers)), "use_sliding_window": False,
+        "qkv_bias": arch.attention.qkv_bias, "num_experts": arch.ffn.num_experts,
+        "num_experts_per_tok": arch.ffn.experts_per_token,
+        "moe_intermediate_size": arch.ffn.moe_intermediate_size,
+        "shared_expert_intermediate_size": arch.ffn.shared_expert_intermediate_size,
+        "decoder_sparse_step": arch.ffn.moe_layer_period,
+        "mlp_only_layers": list(range(arch.ffn.first_dense_layers)), "use_sliding_window": False,
     }
 
 
@@ -401,49 +416,54 @@ def _export_gpt_oss(arch: Architecture) -> dict[str, Any]:
 def _export_deepseek_v3(arch: Architecture) -> dict[str, Any]:
     """MLA; one routing group (n_group = topk_group = 1) so that any expert count routes."""
     mla = {
-        "q_lora_rank": arch.q_lora_rank or None, "kv_lora_rank": arch.kv_lora_rank,
-        "qk_nope_head_dim": arch.qk_nope_head_dim, "qk_rope_head_dim": arch.qk_rope_head_dim,
-        "v_head_dim": arch.v_head_dim, "head_dim": _OMIT, **_bias(arch),
+        "q_lora_rank": arch.attention.q_lora_rank or None,
+        "kv_lora_rank": arch.attention.kv_lora_rank,
+        "qk_nope_head_dim": arch.attention.qk_nope_head_dim,
+        "qk_rope_head_dim": arch.attention.qk_rope_head_dim,
+        "v_head_dim": arch.attention.v_head_dim, "head_dim": _OMIT, **_bias(arch),
     }
-    if not arch.is_moe:
+    if not arch.ffn.is_moe:
         return {**mla, "first_k_dense_replace": arch.num_layers}
     return {
-        **mla, "n_routed_experts": arch.num_experts, "num_experts_per_tok": arch.experts_per_token,
-        "n_shared_experts": arch.num_shared_experts,
-        "moe_intermediate_size": arch.moe_intermediate_size,
-        "first_k_dense_replace": arch.first_dense_layers, "n_group": 1, "topk_group": 1,
+        **mla, "n_routed_experts": arch.ffn.num_experts,
+        "num_experts_per_tok": arch.ffn.experts_per_token,
+        "n_shared_experts": arch.ffn.num_shared_experts,
+        "moe_intermediate_size": arch.ffn.moe_intermediate_size,
+        "first_k_dense_replace": arch.ffn.first_dense_layers, "n_group": 1, "topk_group": 1,
     }
 
 
 def _export_dsa(arch: Architecture) -> dict[str, Any]:
     """DeepSeek-V3's keys plus the indexer; every layer runs its own indexer (GLM-5's
     `indexer_types` all "full")."""
-    indexer = {"index_n_heads": arch.index_heads, "index_head_dim": arch.index_head_dim,
-               "index_topk": arch.index_topk}
+    indexer = {"index_n_heads": arch.attention.index_heads,
+               "index_head_dim": arch.attention.index_head_dim,
+               "index_topk": arch.attention.index_topk}
     return {**_export_deepseek_v3(arch), **indexer}
 
 
 def _export_minimax_m2(arch: Architecture) -> dict[str, Any]:
-    experts = {"num_local_experts": arch.num_experts, "num_experts_per_tok": arch.experts_per_token}
-    return {**experts, "intermediate_size": arch.moe_intermediate_size}
+    experts = {"num_local_experts": arch.ffn.num_experts,
+               "num_experts_per_tok": arch.ffn.experts_per_token}
+    return {**experts, "intermediate_size": arch.ffn.moe_intermediate_size}
 
 
 def _export_qwen_hybrid(arch: Architecture) -> dict[str, Any]:
     """`layer_types` ("linear_attention" for Gated DeltaNet) and the linear-attention shapes."""
-    mixers = arch.layer_mixers or ()
+    mixers = arch.mixer.layer_mixers or ()
     types = ["linear_attention" if m == GATED_DELTANET_MIXER else FULL_ATTENTION for m in mixers]
-    linear = {"linear_num_key_heads": arch.linear_num_key_heads,
-              "linear_key_head_dim": arch.linear_key_head_dim,
-              "linear_num_value_heads": arch.linear_num_value_heads,
-              "linear_value_head_dim": arch.linear_value_head_dim,
-              "linear_conv_kernel_dim": arch.linear_conv_kernel} if mixers else {}
+    linear = {"linear_num_key_heads": arch.mixer.linear_num_key_heads,
+              "linear_key_head_dim": arch.mixer.linear_key_head_dim,
+              "linear_num_value_heads": arch.mixer.linear_num_value_heads,
+              "linear_value_head_dim": arch.mixer.linear_value_head_dim,
+              "linear_conv_kernel_dim": arch.mixer.linear_conv_kernel} if mixers else {}
     return {**_bias(arch), "layer_types": types or [FULL_ATTENTION] * arch.num_layers, **linear}
 
 
 def _export_qwen_moe(arch: Architecture) -> dict[str, Any]:
-    return {"num_experts": arch.num_experts, "num_experts_per_tok": arch.experts_per_token,
-            "moe_intermediate_size": arch.moe_intermediate_size, "norm_topk_prob": True,
-            "shared_expert_intermediate_size": arch.shared_expert_intermediate_size}
+    return {"num_experts": arch.ffn.num_experts, "num_experts_per_tok": arch.ffn.experts_per_token,
+            "moe_intermediate_size": arch.ffn.moe_intermediate_size, "norm_topk_prob": True,
+            "shared_expert_intermediate_size": arch.ffn.shared_expert_intermediate_size}
 
 
 def _export_nemotron_h(arch: Architecture) -> dict[str, Any]:
@@ -451,37 +471,44 @@ def _export_nemotron_h(arch: Architecture) -> dict[str, Any]:
     fields: dict[str, Any] = {
         **_bias(arch), "layers_block_type": blocks, "num_hidden_layers": len(blocks),
         "hidden_act": _OMIT,
-        "mlp_hidden_act": arch.hidden_act, "mlp_bias": arch.mlp_bias,
+        "mlp_hidden_act": arch.ffn.hidden_act, "mlp_bias": arch.ffn.mlp_bias,
     }
-    if arch.num_linear_attention_layers:
-        fields.update(mamba_num_heads=arch.linear_num_value_heads,
-                      mamba_head_dim=arch.linear_value_head_dim,
-                      n_groups=arch.linear_num_key_heads, ssm_state_size=arch.linear_key_head_dim,
-                      conv_kernel=arch.linear_conv_kernel, use_conv_bias=arch.linear_conv_bias)
-    if arch.is_moe:
-        fields.update(n_routed_experts=arch.num_experts, num_experts_per_tok=arch.experts_per_token,
-                      moe_intermediate_size=arch.moe_intermediate_size,
-                      n_shared_experts=arch.num_shared_experts,
-                      moe_shared_expert_intermediate_size=arch.shared_expert_intermediate_size)
+    if arch.mixer.num_linear_attention_layers:
+        fields.update(mamba_num_heads=arch.mixer.linear_num_value_heads,
+                      mamba_head_dim=arch.mixer.linear_value_head_dim,
+                      n_groups=arch.mixer.linear_num_key_heads,
+                      ssm_state_size=arch.mixer.linear_key_head_dim,
+                      conv_kernel=arch.mixer.linear_conv_kernel,
+                      use_conv_bias=arch.mixer.linear_conv_bias)
+    if arch.ffn.is_moe:
+        fields.update(n_routed_experts=arch.ffn.num_experts,
+                      num_experts_per_tok=arch.ffn.experts_per_token,
+                      moe_intermediate_size=arch.ffn.moe_intermediate_size,
+                      n_shared_experts=arch.ffn.num_shared_experts,
+                      moe_shared_expert_intermediate_size=arch.ffn.shared_expert_intermediate_size)
     return fields
 
 
 def _export_bamba(arch: Architecture) -> dict[str, Any]:
     """The attention layers' indices and the Mamba-2 shapes (no projection biases)."""
-    width = arch.linear_num_value_heads * arch.linear_value_head_dim
-    mixers = arch.layer_mixers or ()
+    width = arch.mixer.linear_num_value_heads * arch.mixer.linear_value_head_dim
+    mixers = arch.mixer.layer_mixers or ()
     return {
-        **_bias(arch), "mlp_bias": arch.mlp_bias,
+        **_bias(arch),
+        "mlp_bias": arch.ffn.mlp_bias,
         "attn_layer_indices": [i for i, m in enumerate(mixers) if m == ATTENTION_MIXER],
-        "mamba_n_heads": arch.linear_num_value_heads, "mamba_d_head": arch.linear_value_head_dim,
-        "mamba_expand": width // arch.hidden_size, "mamba_n_groups": arch.linear_num_key_heads,
-        "mamba_d_state": arch.linear_key_head_dim, "mamba_d_conv": arch.linear_conv_kernel,
-        "mamba_conv_bias": arch.linear_conv_bias, "mamba_proj_bias": False,
+        "mamba_n_heads": arch.mixer.linear_num_value_heads,
+        "mamba_d_head": arch.mixer.linear_value_head_dim,
+        "mamba_expand": width // arch.hidden_size,
+        "mamba_n_groups": arch.mixer.linear_num_key_heads,
+        "mamba_d_state": arch.mixer.linear_key_head_dim,
+        "mamba_d_conv": arch.mixer.linear_conv_kernel,
+        "mamba_conv_bias": arch.mixer.linear_conv_bias, "mamba_proj_bias": False,
     }
 
 
 _EXPORTERS: dict[str, Callable[[Architecture], dict[str, Any]]] = {
-    "llama": lambda arch: {**_bias(arch), "mlp_bias": arch.mlp_bias},
+    "llama": lambda arch: {**_bias(arch), "mlp_bias": arch.ffn.mlp_bias},
     "mistral": lambda arch: {"sliding_window": _window(arch)},
     "qwen2": _export_qwen2,
     "qwen3": lambda arch: {**_bias(arch), **_export_qwen2(arch)},
@@ -501,18 +528,22 @@ _EXPORTERS: dict[str, Callable[[Architecture], dict[str, Any]]] = {
     "nemotron_h": _export_nemotron_h,
     "bamba": _export_bamba,
     "falcon_h1": lambda arch: {
-        **_bias(arch), "mlp_bias": arch.mlp_bias,
-        "mamba_d_ssm": arch.linear_num_value_heads * arch.linear_value_head_dim,
-        "mamba_n_heads": arch.linear_num_value_heads, "mamba_d_head": arch.linear_value_head_dim,
-        "mamba_n_groups": arch.linear_num_key_heads, "mamba_d_state": arch.linear_key_head_dim,
-        "mamba_d_conv": arch.linear_conv_kernel, "mamba_conv_bias": arch.linear_conv_bias,
-        "mamba_rms_norm": arch.linear_norm,
+        **_bias(arch),
+        "mlp_bias": arch.ffn.mlp_bias,
+        "mamba_d_ssm": arch.mixer.linear_num_value_heads * arch.mixer.linear_value_head_dim,
+        "mamba_n_heads": arch.mixer.linear_num_value_heads,
+        "mamba_d_head": arch.mixer.linear_value_head_dim,
+        "mamba_n_groups": arch.mixer.linear_num_key_heads,
+        "mamba_d_state": arch.mixer.linear_key_head_dim,
+        "mamba_d_conv": arch.mixer.linear_conv_kernel,
+        "mamba_conv_bias": arch.mixer.linear_conv_bias,
+        "mamba_rms_norm": arch.mixer.linear_norm,
     },
     "qwen3_5_moe_text": lambda arch: {**_export_qwen_hybrid(arch), **_export_qwen_moe(arch),
                                       "intermediate_size": _OMIT},
     "qwen3_next": lambda arch: {
         **_export_qwen_hybrid(arch), **_export_qwen_moe(arch),
-        "decoder_sparse_step": arch.moe_layer_period,
-        "mlp_only_layers": list(range(arch.first_dense_layers)),
+        "decoder_sparse_step": arch.ffn.moe_layer_period,
+        "mlp_only_layers": list(range(arch.ffn.first_dense_layers)),
     },
 }

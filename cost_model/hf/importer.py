@@ -50,7 +50,7 @@ def architecture_from_hf_config(config: Mapping[str, Any], name: str | None = No
     label = name or str(config.get("_name_or_path") or model_type)
     fields = {"name": label, "family": model_type, **common_fields(merged), **family.read(merged)}
     try:
-        return Architecture(**fields)
+        return Architecture.model_validate(fields)
     except ValidationError as exc:
         raise config_error_from(exc, f"{label} ({model_type})") from exc
 

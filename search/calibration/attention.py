@@ -162,11 +162,10 @@ def _arch(data: MeasuredAttention) -> ArchArrays:
     """One GQA layer per row (sliding when the row has a window)."""
     zeros = np.zeros(len(data))
     windowed = data.window > 0
-    values = {f.name: zeros for f in fields(ArchArrays)}
-    values.update(layers=zeros + 1.0, heads_q=data.heads, heads_kv=data.kv_heads,
-                  head_dim=data.head_dim, v_dim=data.head_dim, sliding_layers=windowed * 1.0,
-                  window=np.where(windowed, data.window, np.inf))
-    return ArchArrays(**values)
+    return ArchArrays.from_columns(zeros, layers=zeros + 1.0, heads_q=data.heads,
+                                   heads_kv=data.kv_heads, head_dim=data.head_dim,
+                                   v_dim=data.head_dim, sliding_layers=windowed * 1.0,
+                                   window=np.where(windowed, data.window, np.inf))
 
 
 def _single_gpu(rows: int) -> DeployArrays:

@@ -159,10 +159,9 @@ def measured_moe(table: pa.Table) -> tuple[dict[str, MeasuredMoe], dict[str, int
 
 def _arch(data: MeasuredMoe) -> ArchArrays:
     zeros = np.zeros(len(data))
-    values = {f.name: zeros for f in fields(ArchArrays)}
-    values.update(hidden=data.hidden, layers=zeros + 1.0, experts=data.experts,
-                  top_k=data.top_k, expert_ffn=data.inter, moe_layers=zeros + 1.0)
-    return ArchArrays(**values)
+    return ArchArrays.from_columns(zeros, hidden=data.hidden, layers=zeros + 1.0,
+                                   experts=data.experts, top_k=data.top_k,
+                                   expert_ffn=data.inter, moe_layers=zeros + 1.0)
 
 
 def _deploy(data: MeasuredMoe) -> DeployArrays:

@@ -91,7 +91,7 @@ def evaluate_document(args: argparse.Namespace) -> dict:
         "notes": [n for n in (formats.note, model.assumed_note) if n],
         "uncalibrated": uncalibrated_document(arch),
         "kernels": kernels_document(hw, workload.engine, [dep.precision],
-                                    dep.expert_precision if arch.is_moe else None),
+                                    dep.expert_precision if arch.ffn.is_moe else None),
         "serving_terms": serving_terms_document(),
         "memory": {**memory, "max_concurrency": limit},
         "fits_memory": fits,

@@ -62,7 +62,7 @@ def lint_document(ctx: LintContext, findings: list[Finding]) -> dict:
                      "engine": ctx.workload.engine,
                      "adp_balance_timeout_steps": ctx.workload.adp_balance_timeout_steps},
         "kernels": kernels_document(ctx.hw, ctx.workload.engine, [dep.precision],
-                                    dep.expert_precision if ctx.arch.is_moe else None),
+                                    dep.expert_precision if ctx.arch.ffn.is_moe else None),
         "max_param_change_frac": ctx.max_param_change_frac,
         "baseline": {"tpot_ms": base.tpot_s * MS_PER_S,
                      "tokens_per_s_per_gpu": base.tokens_per_s_per_gpu,

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 
 from constraints import check_alignment, gemm_dims, padding_waste_frac
 from cost_model import (
-    MS_PER_S, TERA, Architecture, Deployment, gemm_cost, intensity_cap_flop_per_byte,
+    MS_PER_S, TERA, Architecture, Deployment, field_value, gemm_cost, intensity_cap_flop_per_byte,
     tile_efficiency,
 )
 from objectives import (
@@ -274,8 +274,8 @@ def _shallower(ctx: LintContext) -> Fix | None:
     sharding: the count nearest the cut whose parameters stay within the budget, else the one
     whose parameters come nearest (reported, not offered)."""
     arch, dep = ctx.arch, ctx.dep
-    name = "moe_intermediate_size" if arch.is_moe else "intermediate_size"
-    granule = ALIGN_FLOOR * (dep.moe_tp if arch.is_moe else dep.tp)
+    name = "moe_intermediate_size" if arch.ffn.is_moe else "intermediate_size"
+    granule = ALIGN_FLOOR * (dep.moe_tp if arch.ffn.is_moe else dep.tp)
     cut, reach = arch.num_layers * DEPTH_CUT_FRAC, arch.num_layers * LAYER_CUT_REACH_FRAC
     counts = sorted((n for n in range(dep.pp, arch.num_layers, dep.pp) if abs(n - cut) <= reach
                      and arch.hidden_size / n <= ASPECT_RATIO_MORPH_RANGE[1]),
@@ -291,7 +291,7 @@ def _widened(arch: Architecture, layers: int, name: str, granule: int) -> Archit
     """`arch` with `layers` layers and `name` widened (by whole `granule`s) to the total
     parameters nearest the model's."""
     short = with_fields(arch, num_layers=layers)
-    width = getattr(arch, name)
+    width = field_value(arch, name)
     stepped = None if short is None else with_fields(short, **{name: width + granule})
     if stepped is None:
         return None

@@ -55,9 +55,9 @@ def more_linear(arch: Architecture, period: int, stages: int) -> Architecture | 
     layers = arch.num_layers
     if layers % stages or (layers // stages) % period:
         return None
-    mixer = arch.linear_mixer_kind or GATED_DELTANET_MIXER
+    mixer = arch.mixer.linear_mixer_kind or GATED_DELTANET_MIXER
     mixers = tuple(ATTENTION_MIXER if (i + 1) % period == 0 else mixer for i in range(layers))
-    shapes = [{}] if arch.num_linear_attention_layers else \
+    shapes = [{}] if arch.mixer.num_linear_attention_layers else \
         [{**QWEN3_NEXT_LINEAR, "linear_num_key_heads": k, "linear_num_value_heads": 2 * k}
          for k in LINEAR_KEY_HEADS]
     alts = [a for shape in shapes if (a := with_fields(

@@ -4,7 +4,6 @@ AI Model Co-Design (2026))."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import numpy as np
@@ -54,9 +53,10 @@ def m_star_tokens(ctx: LintContext, arch: Architecture, dep: Deployment) -> floa
 def check_moe_sizing(ctx: LintContext) -> list[Draft]:
     """Guideline 5: M_expert = C·k/E at the memory limit must reach M*."""
     arch = ctx.arch
-    if not arch.is_moe:
+    if not arch.ffn.is_moe:
         return []
-    e, k, m_star = arch.num_experts, arch.experts_per_token, m_star_tokens(ctx, arch, ctx.dep)
+    e, k = arch.ffn.num_experts, arch.ffn.experts_per_token
+    m_star = m_star_tokens(ctx, arch, ctx.dep)
     c_max = ctx.baseline.max_concurrency
     m_expert = float(tokens_per_expert(c_max, k, e))
     if m_expert >= m_star:
@@ -75,7 +75,8 @@ def check_moe_sizing(ctx: LintContext) -> list[Draft]:
 
 
 def _sizing_message(ctx: LintContext, m_star: float, m_expert: float, imbalance: float) -> str:
-    e, k, c_max = ctx.arch.num_experts, ctx.arch.experts_per_token, ctx.baseline.max_concurrency
+    ffn, c_max = ctx.arch.ffn, ctx.baseline.max_concurrency
+    e, k = ffn.num_experts, ffn.experts_per_token
     ridge = f"the ridge ({ctx.ridge:,.0f} FLOP/B, {ctx.where()})"
     need = (f"reach {ridge} at M* = {m_star:,.0f} tokens each, i.e. C ≥ M*·E/k = "
             f"{m_star * e / k:,.0f} concurrent sequences" if math.isfinite(m_star) else
@@ -99,9 +100,9 @@ def _wide_ep(ctx: LintContext) -> Fix | None:
     """Attention DP + wide EP inside the scale-up domain (co-design post, Guideline 5): the
     narrowest EP with M_expert ≥ M* that raises tokens/s/GPU, else the one that raises it most."""
     arch, dep, stage = ctx.arch, ctx.dep, ctx.dep.tp * ctx.dep.dp
-    top = min(arch.num_experts, ctx.hw.scale_up_domain_gpus)
+    top = min(arch.ffn.num_experts, ctx.hw.scale_up_domain_gpus)
     sizes = [2**j for j in range(1, top.bit_length()) if 2**j >= stage and 2**j > dep.ep
-             and arch.num_experts % 2**j == 0]
+             and arch.ffn.num_experts % 2**j == 0]
     deps = [d for d in (with_deployment(dep, tp=1, dp=g, ep=g) for g in sizes)
             if d is not None and valid(arch, d)]
     measured = ctx.measure([(arch, d) for d in deps]) if deps else []
@@ -111,8 +112,9 @@ def _wide_ep(ctx: LintContext) -> Fix | None:
     better = [i for i, g in enumerate(gains) if g > 1 or (not base > 0 and g > 0)]
     if not better:
         return None
-    enough = [i for i in better if tokens_per_expert(measured[i].max_concurrency,
-              arch.experts_per_token, arch.num_experts) >= m_star_tokens(ctx, arch, deps[i])]
+    k, e = arch.ffn.experts_per_token, arch.ffn.num_experts
+    enough = [i for i in better if tokens_per_expert(measured[i].max_concurrency, k, e)
+              >= m_star_tokens(ctx, arch, deps[i])]
     pick = enough[0] if enough else max(better, key=lambda i: gains[i])
     return Fix(arch, deps[pick])
 
@@ -125,8 +127,8 @@ Kind = tuple[bool, bool, str, bool]  # (MoE layer?, sliding-window layer?, mixer
 def layer_kinds(arch: Architecture) -> list[Kind]:
     """Each layer's kind: MoE, sliding window, token mixer (attention, a linear mixer, both or
     none) and whether it has an FFN (Nemotron-H's mixer-only blocks have none)."""
-    mixers = arch.layer_mixers or (ATTENTION_MIXER,) * arch.num_layers
-    widths = arch.layer_ffn_widths or (arch.intermediate_size,) * arch.num_layers
+    mixers = arch.mixer.layer_mixers or (ATTENTION_MIXER,) * arch.num_layers
+    widths = arch.ffn.layer_ffn_widths or (arch.ffn.intermediate_size,) * arch.num_layers
     return [(moe, sliding, mixer, moe or width > 0) for moe, sliding, mixer, width
             in zip(arch.layer_is_moe, arch.layer_is_sliding, mixers, widths, strict=True)]
 
@@ -136,8 +138,8 @@ def _one_kind(a: ArchArrays, layers: float, kind: Kind) -> ArchArrays:
     model averages attention over attention layers: it needs one; differences cancel it)."""
     moe, sliding, mixer, ffn = kind
     one = lambda v: np.full((1, 1), float(v))  # noqa: E731
-    return dataclasses.replace(
-        a, layers=one(layers + 1), dense_layers=one((layers + 1) * (ffn and not moe)),
+    return a.with_columns(
+        layers=one(layers + 1), dense_layers=one((layers + 1) * (ffn and not moe)),
         moe_layers=one((layers + 1) * moe), sliding_layers=one(layers * sliding),
         mixerless_layers=one(layers * (mixer == NO_MIXER)),
         linear_layers=one(layers * (mixer in LINEAR_MIXERS)),
@@ -175,11 +177,12 @@ def stage_imbalance(arch: Architecture, times: dict[Kind, np.ndarray], stages: i
 
 def _composition(arch: Architecture) -> str:
     parts = [f"{arch.num_dense_layers} dense + {arch.num_moe_layers} MoE"] \
-        if arch.is_moe and arch.num_dense_layers else []
+        if arch.ffn.is_moe and arch.num_dense_layers else []
     if arch.sliding_pattern == "mixed":
         parts.append(f"{arch.num_sliding_layers} sliding + {arch.num_full_attention_layers} full")
-    if arch.layer_mixers is not None:
-        counts = {m: arch.layer_mixers.count(m) for m in dict.fromkeys(arch.layer_mixers)}
+    mixers = arch.mixer.layer_mixers
+    if mixers is not None:
+        counts = {m: mixers.count(m) for m in dict.fromkeys(mixers)}
         parts.append(" + ".join(f"{n} {m}" for m, n in counts.items()))
     return f" ({', '.join(parts)})" if parts else ""
 
@@ -229,10 +232,11 @@ def balanced_placement(arch: Architecture, bad: dict) -> Architecture | None:
     every stage of each PP degree in `bad` holds whole (guideline 6: "regular, repeatable layer
     patterns"), minority kinds last in the unit (Qwen3-Next's 3 linear then 1 full); None for
     a model without a per-layer pattern or whose block counts no unit splits so."""
-    if arch.layer_mixers is None or arch.layer_types is not None:
+    if arch.mixer.layer_mixers is None or arch.attention.layer_types is not None:
         return None
-    blocks = list(zip(arch.layer_mixers, arch.layer_ffn_widths or (None,) * arch.num_layers,
-                      arch.layer_moe or (None,) * arch.num_layers))
+    blocks = list(zip(arch.mixer.layer_mixers,
+                      arch.ffn.layer_ffn_widths or (None,) * arch.num_layers,
+                      arch.ffn.layer_moe or (None,) * arch.num_layers))
     counts = {b: blocks.count(b) for b in dict.fromkeys(blocks)}
     units = math.gcd(*counts.values())
     if any(units % s or arch.num_layers % s for s in bad):
@@ -241,20 +245,20 @@ def balanced_placement(arch: Architecture, bad: dict) -> Architecture | None:
             for _ in range(n // units)]
     mixers, widths, moe = zip(*(unit * units))
     return with_fields(arch, layer_mixers=mixers,
-                       layer_ffn_widths=None if arch.layer_ffn_widths is None else widths,
-                       layer_moe=None if arch.layer_moe is None else moe)
+                       layer_ffn_widths=None if arch.ffn.layer_ffn_widths is None else widths,
+                       layer_moe=None if arch.ffn.layer_moe is None else moe)
 
 
 def recounted_pattern(arch: Architecture, bad: dict) -> Architecture | None:
     """A two-mixer pattern (no per-layer FFN lists) whose minority mixer count is moved to the
     nearest multiple of every bad PP degree, the layers re-placed as a repeating unit: the
     nearest pattern that splits (it changes the parameters; the cost model measures it)."""
-    if arch.layer_mixers is None or arch.layer_ffn_widths is not None or \
-            arch.layer_moe is not None or len(set(arch.layer_mixers)) != 2:
+    if arch.mixer.layer_mixers is None or arch.ffn.layer_ffn_widths is not None or \
+            arch.ffn.layer_moe is not None or len(set(arch.mixer.layer_mixers)) != 2:
         return None
     step = math.lcm(*bad)
-    minority, majority = sorted(set(arch.layer_mixers), key=arch.layer_mixers.count)
-    count, layers = arch.layer_mixers.count(minority), arch.num_layers
+    minority, majority = sorted(set(arch.mixer.layer_mixers), key=arch.mixer.layer_mixers.count)
+    count, layers = arch.mixer.layer_mixers.count(minority), arch.num_layers
     options = sorted(range(step, layers, step), key=lambda c: (abs(c - count), c < count))
     for target in options:
         units = math.gcd(target, layers - target)
@@ -269,13 +273,13 @@ def recounted_pattern(arch: Architecture, bad: dict) -> Architecture | None:
 
 def _placement_note(ctx: LintContext, placed: Architecture, times, bad: dict) -> dict:
     after = {s: stage_imbalance(placed, times, s) for s in bad}
-    unit = placed.num_layers // math.gcd(*(placed.layer_mixers.count(m)
-                                           for m in set(placed.layer_mixers)))
+    unit = placed.num_layers // math.gcd(*(placed.mixer.layer_mixers.count(m)
+                                           for m in set(placed.mixer.layer_mixers)))
     return {"summary": f"place the same {placed.num_layers} layers as a repeating unit of "
                        f"{unit} (same params): " + ", ".join(f"PP={s} {bad[s]:+.1%} → {v:+.1%}"
                                                              for s, v in after.items()),
-            "architecture": {"layer_mixers": [list(ctx.arch.layer_mixers),
-                                              list(placed.layer_mixers)]},
+            "architecture": {"layer_mixers": [list(ctx.arch.mixer.layer_mixers),
+                                              list(placed.mixer.layer_mixers)]},
             "deployment": {}, "params_delta": 0, "active_params_delta": 0,
             "imbalance_frac": after}
 
@@ -341,7 +345,7 @@ def check_attention_parallelism(ctx: LintContext) -> list[Draft]:
     verdict = check_kv_replication(arch, dep)
     if verdict.feasible:
         return []
-    tp = 1 if arch.attention_kind == "mla" else arch.num_kv_heads
+    tp = 1 if arch.attention.attention_kind == "mla" else arch.attention.num_kv_heads
     fix = with_deployment(dep, tp=tp, dp=dep.dp * dep.tp // tp)
     a, d = ArchArrays.from_architectures([arch]), DeployArrays.from_deployments([dep])
     context = float(ctx.workload.max_context_tokens)

@@ -19,7 +19,7 @@ from constraints import GemmDim, gemm_dims
 from cost_model import (
     ArchArrays, Architecture, ConfigError, DeployArrays, Deployment, Env, GemmList, HardwareSpec,
     Precision, StepLoad, Workload, count_params, deployment_violations, gemm_cost, get_precision,
-    layer_gemms, make_deployment, rows_of,
+    field_value, layer_gemms, make_deployment, rows_of,
 )
 from search.lint.verdict import Measured, measure
 from search.records.documents import DEFAULT_WINDOW
@@ -154,7 +154,7 @@ def model_gemms(arch: Architecture, dep: Deployment) -> list[Gemm]:
     a, d = ArchArrays.from_architectures([arch]), DeployArrays.from_deployments([dep])
     g = GemmList((1, 1))
     layer_gemms(g, a, d, StepLoad.single_group(2.0, decode_seqs=1.0), a.attention_layers,
-                a.linear_layers, a.dense_layers, a.moe_layers)
+                a.mixer.linear_layers, a.ffn.dense_layers, a.ffn.moe_layers)
     scalar = lambda x: float(np.asarray(x).reshape(-1)[0])  # noqa: E731
     return [Gemm(name, scalar(n), scalar(k), high, *gemm_fields(arch, name))
             for name, (_, n, k, _, count), high in zip(g.names, g.dims, g.high)
@@ -231,14 +231,14 @@ def with_fields(arch: Architecture, **changes) -> Architecture | None:
     """A copy of `arch` with `changes` (MLA head_dim and KV heads and the sliding pattern follow);
     None when the result is not a valid architecture."""
     fields = {**arch.model_dump(), **changes}
-    if arch.attention_kind == "mla":
+    if arch.attention.attention_kind == "mla":
         fields["head_dim"] = fields["qk_nope_head_dim"] + fields["qk_rope_head_dim"]
         fields["num_kv_heads"] = fields["num_attention_heads"]
     types = fields["layer_types"]
     if types is not None and len(types) != fields["num_layers"]:
         fields["layer_types"] = _repeat_pattern(tuple(types), fields["num_layers"])
     try:
-        return Architecture(**fields)
+        return Architecture.model_validate(fields)
     except (ValidationError, ConfigError):
         return None
 
@@ -275,7 +275,7 @@ def nearest_values(ctx: LintContext, field: str, ok: Callable[[Architecture], bo
     (`ctx.within_budget`) goes on to `REPORT_REACH` × the budget, so that the nearest one over
     it is measured and reported, not offered; it stops there (parameters grow with every field,
     and the search is what makes lint slow)."""
-    value, found = getattr(ctx.arch, field), []
+    value, found = field_value(ctx.arch, field), []
     reach = REPORT_REACH * ctx.max_param_change_frac
     for up in (True,) if up_only else (True, False):
         for step in _steps(value, _granule(field), up, max_distance):
@@ -288,7 +288,8 @@ def nearest_values(ctx: LintContext, field: str, ok: Callable[[Architecture], bo
                 found.append(alt)
                 break
     return sorted(found, key=lambda a: (not ctx.within_budget(a),
-                                        abs(getattr(a, field) - value), getattr(a, field) < value))
+                                        abs(field_value(a, field) - value),
+                                        field_value(a, field) < value))
 
 
 def _divisors(n: int) -> list[int]:
@@ -298,7 +299,7 @@ def _divisors(n: int) -> list[int]:
 def deployment_variants(arch: Architecture, dep: Deployment) -> list[Deployment]:
     """Same GPUs, nearest first: experts over more EP ranks, then attention TP traded for DP."""
     stage = dep.tp * dep.dp
-    changes = [{"ep": ep} for ep in _divisors(stage) if ep > dep.ep and arch.is_moe]
+    changes = [{"ep": ep} for ep in _divisors(stage) if ep > dep.ep and arch.ffn.is_moe]
     changes += [{"tp": tp, "dp": stage // tp} for tp in reversed(_divisors(dep.tp)) if tp < dep.tp]
     variants = [with_deployment(dep, **change) for change in changes]
     return [v for v in variants if v is not None and valid(arch, v)]

@@ -168,8 +168,8 @@ def forward_gemms(cand: Candidate, load: StepLoad) -> GemmList:
     a = ArchArrays.from_architectures([cand.arch])
     d = DeployArrays.from_deployments([cand.deployment])
     gemms = GemmList((1, 1))
-    layer_gemms(gemms, a, d, load, a.attention_layers, a.linear_layers, a.dense_layers,
-                a.moe_layers)
+    layer_gemms(gemms, a, d, load, a.attention_layers, a.mixer.linear_layers, a.ffn.dense_layers,
+                a.ffn.moe_layers)
     return gemms
 
 

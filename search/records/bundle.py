@@ -32,7 +32,7 @@ def bundle_config(spec: StudySpec, cand: Candidate) -> dict:
     format is the serve command's flag, not the checkpoint's."""
     config = hf_document(spec, cand)
     dep = cand.deployment
-    experts = dep.expert_precision if cand.arch.is_moe else None
+    experts = dep.expert_precision if cand.arch.ffn.is_moe else None
     quantization = quantization_config_for(dep.precision, experts)
     if quantization is not None:
         config["quantization_config"] = quantization

@@ -131,14 +131,14 @@ def spec_tokens(engine: str, arch: Architecture, dep: Deployment, notes: list[st
 
 
 def quantization_notes(dep: Deployment, arch: Architecture) -> list[str]:
-    formats = [dep.precision] + ([dep.expert_precision] if arch.is_moe else [])
+    formats = [dep.precision] + ([dep.expert_precision] if arch.ffn.is_moe else [])
     return [QUANT_NOTES[f] for f in dict.fromkeys(formats) if f in QUANT_NOTES]
 
 
 def quantization(dep: Deployment, arch: Architecture) -> str | None:
     """The engine's quantization method name of the lowest format (NVFP4 experts with FP8
     attention: ModelOpt's NVFP4 checkpoint, DeepSeek-R1-FP4's layout)."""
-    formats = [dep.expert_precision] if arch.is_moe else []
+    formats = [dep.expert_precision] if arch.ffn.is_moe else []
     for fmt in (*formats, dep.precision):
         if fmt in ("nvfp4", "mxfp4"):
             return QUANTIZATION[fmt]
@@ -177,7 +177,7 @@ def _vllm_args(spec: StudySpec, arch: Architecture, dep: Deployment, seqs: int, 
             "--decode-context-parallel-size": dep.kvp if dep.kvp > 1 else None,
             "--pipeline-parallel-size": dep.pp,
             "--data-parallel-size": dep.dp if dep.dp > 1 else None,
-            "--enable-expert-parallel": arch.is_moe and dep.ep > 1,
+            "--enable-expert-parallel": arch.ffn.is_moe and dep.ep > 1,
             "--quantization": None if dummy else quantization(dep, arch),
             "--kv-cache-dtype": kv_cache_dtype("vllm", dep),
             "--max-model-len": spec.workload.isl_tokens + spec.workload.osl_tokens,
@@ -223,7 +223,7 @@ def _sglang_args(spec: StudySpec, arch: Architecture, dep: Deployment, seqs: int
              "--speculative-eagle-topk": 1, "--speculative-num-draft-tokens": k + 1} if k else {}
     return {"--model-path": model, "--tp-size": world, "--pp-size": dep.pp,
             "--dp-size": dep.dp if dep.dp > 1 else None, "--enable-dp-attention": dep.dp > 1,
-            "--ep-size": dep.ep if arch.is_moe and dep.ep > 1 else None,
+            "--ep-size": dep.ep if arch.ffn.is_moe and dep.ep > 1 else None,
             "--quantization": None if dummy else quantization(dep, arch),
             "--kv-cache-dtype": kv_cache_dtype("sglang", dep),
             "--context-length": spec.workload.isl_tokens + spec.workload.osl_tokens,
@@ -258,7 +258,7 @@ def trtllm_options(arch: Architecture, dep: Deployment, k: int, role: str, dummy
     world = dep.tp * dep.dp * dep.kvp
     options: dict = {"enable_attention_dp": dep.dp > 1,
                      "kv_cache_config": {"dtype": kv_cache_dtype("trtllm", dep)}}
-    if arch.is_moe:
+    if arch.ffn.is_moe:
         options["moe_tensor_parallel_size"] = world // dep.ep
     if k:
         options["speculative_config"] = {"decoding_type": "MTP", "num_nextn_predict_layers": k}
@@ -284,7 +284,7 @@ def yaml_text(options: dict, indent: int = 0) -> str:
 
 def _trtllm_args(spec, arch, dep, seqs, model, config) -> dict:
     return {"--backend": "pytorch", "--tp_size": dep.tp * dep.dp * dep.kvp, "--pp_size": dep.pp,
-            "--ep_size": dep.ep if arch.is_moe else None,
+            "--ep_size": dep.ep if arch.ffn.is_moe else None,
             "--max_batch_size": max(1, min(math.ceil(seqs / dep.dp), MAX_SEQUENCES_CAP)),
             "--max_num_tokens": DEFAULT_PREFILL_CHUNK_TOKENS,
             "--max_seq_len": spec.workload.isl_tokens + spec.workload.osl_tokens,

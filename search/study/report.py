@@ -35,6 +35,7 @@ import numpy as np
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from cost_model import field_value
 from constraints import check_candidate
 from objectives import ServingScores
 from search.study.convergence import bounds_reached, convergence, exact_fraction
@@ -226,7 +227,9 @@ def _architecture_doc(cand: Candidate) -> dict:
     fields = ("name", "hidden_size", "num_layers", "num_attention_heads", "num_kv_heads",
               "head_dim", "intermediate_size", "vocab_size", "num_experts", "experts_per_token",
               "moe_intermediate_size", "num_shared_experts", "first_dense_layers")
-    return {f: getattr(cand.arch, f) for f in fields}
+    arch = cand.arch
+    assert arch is not None, "a Pareto entry is a valid candidate"
+    return {f: field_value(arch, f) for f in fields}
 
 
 def _deployment_doc(cand: Candidate) -> dict:

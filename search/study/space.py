@@ -23,7 +23,7 @@ from constraints import (
 )
 from cost_model import (
     ATTENTION_MIXER, GATED_DELTANET_MIXER, MAMBA2_MIXER, Architecture, ConfigError, Deployment,
-    design_name, export_gap, make_architecture, make_deployment,
+    design_name, export_gap, field_value, make_architecture, make_deployment,
     periodic_layer_types,
 )
 from search.study.errors import SpecError
@@ -174,20 +174,21 @@ def _searched_name(arch: Architecture) -> str:
     """What `design_name` leaves out of a searched design: MLA's ranks (`-R{kv latent}q{q
     latent}r{rope}`) and a sliding pattern (`-W{window}p{full-attention period}`)."""
     name = ""
-    if arch.attention_kind == "mla" and arch.num_attention_layers:
-        name += f"-R{arch.kv_lora_rank}q{arch.q_lora_rank}r{arch.qk_rope_head_dim}"
+    if arch.attention.attention_kind == "mla" and arch.num_attention_layers:
+        att = arch.attention
+        name += f"-R{att.kv_lora_rank}q{att.q_lora_rank}r{att.qk_rope_head_dim}"
     if arch.num_sliding_layers:
-        name += f"-W{arch.sliding_window}p{full_attention_period(arch)}"
+        name += f"-W{arch.attention.sliding_window}p{full_attention_period(arch)}"
     return name
 
 
 def full_attention_period(arch: Architecture) -> int | None:
     """The period of a pattern `_pattern_fields` built: the first full-attention layer is the
     period-th (None without a sliding or linear pattern)."""
-    if arch.layer_mixers is not None and arch.num_linear_attention_layers:
-        return arch.layer_mixers.index(ATTENTION_MIXER) + 1
-    if arch.num_sliding_layers and arch.layer_types is not None:
-        return arch.layer_types.index("full_attention") + 1
+    if arch.mixer.layer_mixers is not None and arch.mixer.num_linear_attention_layers:
+        return arch.mixer.layer_mixers.index(ATTENTION_MIXER) + 1
+    if arch.num_sliding_layers and arch.attention.layer_types is not None:
+        return arch.attention.layer_types.index("full_attention") + 1
     return None
 
 
@@ -288,7 +289,7 @@ def runnable(spec: StudySpec, arch: Architecture) -> tuple[GridDeployments, np.n
     key = (_spec_key(spec), arch)
     found = _RUNNABLE.get(key)
     if found is None:
-        grid = grid_deployments(spec, arch.is_moe, arch)
+        grid = grid_deployments(spec, arch.ffn.is_moe, arch)
         cols = grid.columns
         ok = grid.runs & (sharding_broken(arch, cols) == 0) & (linear_broken(arch, cols) == 0) \
             & (pattern_broken(arch, cols) == 0)
@@ -313,7 +314,7 @@ def build_candidate(spec: StudySpec, params: dict) -> Candidate:
     context = spec.workload.isl_tokens + spec.workload.osl_tokens
     try:
         arch = build_architecture(params, context, len(spec.space.vocab_size.options) > 1)
-        cand = Candidate(params, arch, build_deployment(params, arch.is_moe))
+        cand = Candidate(params, arch, build_deployment(params, arch.ffn.is_moe))
     except ConfigError as exc:
         return Candidate(params, None, None, invalid_reason=str(exc))
     gap = export_gap(arch)  # every design the space produces exports to Hugging Face exactly
@@ -342,19 +343,20 @@ def used_values(cand: Candidate) -> dict:
     `build_candidate` as built, e.g. top-k ≤ experts; None where the model does not use the
     field: expert fields of a dense model, the dense width of an MoE without dense layers)."""
     a, d = cand.arch, cand.deployment
-    moe = (lambda value: value) if a.is_moe else (lambda value: None)
-    mla = a.attention_kind == "mla"
+    moe = (lambda value: value) if a.ffn.is_moe else (lambda value: None)
+    mla = a.attention.attention_kind == "mla"
     return {
         "hidden_size": a.hidden_size, "num_layers": a.num_layers,
-        "head_dim": a.qk_nope_head_dim if mla else a.head_dim,
+        "head_dim": a.attention.qk_nope_head_dim if mla else a.attention.head_dim,
         **_pattern_values(a),
-        "num_kv_heads": a.num_kv_heads, "q_per_kv": a.num_attention_heads // a.num_kv_heads,
-        "intermediate_size": a.intermediate_size if a.num_dense_layers else None,
-        "vocab_size": a.vocab_size, "num_experts": a.num_experts,
-        "experts_per_token": moe(a.experts_per_token),
-        "moe_intermediate_size": moe(a.moe_intermediate_size),
-        "num_shared_experts": moe(a.num_shared_experts),
-        "first_dense_layers": moe(a.first_dense_layers),
+        "num_kv_heads": a.attention.num_kv_heads,
+        "q_per_kv": a.attention.num_attention_heads // a.attention.num_kv_heads,
+        "intermediate_size": a.ffn.intermediate_size if a.num_dense_layers else None,
+        "vocab_size": a.vocab_size, "num_experts": a.ffn.num_experts,
+        "experts_per_token": moe(a.ffn.experts_per_token),
+        "moe_intermediate_size": moe(a.ffn.moe_intermediate_size),
+        "num_shared_experts": moe(a.ffn.num_shared_experts),
+        "first_dense_layers": moe(a.ffn.first_dense_layers),
         "tp": d.tp, "ep": moe(d.ep), "pp": d.pp, "dp": d.dp, "precision": d.precision,
         "kv_precision": d.kv_cache_precision, "kvp": d.kvp, "spec_tokens": d.spec_tokens,
         "serving": d.serving, "moe_precision": moe(d.expert_precision),
@@ -363,15 +365,17 @@ def used_values(cand: Candidate) -> dict:
 
 def _pattern_values(a: Architecture) -> dict:
     """`used_values` of the attention and pattern dimensions (None where the model has none)."""
-    mla = (lambda value: value) if a.attention_kind == "mla" else (lambda value: None)
-    linear = (lambda value: value) if a.num_linear_attention_layers else (lambda value: None)
+    mla = (lambda value: value) if a.attention.attention_kind == "mla" else (lambda value: None)
+    linear = (lambda value: value) if a.mixer.num_linear_attention_layers else (lambda value: None)
     return {
-        "attention_kind": a.attention_kind, "kv_lora_rank": mla(a.kv_lora_rank),
-        "q_lora_rank": mla(a.q_lora_rank), "qk_rope_head_dim": mla(a.qk_rope_head_dim),
+        "attention_kind": a.attention.attention_kind,
+        "kv_lora_rank": mla(a.attention.kv_lora_rank),
+        "q_lora_rank": mla(a.attention.q_lora_rank),
+        "qk_rope_head_dim": mla(a.attention.qk_rope_head_dim),
         "full_attention_period": full_attention_period(a),
-        "linear_mixer": a.linear_mixer_kind or NO_LINEAR_MIXER,
-        "sliding_window": a.sliding_window if a.num_sliding_layers else None,
-        **{name: linear(getattr(a, name)) for name in _LINEAR_SHAPE},
+        "linear_mixer": a.mixer.linear_mixer_kind or NO_LINEAR_MIXER,
+        "sliding_window": a.attention.sliding_window if a.num_sliding_layers else None,
+        **{name: linear(field_value(a, name)) for name in _LINEAR_SHAPE},
     }
 
 

@@ -37,7 +37,7 @@ def _variants(base: Architecture, count: int, seed: int) -> list[Architecture]:
     out = []
     for _ in range(count):
         heads = int(rng.choice([16, 24, 32, 48, 64]))
-        out.append(Architecture(**{
+        out.append(Architecture.model_validate({
             **base.model_dump(), "num_attention_heads": heads, "hidden_size": heads * 128,
             "num_kv_heads": 8, "num_layers": int(rng.integers(16, 80)),
             "intermediate_size": int(rng.integers(16, 112)) * 256,

@@ -84,7 +84,7 @@ def _deployments(arch, max_gpus: int, precision: str) -> list[Deployment]:
     out = []
     tp = 1
     while tp <= max_gpus:
-        ep = tp if arch.is_moe else 1
+        ep = tp if arch.ffn.is_moe else 1
         out.append(Deployment(tp=tp, ep=ep, dp=max_gpus // tp, precision=precision,
                               kv_precision=precision))
         tp *= 2

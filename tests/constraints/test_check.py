@@ -27,7 +27,7 @@ def test_names_are_stable_and_distinct():
 @pytest.mark.parametrize("stem", CONFIG_STEMS)
 def test_every_model_gets_every_name(stem):
     arch = _model(stem)
-    dep = Deployment(tp=8, ep=8 if arch.is_moe else 1)
+    dep = Deployment(tp=8, ep=8 if arch.ffn.is_moe else 1)
     found = check_candidate(arch, dep, ConstraintRules(), SOME_SEQUENCES)
     assert tuple(found) == CONSTRAINT_NAMES
     for name, violation in found.items():

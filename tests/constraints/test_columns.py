@@ -45,7 +45,7 @@ def test_values_equal_check_candidate(path, data):
     cand = build_candidate(spec, params)
     if not cand.valid:
         return
-    deps = _grid(spec, params, cand.arch.is_moe)
+    deps = _grid(spec, params, cand.arch.ffn.is_moe)
     limit = np.arange(len(deps), dtype=float)  # 0 (nothing fits) … : memory_fit both ways
     rules = constraint_rules(spec)
     values = constraint_values(cand.arch, DeploymentColumns.of(deps), rules, limit)

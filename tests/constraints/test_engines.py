@@ -8,14 +8,14 @@ import json
 import pytest
 
 from constraints.engines import ENGINE_FORMATS, ENGINE_NAMES, engine_violations, format_refusal
-from cost_model import PRECISIONS, Architecture, Deployment
+from cost_model import PRECISIONS, Architecture, Deployment, make_architecture
 from tests.data_paths import TEST_DATA
 
-DENSE = Architecture(name="dense", vocab_size=32000, hidden_size=4096, num_layers=32,
-                     num_attention_heads=32, num_kv_heads=8, head_dim=128,
-                     max_position_embeddings=8192, intermediate_size=14336)
-MOE = DENSE.model_copy(update={"name": "moe", "intermediate_size": 0, "num_experts": 64,
-                               "experts_per_token": 4, "moe_intermediate_size": 1024})
+DENSE = make_architecture(name="dense", vocab_size=32000, hidden_size=4096, num_layers=32,
+                          num_attention_heads=32, num_kv_heads=8, head_dim=128,
+                          max_position_embeddings=8192, intermediate_size=14336)
+MOE = DENSE.with_fields(name="moe", intermediate_size=0, num_experts=64, experts_per_token=4,
+                        moe_intermediate_size=1024)
 
 
 def _broken(engine: str, arch: Architecture, **fields) -> list[str]:

@@ -16,7 +16,7 @@ MLA = dict(DENSE, name="mla", attention_kind="mla", num_kv_heads=32, head_dim=19
 
 
 def _sizes(arch_fields, **deployment):
-    dims = gemm_dims(Architecture(**arch_fields), Deployment(**deployment))
+    dims = gemm_dims(Architecture.model_validate(arch_fields), Deployment(**deployment))
     return {dim.label: dim.size for dim in dims}
 
 
@@ -78,5 +78,5 @@ def test_format_size(size, shown):
 @pytest.mark.parametrize("tp", [1, 8])
 def test_fields_are_the_fields_the_label_names(arch_fields, tp):
     """Each dim carries its source fields (what lint names a fix by), in label order."""
-    for dim in gemm_dims(Architecture(**arch_fields), Deployment(tp=tp)):
+    for dim in gemm_dims(Architecture.model_validate(arch_fields), Deployment(tp=tp)):
         assert dim.fields == tuple(re.findall(r"`(\w+)`", dim.label)), dim.label

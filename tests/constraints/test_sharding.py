@@ -25,7 +25,7 @@ def _model(stem: str) -> Architecture:
 
 
 def _arch(**fields) -> Architecture:
-    return Architecture(**{**DENSE, **fields})
+    return Architecture.model_validate({**DENSE, **fields})
 
 
 # ---- alignment ----------------------------------------------------------------------------------
@@ -79,7 +79,7 @@ def test_alignment_value_is_the_summed_waste_and_names_the_worst_dim():
 def test_deepseek_v3_mla_dims_are_aligned_and_a_bad_latent_rank_is_named():
     arch = _model("DeepSeek-V3")
     assert check_alignment(arch, Deployment(tp=8, ep=8)).value == 0.0
-    bad = arch.model_copy(update={"kv_lora_rank": 500})
+    bad = arch.with_fields(**{"kv_lora_rank": 500})
     assert "`kv_lora_rank` = 500 is not a multiple of 128" in check_alignment(
         bad, Deployment(tp=8, ep=8)).message
 
@@ -142,7 +142,8 @@ def test_unbalanced_pipeline_split():
 
 
 def test_moe_layers_spread_over_stages():
-    arch = Architecture(**{**MOE, "num_layers": 48, "first_dense_layers": 1})  # 47 MoE layers
+    # 47 MoE layers
+    arch = Architecture.model_validate({**MOE, "num_layers": 48, "first_dense_layers": 1})
     violation = check_divisibility(arch, Deployment(pp=2))
     assert violation.value == 1.0 and "47 MoE layers" in violation.message
     assert check_divisibility(_model("Qwen3-30B-A3B"), Deployment(tp=4, ep=4, pp=2)).value == 0

@@ -39,13 +39,13 @@ def test_mamba2_groups_split_or_are_one():
     broken = linear_attention_violations(NANO, Deployment(tp=16))
     assert broken == ["`tp` (16) must divide `linear_num_key_heads` (8) (or be 1, replicated on "
                       "every rank): the B/C groups of the mamba2 layers are sharded over TP"]
-    one_group = NANO.model_copy(update={"linear_num_key_heads": 1})
+    one_group = NANO.with_fields(**{"linear_num_key_heads": 1})
     assert linear_attention_violations(one_group, Deployment(tp=16)) == []
     assert "Mamba-2 heads" in linear_attention_violations(NANO, Deployment(tp=128))[0]
 
 
 def test_models_without_linear_layers_are_untouched():
-    plain = QWEN35.model_copy(update={"layer_mixers": None, **dict.fromkeys(
+    plain = QWEN35.with_fields(**{"layer_mixers": None, **dict.fromkeys(
         ("linear_num_key_heads", "linear_key_head_dim", "linear_num_value_heads",
          "linear_value_head_dim", "linear_conv_kernel"), 0)})
     assert linear_attention_violations(plain, Deployment(tp=32)) == []
@@ -55,7 +55,7 @@ def test_one_gated_deltanet_key_head_is_not_replicated():
     """Only Mamba-2 holds a single B/C group whole on every rank: vLLM's Gated DeltaNet splits its
     key heads (`num_k_heads // tp_size`), so one key head under TP 2 is a broken rule (the 32
     value heads still divide)."""
-    one_key_head = QWEN35.model_copy(update={"linear_num_key_heads": 1})
+    one_key_head = QWEN35.with_fields(**{"linear_num_key_heads": 1})
     assert linear_attention_violations(one_key_head, Deployment(tp=2)) == [
         "`tp` (2) must divide `linear_num_key_heads` (1): the key heads of the gated_deltanet "
         "layers are sharded over TP"]

@@ -29,7 +29,7 @@ MLA = dict(
 
 
 def _arch(base: dict, **changes) -> Architecture:
-    return Architecture(**{**base, **changes})
+    return Architecture.model_validate({**base, **changes})
 
 
 def _kv_elems_and_o_proj_k(arch: Architecture) -> tuple[float, int]:
@@ -43,17 +43,17 @@ def _kv_elems_and_o_proj_k(arch: Architecture) -> tuple[float, int]:
 def test_gqa_derived_dims():
     """8 query heads of 32, 2 KV heads: KV = K + V = 2 · 2 · 32 per token and layer; o_proj
     reads the 8 · 32 concatenated heads."""
-    arch = Architecture(**DENSE)
-    assert arch.q_dim == 8 * 32
+    arch = Architecture.model_validate(DENSE)
+    assert arch.attention.q_dim == 8 * 32
     assert _kv_elems_and_o_proj_k(arch) == (2 * 2 * 32, 8 * 32)
-    assert (arch.is_moe, arch.num_moe_layers, arch.num_dense_layers) == (False, 0, 4)
+    assert (arch.ffn.is_moe, arch.num_moe_layers, arch.num_dense_layers) == (False, 0, 4)
 
 
 def test_mla_derived_dims_deepseek_v3():
     # DeepSeek-V3 (arXiv:2412.19437 §2.1 / its config.json): 128 heads of nope 128 + rope 64,
     # latent 512 + rope 64 cached per token and layer, v_head_dim 128, 3 dense + 58 MoE layers.
     arch = load_architecture(MODEL_CONFIGS / "DeepSeek-V3.json")
-    assert arch.q_dim == 128 * (128 + 64)
+    assert arch.attention.q_dim == 128 * (128 + 64)
     assert _kv_elems_and_o_proj_k(arch) == (512 + 64, 128 * 128)
     assert (arch.num_dense_layers, arch.num_moe_layers) == (3, 58)
 
@@ -88,9 +88,9 @@ def test_moe_layer_count_equals_per_layer_placement():
 
 def test_shared_expert_width_defaults_to_count_times_expert_width():
     arch = _arch(MOE, num_shared_experts=2)
-    assert arch.shared_expert_intermediate_size == 2 * 64
+    assert arch.ffn.shared_expert_intermediate_size == 2 * 64
     explicit = _arch(MOE, num_shared_experts=1, shared_expert_intermediate_size=96)
-    assert explicit.shared_expert_intermediate_size == 96
+    assert explicit.ffn.shared_expert_intermediate_size == 96
 
 
 def test_periodic_layer_types():
@@ -101,7 +101,7 @@ def test_periodic_layer_types():
 
 
 def test_frozen_and_no_extra_fields():
-    arch = Architecture(**DENSE)
+    arch = Architecture.model_validate(DENSE)
     with pytest.raises(ValidationError):
         arch.hidden_size = 512
     with pytest.raises(ConfigError, match=r"`hidden_dim` \(1\): Extra inputs are not permitted"):
@@ -208,7 +208,7 @@ def test_per_layer_pattern_derived_values():
             arch.num_dense_layers) == (2, 2, 3)
     assert arch.dense_ffn_widths == (512, 0, 256, 512)
     assert arch.mean_dense_ffn_width == 1280 / 3
-    assert arch.is_heterogeneous and not Architecture(**DENSE).is_heterogeneous
+    assert arch.is_heterogeneous and not Architecture.model_validate(DENSE).is_heterogeneous
 
 
 @pytest.mark.parametrize(("base", "changes", "message"), [c[1:] for c in BAD],

@@ -34,23 +34,23 @@ def test_the_bounds_are_the_cited_figures():
 def test_one_past_the_bound_is_refused_naming_field_and_value(field):
     top = BOUNDED[field]
     with pytest.raises(ValidationError) as info:
-        Architecture(**{**BASE, field: top + 1})
+        Architecture.model_validate({**BASE, field: top + 1})
     message = str(config_error_from(info.value, "b"))
     assert message == f"b: `{field}` ({top + 1}): Input should be less than or equal to {top}"
 
 
 def test_integers_past_int64_are_refused_not_overflowed():
     with pytest.raises(ValidationError) as info:
-        Architecture(**{**BASE, "hidden_size": 2**64})
+        Architecture.model_validate({**BASE, "hidden_size": 2**64})
     assert "`hidden_size` (18446744073709551616)" in str(config_error_from(info.value, "b"))
 
 
 def test_per_layer_widths_are_bounded_too():
     with pytest.raises(ValidationError) as info:
-        Architecture(**{**BASE, "layer_ffn_widths": (128, MAX_WIDTH + 1)})
+        Architecture.model_validate({**BASE, "layer_ffn_widths": (128, MAX_WIDTH + 1)})
     assert "`layer_ffn_widths.1` (1048577)" in str(config_error_from(info.value, "b"))
 
 
 def test_at_the_bound_every_field_validates():
-    Architecture(**{**BASE, "num_layers": MAX_LAYERS, "hidden_size": MAX_WIDTH,
+    Architecture.model_validate({**BASE, "num_layers": MAX_LAYERS, "hidden_size": MAX_WIDTH,
                     "vocab_size": MAX_VOCAB, "max_position_embeddings": MAX_TOKENS})

@@ -20,7 +20,7 @@ MAMBA = dict(GDN, linear_conv_bias=True)
 
 
 def _hybrid(mixers: tuple[str, ...], **changes) -> Architecture:
-    return Architecture(**{**BASE, "layer_mixers": mixers, **GDN, **changes})
+    return Architecture.model_validate({**BASE, "layer_mixers": mixers, **GDN, **changes})
 
 
 def test_qwen3_5_name_shows_three_linear_per_full_layer():
@@ -74,8 +74,9 @@ def test_a_stack_without_attention_does_not_vary_by_attention_heads():
     design (same key, same name, no `A` segment)."""
     mixers = ("mamba2", "none") * 4
     widths = (0, 512) * 4
-    a = Architecture(**{**BASE, "layer_mixers": mixers, "layer_ffn_widths": widths, **MAMBA})
-    b = a.model_copy(update={"num_attention_heads": 16, "num_kv_heads": 4, "head_dim": 64})
+    a = Architecture.model_validate({**BASE, "layer_mixers": mixers, "layer_ffn_widths": widths,
+                                     **MAMBA})
+    b = a.with_fields(**{"num_attention_heads": 16, "num_kv_heads": 4, "head_dim": 64})
     assert a.design_key == b.design_key and design_name(a) == design_name(b)
     assert "-A" not in design_name(a)
 
@@ -83,7 +84,7 @@ def test_a_stack_without_attention_does_not_vary_by_attention_heads():
 def test_a_model_without_linear_layers_has_no_linear_fields_in_its_key():
     """The key names the linear-mixer fields only when some layer is linear, so designs that
     differ only in unused linear fields (a sampler's leftovers) are one design."""
-    plain = Architecture(**BASE)
+    plain = Architecture.model_validate(BASE)
     key = dict(plain.design_key)
     assert all(key[f] is None for f in ("linear_num_value_heads", "linear_conv_bias"))
     assert dict(_hybrid(("gated_deltanet", "attention") * 4).design_key)[

@@ -163,7 +163,7 @@ MODELS = {"gpt-oss-120b": GPT_OSS_120B, "Qwen3-30B-A3B": MODEL_CONFIGS / "Qwen3-
 
 def _formats(stem: str, fmt: str) -> dict:
     """`fmt` for the experts of a MoE model (attention BF16), for every linear layer else."""
-    return dict(precision="bf16", moe_precision=fmt) if load_architecture(MODELS[stem]).is_moe \
+    return dict(precision="bf16", moe_precision=fmt) if load_architecture(MODELS[stem]).ffn.is_moe \
         else dict(precision=fmt)
 
 
@@ -179,11 +179,11 @@ def test_weight_only_decode_at_concurrency_1_beats_bf16(stem, fmt):
     bytes at one token (TensorRT-LLM on H200: w4a16_mxfp4 gpt-oss-120b layer at EP 8, 73 µs at
     1 token; tests/cost_model/test_gemm_properties.py ranks formats as measured)."""
     arch, work = load_architecture(MODELS[stem]), Workload(isl_tokens=1024, osl_tokens=1024)
-    deps = [Deployment(tp=8, ep=8 if arch.is_moe else 1, precision=name,
-                       moe_precision="bf16" if arch.is_moe else None)
+    deps = [Deployment(tp=8, ep=8 if arch.ffn.is_moe else 1, precision=name,
+                       moe_precision="bf16" if arch.ffn.is_moe else None)
             for name in (fmt, "bf16")]
     tpot = evaluate_points([arch] * 2, deps, H200, work, np.array([1.0])).tpot_s[:, 0]
-    assert tpot[0] <= tpot[1] if arch.is_moe else tpot[0] < tpot[1]
+    assert tpot[0] <= tpot[1] if arch.ffn.is_moe else tpot[0] < tpot[1]
 
 
 def _prefill_gemms(arch, dep, tokens: float) -> tuple[GemmList, Env]:
@@ -208,7 +208,7 @@ def test_w4a16_large_batch_prefill_is_not_faster_than_bf16_math(stem):
         g, env = _prefill_gemms(arch, Deployment(**formats), 16_384.0)
         times[fmt] = g.times_s(env)
     rows = [i for i, (name, moe) in enumerate(zip(g.names, g.moe))
-            if moe or not arch.is_moe and not g.high[i]]
+            if moe or not arch.ffn.is_moe and not g.high[i]]
     assert rows
     for i in rows:
         m, n, k, groups, count = (float(np.ravel(x)[0]) for x in g.dims[i])

@@ -43,7 +43,7 @@ def _state_bytes_per_layer(arch: Architecture) -> float:
     """What one linear-attention layer keeps per sequence, as the memory model counts it
     (`linear_attention.linear_state_bytes_per_sequence` over the model, per layer)."""
     total = linear_state_bytes_per_sequence(ArchArrays.from_architectures([arch]))
-    return float(np.ravel(total)[0]) / arch.num_linear_attention_layers
+    return float(np.ravel(total)[0]) / arch.mixer.num_linear_attention_layers
 
 
 def _transformers_model(config_or_dir: dict | Path) -> tuple[int, int]:
@@ -68,10 +68,8 @@ def _sliding_layers(config) -> int:
 
 def _same_shape(first: Architecture, second: Architecture) -> bool:
     """Equal but for name and family (and an unused dense width: Mixtral/gpt-oss have no key)."""
-    unused = {} if second.num_dense_layers else {"intermediate_size": second.intermediate_size}
-    return first.model_copy(
-        update={"name": second.name, "family": second.family, **unused}
-    ) == second
+    unused = {} if second.num_dense_layers else {"intermediate_size": second.ffn.intermediate_size}
+    return first.with_fields(name=second.name, family=second.family, **unused) == second
 
 
 # ---- import ------------------------------------------------------------------------------------
@@ -133,7 +131,7 @@ def test_documented_family_defaults(model_type, tied, head_dim):
     # derives hidden/heads = 128/32, gpt-oss head_dim 64.
     extra = {"num_local_experts": 4} if model_type == "gpt_oss" else {}
     arch = architecture_from_hf_config({"model_type": model_type, **MINIMAL, **extra})
-    assert (arch.tie_word_embeddings, arch.head_dim) == (tied, head_dim)
+    assert (arch.tie_word_embeddings, arch.attention.head_dim) == (tied, head_dim)
 
 
 # what a family's default config needs to be importable at all (Gemma 4: no PLE)
@@ -248,11 +246,12 @@ def test_nemotron_nas_reads_per_layer_blocks():
     """Super-49B: 31 layers without attention (and without its norm), six distinct FFN widths;
     a layer without FFN gets width 0."""
     arch = architecture_from_hf_config(_config("Llama-3_3-Nemotron-Super-49B-v1"))
-    assert (arch.num_attention_layers, arch.num_kv_heads, arch.intermediate_size) == (49, 8, 28672)
-    assert sorted(set(arch.layer_ffn_widths)) == [2816, 5632, 7168, 14336, 17920, 28672]
-    assert arch.layer_mixers[:8] == ("attention",) * 6 + ("none",) * 2
+    assert (arch.num_attention_layers, arch.attention.num_kv_heads,
+            arch.ffn.intermediate_size) == (49, 8, 28672)
+    assert sorted(set(arch.ffn.layer_ffn_widths)) == [2816, 5632, 7168, 14336, 17920, 28672]
+    assert arch.mixer.layer_mixers[:8] == ("attention",) * 6 + ("none",) * 2
     no_ffn = architecture_from_hf_config(_nas_with_block(5, "ffn", no_op=True))
-    assert (no_ffn.layer_ffn_widths[5], no_ffn.num_dense_layers) == (0, 79)
+    assert (no_ffn.ffn.layer_ffn_widths[5], no_ffn.num_dense_layers) == (0, 79)
     params = count_params(arch).total_params - count_params(no_ffn).total_params
     assert params == 3 * 8192 * 28672 + 8192  # its SwiGLU and its post-attention norm
 
@@ -264,10 +263,10 @@ def test_llama4_reads_its_language_model():
     wrapped = _config("serving_Llama-4-Maverick-17B-128E-Instruct")
     arch = architecture_from_hf_config(wrapped)
     assert architecture_from_hf_config(wrapped["text_config"], arch.name) == arch
-    assert (arch.num_moe_layers, arch.num_dense_layers, arch.num_shared_experts) == (24, 24, 1)
-    assert (arch.intermediate_size, arch.moe_intermediate_size,
-            arch.num_experts) == (16384, 8192, 128)
-    assert (arch.num_sliding_layers, arch.sliding_window) == (36, 8192)
+    assert (arch.num_moe_layers, arch.num_dense_layers, arch.ffn.num_shared_experts) == (24, 24, 1)
+    assert (arch.ffn.intermediate_size, arch.ffn.moe_intermediate_size,
+            arch.ffn.num_experts) == (16384, 8192, 128)
+    assert (arch.num_sliding_layers, arch.attention.sliding_window) == (36, 8192)
 
 
 @pytest.mark.parametrize(
@@ -366,12 +365,12 @@ EXPORTABLE = [
     ("fields", "model_type"), [c[1:] for c in EXPORTABLE], ids=[c[0] for c in EXPORTABLE]
 )
 def test_custom_architectures_export_exactly(fields, model_type):
-    arch = Architecture(**fields)
+    arch = Architecture.model_validate(fields)
     exported = architecture_to_hf_config(arch)
     assert exported["model_type"] == model_type
     # source: transformers 5.24 meta-device model; tolerance 0
-    assert _transformers_model(exported) == (count_params(arch).total_params,
-                                             arch.num_sliding_layers)
+    assert _transformers_model(exported) == \
+        (count_params(arch).total_params, arch.num_sliding_layers)
     assert _same_shape(architecture_from_hf_config(exported), arch)
 
 
@@ -394,7 +393,7 @@ NOT_EXPORTABLE = [
 )
 def test_unrepresentable_architectures_are_refused(fields, message):
     with pytest.raises(ConfigError, match="cannot export `custom`") as info:
-        architecture_to_hf_config(Architecture(**fields))
+        architecture_to_hf_config(Architecture.model_validate(fields))
     assert message in str(info.value)
 
 
@@ -402,7 +401,8 @@ def test_unrepresentable_architectures_are_refused(fields, message):
 
 
 def test_our_json_round_trips(tmp_path):
-    arch = Architecture(**dict(MOE, sliding_window=64, layer_types=periodic_layer_types(4, 2)))
+    arch = Architecture.model_validate(dict(MOE, sliding_window=64,
+                                            layer_types=periodic_layer_types(4, 2)))
     marked, plain = tmp_path / "marked.json", tmp_path / "plain.json"
     marked.write_text(json.dumps(architecture_to_json_dict(arch)), encoding="utf-8")
     plain.write_text(json.dumps(arch.model_dump(mode="json")), encoding="utf-8")
@@ -464,7 +464,7 @@ HYBRID_MOE = dict(HYBRID, num_experts=8, experts_per_token=2, moe_intermediate_s
 def test_hybrid_designs_export_exactly(fields, model_type):
     """A searched hybrid (3 Gated DeltaNet : 1 gated attention) exports to the Qwen family that
     expresses it, and transformers builds exactly the count we report."""
-    arch = Architecture(**fields)
+    arch = Architecture.model_validate(fields)
     exported = architecture_to_hf_config(arch)
     assert exported["model_type"] == model_type
     # source: transformers 5.24 meta-device model; tolerance 0
@@ -477,11 +477,11 @@ def test_qwen3_5_reads_its_language_model():
     experts of 512 plus a gated shared expert of 512; its state per sequence and layer is 32 v
     heads x 128 x 128 plus 3 conv inputs of 2·16·128 + 32·128."""
     arch = architecture_from_hf_config(_config("Qwen3.5-35B-A3B"))
-    assert (arch.family, arch.num_linear_attention_layers, arch.num_attention_layers) == (
+    assert (arch.family, arch.mixer.num_linear_attention_layers, arch.num_attention_layers) == (
         "qwen3_5_moe_text", 30, 10)
-    assert arch.layer_mixers[:4] == ("gated_deltanet",) * 3 + ("attention",)
-    assert (arch.num_experts, arch.shared_expert_intermediate_size,
-            arch.shared_expert_gate) == (256, 512, True)
+    assert arch.mixer.layer_mixers[:4] == ("gated_deltanet",) * 3 + ("attention",)
+    assert (arch.ffn.num_experts, arch.ffn.shared_expert_intermediate_size,
+            arch.ffn.shared_expert_gate) == (256, 512, True)
     # per layer: fp32 states of 32 v heads of 128 x 128, BF16 conv inputs (kernel 4 - 1 = 3 past)
     # over q, k (16 heads of 128 each) and v (32 of 128)
     assert _state_bytes_per_layer(arch) == 4 * 32 * 128 * 128 + 2 * 3 * (2 * 16 * 128 + 32 * 128)
@@ -507,8 +507,9 @@ def test_gemma3_five_sliding_layers_per_global():
     config = _config("synthetic-gemma3-five-sliding-per-global")
     arch = architecture_from_hf_config(config)
     assert (arch.num_sliding_layers, arch.num_full_attention_layers,
-            arch.sliding_window) == (10, 2, 512)
-    assert (arch.qk_norm, arch.norms_per_layer, arch.tie_word_embeddings) == (True, 4, True)
+            arch.attention.sliding_window) == (10, 2, 512)
+    assert (arch.attention.qk_norm, arch.norms_per_layer, arch.tie_word_embeddings) == \
+        (True, 4, True)
     every_third = architecture_from_hf_config({**config, "sliding_window_pattern": 3})
     assert every_third.num_full_attention_layers == 4
     assert _transformers_model({**config, "sliding_window_pattern": 3})[1] == 8
@@ -536,7 +537,7 @@ NEMOTRON_H_MOE = dict(
 def test_nemotron_h_designs_export_exactly(fields):
     """Mamba-2 / attention / MLP / MoE blocks, one per layer: exported as nemotron_h, built by
     transformers with exactly our count."""
-    arch = Architecture(**fields)
+    arch = Architecture.model_validate(fields)
     exported = architecture_to_hf_config(arch)
     assert exported["model_type"] == "nemotron_h"
     # source: transformers 5.24 meta-device model; tolerance 0
@@ -550,13 +551,13 @@ def test_nemotron_h_split_form_imports_as_one_layer_per_pair():
     each a mixer then its MLP. The same model as the 6 one-block layers (mamba2, none,
     attention, none, mamba2, none): the same count and the same blocks when exported again; the
     file cannot tell the two apart, and the pair reading is the design export wrote."""
-    alternating = Architecture(**dict(
+    alternating = Architecture.model_validate(dict(
         NEMOTRON_H_DENSE, layer_mixers=("mamba2", "none", "attention", "none", "mamba2", "none"),
         layer_ffn_widths=(0, 256, 0, 256, 0, 256)))
     exported = architecture_to_hf_config(alternating)
     merged = architecture_from_hf_config(exported)
-    assert (merged.num_layers, merged.layer_mixers) == (3, ("mamba2", "attention", "mamba2"))
-    assert (merged.num_dense_layers, merged.layer_ffn_widths) == (3, None)
+    assert (merged.num_layers, merged.mixer.layer_mixers) == (3, ("mamba2", "attention", "mamba2"))
+    assert (merged.num_dense_layers, merged.ffn.layer_ffn_widths) == (3, None)
     assert count_params(merged).total_params == count_params(alternating).total_params
     again = architecture_to_hf_config(merged)
     assert again["layers_block_type"] == exported["layers_block_type"]
@@ -567,24 +568,24 @@ def test_nemotron_h_reads_its_block_pattern():
     attention, 54 ungated relu² MLPs of 32,768; Nemotron-3-Nano: 23 Mamba-2, 6 attention, 23 MoE
     blocks (128 experts, top-6, shared expert of 3,712)."""
     big = architecture_from_hf_config(_config("Nemotron-H-56B-Base-8K"))
-    assert (big.num_layers, big.num_linear_attention_layers,
+    assert (big.num_layers, big.mixer.num_linear_attention_layers,
             big.num_attention_layers) == (118, 54, 10)
-    assert (big.num_dense_layers, big.gated_mlp, big.hidden_act) == (54, False, "relu2")
+    assert (big.num_dense_layers, big.ffn.gated_mlp, big.ffn.hidden_act) == (54, False, "relu2")
     assert _state_bytes_per_layer(big) == 4 * 256 * 64 * 256 + 2 * 3 * (256 * 64 + 2 * 8 * 256)
     nano = architecture_from_hf_config(_config("NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"))
-    assert (nano.num_moe_layers, nano.num_dense_layers, nano.experts_per_token) == (23, 0, 6)
-    assert nano.shared_expert_intermediate_size == 3712
+    assert (nano.num_moe_layers, nano.num_dense_layers, nano.ffn.experts_per_token) == (23, 0, 6)
+    assert nano.ffn.shared_expert_intermediate_size == 3712
 
 
 def test_falcon_h1_runs_attention_and_mamba_side_by_side():
     """Falcon-H1: every layer both attends (GQA) and runs Mamba-2 (12 heads of 384 / 12, 2 groups
     of state 32, conv bias, gated norm here); a custom parallel hybrid exports exactly."""
     arch = architecture_from_hf_config(_config("synthetic-falcon-h1-parallel-norm"))
-    assert (arch.num_attention_layers, arch.num_linear_attention_layers,
+    assert (arch.num_attention_layers, arch.mixer.num_linear_attention_layers,
             arch.num_mixer_layers) == (4, 4, 4)
-    assert (arch.linear_value_head_dim, arch.linear_norm,
-            arch.linear_mixer_kind) == (32, True, "mamba2")
-    custom = Architecture(**dict(BASE, layer_mixers=("attention+mamba2",) * 4, **MAMBA,
+    assert (arch.mixer.linear_value_head_dim, arch.mixer.linear_norm,
+            arch.mixer.linear_mixer_kind) == (32, True, "mamba2")
+    custom = Architecture.model_validate(dict(BASE, layer_mixers=("attention+mamba2",) * 4, **MAMBA,
                                  linear_norm=False))
     exported = architecture_to_hf_config(custom)
     assert exported["model_type"] == "falcon_h1"
@@ -597,11 +598,12 @@ def test_kimi_linear_reads_the_checkpoint_form():
     `kda_layers`): layers 4 and 8 are MLA, the other six KDA (4 heads of 32), two leading dense
     layers from `first_k_dense_replace`."""
     arch = architecture_from_hf_config(_config("synthetic-kimi-linear-checkpoint-form"))
-    assert arch.layer_mixers == (("kimi_delta",) * 3 + ("attention",)
+    assert arch.mixer.layer_mixers == (("kimi_delta",) * 3 + ("attention",)
                                  + ("kimi_delta",) * 3 + ("attention",))
-    assert (arch.attention_kind, arch.linear_num_value_heads,
-            arch.linear_value_head_dim) == ("mla", 4, 32)
-    assert (arch.first_dense_layers, arch.num_moe_layers, arch.num_shared_experts) == (2, 6, 1)
+    assert (arch.attention.attention_kind, arch.mixer.linear_num_value_heads,
+            arch.mixer.linear_value_head_dim) == ("mla", 4, 32)
+    assert (arch.ffn.first_dense_layers, arch.num_moe_layers, arch.ffn.num_shared_experts) == \
+        (2, 6, 1)
     assert _state_bytes_per_layer(arch) == 4 * 4 * 32 * 32 + 2 * 3 * (3 * 4 * 32)
 
 
@@ -616,7 +618,8 @@ def test_gemma4_31b_full_layers_have_their_own_shape_by_hand():
     tests/cost_model/test_params.py)."""
     arch = architecture_from_hf_config(_config("Gemma-4-31B-IT-NVFP4"))
     assert (arch.num_sliding_layers, arch.num_global_attention_layers) == (50, 10)
-    assert (arch.global_head_dim, arch.num_global_kv_heads, arch.attention_k_eq_v) == \
+    assert (arch.attention.global_head_dim, arch.attention.num_global_kv_heads,
+            arch.attention.attention_k_eq_v) == \
         (512, 4, True)
     assert count_params(arch).total_params == 30_697_345_280
 
@@ -627,9 +630,10 @@ def test_gemma4_moe_block_is_an_moe_whose_shared_expert_is_the_mlp():
     layer; read the same through the multimodal wrapper (model_type gemma4)."""
     text = _config("gemma-4-26B-A4B")
     arch = architecture_from_hf_config(text)
-    assert (arch.num_moe_layers, arch.num_dense_layers, arch.num_experts,
-            arch.experts_per_token) == (30, 0, 128, 8)
-    assert (arch.shared_expert_intermediate_size, arch.shared_expert_gate, arch.router_scales,
+    assert (arch.num_moe_layers, arch.num_dense_layers, arch.ffn.num_experts,
+            arch.ffn.experts_per_token) == (30, 0, 128, 8)
+    assert (arch.ffn.shared_expert_intermediate_size, arch.ffn.shared_expert_gate,
+            arch.ffn.router_scales,
             arch.norms_per_layer) == (2112, False, True, 7)
     wrapped = architecture_from_hf_config({"model_type": "gemma4", "text_config": text})
     assert wrapped.model_copy(update={"name": arch.name}) == arch
@@ -657,8 +661,10 @@ def test_glm4_5_air_count_by_hand():
     46·109,066,240 + 93·4096 + 134,479,872 + 45·2,232,418,304 + 1,241,513,984
     = 106,852,245,504; active: less 45·120 idle experts (93,428,121,600) = 13,424,123,904."""
     arch = architecture_from_hf_config(_config("GLM-4.5-Air"))
-    assert (arch.first_dense_layers, arch.num_moe_layers, arch.num_shared_experts) == (1, 45, 1)
-    assert (arch.qkv_bias, arch.o_bias, arch.qk_norm, arch.shared_expert_gate) == (
+    assert (arch.ffn.first_dense_layers, arch.num_moe_layers, arch.ffn.num_shared_experts) == \
+        (1, 45, 1)
+    assert (arch.attention.qkv_bias, arch.attention.o_bias, arch.attention.qk_norm,
+            arch.ffn.shared_expert_gate) == (
         True, False, False, False)
     counts = count_params(arch)
     assert (counts.total_params, counts.active_params) == (106_852_245_504, 13_424_123_904)
@@ -673,8 +679,8 @@ def test_bamba_9b_count_by_hand():
     3·41,943,040 + 29·102,286,976 + 32·176,160,768 + 65·4096 + 1,050,673,152 = 9,780,235,392
     (the card's 9.78B)."""
     arch = architecture_from_hf_config(_config("Bamba-9B"))
-    attention = tuple(i for i, mixer in enumerate(arch.layer_mixers) if mixer == "attention")
-    assert (attention, arch.num_linear_attention_layers, arch.linear_norm) == (
+    attention = tuple(i for i, mixer in enumerate(arch.mixer.layer_mixers) if mixer == "attention")
+    assert (attention, arch.mixer.num_linear_attention_layers, arch.mixer.linear_norm) == (
         (9, 18, 27), 29, True)
     assert count_params(arch).total_params == 9_780_235_392
 
@@ -685,10 +691,11 @@ def test_qwen1_5_moe_reads_its_gated_shared_expert():
     `use_sliding_window` the even layers below `max_window_layers` slide, as transformers."""
     config = _config("Qwen1.5-MoE-A2.7B")
     arch = architecture_from_hf_config(config)
-    assert (arch.qkv_bias, arch.o_bias, arch.num_moe_layers, arch.num_experts) == (
+    assert (arch.attention.qkv_bias, arch.attention.o_bias, arch.num_moe_layers,
+            arch.ffn.num_experts) == (
         True, False, 24, 60)
-    assert (arch.num_shared_experts, arch.shared_expert_intermediate_size,
-            arch.shared_expert_gate) == (1, 5632, True)
+    assert (arch.ffn.num_shared_experts, arch.ffn.shared_expert_intermediate_size,
+            arch.ffn.shared_expert_gate) == (1, 5632, True)
     sliding = {**config, "use_sliding_window": True, "sliding_window": 4096}
     assert architecture_from_hf_config(sliding).num_sliding_layers == 11  # 0, 2, …, 20 < 21
     assert _transformers_model(sliding)[1] == 11

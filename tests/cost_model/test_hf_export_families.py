@@ -48,7 +48,7 @@ EXPORTABLE = [
 @pytest.mark.parametrize(("fields", "model_type"), [c[1:] for c in EXPORTABLE],
                          ids=[c[0] for c in EXPORTABLE])
 def test_designs_export_to_the_family_that_expresses_them(fields, model_type):
-    arch = Architecture(**fields)
+    arch = Architecture.model_validate(fields)
     exported = architecture_to_hf_config(arch)
     assert exported["model_type"] == model_type
     model = meta_model(transformers_config(exported))
@@ -59,7 +59,7 @@ def test_designs_export_to_the_family_that_expresses_them(fields, model_type):
 def test_the_export_imports_back_to_the_same_design(fields):
     """import(export(arch)) is arch: the same `design_key` (the nemotron_h split read back one
     layer per mixer/FFN pair, n shared experts as n, the shared-MLP width, the placement)."""
-    arch = Architecture(**fields)
+    arch = Architecture.model_validate(fields)
     again = architecture_from_hf_config(architecture_to_hf_config(arch))
     assert again.design_key == arch.design_key
 
@@ -67,14 +67,14 @@ def test_the_export_imports_back_to_the_same_design(fields):
 def test_glm4_moe_rotates_the_whole_head_and_routes_in_one_group():
     """Glm4MoeConfig defaults `partial_rotary_factor` to 0.5; our GQA rotates every channel."""
     config = transformers_config(architecture_to_hf_config(
-        Architecture(**dict(MOE, num_shared_experts=1, first_dense_layers=1))))
+        Architecture.model_validate(dict(MOE, num_shared_experts=1, first_dense_layers=1))))
     assert config.rope_parameters["partial_rotary_factor"] == 1.0
     assert (config.n_group, config.topk_group, config.first_k_dense_replace) == (1, 1, 1)
 
 
 def test_nemotron_h_split_keeps_the_layer_order():
     """4 layers (M, M, M, *), each followed by its MLP: 8 blocks M - M - M - * -."""
-    arch = Architecture(**dict(MAMBA_HYBRID, gated_mlp=False, hidden_act="relu2",
+    arch = Architecture.model_validate(dict(MAMBA_HYBRID, gated_mlp=False, hidden_act="relu2",
                                linear_num_value_heads=4))
     exported = architecture_to_hf_config(arch)
     assert exported["layers_block_type"] == ["linear_attention", "mlp"] * 3 + [
@@ -104,7 +104,7 @@ REFUSED = [
                          ids=[c[0] for c in REFUSED])
 def test_unexpressible_designs_are_refused_in_one_line_naming_the_field(fields, reason):
     with pytest.raises(ConfigError) as info:
-        architecture_to_hf_config(Architecture(**fields))
+        architecture_to_hf_config(Architecture.model_validate(fields))
     message = str(info.value)
     assert "\n" not in message
     assert message.startswith("cannot export `custom` as a Hugging Face config")
@@ -140,7 +140,7 @@ def test_glm4_moe_zero_width_shared_mlp_adds_exactly_zero():
     """With `n_shared_experts` 0 Glm4Moe's shared MLP has no weights and outputs zeros: the MoE
     layer is the routed experts alone (a small real model on CPU)."""
     torch = pytest.importorskip("torch")
-    arch = Architecture(**dict(MOE, first_dense_layers=1))
+    arch = Architecture.model_validate(dict(MOE, first_dense_layers=1))
     config = transformers_config(architecture_to_hf_config(arch))
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)

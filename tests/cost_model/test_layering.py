@@ -11,8 +11,8 @@ from tests.import_graph import ROOT, import_graph, layer_breaks
 
 TIERS = (
     ("base", {"errors", "units", "sourced", "order_statistics", "frontier", "data"}),
-    ("inputs", {"precision", "host", "hardware", "architecture", "deployment", "efficiency",
-                "serving_files"}),
+    ("inputs", {"precision", "host", "hardware", "architecture_parts", "architecture", "deployment",
+                "efficiency", "serving_files"}),
     ("kernels", {"gemm", "gemm_unique", "communication"}),
     ("columns", {"batch"}),
     ("shapes", {"sharded_gemms", "params", "step_load", "hf"}),

@@ -25,7 +25,7 @@ CONFIGS = sorted(HF_CONFIGS.glob("*.json")) + sorted(MODEL_CONFIGS.glob("*.json"
 
 def _setup(path):
     arch = load_architecture(path)
-    dep = Deployment(tp=4, dp=2, ep=8) if arch.is_moe else Deployment(tp=2)
+    dep = Deployment(tp=4, dp=2, ep=8) if arch.ffn.is_moe else Deployment(tp=2)
     a, d = ArchArrays.from_architectures([arch]), DeployArrays.from_deployments([dep])
     load = StepLoad.of(d, np.array([[1.0, 64.0]]), np.array([[0.0, 2048.0]]))
     return a, d, load, Env.create(get_hardware("h200"), "fp8", "fp8")
@@ -38,7 +38,7 @@ def test_kda_runs_its_gate_up_projections():
     a, d, load, _ = _setup(HF_CONFIGS / "synthetic-kimi-linear-checkpoint-form.json")
     g = GemmList((1, 2))
     attention, linear = step.stage_attention_layers(a, a.layers)
-    layer_gemms(g, a, d, load, attention, linear, a.dense_layers, a.moe_layers)
+    layer_gemms(g, a, d, load, attention, linear, a.ffn.dense_layers, a.ffn.moe_layers)
     _, n, k, _, count = g.dims[g.names.index("linear_attention/gate_up")]
     assert (float(np.max(n)), float(np.max(k)), float(np.max(count))) == (64.0, 32.0, 6.0)
 
@@ -92,7 +92,7 @@ def test_expert_parallel_step_reads_the_busiest_gpus_experts(load_model):
     assert float(np.ravel(m)[0]) == pytest.approx(1.380904, rel=1e-5)
 
 
-MOE_CONFIGS = [p for p in CONFIGS if load_architecture(p).is_moe]
+MOE_CONFIGS = [p for p in CONFIGS if load_architecture(p).ffn.is_moe]
 
 
 @settings(max_examples=60, deadline=None, derandomize=True)
@@ -105,8 +105,8 @@ def test_busiest_gpu_experts_bounded_and_monotone(path, ep, t1, t2):
     from cost_model.layers import busiest_rank_touched_experts, touched_expert_frac
 
     arch = load_architecture(path)
-    experts, k = float(arch.num_experts), float(arch.experts_per_token)
-    if arch.num_experts % ep:
+    experts, k = float(arch.ffn.num_experts), float(arch.ffn.experts_per_token)
+    if arch.ffn.num_experts % ep:
         return
     lo, hi = sorted((t1, t2))
     p_lo, p_hi = (touched_expert_frac(t, k, experts) for t in (lo, hi))

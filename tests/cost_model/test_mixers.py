@@ -20,9 +20,9 @@ from tests.data_paths import HF_CONFIGS
 
 H200 = get_hardware("h200")
 V32 = load_architecture(HF_CONFIGS / "DeepSeek-V3.2.json")
-DENSE_V32 = V32.model_copy(update={"index_heads": 0, "index_head_dim": 0, "index_topk": 0})
+DENSE_V32 = V32.with_fields(**{"index_heads": 0, "index_head_dim": 0, "index_topk": 0})
 NAS = load_architecture(HF_CONFIGS / "Llama-3_3-Nemotron-Super-49B-v1.json")
-NAS_ALL_ATTENTION = NAS.model_copy(update={"layer_mixers": None})
+NAS_ALL_ATTENTION = NAS.with_fields(**{"layer_mixers": None})
 
 
 def _env(precision="fp8"):
@@ -97,7 +97,7 @@ def test_heterogeneous_and_sparse_models_evaluate_end_to_end():
 # ---- linear attention (Gated DeltaNet) -----------------------------------------------------------
 
 QWEN35 = load_architecture(HF_CONFIGS / "Qwen3.5-35B-A3B.json")
-QWEN35_ALL_ATTENTION = QWEN35.model_copy(update={
+QWEN35_ALL_ATTENTION = QWEN35.with_fields(**{
     "layer_mixers": None, "linear_num_key_heads": 0, "linear_key_head_dim": 0,
     "linear_num_value_heads": 0, "linear_value_head_dim": 0, "linear_conv_kernel": 0})
 
@@ -186,7 +186,7 @@ def test_gemma4_full_layers_read_their_own_kv_in_decode():
     elements per key, half of the 2·8·256 = 4,096 a twin whose full layers had the sliding
     shape reads: faster than the twin, by less than 2x (the window-capped sliding layers and
     the fixed costs are the same)."""
-    twin = GEMMA4_26B.model_copy(update={"global_head_dim": 0, "num_global_kv_heads": 0,
+    twin = GEMMA4_26B.with_fields(**{"global_head_dim": 0, "num_global_kv_heads": 0,
                                          "attention_k_eq_v": False})
     a, d = ArchArrays.from_architectures([GEMMA4_26B, twin]), DeployArrays.from_deployments(
         [Deployment()] * 2)

@@ -30,7 +30,7 @@ def matmul_flop_per_token(arch: Architecture) -> float:
     and LM head included."""
     flop = 0.0
     for row in rows_of(arch):
-        copies = arch.experts_per_token if row.experts else 1
+        copies = arch.ffn.experts_per_token if row.experts else 1
         flop += sum(float(gemm_flop(1, row.n.value(src), row.k.value(src))) * copies * layers
                     for src, layers in layer_sources(arch, row.layers))
     return flop
@@ -188,7 +188,8 @@ def test_breakdown_is_a_read_only_named_mapping():
 
 
 def _has_biases(arch: Architecture) -> bool:
-    return any((arch.qkv_bias, arch.o_bias, arch.mlp_bias, arch.router_bias, arch.expert_bias))
+    return any((arch.attention.qkv_bias, arch.attention.o_bias, arch.ffn.mlp_bias,
+                arch.ffn.router_bias, arch.ffn.expert_bias))
 
 
 # biases are parameters but not GEMM weights
@@ -204,7 +205,8 @@ def test_matmul_flop_is_two_per_active_weight(path):
     # Gated DeltaNet: the depthwise conv, dt_bias, A_log and its norm are not GEMM weights
     not_gemm += counts["linear_attention/conv"] + counts["linear_attention/other"]
     # Gemma 4's router scales (H + E per MoE layer, in moe/router) multiply, they are no GEMM
-    not_gemm += arch.router_scales * arch.num_moe_layers * (arch.hidden_size + arch.num_experts)
+    not_gemm += (arch.ffn.router_scales * arch.num_moe_layers
+                 * (arch.hidden_size + arch.ffn.num_experts))
     tied_head = arch.vocab_size * arch.hidden_size if arch.tie_word_embeddings else 0
     # Kaplan et al. 2020 (arXiv:2001.08361) Table 1: C_forward = 2N (N: active non-embedding
     # weights, plus the output projection); tolerance 0
@@ -255,7 +257,8 @@ def test_nemotron_super_49b_hand_count():
       total = 49,867,145,216 (the Hub's safetensors: 49.9B)."""
     arch = _load("Llama-3_3-Nemotron-Super-49B-v1")
     counts = count_params(arch)
-    assert (arch.num_attention_layers, arch.num_dense_layers, arch.num_kv_heads) == (49, 80, 8)
+    assert (arch.num_attention_layers, arch.num_dense_layers, arch.attention.num_kv_heads) == \
+        (49, 80, 8)
     assert counts.embedding_params == counts.lm_head_params == 1_050_673_152
     assert counts["attention/q"] + counts["attention/kv"] + counts["attention/o"] == 7_398_752_256
     assert counts["mlp/gate"] + counts["mlp/up"] + counts["mlp/down"] == 40_365_981_696
@@ -269,7 +272,8 @@ def test_kimi_k25_text_model_is_kimi_k2():
     """Kimi-K2.5's language model is Kimi-K2's (DeepSeek-V3's architecture, 384 experts)."""
     k25, k2 = _load("Kimi-K2.5"), _load("Kimi-K2-Instruct")
     assert count_params(k25).total_params == count_params(k2).total_params == 1_026_408_209_408
-    assert (k25.family, k25.num_experts, k25.attention_kind) == ("kimi_k2", 384, "mla")
+    assert (k25.family, k25.ffn.num_experts, k25.attention.attention_kind) == \
+        ("kimi_k2", 384, "mla")
 
 
 def test_dsa_indexer_breakdown():

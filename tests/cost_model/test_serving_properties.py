@@ -168,7 +168,7 @@ def test_throughput_never_beats_the_roofline(hw_format, stem, data, workload, co
     p = points(arch, dep, hw, workload, [concurrency])
     assert p.tokens_per_s_per_gpu[0, 0] * _flop_per_output_token(arch, workload) <= hw.peak_for(
         PRECISIONS[precision])
-    if not arch.is_moe:
+    if not arch.ffn.is_moe:
         env = Env.create(hw, precision, dep.kv_cache_precision)
         a, d = ArchArrays.from_architectures([arch]), DeployArrays.from_deployments([dep])
         weights_s = float(weight_bytes_per_gpu(a, d, env)[0, 0]) / hw.hbm_bytes_per_s

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from cost_model.architecture import _LINEAR_FIELDS as LINEAR_FIELDS
+from cost_model.architecture_parts import _LINEAR_FIELDS as LINEAR_FIELDS
 from cost_model.architecture import Architecture, make_architecture
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.deployment import Deployment, Workload, deployment_violations
@@ -71,7 +71,7 @@ def deployment_of(draw, arch, precision, dp_choices=(1, 2, 4, 8)):
         arch, Deployment(tp=t, precision=precision))]))
     dp = draw(st.sampled_from(dp_choices))
     pp = draw(st.sampled_from([1, 2]))
-    dep = Deployment(tp=tp, dp=dp, pp=pp, ep=dp if arch.is_moe else 1, precision=precision)
+    dep = Deployment(tp=tp, dp=dp, pp=pp, ep=dp if arch.ffn.is_moe else 1, precision=precision)
     assume(not deployment_violations(arch, dep))
     return dep
 
@@ -156,7 +156,7 @@ def test_one_more_request_makes_no_step_change(hw_format, stem, data, workload, 
     (`test_dense_dp_groups_are_replicas`); here one group kind at a time."""
     gpu, precision = hw_format
     hw, arch = get_hardware(gpu), model(stem)
-    dep = data.draw(deployment_of(arch, precision, (1, 2, 4, 8) if arch.is_moe else (1,)))
+    dep = data.draw(deployment_of(arch, precision, (1, 2, 4, 8) if arch.ffn.is_moe else (1,)))
     if isinstance(concurrency, str):
         concurrency = _boundaries(arch, dep, workload)[concurrency == "group"]
     c = np.array([concurrency, concurrency + 1], float)
@@ -223,7 +223,7 @@ def layer_pattern(draw):
 def test_no_nan_for_any_layer_pattern(arch, hw_format, tp, dp, workload):
     """Every field of every operating point is finite (no 0/0 for a model without attention)."""
     gpu, precision = hw_format
-    dep = Deployment(tp=tp, dp=dp, ep=dp if arch.is_moe else 1, precision=precision)
+    dep = Deployment(tp=tp, dp=dp, ep=dp if arch.ffn.is_moe else 1, precision=precision)
     assume(not deployment_violations(arch, dep))
     p = points(arch, dep, get_hardware(gpu), workload, [1.0, 7.0, 64.0])
     for name, value in vars(p).items():

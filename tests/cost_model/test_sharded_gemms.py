@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from constraints import gemm_dims
-from cost_model.architecture import Architecture
+from cost_model.architecture import Architecture, field_value, make_architecture
 from cost_model.batch import ArchArrays, DeployArrays, Env
 from cost_model.deployment import Deployment
 from cost_model.hardware import get_hardware
@@ -31,9 +31,9 @@ KINDS = ("gqa", "mla", "gated_deltanet", "mamba2", "kimi_delta")
 # what memory leaves out of the weights: parameters that are not weight GEMMs
 NON_GEMM_KEYS = ("norm", "attention/norm", "attention/sinks", "linear_attention/conv",
                  "linear_attention/other")
-LLAMA_8B = Architecture(name="llama-3.1-8b", vocab_size=128256, hidden_size=4096, num_layers=32,
-                        num_attention_heads=32, num_kv_heads=8, head_dim=128,
-                        max_position_embeddings=131072, intermediate_size=14336)
+LLAMA_8B = make_architecture(name="llama-3.1-8b", vocab_size=128256, hidden_size=4096,
+                             num_layers=32, num_attention_heads=32, num_kv_heads=8, head_dim=128,
+                             max_position_embeddings=131072, intermediate_size=14336)
 
 
 def _arrays(arch: Architecture, dep: Deployment):
@@ -41,7 +41,7 @@ def _arrays(arch: Architecture, dep: Deployment):
 
 
 def _deployments(arch: Architecture) -> list[Deployment]:
-    if arch.is_moe:
+    if arch.ffn.is_moe:
         return [Deployment(), Deployment(tp=4, dp=2, ep=8)]
     return [Deployment(), Deployment(tp=2, pp=2)]
 
@@ -49,24 +49,27 @@ def _deployments(arch: Architecture) -> list[Deployment]:
 def _bias_params(arch: Architecture) -> int:
     """Every bias, from the config's flags (transformers' modules; independent of the table)."""
     a, attention = arch, arch.num_attention_layers
-    if a.attention_kind == "mla":
-        qkv = a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim
+    if a.attention.attention_kind == "mla":
+        qkv = a.attention.q_lora_rank + a.attention.kv_lora_rank + a.attention.qk_rope_head_dim
     else:
-        qkv = a.q_dim * (2 if a.attention_output_gate else 1) + 2 * a.num_kv_heads * a.head_dim
-    mlp = lambda width: ((2 if a.gated_mlp else 1) * width + a.hidden_size) if width else 0  # noqa
-    assert not (a.mlp_bias and a.layer_ffn_widths)  # no family has both
-    return (attention * (a.qkv_bias * qkv + a.o_bias * a.hidden_size)
-            + a.mlp_bias * (a.num_dense_layers * mlp(a.intermediate_size)
-                            + a.num_moe_layers * mlp(a.shared_expert_intermediate_size))
-            + a.num_moe_layers * a.num_experts * (a.router_bias + a.expert_bias
-                                                  * mlp(a.moe_intermediate_size)))
+        att = a.attention
+        qkv = att.q_dim * (2 if att.attention_output_gate else 1) \
+            + 2 * att.num_kv_heads * att.head_dim
+    mlp = lambda width: ((2 if a.ffn.gated_mlp else 1) * width + a.hidden_size) if width else 0  # noqa
+    assert not (a.ffn.mlp_bias and a.ffn.layer_ffn_widths)  # no family has both
+    return (attention * (a.attention.qkv_bias * qkv + a.attention.o_bias * a.hidden_size)
+            + a.ffn.mlp_bias * (a.num_dense_layers * mlp(a.ffn.intermediate_size)
+                            + a.num_moe_layers * mlp(a.ffn.shared_expert_intermediate_size))
+            + a.num_moe_layers * a.ffn.num_experts * (a.ffn.router_bias + a.ffn.expert_bias
+                                                  * mlp(a.ffn.moe_intermediate_size)))
 
 
 def _left_out_params(arch: Architecture) -> int:
     """Parameters weight memory does not store: norms, sinks, convs, per-head state parameters,
     biases and Gemma 4's router scales (H + E per MoE layer)."""
     counts = count_params(arch)
-    scales = arch.router_scales * arch.num_moe_layers * (arch.hidden_size + arch.num_experts)
+    scales = (arch.ffn.router_scales * arch.num_moe_layers
+              * (arch.hidden_size + arch.ffn.num_experts))
     return sum(counts[key] for key in NON_GEMM_KEYS) + _bias_params(arch) + scales
 
 
@@ -92,11 +95,11 @@ def test_weight_bytes_per_precision_class(path):
     arch = load_architecture(path)
     a, d = _arrays(arch, Deployment())
     env = Env.create(get_hardware("b200"), "fp8", "fp8", moe_precision="nvfp4")
-    experts = arch.num_moe_layers * arch.num_experts * (3 if arch.gated_mlp else 2) * \
-        arch.hidden_size * arch.moe_intermediate_size
+    experts = arch.num_moe_layers * arch.ffn.num_experts * (3 if arch.ffn.gated_mlp else 2) * \
+        arch.hidden_size * arch.ffn.moe_intermediate_size
     high = arch.vocab_size * arch.hidden_size * (1 if arch.tie_word_embeddings else 2) + \
-        arch.hidden_size * (arch.num_moe_layers * arch.num_experts
-                            + arch.num_attention_layers * arch.index_heads)
+        arch.hidden_size * (arch.num_moe_layers * arch.ffn.num_experts
+                            + arch.num_attention_layers * arch.attention.index_heads)
     linear = count_params(arch).total_params - _left_out_params(arch) - experts - high
     expected = linear * 1.0 + experts * 4.5 / 8 + high * 2.0
     assert float(weight_bytes_per_gpu(a, d, env)[0, 0]) == pytest.approx(expected, rel=1e-12)
@@ -109,12 +112,12 @@ def test_table_rows_are_the_exact_parameter_count(path):
     arch = load_architecture(path)
     weights = 0
     for row in rows_of(arch):
-        if row.tied and getattr(arch, row.tied):
+        if row.tied and field_value(arch, row.tied):
             continue
-        copies = arch.num_experts if row.experts else 1
-        widths = [w for w in arch.layer_ffn_widths or () if w] if row.layers == "dense" else ()
+        copies = arch.ffn.num_experts if row.experts else 1
+        widths = [w for w in arch.ffn.layer_ffn_widths or () if w] if row.layers == "dense" else ()
         if widths:
-            weights += sum(row.n.value(_Width(arch, w)) * row.k.value(_Width(arch, w))
+            weights += sum(row.n.value(_width(arch, w)) * row.k.value(_width(arch, w))
                            for w in widths)
         else:
             layers = layer_count(arch, row.layers)
@@ -123,12 +126,9 @@ def test_table_rows_are_the_exact_parameter_count(path):
     assert weights + embedding + _left_out_params(arch) == count_params(arch).total_params
 
 
-class _Width:
-    def __init__(self, arch, width):
-        self.arch, self.intermediate_size = arch, width
-
-    def __getattr__(self, name):
-        return getattr(self.arch, name)
+def _width(arch: Architecture, width: float) -> Architecture:
+    """`arch` whose dense FFN is `width` wide (one of its per-layer widths)."""
+    return arch.model_copy(update={"ffn": arch.ffn.model_copy(update={"intermediate_size": width})})
 
 
 def _step_kernels(arch: Architecture, dep: Deployment) -> dict[str, tuple]:
@@ -136,7 +136,8 @@ def _step_kernels(arch: Architecture, dep: Deployment) -> dict[str, tuple]:
     a, d = _arrays(arch, dep)
     g = GemmList((1, 1))
     load = StepLoad.single_group(np.full((1, 1), 64.0), decode_seqs=32.0)
-    layer_gemms(g, a, d, load, a.attention_layers, a.linear_layers, a.dense_layers, a.moe_layers)
+    layer_gemms(g, a, d, load, a.attention_layers, a.mixer.linear_layers, a.ffn.dense_layers,
+                a.ffn.moe_layers)
     scalar = lambda x: float(np.asarray(x).reshape(-1)[0])  # noqa: E731
     return {name: (scalar(n), scalar(k), scalar(count)) for name, (_, n, k, _, count)
             in zip(g.names, g.dims) if min(scalar(n), scalar(k), scalar(count)) > 0}
@@ -149,8 +150,8 @@ def test_step_gemms_are_the_table_kernels(path):
     the vectorized `ArchColumns` view reads the same fields, kinds included)."""
     arch = load_architecture(path)
     rows = rows_of(arch)
-    # per-layer FFN widths run at their mean (ArchArrays.ffn: exact weights and FLOPs)
-    src = _Width(arch, arch.mean_dense_ffn_width)
+    # per-layer FFN widths run at their mean (ArchArrays.ffn.dense_width: exact weights, FLOPs)
+    src = _width(arch, arch.mean_dense_ffn_width)
     for dep in _deployments(arch):
         step = _step_kernels(arch, dep)
         expected = {row.kernel for row in rows} | {row.decode_kernel for row in rows
@@ -203,9 +204,7 @@ def test_llama_8b_shards_by_hand():
 def test_experts_split_over_ep_and_moe_tp_by_hand():
     """8 experts of H′ 14336 at TP 4, DP 2, EP 4: moe_tp = 4·2/4 = 2, so each GPU holds 8/4 = 2
     experts whose gate + up N = 2·14336/2 = 14336 and down K = 7168."""
-    moe = LLAMA_8B.model_copy(update=dict(num_experts=8, experts_per_token=2,
-                                          moe_intermediate_size=14336))
-    moe = Architecture(**moe.model_dump())
+    moe = LLAMA_8B.with_fields(num_experts=8, experts_per_token=2, moe_intermediate_size=14336)
     dep = Deployment(tp=4, dp=2, ep=4)
     experts = [row for row in ROWS if row.experts]
     assert {per_gpu_count(row, moe, dep) for row in experts} == {2.0}
@@ -218,15 +217,18 @@ def test_non_gated_experts_run_up_and_down_only():
     """Nemotron-3-Nano's experts are relu² MLPs (up, down; no gate): experts_up N is H′
     (1,856), not 2·H′."""
     arch = load_architecture(HF_CONFIGS / "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.json")
-    assert not arch.gated_mlp
+    assert not arch.ffn.gated_mlp
     n, k, _ = _step_kernels(arch, Deployment())["moe/experts_up"]
-    assert (n, k) == (arch.moe_intermediate_size, arch.hidden_size)
+    assert (n, k) == (arch.ffn.moe_intermediate_size, arch.hidden_size)
 
 
 def test_every_row_names_fields_of_the_architecture():
+    """By their flat names (as users write them), each a field of the architecture or a part."""
+    flat = set(LLAMA_8B.model_dump())
     for row in ROWS:
-        assert set(row.fields) <= set(Architecture.model_fields), row.name
-        assert row.when is None or row.when in Architecture.model_fields, row.name
+        assert set(row.fields) <= flat, row.name
+        for flag in (row.when, row.unless, row.bias, row.tied):
+            assert flag is None or flag in flat, (row.name, flag)
 
 
 @cache
@@ -244,7 +246,7 @@ def test_sharding_never_loses_weights(index, tp):
     env = Env.create(get_hardware("h200"), "bf16", "bf16")
 
     def weights(t: int) -> float:  # experts over EP = TP (moe_tp 1)
-        dep = Deployment(tp=t, ep=t if arch.is_moe else 1)
+        dep = Deployment(tp=t, ep=t if arch.ffn.is_moe else 1)
         return float(weight_bytes_per_gpu(*_arrays(arch, dep), env)[0, 0])
 
     one, many = weights(1), weights(tp)
@@ -253,8 +255,7 @@ def test_sharding_never_loses_weights(index, tp):
 
 def _kda(heads: int) -> Architecture:
     arch = load_architecture(HF_CONFIGS / "synthetic-kimi-linear-checkpoint-form.json")
-    return Architecture(**arch.model_copy(update=dict(
-        linear_num_key_heads=heads, linear_num_value_heads=heads)).model_dump())
+    return arch.with_fields(linear_num_key_heads=heads, linear_num_value_heads=heads)
 
 
 @pytest.mark.parametrize("heads", [1, 2, 4])
@@ -278,8 +279,8 @@ def test_shared_expert_gate_is_stored_and_run_on_every_moe_layer():
     TP 1: the gate is replicated), and the step runs `moe/shared_gate` (N 1, K 2048) on the 48
     layers."""
     arch = load_architecture(HF_CONFIGS / "Qwen3-Next-80B-A3B-Instruct.json")
-    assert (arch.shared_expert_gate, arch.num_moe_layers, arch.hidden_size) == (True, 48, 2048)
-    plain = Architecture(**arch.model_copy(update=dict(shared_expert_gate=False)).model_dump())
+    assert (arch.ffn.shared_expert_gate, arch.num_moe_layers, arch.hidden_size) == (True, 48, 2048)
+    plain = arch.with_fields(shared_expert_gate=False)
     env = Env.create(get_hardware("h200"), "bf16", "bf16")
     bytes_of = lambda x: float(weight_bytes_per_gpu(*_arrays(x, Deployment()), env)[0, 0])  # noqa
     assert bytes_of(arch) - bytes_of(plain) == 48 * 2048 * 2.0

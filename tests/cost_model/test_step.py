@@ -129,7 +129,7 @@ def test_chunked_pipeline_cuts_ttft_not_throughput(load_model):
 
 
 def _resized(arch: Architecture, **changes) -> Architecture:
-    return Architecture(**{**arch.model_dump(), **changes})
+    return Architecture.model_validate({**arch.model_dump(), **changes})
 
 
 def test_wider_beats_deeper_at_equal_parameters(load_model):
@@ -182,7 +182,7 @@ def test_gemms_no_candidate_runs_take_no_time(load_model):
     gemms = GemmList((1, 1))
     load = StepLoad.single_group(np.array([[64.0]]))
     attention_gemms(gemms, a, d, load, a.layers)
-    ffn_gemms(gemms, a, d, load, a.dense_layers, a.moe_layers)
+    ffn_gemms(gemms, a, d, load, a.ffn.dense_layers, a.ffn.moe_layers)
     times = gemms.times_s(env)
     assert {name for name, t in times.items() if np.any(t > 0)} == \
         {"attention/qkv", "attention/o", "mlp/up", "mlp/down"}

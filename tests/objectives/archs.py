@@ -1,7 +1,7 @@
 """Architectures the accuracy tests share: the checked-in model configs, dense shapes, LLaMA-3.2-1B
 (Bian 2025b's reference) and a small MoE."""
 
-from cost_model import Architecture, load_architecture
+from cost_model import Architecture, load_architecture, make_architecture
 from tests.data_paths import MODEL_CONFIGS
 
 B = 1e9
@@ -16,7 +16,7 @@ def model(stem: str) -> Architecture:
 
 def dense(hidden: int, layers: int, heads: int, kv_heads: int, head_dim: int, ffn: int,
           vocab: int = 128256, tied: bool = False, **extra) -> Architecture:
-    return Architecture(
+    return make_architecture(
         name=f"dense-{hidden}x{layers}", vocab_size=vocab, hidden_size=hidden, num_layers=layers,
         num_attention_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim,
         max_position_embeddings=4096, intermediate_size=ffn, tie_word_embeddings=tied, **extra,
@@ -30,7 +30,7 @@ def llama_3_2_1b(**changes) -> Architecture:
 
 
 def moe(experts: int, top_k: int) -> Architecture:
-    return Architecture(
+    return make_architecture(
         name=f"moe-{experts}", vocab_size=32000, hidden_size=2048, num_layers=24,
         num_attention_heads=16, num_kv_heads=4, head_dim=128, max_position_embeddings=4096,
         intermediate_size=0, num_experts=experts, experts_per_token=top_k,

@@ -109,7 +109,7 @@ def test_granular_experts_gain_krajewski_s_multiplier():
     """The same MoE with experts cut 4 ways (4× the experts, 4× top-k): the expansion and the
     active and total sizes kept (up to the router), G from 2 to 8: the dense-equivalent core grows
     by Krajewski's (gain(8)/gain(2))^granularity_scale."""
-    coarse = moe(64, 2).model_copy(update={"moe_intermediate_size": 1024})
+    coarse = moe(64, 2).with_fields(**{"moe_intermediate_size": 1024})
     fine = moe(256, 8)
     a, b = summarize_shape(coarse), summarize_shape(fine)
     assert a.expansion == b.expansion and (a.granularity, b.granularity) == (2.0, 8.0)
@@ -139,7 +139,7 @@ def test_moe_flags():
 def test_top1_of_many_experts_is_flagged_past_clarks_runs():
     """Top-1 past 64 experts: only Clark's runs (<= 1.3B dense); here 2.0B active."""
     def top1(experts: int) -> Architecture:
-        return moe(experts, 1).model_copy(update={"moe_intermediate_size": 8192})
+        return moe(experts, 1).with_fields(**{"moe_intermediate_size": 8192})
     flags = predict_loss(top1(128), 1 * T).hard_flags
     assert any(flag.startswith("hard: top-1 of E experts = 128, validated <= 64") for flag in flags)
     assert not any("top-1" in flag for flag in predict_loss(top1(64), 1 * T).flags)

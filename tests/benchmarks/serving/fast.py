@@ -124,7 +124,7 @@ def _slope(probe, base) -> list:
 
 
 def _is_moe(a) -> bool:
-    return bool(np.any(np.asarray(a.moe_layers) > 0))
+    return bool(np.any(np.asarray(a.ffn.moe_layers) > 0))
 
 
 # ---- the two entry points ------------------------------------------------------------------

@@ -83,7 +83,7 @@ def build_table(rows: list[Prepared], results: list[Result], fm: FastModels,
     for i, r in enumerate(rows):
         if not fitted[i]:
             continue
-        variants = VARIANTS if r.arch.is_moe else VARIANTS[:1]
+        variants = VARIANTS if r.arch.ffn.is_moe else VARIANTS[:1]
         key = (r.hw.host_cpu, r.workload.engine, variants)
         if key not in settings:
             settings[key] = (_settings(terms, grid, *key), {})
@@ -94,7 +94,7 @@ def build_table(rows: list[Prepared], results: list[Result], fm: FastModels,
                           for k in ("tpot_s", "ttft_s", "tokens_per_s_per_gpu")]
                          for r, res in zip(rows, results)])
     return Table(grid, pred, measured.reshape(len(rows), 3), [r.workload.engine for r in rows],
-                 [r.hw.host_cpu for r in rows], np.array([r.arch.is_moe for r in rows]), fitted,
+                 [r.hw.host_cpu for r in rows], np.array([r.arch.ffn.is_moe for r in rows]), fitted,
                  [r.ttft_statistic for r in rows])
 
 

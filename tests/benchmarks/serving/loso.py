@@ -131,7 +131,7 @@ def check_rows(rows: list[Prepared], per_kind: int = 2) -> list[int]:
     """A few rows of every regime, dense and MoE, and engine: the first `per_kind` of each."""
     seen, picked = {}, []
     for i, r in enumerate(rows):
-        key = (r.regime, r.arch.is_moe, r.workload.engine)
+        key = (r.regime, r.arch.ffn.is_moe, r.workload.engine)
         if seen.get(key, 0) < per_kind:
             seen[key] = seen.get(key, 0) + 1
             picked.append(i)

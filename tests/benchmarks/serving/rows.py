@@ -122,7 +122,7 @@ def _formats(row: dict[str, str], arch: Architecture) -> dict[str, str]:
 def _perf_overview_moe(row: dict[str, str], arch: Architecture) -> bool:
     """A TensorRT-LLM performance-overview row of an MoE model that states no attention DP:
     its documented options turn attention DP on, with EP over the same ranks (`PERF_OVERVIEW`)."""
-    return (row.get("source_kind", "").strip() == PERF_OVERVIEW and arch.is_moe
+    return (row.get("source_kind", "").strip() == PERF_OVERVIEW and arch.ffn.is_moe
             and not row["attention_dp"].strip())
 
 

@@ -322,7 +322,7 @@ def score_prepared(r: Prepared, models: Models = COST_MODEL) -> Result:
     """The comparison for one prepared row; raises `Skip` with the reason when it has none."""
     predicted = predict_prepared(r, models)
     measured = scored_measurement(r)
-    return Result(r.workload.engine, r.row["model"], r.row["gpu"], r.regime, r.arch.is_moe,
+    return Result(r.workload.engine, r.row["model"], r.row["gpu"], r.regime, r.arch.ffn.is_moe,
                   describe(r), r.workload.isl_tokens, r.workload.osl_tokens,
                   predicted.pop("concurrency"), measured.__dict__, predicted,
                   _errors(measured, predicted), r.row.get("source_kind", "").strip(),

@@ -21,7 +21,8 @@ H200 = get_hardware("h200")
 def _hybrid(period: int, layers: int = 32) -> Architecture:
     mixers = tuple("attention" if (i + 1) % period == 0 else "gated_deltanet"
                    for i in range(layers))
-    return Architecture(**{**BASE, **LINEAR, "num_layers": layers, "layer_mixers": mixers})
+    return Architecture.model_validate({**BASE, **LINEAR, "num_layers": layers,
+                                        "layer_mixers": mixers})
 
 
 def _findings(arch, workload=LONG, code=None, **deployment):
@@ -35,7 +36,7 @@ def _findings(arch, workload=LONG, code=None, **deployment):
 def test_dense_gqa_at_64k_is_kv_dominated_and_a_linear_pattern_is_measured():
     """A Llama-3.1-8B-like model at 64k/2k on one H200: attention is over half of TPOT at the
     throughput end; the alternative keeps 1 full layer in 8 and raises tokens/s/GPU."""
-    (finding,) = _findings(Architecture(**BASE), code="kv-dominated")
+    (finding,) = _findings(Architecture.model_validate(BASE), code="kv-dominated")
     assert finding.guideline == 7 and finding.severity == "info"
     assert finding.cost["attention_share_frac"] >= KV_DOMINATED_SHARE_FRAC
     assert finding.cost["fix_attention_share_frac"] < KV_DOMINATED_SHARE_FRAC
@@ -48,11 +49,11 @@ def test_short_prompts_are_not_the_long_context_regime():
     """At 2k/2k the throughput end is attention-heavy too (a large batch amortizes the weights),
     but the finding is for long prompts (≥ 32k, the co-design post's long-context column)."""
     short = make_workload(isl_tokens=2048, osl_tokens=2048)
-    ctx = LintContext(Architecture(**BASE), make_deployment(), H200, short)
+    ctx = LintContext(Architecture.model_validate(BASE), make_deployment(), H200, short)
     assert attention_shares(ctx, [(ctx.arch, ctx.dep)])[0][0] > KV_DOMINATED_SHARE_FRAC
-    assert _findings(Architecture(**BASE), short, code="kv-dominated") == []
-    assert _findings(Architecture(**BASE), make_workload(isl_tokens=32768, osl_tokens=1024),
-                     code="kv-dominated") != []
+    assert _findings(Architecture.model_validate(BASE), short, code="kv-dominated") == []
+    long = make_workload(isl_tokens=32768, osl_tokens=1024)
+    assert _findings(Architecture.model_validate(BASE), long, code="kv-dominated") != []
 
 
 def test_hybrids_fire_until_their_kv_share_falls_below():
@@ -69,7 +70,7 @@ def test_hybrids_fire_until_their_kv_share_falls_below():
 
 def test_the_alternative_keeps_a_unit_that_divides_the_stages():
     """PP 4 over 24 layers: 6 per stage, so period 4 or 8 would split unevenly; only 2 can."""
-    arch = Architecture(**{**BASE, "num_layers": 24})
+    arch = Architecture.model_validate({**BASE, "num_layers": 24})
     for finding in _findings(arch, code="kv-dominated", pp=4):
         assert "(1 gated_deltanet + 1 attention) × 12" in finding.alternative["summary"]
 
@@ -90,7 +91,7 @@ def test_same_layers_placed_as_a_unit_is_the_fix_of_an_irregular_pattern():
     """The 4 attention layers first: PP 4 puts them all on stage 0; the same 32 layers as
     (7 linear + 1 full) × 4 split into alike stages, same parameters."""
     mixers = ("attention",) * 4 + ("gated_deltanet",) * 28
-    arch = Architecture(**{**BASE, **LINEAR, "layer_mixers": mixers})
+    arch = Architecture.model_validate({**BASE, **LINEAR, "layer_mixers": mixers})
     (finding,) = _findings(arch, code="pipeline-imbalance", pp=4)
     alt = finding.alternative
     assert alt["params_delta"] == 0 and alt["imbalance_frac"][4] == pytest.approx(0.0, abs=1e-9)

@@ -26,7 +26,7 @@ MOE = dict(num_experts=8, experts_per_token=2, moe_intermediate_size=4096, inter
 
 
 def _arch(**changes) -> Architecture:
-    return Architecture(**{**BASE, **changes})
+    return Architecture.model_validate({**BASE, **changes})
 
 
 def _lint(arch: Architecture, hardware: str = "h200", **deployment) -> list[Finding]:

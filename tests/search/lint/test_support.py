@@ -19,7 +19,7 @@ def test_mla_fields_follow_the_model():
     assert gemm_fields(arch, "attention/o")[1] == ("num_attention_heads", "v_head_dim")
     assert gemm_fields(arch, "attention/q_b")[1] == ("q_lora_rank",)
     moonlight = load_architecture(HF_CONFIGS / "Moonlight-16B-A3B.json")
-    assert moonlight.q_lora_rank == 0
+    assert moonlight.attention.q_lora_rank == 0
     assert gemm_fields(moonlight, "attention/q_b")[1] == ("hidden_size",)
     gemm = next(g for g in weight_gemms(moonlight, Deployment()) if g.name == "attention/q_b")
     # N = 16·(128 + 64) = 3072 > K = 2048: the smaller dim is K, set by hidden_size

@@ -142,7 +142,7 @@ def test_mtp_draft_layers_are_in_the_hf_config_and_change_no_parameter_count(tmp
     from tests.data_paths import HF_CONFIGS, MODEL_CONFIGS
     from cost_model import make_deployment
 
-    small = load_architecture(MODEL_CONFIGS / "DeepSeek-V3.json").model_copy(update={
+    small = load_architecture(MODEL_CONFIGS / "DeepSeek-V3.json").with_fields(**{
         "num_layers": 4, "first_dense_layers": 1, "num_experts": 8, "hidden_size": 256,
         "intermediate_size": 512, "moe_intermediate_size": 128, "vocab_size": 1024,
         "num_attention_heads": 4, "num_kv_heads": 4, "q_lora_rank": 64, "kv_lora_rank": 64,

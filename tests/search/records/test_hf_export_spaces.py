@@ -82,13 +82,13 @@ def known_gap(arch) -> str | None:
     - Mamba-2 layers with a gated FFN whose Mamba-2 width is not a whole multiple of
       hidden_size (nemotron_h's FFNs are ungated; bamba's width is an integer `mamba_expand`
       times hidden_size)."""
-    mla = arch.attention_kind == "mla" and arch.num_attention_layers > 0
-    if mla and arch.linear_mixer_kind in ("gated_deltanet", "mamba2"):
-        return f"`attention_kind` 'mla' with {arch.linear_mixer_kind} layers"
+    mla = arch.attention.attention_kind == "mla" and arch.num_attention_layers > 0
+    if mla and arch.mixer.linear_mixer_kind in ("gated_deltanet", "mamba2"):
+        return f"`attention_kind` 'mla' with {arch.mixer.linear_mixer_kind} layers"
     if mla and arch.num_sliding_layers:
         return "`attention_kind` 'mla' with sliding-window layers"
-    width = arch.linear_num_value_heads * arch.linear_value_head_dim
-    if arch.linear_mixer_kind == "mamba2" and arch.gated_mlp and width % arch.hidden_size:
+    width = arch.mixer.linear_num_value_heads * arch.mixer.linear_value_head_dim
+    if arch.mixer.linear_mixer_kind == "mamba2" and arch.ffn.gated_mlp and width % arch.hidden_size:
         return "`gated_mlp` (True) with Mamba-2 layers"
     return None
 

@@ -43,17 +43,20 @@ def _arch(**changes):
 
 def test_defaults_build_the_homogeneous_gqa_model():
     arch = _arch()
-    assert arch.attention_kind == "gqa" and arch.layer_mixers is None and arch.layer_types is None
-    assert (arch.num_attention_heads, arch.num_kv_heads, arch.head_dim) == (32, 8, 128)
+    att = arch.attention
+    assert att.attention_kind == "gqa" and att.layer_types is None
+    assert arch.mixer.layer_mixers is None
+    assert (att.num_attention_heads, att.num_kv_heads, att.head_dim) == (32, 8, 128)
 
 
 def test_mla_takes_deepseek_v3s_form():
     """MLA heads: head_dim 128 becomes the non-RoPE part and the value width; with the 64-wide
     RoPE key each query/key head is 192 wide (DeepSeek-V3: 128 + 64, v 128, latent 512)."""
     arch = _arch(attention_kind="mla")
-    assert (arch.head_dim, arch.qk_nope_head_dim, arch.qk_rope_head_dim, arch.v_head_dim) == \
+    att = arch.attention
+    assert (att.head_dim, att.qk_nope_head_dim, att.qk_rope_head_dim, att.v_head_dim) == \
         (192, 128, 64, 128)
-    assert arch.num_kv_heads == arch.num_attention_heads == 32 and arch.kv_lora_rank == 512
+    assert att.num_kv_heads == att.num_attention_heads == 32 and att.kv_lora_rank == 512
     assert arch.name.endswith("-R512q0r64")
 
 
@@ -62,20 +65,22 @@ def test_linear_hybrid_keeps_every_period_th_layer_full(mixer):
     """Period 4 on 32 layers: layers 3, 7, …, 31 attend (Qwen3-Next's full_attention_interval 4),
     the other 24 are the linear mixer with the space's heads and widths."""
     arch = _arch(full_attention_period=4, linear_mixer=mixer)
-    assert [i for i, m in enumerate(arch.layer_mixers) if m == "attention"] == \
+    assert [i for i, m in enumerate(arch.mixer.layer_mixers) if m == "attention"] == \
         list(range(3, 32, 4))
-    assert arch.num_linear_attention_layers == 24 and arch.linear_mixer_kind == mixer
-    assert (arch.linear_num_value_heads, arch.linear_num_key_heads) == (32, 16)
-    assert (arch.qk_norm and arch.attention_output_gate) == (mixer == "gated_deltanet")
+    assert arch.mixer.num_linear_attention_layers == 24 and arch.mixer.linear_mixer_kind == mixer
+    assert (arch.mixer.linear_num_value_heads, arch.mixer.linear_num_key_heads) == (32, 16)
+    gated = arch.attention.qk_norm and arch.attention.attention_output_gate
+    assert gated == (mixer == "gated_deltanet")
     assert f"-{'G' if mixer == 'gated_deltanet' else 'M'}3A1-" in arch.name
 
 
 def test_sliding_pattern_and_window():
     """No linear mixer, a window: Gemma 3's 5 sliding (1,024) per global layer at period 6."""
     arch = _arch(num_layers=36, full_attention_period=6, sliding_window=1024)
-    assert arch.num_sliding_layers == 30 and arch.sliding_window == 1024
-    assert arch.layer_types[5] == "full_attention" and arch.layer_types[4] == "sliding_attention"
-    assert arch.name.endswith("-W1024p6") and arch.qk_norm
+    assert arch.num_sliding_layers == 30 and arch.attention.sliding_window == 1024
+    kinds = arch.attention.layer_types
+    assert kinds[5] == "full_attention" and kinds[4] == "sliding_attention"
+    assert arch.name.endswith("-W1024p6") and arch.attention.qk_norm
     # 28 layers at period 8: full at 7, 15, 23, named by the period, not by 28 / 3
     assert _arch(num_layers=28, full_attention_period=8, sliding_window=1024).name.endswith("p8")
 
@@ -87,7 +92,7 @@ def test_every_option_combination_is_a_model():
             for window in (0, 1024):
                 arch = _arch(attention_kind=kind, linear_mixer=mixer, sliding_window=window,
                              full_attention_period=4)
-                assert arch.attention_kind == kind
+                assert arch.attention.attention_kind == kind
                 assert arch.num_sliding_layers == (24 if mixer == "none" and window else 0)
 
 
@@ -132,10 +137,10 @@ def _sampled(kind: str, count: int = 400) -> list:
     spec = load_spec(HYBRID_STUDY)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1))
-    kinds = {"gated_deltanet": lambda a: a.linear_mixer_kind == "gated_deltanet"
-             and a.attention_kind == "gqa", "sliding": lambda a: a.num_sliding_layers > 0,
-             "mla": lambda a: a.attention_kind == "mla" and not a.is_heterogeneous,
-             "mamba2": lambda a: a.linear_mixer_kind == "mamba2"}
+    kinds = {"gated_deltanet": lambda a: a.mixer.linear_mixer_kind == "gated_deltanet"
+             and a.attention.attention_kind == "gqa", "sliding": lambda a: a.num_sliding_layers > 0,
+             "mla": lambda a: a.attention.attention_kind == "mla" and not a.is_heterogeneous,
+             "mamba2": lambda a: a.mixer.linear_mixer_kind == "mamba2"}
     archs = (build_candidate(spec, suggest_params(study.ask(), spec.space, spec)).arch
              for _ in range(count))
     return [a for a in archs if a is not None and kinds[kind](a)]
@@ -150,7 +155,8 @@ def test_sampled_designs_export_with_transformers_exact_count(kind, model_type, 
     export as Qwen3.5 (MLA ones have no family: Qwen3.5/Qwen3-Next attention is GQA); GQA
     sliding patterns (with QK norms) as Qwen3 with `layer_types`; MLA as DeepSeek-V3 whose MoE
     is off (first_k_dense_replace = every layer)."""
-    arch = next(a for a in _sampled(kind) if kind != "sliding" or a.attention_kind == "gqa")
+    arch = next(a for a in _sampled(kind)
+                if kind != "sliding" or a.attention.attention_kind == "gqa")
     exported = architecture_to_hf_config(arch)
     assert exported["model_type"] == model_type
     (tmp_path / "config.json").write_text(json.dumps(exported), encoding="utf-8")
@@ -163,7 +169,7 @@ def test_mamba2_hybrids_take_nemotron_h_s_ffn():
     """Mamba-2 hybrids are built with Nemotron-H's ungated squared-ReLU FFN, the form nemotron_h
     expresses (a layer's mixer and FFN become two of its blocks)."""
     arch = _sampled("mamba2")[0]
-    assert (arch.gated_mlp, arch.hidden_act) == (False, "relu2")
+    assert (arch.ffn.gated_mlp, arch.ffn.hidden_act) == (False, "relu2")
 
 
 @pytest.mark.parametrize("mixer", ["gated_deltanet", "mamba2"])

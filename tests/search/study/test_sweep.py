@@ -34,7 +34,7 @@ def reference_swept_candidates(spec, cand):
     for combo in deployment_grid(spec.space):
         params = {**cand.params, **combo}
         try:
-            dep = build_deployment(params, cand.arch.is_moe)
+            dep = build_deployment(params, cand.arch.ffn.is_moe)
         except ConfigError:
             continue
         if dep in seen or not gpus_allowed(spec, dep) or deployment_violations(
