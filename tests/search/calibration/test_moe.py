@@ -60,7 +60,7 @@ def test_rows_the_model_does_not_cover_are_left_out_and_counted():
     tables, skipped = moe.measured_moe(table)
     assert len(tables["bf16"]) == 2  # rows 2 and 4: bf16, gated, balanced
     assert skipped == {"format not modeled": 4, "non-gated experts": 1, "power-law routing": 1,
-                       "no latency": 0}
+                       "no latency": 0, moe.REPEATED_EP: 0}
 
 
 def test_the_fastest_kernel_of_a_shape_is_the_engines():
