@@ -150,9 +150,10 @@ def _reasons(table: pa.Table) -> dict[str, np.ndarray]:
             "no latency": ~(numeric_column(table, "latency") > 0)}
 
 
-def measured_moe(table: pa.Table) -> tuple[dict[str, MeasuredMoe], dict[str, int]]:
+def measured_moe(table: pa.Table, drop_repeated: bool = True
+                 ) -> tuple[dict[str, MeasuredMoe], dict[str, int]]:
     """({our format: one row per measured shape, the engine's fastest kernel}, {reason: rows
-    left out})."""
+    left out}); `drop_repeated` False keeps the repeated EP = 1 rows (and counts them)."""
     left = np.zeros(table.num_rows, bool)
     skipped = {}
     for reason, rows in _reasons(table).items():
@@ -170,7 +171,7 @@ def measured_moe(table: pa.Table) -> tuple[dict[str, MeasuredMoe], dict[str, int
                                col["latency"][keep] / MS_PER_S)
             repeated = repeated_ep_rows(data)
             skipped[REPEATED_EP] = skipped.get(REPEATED_EP, 0) + int(repeated.sum())
-            out[fmt] = data.subset(np.flatnonzero(~repeated))
+            out[fmt] = data.subset(np.flatnonzero(~repeated)) if drop_repeated else data
     return out, skipped
 
 

@@ -15,6 +15,11 @@ same at EP = 1 for the cells of the two MoE models most serving rows are made of
 gpt-oss-120b). A ratio above 1 there says the fit over-prices the served shapes themselves; when
 the GEMMs alone are already above 1, the overhead is not what over-pays, and switching it off
 only offsets the GEMMs' excess.
+EP = 1 configurations whose times repeat their EP = 2 twin's (`search.calibration.moe`,
+`repeated_ep_rows`: an EP = 1 layer reads twice the weights of an EP = 2 one, yet in these tables
+DeepSeek-V3's layer times the same) are left out of the fit and of the EP = 1 medians here and
+counted in `ep1_repeated`; the served cells list them apart (`repeats_ep2` yes), their ratio
+against rows that did not run what they are labelled.
 Tokens ≤ 1024 (decode and chunked-prefill sizes). Reads no serving row.
 Run: python tests/benchmarks/bench_moe_ep_split.py [--engine trtllm|vllm|sglang ...]
 """
@@ -26,7 +31,7 @@ import argparse
 import numpy as np
 
 from cost_model import get_efficiency, get_hardware, get_precision
-from search.calibration.moe import measured_moe, moe_table, predicted_s
+from search.calibration.moe import measured_moe, moe_table, predicted_s, repeated_ep_rows
 from search.calibration.tables import AIC_SYSTEMS, ENGINES, read_parquet
 from search.records.tables import format_table
 
@@ -47,7 +52,7 @@ def _median(values: np.ndarray) -> float | str:
 
 def _tables(engine: str, hardware: str) -> dict:
     try:
-        return measured_moe(read_parquet(moe_table(hardware, engine)[0]))[0]
+        return measured_moe(read_parquet(moe_table(hardware, engine)[0]), False)[0]
     except Exception as exc:  # noqa: BLE001 - a GPU without this engine's table
         print(f"  {engine} {hardware}: no table ({exc})")
         return {}
@@ -64,19 +69,25 @@ def split_rows(engine: str) -> tuple[list[dict], list[dict]]:
             data = data.subset(np.flatnonzero(data.tokens <= MAX_TOKENS))
             ratio = predicted_s(data, hw, eff) / data.time_s
             gemms = predicted_s(data, hw, _without_overhead(eff, fmt)) / data.time_s
-            ep1 = data.moe_ep == 1
+            repeated = repeated_ep_rows(data)
+            ep1 = (data.moe_ep == 1) & ~repeated
             rows.append({"engine": engine, "hardware": hardware, "format": fmt,
-                         "ep1_rows": int(ep1.sum()), "ep1_pred/meas": _median(ratio[ep1]),
+                         "ep1_rows": int(ep1.sum()), "ep1_repeated": int(repeated.sum()),
+                         "ep1_pred/meas": _median(ratio[ep1]),
                          "ep1_gemms_alone": _median(gemms[ep1]),
-                         "ep>1_rows": int((~ep1).sum()), "ep>1_pred/meas": _median(ratio[~ep1])})
+                         "ep>1_rows": int((data.moe_ep > 1).sum()),
+                         "ep>1_pred/meas": _median(ratio[data.moe_ep > 1])})
             for model, shape in SERVED_SHAPES.items():
-                cell = ep1 & (data.hidden == shape[0]) & (data.inter == shape[1]) \
-                    & (data.experts == shape[2]) & (data.top_k == shape[3])
-                if cell.any():
-                    served.append({"model": model, "engine": engine, "hardware": hardware,
-                                   "format": fmt, "ep1_rows": int(cell.sum()),
-                                   "pred/meas": _median(ratio[cell]),
-                                   "gemms_alone": _median(gemms[cell])})
+                layer = (data.moe_ep == 1) & (data.hidden == shape[0]) \
+                    & (data.inter == shape[1]) & (data.experts == shape[2]) \
+                    & (data.top_k == shape[3])
+                for flag, cell in (("no", layer & ~repeated), ("yes", layer & repeated)):
+                    if cell.any():
+                        served.append({"model": model, "engine": engine, "hardware": hardware,
+                                       "format": fmt, "repeats_ep2": flag,
+                                       "ep1_rows": int(cell.sum()),
+                                       "pred/meas": _median(ratio[cell]),
+                                       "gemms_alone": _median(gemms[cell])})
     return rows, served
 
 
