@@ -21,7 +21,13 @@ DeepSeek-V3's layer times the same) are left out of the fit and of the EP = 1 me
 counted in `ep1_repeated`; the served cells list them apart (`repeats_ep2` yes), their ratio
 against rows that did not run what they are labelled.
 Tokens ≤ 1024 (decode and chunked-prefill sizes). Reads no serving row.
+With --apart it also asks whether the fit's form needs EP = 1 apart: per engine, GPU and format
+(filter with --hardware, --format) it refits on four fifths of the shapes (the hash split of
+bench_moe_fit.py --held-out shape) once on every row (the shipped way) and once on the EP = 1
+and EP > 1 rows apart, and prints the held-out median |error| of the EP = 1 and EP > 1 rows
+under each, with the fitted floors. Three fits a table: minutes per table on a shared CPU.
 Run: python tests/benchmarks/bench_moe_ep_split.py [--engine trtllm|vllm|sglang ...]
+     [--apart [--hardware GPU ...] [--format FMT ...]]
 """
 
 from __future__ import annotations
@@ -31,11 +37,21 @@ import argparse
 import numpy as np
 
 from cost_model import get_efficiency, get_hardware, get_precision
-from search.calibration.moe import measured_moe, moe_table, predicted_s, repeated_ep_rows
+from search.calibration.moe import (
+    fit_moe_format,
+    measured_moe,
+    moe_efficiency_of,
+    moe_table,
+    predicted_s,
+    repeated_ep_rows,
+    with_moe,
+)
 from search.calibration.tables import AIC_SYSTEMS, ENGINES, read_parquet
+from tests.benchmarks.bench_moe_fit import held_out_mask
 from search.records.tables import format_table
 
 MAX_TOKENS = 1024
+SAMPLE = 4000  # as the shipped calibration
 SERVED_SHAPES = {"DeepSeek-V3": (7168, 2048, 256, 8),  # hidden, H', experts, top-k
                  "gpt-oss-120b": (2880, 2880, 128, 4)}
 
@@ -48,6 +64,11 @@ def _without_overhead(eff, fmt):
 
 def _median(values: np.ndarray) -> float | str:
     return float(np.median(values)) if values.size else "-"
+
+
+def measured_tables(engine: str, hardware: str) -> dict:
+    """The fit's rows (repeated EP = 1 configurations left out)."""
+    return measured_moe(read_parquet(moe_table(hardware, engine)[0]))[0]
 
 
 def _tables(engine: str, hardware: str) -> dict:
@@ -91,9 +112,46 @@ def split_rows(engine: str) -> tuple[list[dict], list[dict]]:
     return rows, served
 
 
+def _held_out_error(data, test, hw, eff, fmt, hardware, rows) -> tuple[np.ndarray, float]:
+    """|error| on the held-out rows of `data` of a fit on the kept rows among `rows`; floor."""
+    kept = data.subset(np.flatnonzero(rows & ~test))
+    fit = fit_moe_format(kept, hw, eff, hardware, "held out", SAMPLE)
+    held = data.subset(np.flatnonzero(rows & test))
+    fitted = with_moe(eff, fmt, moe_efficiency_of(fit.coefficients))
+    return np.abs(predicted_s(held, hw, fitted) / held.time_s - 1.0), \
+        fit.coefficients["fixed_overhead_us"]
+
+
+def apart_rows(engine: str, hardware_names: list[str], formats: list[str] | None) -> list[dict]:
+    """Held-out |error| at EP = 1 and EP > 1: one joint fit vs the two EP splits fitted apart."""
+    out = []
+    for hardware in hardware_names:
+        hw, eff = get_hardware(hardware), get_efficiency(hardware, engine)
+        for fmt, data in measured_tables(engine, hardware).items():
+            if not hw.supports(get_precision(fmt)) or (formats and fmt not in formats):
+                continue
+            test = held_out_mask(data, "shape")
+            ep1 = data.moe_ep == 1
+            joint, floor = _held_out_error(data, test, hw, eff, fmt, hardware, ep1 | ~ep1)
+            alone1, floor1 = _held_out_error(data, test, hw, eff, fmt, hardware, ep1)
+            alone_n, floor_n = _held_out_error(data, test, hw, eff, fmt, hardware, ~ep1)
+            joint1, joint_n = joint[ep1[test]], joint[~ep1[test]]
+            out.append({"engine": engine, "hardware": hardware, "format": fmt,
+                        "ep1_joint": _median(joint1), "ep1_apart": _median(alone1),
+                        "ep>1_joint": _median(joint_n), "ep>1_apart": _median(alone_n),
+                        "floor_us_joint": floor, "floor_us_ep1": floor1,
+                        "floor_us_ep>1": floor_n})
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--engine", nargs="+", choices=ENGINES, default=list(ENGINES))
+    parser.add_argument("--apart", action="store_true",
+                        help="also refit EP = 1 and EP > 1 apart, shapes held out")
+    parser.add_argument("--hardware", nargs="+", choices=list(AIC_SYSTEMS),
+                        default=list(AIC_SYSTEMS))
+    parser.add_argument("--format", nargs="+", help="experts' formats for --apart (default all)")
     args = parser.parse_args(argv)
     rows, served = [], []
     for engine in args.engine:
@@ -104,6 +162,12 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(rows))
     print(f"\nthe served models' cells at EP = 1 (every moe_tp, tokens <= {MAX_TOKENS})")
     print(format_table(served))
+    if args.apart:
+        apart = [row for engine in args.engine
+                 for row in apart_rows(engine, args.hardware, args.format)]
+        print("\nheld out 1 in 5 shapes: median |error| of one joint fit vs EP = 1 and EP > 1 "
+              "fitted apart (all tokens), with the fitted floors")
+        print(format_table(apart))
     return 0
 
 
