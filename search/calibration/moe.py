@@ -27,7 +27,14 @@ twice the weights of an EP = 2 one (t(EP 1)/t(EP 2) has median 1.6–2.0 in ever
 configuration of every table). In aiconfigurator-core 0.12.0 only DeepSeek-V3's layer (7168,
 2048, 256 experts, top-8) repeats so — vLLM's and SGLang's on every GPU and format, TensorRT-LLM's
 NVFP4 on B200 and GB200 — and there its EP = 1 times beat the HBM time of reading the touched
-experts' weights (up to 3.4× on B200): those rows did not run what they are labelled.
+experts' weights (up to 3.4× on B200): those rows did not run what they are labelled. Why, in
+aiconfigurator's collectors (github.com/ai-dynamo/aiconfigurator, collector/helper.py
+`balanced_logits`; collector/sglang/collect_moe.py and collector/vllm/collect_moe.py route
+DeepSeek-V3 through its grouped top-k, 8 groups, top-4, DeepseekV3ForCausalLM_cases.yaml): the
+balanced logits pick one expert in each block of E/k = 32, so all 8 groups score alike and the
+tie keeps the first 4 groups: every token lands on experts 0–127, half the layer, as at EP = 2.
+The EP = 1 configurations without an EP = 2 twin (vLLM's moe-TP 8) cannot be told apart here
+and stay in.
 Each configuration (shape, moe-TP, EP: a `cell`) weighs the same in a fit (`cell_sample`), however
 many token counts its table measured.
 """
