@@ -20,7 +20,23 @@ Hopper) as `w4a16`; `w4a8_mxfp4_mxfp8` (MXFP4 weights, MXFP8 activations on Blac
 block-scaled tensor cores, how every engine runs gpt-oss there) as `mxfp4`.
 Rows left out: formats the model does not have (`int4_wo`), non-gated experts (`ffn_gemms` models
 gated experts) and power-law routing (the model takes an imbalance δ, not a distribution; the
-balanced rows fit the δ = 0 case).
+balanced rows fit the δ = 0 case); and an EP = 1 configuration whose times repeat the EP = 2 ones
+of the same shape and moe-TP (median |t(EP 1)/t(EP 2) − 1| < REPEATED_EP_FRAC over their common
+token counts): an EP = 1 layer holds twice the experts, so at every measured size it reads about
+twice the weights of an EP = 2 one (t(EP 1)/t(EP 2) has median 1.6–2.0 in every other
+configuration of every table). In aiconfigurator-core 0.12.0 only DeepSeek-V3's layer (7168,
+2048, 256 experts, top-8) repeats so — vLLM's and SGLang's on every GPU and format, TensorRT-LLM's
+NVFP4 on B200 and GB200 — and there its EP = 1 times beat the HBM time of reading the touched
+experts' weights (up to 3.4× on B200): those rows did not run what they are labelled. Why, in
+aiconfigurator's collectors (github.com/ai-dynamo/aiconfigurator, collector/helper.py
+`balanced_logits`; collector/sglang/collect_moe.py and collector/vllm/collect_moe.py route
+DeepSeek-V3 through its grouped top-k, 8 groups, top-4, DeepseekV3ForCausalLM_cases.yaml): the
+balanced logits pick one expert in each block of E/k = 32, so all 8 groups score alike and the
+tie keeps the first 4 groups: every token lands on experts 0–127, half the layer, as at EP = 2.
+The EP = 1 configurations without an EP = 2 twin (vLLM's moe-TP 8) cannot be told apart here
+and stay in.
+Each configuration (shape, moe-TP, EP: a `cell`) weighs the same in a fit (`cell_sample`), however
+many token counts its table measured.
 """
 
 from __future__ import annotations
@@ -77,6 +93,8 @@ FIELDS = {"compute_ceiling_frac": "compute_ceiling_frac",
           "per_scanned_copy_us": "per_scanned_copy_s"}
 START_FIXED_US, START_PER_LOCAL_US, START_PER_SCANNED_US = 20.0, 0.01, 0.0005
 SM_BANDWIDTH_FLOOR_SHARES = 8.0  # B_SM may fall to 1/8 of an SM's fair share of HBM
+REPEATED_EP_FRAC = 0.03  # EP = 1 times within 3% of EP = 2's: a repeated measurement (docstring)
+REPEATED_EP = "EP = 1 times repeat EP = 2's"
 
 
 @dataclass(frozen=True)
@@ -103,6 +121,11 @@ class MeasuredMoe:
     def keys(self) -> list[np.ndarray]:
         return [self.tokens, self.hidden, self.inter, self.top_k, self.experts, self.moe_tp,
                 self.moe_ep]
+
+    def cells(self) -> np.ndarray:
+        """Each row's configuration (shape, moe-TP, EP: every token count of it) as an index."""
+        keys = np.column_stack(self.keys()[1:])
+        return np.unique(keys, axis=0, return_inverse=True)[1].ravel()
 
 
 @dataclass(frozen=True)
@@ -134,9 +157,10 @@ def _reasons(table: pa.Table) -> dict[str, np.ndarray]:
             "no latency": ~(numeric_column(table, "latency") > 0)}
 
 
-def measured_moe(table: pa.Table) -> tuple[dict[str, MeasuredMoe], dict[str, int]]:
+def measured_moe(table: pa.Table, drop_repeated: bool = True
+                 ) -> tuple[dict[str, MeasuredMoe], dict[str, int]]:
     """({our format: one row per measured shape, the engine's fastest kernel}, {reason: rows
-    left out})."""
+    left out}); `drop_repeated` False keeps the repeated EP = 1 rows (and counts them)."""
     left = np.zeros(table.num_rows, bool)
     skipped = {}
     for reason, rows in _reasons(table).items():
@@ -150,9 +174,46 @@ def measured_moe(table: pa.Table) -> tuple[dict[str, MeasuredMoe], dict[str, int
         if rows.size:
             col = {c: v[rows] for c, v in columns.items()}
             keep = fastest_per_key([col[c] for c in COLUMNS], col["latency"])
-            out[fmt] = MeasuredMoe(fmt, *(col[c][keep] for c in COLUMNS),
-                                   col["latency"][keep] / MS_PER_S)
+            data = MeasuredMoe(fmt, *(col[c][keep] for c in COLUMNS),
+                               col["latency"][keep] / MS_PER_S)
+            repeated = repeated_ep_rows(data)
+            skipped[REPEATED_EP] = skipped.get(REPEATED_EP, 0) + int(repeated.sum())
+            out[fmt] = data.subset(np.flatnonzero(~repeated)) if drop_repeated else data
     return out, skipped
+
+
+def repeated_ep_rows(data: MeasuredMoe) -> np.ndarray:
+    """True for the rows of every EP = 1 configuration whose times repeat its EP = 2 twin's
+    (module docstring): median |t(EP 1)/t(EP 2) − 1| < REPEATED_EP_FRAC over common tokens."""
+    twin = {}
+    for i in np.flatnonzero(data.moe_ep == 2):
+        twin[tuple(int(v[i]) for v in data.keys()[:-1])] = data.time_s[i]
+    ratios: dict[tuple, list[float]] = {}
+    ep1 = np.flatnonzero(data.moe_ep == 1)
+    for i in ep1:
+        key = tuple(int(v[i]) for v in data.keys()[:-1])
+        if key in twin:
+            ratios.setdefault(key[1:], []).append(data.time_s[i] / twin[key])
+    repeated = {cfg for cfg, r in ratios.items()
+                if np.median(np.abs(np.array(r) - 1.0)) < REPEATED_EP_FRAC}
+    out = np.zeros(len(data), bool)
+    out[ep1] = [tuple(int(v[i]) for v in data.keys()[1:-1]) in repeated for i in ep1]
+    return out
+
+
+def cell_sample(data: MeasuredMoe, sample_points: int | None, seed: int = 0) -> MeasuredMoe:
+    """`data` subsampled to about `sample_points` rows, the same number from each configuration
+    (every row of one with fewer), so that each weighs the same in a fit; all rows without a
+    sample size or when they are fewer."""
+    if sample_points is None or len(data) <= sample_points:
+        return data
+    rng = np.random.default_rng(seed)
+    cells = data.cells()
+    quota = max(1, sample_points // (int(cells.max()) + 1))
+    order = rng.permutation(len(data))
+    ranked = order[np.argsort(cells[order], kind="stable")]  # rows by cell, shuffled within
+    starts = np.searchsorted(cells[ranked], cells[ranked])
+    return data.subset(np.sort(ranked[np.arange(len(ranked)) - starts < quota]))
 
 
 # ---- the model ------------------------------------------------------------------------------
@@ -227,9 +288,9 @@ def fit_moe_format(data: MeasuredMoe, hw: HardwareSpec, eff: Efficiency, hardwar
     spec = _spec(data.dtype, hw, eff)
     check_fit_rows(f"{source}: {data.dtype} fused MoE", data.time_s, data.keys(), len(spec))
     coefficients = fit_log_time(
-        {data.dtype: data},
+        {data.dtype: cell_sample(data, sample_points, seed)},
         lambda d, c: predicted_s(d, hw, with_moe(eff, data.dtype, moe_efficiency_of(c))),
-        spec, sample_points, seed)
+        spec, None, seed)
     fitted = with_moe(eff, data.dtype, moe_efficiency_of(coefficients))
     gemms_only = with_moe(eff, data.dtype, moe_efficiency_of({
         **coefficients, "fixed_overhead_us": 0.0, "per_local_copy_us": 0.0,

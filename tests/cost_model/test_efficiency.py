@@ -184,12 +184,16 @@ def test_predicts_measured_gemms(name, fmt, m, n, k, measured_us):
 
 
 def test_quantization_is_apart_and_only_for_quantized_activations():
+    """M = N = K = 4096 in FP8: the fixed cost, 4096 rows at the per-row cost, the BF16 read and
+    FP8 write of M·K values (2 + 1 bytes) at the quantize bandwidth, and the large-M step
+    (4096 > 16 rows); no unaligned step (4096 is a multiple of 4, 64 and 128)."""
     hw = get_hardware("gb300")
     assert gemm_cost(4096, 4096, 4096, hw, "bf16").quantize_s == 0.0
     fp8 = gemm_cost(4096, 4096, 4096, hw, "fp8")
-    coefficients = get_efficiency("gb300").gemm["fp8"]
-    stream_s = 4096 * 4096 * (2 + 1) / (hw.hbm_bytes_per_s * coefficients.quantize_bandwidth_frac)
-    assert fp8.quantize_s == pytest.approx(coefficients.quantize_fixed_s + stream_s)
+    c = get_efficiency("gb300").gemm["fp8"]
+    stream_s = 4096 * 4096 * (2 + 1) / (hw.hbm_bytes_per_s * c.quantize_bandwidth_frac)
+    assert fp8.quantize_s == pytest.approx(c.quantize_fixed_s + 4096 * c.quantize_per_row_s
+                                           + stream_s + c.quantize_large_m_s)
 
 
 def test_overlap_spans_the_roofline_max_and_the_sum():

@@ -60,7 +60,7 @@ def test_rows_the_model_does_not_cover_are_left_out_and_counted():
     tables, skipped = moe.measured_moe(table)
     assert len(tables["bf16"]) == 2  # rows 2 and 4: bf16, gated, balanced
     assert skipped == {"format not modeled": 4, "non-gated experts": 1, "power-law routing": 1,
-                       "no latency": 0}
+                       "no latency": 0, moe.REPEATED_EP: 0}
 
 
 def test_the_fastest_kernel_of_a_shape_is_the_engines():
@@ -127,3 +127,39 @@ def test_predicted_moe_matches_measured_points(name, fmt, tokens, measured_us):
     eff = get_efficiency(name, "trtllm")
     predicted_us = moe.predicted_s(data, get_hardware(name), eff)[0] * 1e6
     assert predicted_us == pytest.approx(measured_us, rel=POINT_TOLERANCE)
+
+
+def _measured(ep, tokens, time_s, hidden=None) -> moe.MeasuredMoe:
+    n = len(time_s)
+    hidden = np.full(n, 7168.0) if hidden is None else np.asarray(hidden, float)
+    return moe.MeasuredMoe("fp8_block", np.asarray(tokens, float), hidden, np.full(n, 2048.0),
+                           np.full(n, 8.0), np.full(n, 256.0), np.ones(n),
+                           np.asarray(ep, float), np.asarray(time_s, float))
+
+
+def test_an_ep1_configuration_repeating_its_ep2_twin_is_left_out():
+    """Three shapes (hidden 7168, 4096, 2048), each timed at EP 1 and EP 2 on tokens 16, 64, 256.
+    t(EP 1)/t(EP 2): 1.01, 0.99, 1.02 (median |r − 1| = 0.01 < 0.03: repeated) for 7168;
+    1.05 at every size for 4096 (0.05 ≥ 0.03: kept); 1.8 for 2048 (what twice the weights cost:
+    kept). Only the first shape's three EP 1 rows are flagged, never an EP 2 row."""
+    ep2 = np.array([100.0, 200.0, 300.0])
+    tokens = [16, 64, 256] * 6
+    times = np.concatenate([ep2 * [1.01, 0.99, 1.02], ep2, ep2 * 1.05, ep2, ep2 * 1.8, ep2])
+    hidden = np.repeat([7168, 4096, 2048], 6)
+    data = _measured(np.tile(np.repeat([1, 2], 3), 3), tokens, times, hidden)
+    assert moe.repeated_ep_rows(data).tolist() == [True] * 3 + [False] * 15
+
+
+def test_ep1_rows_without_an_ep2_twin_are_kept():
+    data = _measured([1, 1, 4, 4], [16, 64, 16, 64], [1.0, 2.0, 1.0, 2.0])
+    assert not moe.repeated_ep_rows(data).any()
+
+
+def test_each_configuration_gives_the_fit_the_same_number_of_rows():
+    """Cells (EP 1, 2, 4) of 10, 20 and 40 rows, 15 sampled: 15 // 3 = 5 rows from each; every
+    row when the sample is as large as the data."""
+    ep = np.repeat([1, 2, 4], [10, 20, 40])
+    data = _measured(ep, np.arange(70) + 1, np.ones(70))
+    sample = moe.cell_sample(data, 15, seed=3)
+    assert sorted(np.unique(sample.moe_ep, return_counts=True)[1].tolist()) == [5, 5, 5]
+    assert len(moe.cell_sample(data, 70)) == 70
