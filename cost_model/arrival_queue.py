@@ -32,6 +32,23 @@ wait: the prompts ahead are the M/D/1 queue's. Past the engine's in-flight cap (
 arrivals outrun the slots: no steady state (inf). As λ → 0 the wait vanishes and the TTFT is
 t_request + T_steady of one request alone (the closed loop's at C = 1).
 
+Input lengths that vary (`Workload.isl_mix_frac`: K equally likely request lengths as
+fractions r_k of the mean ISL, e.g. quantiles of a benchmark dataset's input lengths; empty: every
+request at the mean, the M/D/1 queue above exactly). A prompt's service time scales with its
+length, S·r (S_prompt is linear in the prompt tokens, `serving_steps`), so the queue is M/G/1:
+ρ = λ_g S E[r] = λ_g S and W̄ = λ_g E[S²] / (2(1 − ρ)) = ρ S E[r²] / (2(1 − ρ)) (the same
+Pollaczek–Khinchine formula, Kleinrock ch. 5, with E[S²] = S² E[r²]). A request's own prefill
+moves with its length at the marginal cost a budget-filled step charges a prompt token, S per
+mean prompt (never more than its steady TTFT: a prompt of no tokens takes no less than nothing),
+T_own(r) = T_steady + (r − 1) · min(S, T_steady); the rest of T_steady (the decode batch the
+chunk rides with, the pipeline fill, the step in progress) does not depend on the length; a
+long prompt's chunk rounding is ignored. Under FCFS a request's wait does not depend on its own
+service time (it is the work ahead of it), so the TTFT is the sum of two independent parts and
+P(TTFT > t) = (1/K) Σ_k P(W > t − T_own(r_k)), with P(W > u) = 1 for u < 0 and the tail above
+for u ≥ 0; its q-quantile, inf{t : P(TTFT > t) ≤ 1 − q}, is found by bisection between
+min T_own and max T_own + W_q (where the tail is ≤ 1 − q). The mean is E[T_own] + W̄ =
+T_steady + W̄. The exponential tail is the approximation above, now with the M/G/1 mean.
+
 Offline run. The N requests are queued at once and admitted L = min(N, cap) at a time; the
 group's C_g − 1 other prompts of a wave drain one per S_prompt and the waves follow each other,
 so a request's wait is uniform over the requests' positions: the q-quantile is q times the last
@@ -58,12 +75,18 @@ def prefill_utilization(group_rate_per_s, prompt_s):
     return np.asarray(group_rate_per_s, dtype=np.float64) * np.asarray(prompt_s, dtype=np.float64)
 
 
-def md1_mean_wait_s(group_rate_per_s, prompt_s):
-    """W̄ = ρ · S / (2(1 − ρ)) (Pollaczek–Khinchine, deterministic service S); inf at ρ ≥ 1."""
+def mg1_mean_wait_s(group_rate_per_s, prompt_s, second_moment_frac=1.0):
+    """W̄ = ρ · S · E[r²] / (2(1 − ρ)) (Pollaczek–Khinchine, service S·r with E[r] = 1 and
+    E[r²] = `second_moment_frac`); inf at ρ ≥ 1."""
     rho = prefill_utilization(group_rate_per_s, prompt_s)
-    service = np.asarray(prompt_s, dtype=np.float64)
+    service = np.asarray(prompt_s, dtype=np.float64) * second_moment_frac
     stable = rho < 1.0
     return np.where(stable, rho * service / (2.0 * np.where(stable, 1.0 - rho, 1.0)), np.inf)
+
+
+def md1_mean_wait_s(group_rate_per_s, prompt_s):
+    """W̄ = ρ · S / (2(1 − ρ)) (Pollaczek–Khinchine, deterministic service S); inf at ρ ≥ 1."""
+    return mg1_mean_wait_s(group_rate_per_s, prompt_s)
 
 
 def wait_quantile_s(mean_wait_s, utilization, quantile: float):
@@ -85,6 +108,67 @@ def poisson_wait_s(group_rate_per_s, prompt_s, statistic: str):
     if quantile is None:
         return mean
     return wait_quantile_s(mean, prefill_utilization(group_rate_per_s, prompt_s), quantile)
+
+
+def wait_tail_frac(wait_s, mean_wait_s, utilization):
+    """P(W > u): 1 for u < 0, ρ · exp(−ρ u / W̄) for u ≥ 0 (0 when nothing waits, W̄ = 0)."""
+    rho = np.asarray(utilization, dtype=np.float64)
+    mean = np.asarray(mean_wait_s, dtype=np.float64)
+    rate = np.where(mean > 0.0, rho / np.where(mean > 0.0, mean, 1.0), np.inf)
+    with np.errstate(invalid="ignore", over="ignore"):
+        tail = np.where(rate < np.inf, rho * np.exp(-rate * np.maximum(wait_s, 0.0)), 0.0)
+    return np.where(wait_s < 0.0, 1.0, tail)
+
+
+def isl_ratios(isl_mix_frac) -> np.ndarray:
+    """The mix's request lengths over their mean (E[r] = 1 exactly)."""
+    r = np.asarray(isl_mix_frac, dtype=np.float64)
+    return r / r.mean()
+
+
+def own_prefill_s(steady_ttft_s, prompt_s, ratios) -> np.ndarray:
+    """T_own(r) = T_steady + (r − 1) · min(S, T_steady) for each length r (last axis)."""
+    steady = np.asarray(steady_ttft_s, dtype=np.float64)[..., None]
+    slope = np.minimum(np.asarray(prompt_s, dtype=np.float64)[..., None], steady)
+    return steady + (np.asarray(ratios) - 1.0) * slope
+
+
+def mixture_quantile_s(own_s, mean_wait_s, utilization, quantile: float,
+                       iterations: int = 64) -> np.ndarray:
+    """The q-quantile of T_own(r) + W, r equally likely over the last axis of `own_s` and W
+    independent of it: inf{t : (1/K) Σ_k P(W > t − own_k) ≤ 1 − q}, by bisection on
+    [min own, max own + W_q]; inf where W̄ is."""
+    mean = np.asarray(mean_wait_s, dtype=np.float64)
+    rho = np.asarray(utilization, dtype=np.float64)
+    finite = np.isfinite(mean)
+    safe_mean = np.where(finite, mean, 0.0)
+    lo = own_s.min(axis=-1)
+    hi = own_s.max(axis=-1) + wait_quantile_s(safe_mean, rho, quantile)
+    for _ in range(iterations):
+        mid = 0.5 * (lo + hi)
+        tail = wait_tail_frac(mid[..., None] - own_s, safe_mean[..., None],
+                              rho[..., None]).mean(axis=-1)
+        below = tail <= 1.0 - quantile
+        hi, lo = np.where(below, mid, hi), np.where(below, lo, mid)
+    return np.where(finite, hi, np.inf)
+
+
+def poisson_ttft_parts_s(x: ClientInputs, isl_mix_frac) -> dict:
+    """Per statistic, the request's own prefill and its prompt-queue wait together under
+    Poisson arrivals: T_steady + the M/D/1 wait (no mix), else the M/G/1 mixture's."""
+    if len(isl_mix_frac) == 0:
+        return {s: x.steady_ttft_s + poisson_wait_s(x.group_rate_per_s, x.prompt_s, s)
+                for s in QUANTILES}
+    r = isl_ratios(isl_mix_frac)
+    mean = mg1_mean_wait_s(x.group_rate_per_s, x.prompt_s, float(np.mean(r * r)))
+    shape = np.broadcast_shapes(np.shape(x.steady_ttft_s), np.shape(x.prompt_s), np.shape(mean))
+    own = own_prefill_s(np.broadcast_to(x.steady_ttft_s, shape),
+                        np.broadcast_to(x.prompt_s, shape), r)
+    rho = np.broadcast_to(prefill_utilization(x.group_rate_per_s, x.prompt_s), shape)
+    mean = np.broadcast_to(mean, shape)
+    out = {"mean": own.mean(axis=-1) + mean}
+    return {**out, **{s: mixture_quantile_s(own, mean, rho, q)
+                      for s, q in QUANTILES.items() if q is not None}}
 
 
 def offline_wait_s(prompt_queue_s, slot_s, statistic: str):
@@ -112,10 +196,12 @@ class ClientInputs:
     saturated: np.ndarray
 
 
-def client_ttft_s(arrivals: str, x: ClientInputs, terms: BenchmarkTerms) -> dict:
+def client_ttft_s(arrivals: str, x: ClientInputs, terms: BenchmarkTerms,
+                  isl_mix_frac: tuple = ()) -> dict:
     """The TTFT of each statistic over a benchmark's requests: mean and median for every
     client, p99 under Poisson arrivals and offline (None for the closed loop, which does not
-    model it)."""
+    model it); under Poisson arrivals with the input lengths of `isl_mix_frac`
+    (`poisson_ttft_parts_s`)."""
     if arrivals == CLOSED_LOOP:
         out = {s: benchmark_ttft_s(x.steady_ttft_s, x.prompt_queue_s, terms, x.round_s, s)
                + x.poll_s + x.slot_s for s in ("mean", "median")}
@@ -123,11 +209,10 @@ def client_ttft_s(arrivals: str, x: ClientInputs, terms: BenchmarkTerms) -> dict
     if arrivals == OFFLINE:
         return {s: terms.overhead_s("mean" if s == "p99" else s) + x.steady_ttft_s
                 + offline_wait_s(x.prompt_queue_s, x.slot_s, s) for s in QUANTILES}
-    base = {s: terms.overhead_s("mean" if s == "p99" else s) + x.steady_ttft_s
+    base = {s: terms.overhead_s("mean" if s == "p99" else s)
             + terms.round_wait_share_frac * x.round_s + x.poll_s for s in QUANTILES}
-    return {s: np.where(x.saturated, np.inf,
-                        base[s] + poisson_wait_s(x.group_rate_per_s, x.prompt_s, s))
-            for s in QUANTILES}
+    own_and_wait = poisson_ttft_parts_s(x, isl_mix_frac)
+    return {s: np.where(x.saturated, np.inf, base[s] + own_and_wait[s]) for s in QUANTILES}
 
 
 def concurrency_at_rate(rate_per_s: float, concurrency, requests_per_s, allowed=None

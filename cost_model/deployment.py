@@ -165,6 +165,10 @@ class Workload(BaseModel):
     # loop at the point's concurrency, Poisson arrivals at the rate the point completes, or an
     # offline run with every request queued at once; it sets the benchmark TTFT only
     arrivals: str = "closed_loop"
+    # the spread of input lengths under Poisson arrivals (cost_model.arrival_queue): equally
+    # likely request lengths as fractions of `isl_tokens` (their mean 1), e.g. quantiles of a
+    # benchmark dataset's input lengths; empty: every request at `isl_tokens`
+    isl_mix_frac: tuple[float, ...] = Field(default=(), max_length=1000)
 
     @model_validator(mode="after")
     def _check_engine(self) -> Workload:
@@ -174,6 +178,7 @@ class Workload(BaseModel):
         if self.arrivals not in ARRIVALS:
             raise ConfigError(f"`arrivals` must be one of {', '.join(ARRIVALS)}; got "
                               f"{self.arrivals!r}")
+        _check_isl_mix(self.isl_mix_frac)
         return self
 
     @property
@@ -189,6 +194,18 @@ class Workload(BaseModel):
     @property
     def max_context_tokens(self) -> int:
         return self.isl_tokens + self.osl_tokens
+
+
+def _check_isl_mix(mix: tuple[float, ...]) -> None:
+    """`Workload.isl_mix_frac`: positive finite fractions whose mean is 1 (±1%), or none."""
+    if not mix:
+        return
+    values = np.asarray(mix, dtype=np.float64)
+    if not (np.all(np.isfinite(values)) and np.all(values > 0.0)
+            and abs(values.mean() - 1.0) <= 0.01):
+        raise ConfigError("`isl_mix_frac` must be positive finite fractions of `isl_tokens` "
+                          f"whose mean is 1 (±1%); got mean {values.mean():.4g}, "
+                          f"min {values.min():.4g}")
 
 
 def make_deployment(**fields: Any) -> Deployment:

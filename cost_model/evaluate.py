@@ -130,7 +130,8 @@ def _points(a: ArchArrays, d: DeployArrays, env: Env, workload: Workload, concur
     slot = slot_wait_s(c, in_flight, requests_per_s)
     client = client_ttft_s(workload.arrivals, ClientInputs(
         times.ttft_s, times.prompt_queue_s, times.prompt_s, rounds, poll, slot,
-        requests_per_s / d.dp, (cap >= 1) & (c > cap)), shipped_terms(workload.engine))
+        requests_per_s / d.dp, (cap >= 1) & (c > cap)), shipped_terms(workload.engine),
+        workload.isl_mix_frac)
     fits = (c <= limits.memory_seqs) & (limits.memory_seqs >= 1)
     return _operating_points(concurrency, times, requests_per_s * osl / d.gpus,
                              _ClientWaits(rounds, poll, slot, client["mean"], client["median"],

@@ -41,6 +41,11 @@ Row conventions (the CSV's own notes and TensorRT-LLM's mapping):
   10 × C prompts at concurrency C with lengths drawn in [0.8, 1] × nominal, so the run lasts
   until its slowest slot drains (`benchmark_drain_factor`); their predicted tokens/s/GPU is the
   steady state over that factor.
+- MLPerf rows carry their dataset's input-length spread (`Workload.isl_mix_frac`: 50 quantiles
+  of the per-sample input tokens, tests/benchmarks/serving/isl_mixes.py): under Poisson
+  arrivals (Server / Interactive) the prompt queue is M/G/1 and the p99 TTFT includes the own
+  prefill of long prompts (`cost_model.arrival_queue`). The SLA rows' TPOT is printed at the SLA
+  criterion's point and at the closed-loop proxy's (the closed loop's mean TTFT as the p99).
 
 `--json` keeps the published set's summary at the top level, with `dev_set`, `combined`,
 `grown_set` and `loso` beside it.

@@ -1,6 +1,7 @@
 """TTFT under Poisson arrivals and in an offline run (cost_model/arrival_queue.py): the M/D/1
-prompt queue (Pollaczek–Khinchine), its exponential-tail quantiles, Little's law's fixed point
-and the clients' TTFT, by hand and as properties over the catalog."""
+prompt queue (Pollaczek–Khinchine), its exponential-tail quantiles, the M/G/1 queue and
+own-prefill spread of varying input lengths, Little's law's fixed point and the clients' TTFT,
+by hand and as properties over the catalog."""
 
 import functools
 from dataclasses import replace
@@ -11,8 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cost_model.arrival_queue import (
-    ClientInputs, client_ttft_s, concurrency_at_rate, md1_mean_wait_s, offline_wait_s,
-    poisson_wait_s, wait_quantile_s,
+    ClientInputs, client_ttft_s, concurrency_at_rate, md1_mean_wait_s, mg1_mean_wait_s,
+    mixture_quantile_s, offline_wait_s, own_prefill_s, poisson_wait_s, wait_quantile_s,
+    wait_tail_frac,
 )
 from cost_model.benchmark_ttft import BenchmarkTerms
 from cost_model.deployment import ARRIVALS, Deployment, Workload, make_workload
@@ -202,3 +204,127 @@ def test_offline_ttft_is_at_most_the_closed_loops_full_queue(case):
     full = p.ttft_s + p.prompt_queue_s + p.slot_wait_s + 1.0  # t_request < 1 s
     assert np.all(p.benchmark_ttft_s[0][ok] <= p.benchmark_ttft_p99_s[0][ok])
     assert np.all(p.benchmark_ttft_s[0][ok] <= full[0][ok])
+
+
+# ---- varying input lengths: the M/G/1 queue and the own prefill's spread --------------------
+
+TWO_POINT = (0.5, 1.5)
+
+
+def _mix_inputs():
+    return ClientInputs(steady_ttft_s=np.array([0.2]), prompt_queue_s=np.array([0.0]),
+                        prompt_s=np.array([0.1]), round_s=np.array([0.0]),
+                        poll_s=np.array([0.0]), slot_s=np.array([0.0]),
+                        group_rate_per_s=np.array([5.0]), saturated=np.array([False]))
+
+
+def test_mg1_mean_wait_by_hand():
+    """λ_g = 5/s, S = 0.1 s: ρ = 0.5; lengths ½ and 3/2 of the mean: E[r²] = (0.25 + 2.25)/2 =
+    1.25, W̄ = ρ·S·E[r²] / (2(1 − ρ)) = 0.5·0.1·1.25 / 1 = 62.5 ms (M/D/1: 50 ms)."""
+    assert float(mg1_mean_wait_s(5.0, 0.1, 1.25)) == pytest.approx(0.0625)
+    assert float(mg1_mean_wait_s(5.0, 0.1)) == float(md1_mean_wait_s(5.0, 0.1)) == 0.05
+
+
+def test_mixture_ttft_by_hand():
+    """T_steady 0.2 s, S 0.1 s, λ_g 5/s, lengths ½ and 3/2 (t_request 0, no round, no poll):
+    own prefill 0.2 ∓ 0.5·0.1 = 0.15 and 0.25 s; W̄ 62.5 ms, ρ 0.5, so a busy arrival's wait
+    is exponential at rate ρ/W̄ = 8/s. Mean: 0.2 + 0.0625 = 0.2625 s. P(T > t) = ½[P(W > t −
+    0.15) + P(W > t − 0.25)]: for t in [0.15, 0.25) it is ½[0.5e^{−8(t−0.15)} + 1] > ½, at
+    t = 0.25 ½[0.5e^{−0.8} + 0.5] = 0.362 ≤ ½: median 0.25 s. p99, t > 0.25:
+    0.25·e^{−8(t−0.25)}(e^{−0.8} + 1) = 0.01 → t = 0.25 + ln(1.4493290/0.04)/8 = 0.25 +
+    3.5899765/8 = 0.6987471 s. One length (M/D/1): p99 0.2 + (W̄/ρ)·ln(ρ/0.01) = 0.2 +
+    0.1·ln 50 = 0.5912023 s, median 0.2, mean 0.25."""
+    terms = BenchmarkTerms(0.0, 0.0, 0.0)
+    spread = client_ttft_s("poisson", _mix_inputs(), terms, TWO_POINT)
+    assert [float(spread[s][0]) for s in ("mean", "median", "p99")] == pytest.approx(
+        [0.2625, 0.25, 0.6987471], rel=1e-6)
+    alone = client_ttft_s("poisson", _mix_inputs(), terms)
+    assert [float(alone[s][0]) for s in ("mean", "median", "p99")] == pytest.approx(
+        [0.25, 0.2, 0.5912023], rel=1e-6)
+
+
+def test_own_prefill_slope_is_capped_by_the_steady_ttft():
+    """T_own(r) = T + (r − 1)·min(S, T): T 0.2, S 0.1 → 0.15 / 0.4 at r ½ / 3; S 0.5 (a
+    budget step dearer than the request's own): slope 0.2 → 0.1 / 0.6, never below 0."""
+    assert own_prefill_s(0.2, 0.1, np.array([0.5, 3.0])) == pytest.approx([0.15, 0.4])
+    assert own_prefill_s(0.2, 0.5, np.array([0.5, 3.0, 1e-9])) == pytest.approx(
+        [0.1, 0.6, 0.0], abs=1e-9)
+
+
+@pytest.mark.parametrize("mix", [(1.0,), (1.0, 1.0, 1.0), (2.0, 2.0)],
+                         ids=["one", "three-equal", "scaled"])
+def test_no_spread_is_the_md1_queue(mix):
+    """Every request at the mean length (the fractions are normalized to mean 1): the mixture's
+    statistics are the M/D/1 closed forms; the empty mix takes those closed forms themselves."""
+    terms = BenchmarkTerms(0.010, 0.3, 0.5, mean_request_overhead_s=0.015)
+    for rate in (2.0, 20.0, 36.0):
+        closed, mixed = (client_ttft_s("poisson", _inputs(rate), terms, m) for m in ((), mix))
+        for s in ("mean", "median", "p99"):
+            assert float(mixed[s]) == pytest.approx(float(closed[s]), rel=1e-12, abs=1e-15)
+
+
+_MIXES = st.lists(st.floats(0.05, 20.0), min_size=2, max_size=12)
+
+
+@given(_MIXES, st.floats(0.0, 0.97), st.floats(1e-4, 1.0), st.floats(1e-4, 1.0),
+       st.floats(0.01, 0.999))
+def test_mixture_quantile_meets_its_definition(mix, rho, service, steady, q):
+    """The q-quantile t_q of T_own(r) + W: P(T > t_q) ≤ 1 − q and P(T > t) > 1 − q just below
+    it (the tail as the model states it); p99 ≥ median; the mean wait ≥ the M/D/1 one
+    (E[r²] ≥ 1)."""
+    r = np.asarray(mix) / np.mean(mix)
+    mean = float(mg1_mean_wait_s(rho / service, service, float(np.mean(r * r))))
+    assert mean >= float(md1_mean_wait_s(rho / service, service)) * (1 - 1e-12)
+    own = own_prefill_s(np.array([steady]), np.array([service]), r)
+    t = float(mixture_quantile_s(own, np.array([mean]), np.array([rho]), q)[0])
+
+    def tail(x):
+        return float(np.mean(wait_tail_frac(x - own[0], mean, rho)))
+    assert tail(t) <= (1 - q) * (1 + 1e-9)
+    assert tail(t - 1e-9 * max(t, 1.0) - 1e-12) > (1 - q) * (1 - 1e-9) or t <= own.min() + 1e-12
+    median = float(mixture_quantile_s(own, np.array([mean]), np.array([rho]), 0.5)[0])
+    p99 = float(mixture_quantile_s(own, np.array([mean]), np.array([rho]), 0.99)[0])
+    assert p99 >= median
+
+
+@given(st.floats(0.0, 0.97), st.floats(1e-4, 1.0), st.floats(1e-4, 1.0))
+def test_a_vanishing_spread_reaches_the_md1_quantiles(rho, service, steady):
+    """Lengths 1 ∓ ε: as ε → 0 the mixture's median and p99 reach the M/D/1 closed forms."""
+    terms = BenchmarkTerms(0.0, 0.0, 0.0)
+    x = replace(_mix_inputs(), steady_ttft_s=np.array([steady]), prompt_s=np.array([service]),
+                group_rate_per_s=np.array([rho / service]))
+    closed = client_ttft_s("poisson", x, terms)
+    near = client_ttft_s("poisson", x, terms, (1 - 1e-7, 1 + 1e-7))
+    for s in ("mean", "median", "p99"):
+        assert float(near[s][0]) == pytest.approx(float(closed[s][0]), rel=1e-6)
+
+
+def test_workload_isl_mix_field():
+    """Default: no spread; fractions must be positive and average 1 (±1%)."""
+    assert Workload().isl_mix_frac == ()
+    assert make_workload(isl_mix_frac=(0.5, 1.5)).isl_mix_frac == (0.5, 1.5)
+    for bad in ((0.5, 2.0), (-1.0, 3.0), (0.0, 2.0), (float("nan"), 1.0)):
+        with pytest.raises(ConfigError, match="`isl_mix_frac`"):
+            make_workload(isl_mix_frac=bad)
+
+
+@settings(max_examples=12, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(_case())
+def test_spread_over_the_catalog(case):
+    """Over every GPU, with OpenOrca-like lengths (½, 1, 3/2 of the mean): the Poisson mean TTFT
+    is at least the one-length model's (E[r²] > 1), p99 ≥ median, and TPOT and throughput are
+    untouched (the client sets the TTFT only)."""
+    gpu, stem, precision, tp, isl = case
+    grid = np.unique(np.round(2.0 ** (np.arange(0, 13 * 2 + 1) / 2.0)))
+    points = [evaluate_points([_model(stem)], [Deployment(tp=tp, precision=precision)],
+                              get_hardware(gpu), Workload(isl_tokens=isl, osl_tokens=256,
+                                                          arrivals="poisson", isl_mix_frac=mix),
+                              grid) for mix in ((), (0.5, 1.0, 1.5))]
+    alone, spread = points
+    ok = alone.fits_memory[0] & np.isfinite(alone.benchmark_ttft_s[0])
+    assert np.all(spread.benchmark_ttft_s[0][ok] >= alone.benchmark_ttft_s[0][ok]
+                  * (1 - F32_REL))
+    assert np.all(spread.benchmark_ttft_p99_s[0][ok]
+                  >= spread.benchmark_ttft_median_s[0][ok] * (1 - F32_REL))
+    assert np.array_equal(spread.tpot_s, alone.tpot_s, equal_nan=True)

@@ -126,6 +126,22 @@ def ttft_by_client(results: list[Result]) -> dict:
     return out
 
 
+def sla_tpot(results: list[Result]) -> dict:
+    """The MLPerf SLA rows' TPOT errors: at the SLA criterion's point (the model's p99 TTFT
+    under Poisson arrivals) and at the closed-loop proxy's (its mean TTFT as the p99), on the
+    rows that have both."""
+    pairs = [(r.predicted["tpot"], r.predicted["tpot_closed_loop_proxy"], r.measured["tpot_s"])
+             for r in results if r.regime == "sla" and r.measured.get("tpot_s")
+             and np.isfinite(r.predicted.get("tpot_closed_loop_proxy", np.nan))]
+    out = {}
+    for name, k in (("sla criterion", 0), ("closed-loop proxy", 1)):
+        errs = np.array([pair[k] / pair[2] - 1.0 for pair in pairs])
+        if errs.size:
+            out[name] = {"n": int(errs.size), "median_abs_error_frac":
+                         float(np.median(abs(errs))), "median_error_frac": float(np.median(errs))}
+    return out
+
+
 def by_statistic(results: list[Result]) -> dict:
     """TPOT and TTFT errors by the statistic each row reports (mean, median, unstated)."""
     out = {}

@@ -11,7 +11,8 @@ from tests.benchmarks.serving.config import (
     TRTLLM_BENCH_MAX_BATCH,
 )
 from tests.benchmarks.serving.metrics import (
-    _by_kind, _p99_over_mean, by_statistic, capped, per_source, summarize, ttft_by_client,
+    _by_kind, _p99_over_mean, by_statistic, capped, per_source, sla_tpot, summarize,
+    ttft_by_client,
 )
 from tests.benchmarks.serving.pairs import (
     _read_pairs, pair_groups, print_pairs, score_format_pairs,
@@ -131,6 +132,15 @@ def print_clients(stats: dict) -> None:
               f"   bias {_pct(st['median_error_frac'])}")
 
 
+def print_sla_tpot(stats: dict) -> None:
+    print("\nMLPerf SLA rows' TPOT by the criterion that picks the point (sla criterion: the "
+          "model's p99 TTFT under Poisson arrivals; closed-loop proxy: its closed-loop mean TTFT "
+          "as the p99)")
+    for key, st in stats.items():
+        print(f"  {key:<18} n {st['n']:>4}   median |error| "
+              f"{_abs_pct(st['median_abs_error_frac'])}   bias {_pct(st['median_error_frac'])}")
+
+
 def grown_report(all_rows, all_results, all_skipped, grown_rows, grown_results, grown_skipped,
                  data_dir: Path, skipped_by_source: Counter | None = None) -> dict:
     kept, cut = capped(all_results)
@@ -141,6 +151,7 @@ def grown_report(all_rows, all_results, all_skipped, grown_rows, grown_results, 
             "per_source": per_source(all_results),
             "by_statistic": by_statistic(all_results),
             "ttft_by_client": ttft_by_client(all_results),
+            "sla_tpot": sla_tpot(all_results),
             "p99_over_mean": _p99_over_mean(all_rows),
             "capped": {"cut": {m: list(v) for m, v in cut.items()}, "overall": _by_kind(kept),
                        "rows": len(kept)},
@@ -159,6 +170,7 @@ def print_grown(report: dict, paths: list[Path]) -> None:
     print_per_source(report["per_source"])
     print_statistics(report["by_statistic"], report["p99_over_mean"])
     print_clients(report["ttft_by_client"])
+    print_sla_tpot(report.get("sla_tpot", {}))
     cap = report["capped"]
     cut = ", ".join(f"{m.split(':')[-1]} {n}→{k}" for m, (n, k) in cap["cut"].items())
     print(f"\ncapped at {MAX_MODEL_SHARE:.0%} of the rows per model ({cut or 'none cut'}; "

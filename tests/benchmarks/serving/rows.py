@@ -16,6 +16,7 @@ from cost_model import (
     MS_PER_S, Architecture, Deployment, HardwareSpec, Workload, catalog_names, config_error_from,
     deployment_violations, get_hardware, load_architecture,
 )
+from tests.benchmarks.serving.isl_mixes import isl_mix_frac
 from tests.benchmarks.serving.config import (
     AGG_MODES, DISAGG_MODE, ENGINE_WORDS, FAMILIES, HALVES, HF_CONFIG_DIR, INFERENCEX,
     INFERENCEX_SGLANG_POLL_FROM_CONCURRENCY, INFERENCEX_SGLANG_POLL_GPUS,
@@ -170,7 +171,15 @@ def _workload(row: dict[str, str]) -> Workload:
         raise Skip("no ISL/OSL in the row")
     engine = engine_of(row)
     return Workload(isl_tokens=int(isl), osl_tokens=int(osl), engine=engine,
-                    **_run_settings(row, engine))
+                    isl_mix_frac=_isl_mix(row), **_run_settings(row, engine))
+
+
+def _isl_mix(row: dict[str, str]) -> tuple[float, ...]:
+    """An MLPerf row's dataset input lengths (`isl_mixes`: its ISL is that dataset's mean);
+    () for every other source (one length, or a spread its source does not publish)."""
+    if not source_of(row).startswith("mlperf"):
+        return ()
+    return isl_mix_frac(row["model"].strip())
 
 
 def _regime(row: dict[str, str]) -> tuple[str, float | None]:

@@ -216,7 +216,21 @@ def _predict_sla(r: Prepared, models: Models) -> dict[str, float]:
     return {**_ttft_parts(p, best, r.ttft_statistic),
             "ttft": np.nan if at is None else at["ttft"],
             "ttft_p99": np.nan if at is None else at["ttft_p99"],
+            "tpot_closed_loop_proxy": _closed_loop_proxy_tpot(r, models, cap, ttft_limit,
+                                                              tpot_limit),
             "concurrency": float(p.concurrency[0, best])}
+
+
+def _closed_loop_proxy_tpot(r: Prepared, models: Models, cap: float, ttft_limit_ms: float,
+                            tpot_limit_ms: float) -> float:
+    """The TPOT the SLA criterion read before the arrival model, printed beside it: the
+    closed loop's mean benchmark TTFT taken as the p99 (`sla_best_index` over the default
+    sweep); NaN where no point meets the limits."""
+    p = models.points([r.arch], [r.dep], r.hw, r.workload)
+    allowed = p.fits_memory[0] & (p.concurrency[0] <= cap)
+    best = sla_best_index(p.tokens_per_s_per_gpu[0], p.benchmark_ttft_s[0], p.tpot_s[0],
+                          allowed, ttft_limit_ms / MS_PER_S, tpot_limit_ms / MS_PER_S)
+    return np.nan if best is None else float(p.tpot_s[0, best])
 
 
 def _rate_sweep(r: Prepared, models: Models):
