@@ -114,9 +114,7 @@ def print_per_source(errors: dict) -> None:
 
 def print_statistics(stats: dict, p99: dict) -> None:
     print("\nby the statistic each row reports (model: steady-state TPOT, benchmark TTFT)")
-    for key, st in stats.items():
-        print(f"  {key:<16} n {st['n']:>4}   median |error| {_abs_pct(st['median_abs_error_frac'])}"
-              f"   bias {_pct(st['median_error_frac'])}")
+    _print_error_rows(stats, key_width=16)
     ratios = ", ".join(f"{m.upper()} {v:.2f}" for m, v in p99.items() if v is not None)
     print(f"  p99/mean in the MLPerf logs (median over rows): {ratios or '-'}; the SLA scoring "
           "takes the p99 TTFT under Poisson arrivals (cost_model.arrival_queue) and p99 TPOT = "
@@ -127,17 +125,20 @@ def print_clients(stats: dict) -> None:
     print("\nTTFT by the benchmark's client (fixed: closed loop; rate: Poisson arrivals; sla: "
           "MLPerf Server/Interactive, Poisson at its measured rate; max: offline run; "
           "p99: the published p99 TTFT vs the model's under the same client)")
-    for key, st in stats.items():
-        print(f"  {key:<16} n {st['n']:>4}   median |error| {_abs_pct(st['median_abs_error_frac'])}"
-              f"   bias {_pct(st['median_error_frac'])}")
+    _print_error_rows(stats, key_width=16)
 
 
 def print_sla_tpot(stats: dict) -> None:
     print("\nMLPerf SLA rows' TPOT by the criterion that picks the point (sla criterion: the "
           "model's p99 TTFT under Poisson arrivals; closed-loop proxy: its closed-loop mean TTFT "
           "as the p99)")
+    _print_error_rows(stats, key_width=18)
+
+
+def _print_error_rows(stats: dict, key_width: int) -> None:
+    """One line per group: its row count, median |error| and median signed error (bias)."""
     for key, st in stats.items():
-        print(f"  {key:<18} n {st['n']:>4}   median |error| "
+        print(f"  {key:<{key_width}} n {st['n']:>4}   median |error| "
               f"{_abs_pct(st['median_abs_error_frac'])}   bias {_pct(st['median_error_frac'])}")
 
 

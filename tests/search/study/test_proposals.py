@@ -70,11 +70,11 @@ def test_every_proposal_is_a_new_design_inside_the_rules(path, seed):
     assert sampler.stats["accepted"] == len(proposals) and not sampler.exhausted
 
 
-class Scripted(optuna.samplers.BaseSampler):
-    """An inner sampler that proposes a fixed sequence of whole parameter sets."""
+class _WholeProposals:
+    """Proposes `self.proposals` in order, each a whole parameter set (`calls` counts them)."""
 
-    def __init__(self, proposals):
-        self.proposals, self.calls = list(proposals), 0
+    proposals: list
+    calls: int
 
     def infer_relative_search_space(self, study, trial):
         return {}
@@ -85,6 +85,13 @@ class Scripted(optuna.samplers.BaseSampler):
 
     def sample_independent(self, study, trial, name, distribution):
         raise AssertionError("every proposal is whole")
+
+
+class Scripted(_WholeProposals, optuna.samplers.BaseSampler):
+    """An inner sampler that proposes a fixed sequence of whole parameter sets."""
+
+    def __init__(self, proposals):
+        self.proposals, self.calls = list(proposals), 0
 
 
 QUICK = {"hidden_size": 2048, "num_layers": 16, "head_dim": 64, "num_kv_heads": 4,
@@ -110,7 +117,7 @@ def test_rejects_out_of_budget_and_repeats_and_keeps_the_inner_order():
     assert describe(sampler.stats).startswith("proposals: 2 accepted of 4 drawn (50.0%)")
 
 
-class ScriptedGenetic(optuna.samplers.BaseGASampler):
+class ScriptedGenetic(_WholeProposals, optuna.samplers.BaseGASampler):
     """A genetic inner sampler proposing a fixed sequence of whole parameter sets, two trials
     per generation (trials 0 and 1: generation 0, trial 2: generation 1, …)."""
 
@@ -123,16 +130,6 @@ class ScriptedGenetic(optuna.samplers.BaseGASampler):
 
     def select_parent(self, study, generation):
         return []
-
-    def infer_relative_search_space(self, study, trial):
-        return {}
-
-    def sample_relative(self, study, trial, search_space):
-        self.calls += 1
-        return dict(self.proposals.pop(0))
-
-    def sample_independent(self, study, trial, name, distribution):
-        raise AssertionError("every proposal is whole")
 
 
 def test_a_genetic_samplers_children_are_checked_a_block_at_a_time():
