@@ -38,6 +38,9 @@ PENDING = {
     "tests/benchmarks/fit_host_overhead.py": "substitutes the coefficient it fits",
     # times the search with cold caches: clears cost_model.batch's per-architecture cache
     "tests/benchmarks/bench_search_speed.py": "clears a private cache to time cold runs",
+    # records the step's GEMM table (cost_model.layers) and times the private duplicate-GEMM
+    # step (cost_model.gemm_unique) against its baseline
+    "tests/benchmarks/bench_gemm_unique.py": "times the private duplicate-GEMM step",
 }
 
 
