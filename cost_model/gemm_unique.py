@@ -77,9 +77,10 @@ def unique_gemm_time_s(dims: list[tuple], live: np.ndarray, hw: HardwareSpec,
     codes, inverse = _distinct_codes(key.ravel(), dead)
     shape_id, mg = np.divmod(codes[codes < dead], len(m_of))
     # cast before gathering (what `gemm_time_s` casts to anyway): a pass less over every field
-    own = {name: values.astype(dtype)[shape_id] for name, values in by_id.items()}
-    n, k = own.pop("n"), own.pop("k")
-    own = GemmRates(**{f.name: own.get(f.name, getattr(rates, f.name)) for f in fields(GemmRates)})
+    gathered = {name: values.astype(dtype)[shape_id] for name, values in by_id.items()}
+    n, k = gathered.pop("n"), gathered.pop("k")
+    own = GemmRates(**{f.name: gathered.get(f.name, getattr(rates, f.name))
+                       for f in fields(GemmRates)})
     times = gemm_time_s(m_of.astype(dtype)[mg], n, k, g_of.astype(dtype)[mg], hw, own, dtype)
     return np.append(times, times.dtype.type(0))[inverse].reshape(live.shape)
 
