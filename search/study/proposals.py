@@ -90,21 +90,24 @@ class Rules:
                  ) -> tuple[np.ndarray, dict[str, int]]:
         """(`within_rules` of `rows` proposals given as columns of the sampled dimensions, how
         many break each rule first: `first_broken`)."""
-        complete = {**self._one_row, **columns} if rows == 1 else \
-            complete_columns(self.spec, columns, rows)
-        masks = rule_masks(self.spec, complete)
+        masks = self._rule_masks(columns, rows)
         return np.logical_and.reduce(list(masks.values())), first_broken(masks)
 
     def first_broken_rule(self, columns: dict[str, np.ndarray], rows: int) -> list[str | None]:
         """Per proposal (`rows` given as columns of the sampled dimensions), the first shape
         rule it breaks (`rule_masks`' order), None if none."""
-        complete = {**self._one_row, **columns} if rows == 1 else \
-            complete_columns(self.spec, columns, rows)
         why: list[str | None] = [None] * rows
-        for name, ok in rule_masks(self.spec, complete).items():
+        for name, ok in self._rule_masks(columns, rows).items():
             for i in np.flatnonzero(~ok):
                 why[i] = why[i] or name
         return why
+
+    def _rule_masks(self, columns: dict[str, np.ndarray], rows: int) -> dict[str, np.ndarray]:
+        """`rule_masks` of `rows` proposals given as columns of the sampled dimensions, the
+        study's fixed dimensions filled in (one proposal: from the row kept for it)."""
+        complete = {**self._one_row, **columns} if rows == 1 else \
+            complete_columns(self.spec, columns, rows)
+        return rule_masks(self.spec, complete)
 
     def check(self, params: dict[str, Any], shape_checked: bool = False
               ) -> tuple[str | None, Any]:
