@@ -93,17 +93,18 @@ def ttft_log_errors(terms: TtftTerms, x: TtftInputs) -> np.ndarray:
     return np.log(predict_ttft(terms, x) / x.measured_s)
 
 
-def grid_fit(base, queue, rounds, measured, shares, w_grid) -> tuple[float, float, float]:
+def grid_fit(base, queue, rounds, measured, shares, w_grid, overheads=OVERHEAD_GRID_S
+             ) -> tuple[float, float, float]:
     """(t_request s, share, w) of least median |log error| for predictions
-    t + base + share · queue + w · rounds, t on OVERHEAD_GRID_S (ties: the first)."""
+    t + base + share · queue + w · rounds, t on `overheads` (ties: the first)."""
     best = (np.inf, 0.0, 0.0, 0.0)
     for w in w_grid:
-        pred = (OVERHEAD_GRID_S[:, None, None] + (base + w * rounds)[None, None, :]
+        pred = (overheads[:, None, None] + (base + w * rounds)[None, None, :]
                 + shares[None, :, None] * queue[None, None, :])
         cost = np.median(np.abs(np.log(pred / measured)), axis=2)
         i, j = np.unravel_index(np.argmin(cost), cost.shape)
         if cost[i, j] < best[0]:
-            best = (float(cost[i, j]), float(OVERHEAD_GRID_S[i]), float(shares[j]), float(w))
+            best = (float(cost[i, j]), float(overheads[i]), float(shares[j]), float(w))
     return best[1:]
 
 

@@ -54,16 +54,12 @@ from cost_model import GENERIC  # noqa: E402
 from tests.benchmarks.serving.config import OPEN_LOOP_REGIMES  # noqa: E402
 
 from search.calibration import serving  # noqa: E402
-from search.calibration.serving import (  # noqa: E402, F401  (folds.py reads the grids here)
-    MIN_MEAN_ROWS, NO_ROUND_GRID, OVERHEAD_GRID_S, ROUND_GRID, SHARE_GRID, TERMS_GRIDS,
-)
+from search.calibration.serving import TERMS_GRIDS  # noqa: E402
 
 TOML = REPO / "cost_model" / "data" / "serving" / "benchmark.toml"
 MIN_ENGINE_TTFT_ROWS = validate_serving.MIN_ENGINE_TTFT_ROWS
 COMMAND = "python tests/benchmarks/fit_benchmark_ttft.py --write"
 _summary = validate_serving.log_error_summary  # median |error| and bias, whole percent
-# the grid search `fit` runs (leave-one-source-out swaps in its faster one: serving/folds.py)
-_grid_fit = serving.grid_fit
 
 
 def ttft_rows() -> list[dict]:
@@ -100,7 +96,7 @@ def log_errors(rows: list[dict], terms) -> np.ndarray:
 def fit(rows: list[dict], grids=TERMS_GRIDS) -> serving.TtftTerms:
     """The terms of one engine table on these rows (`search.calibration.serving.fit_ttft_terms`,
     the product's fit)."""
-    return serving.fit_ttft_terms(inputs(rows), grids, search=_grid_fit)
+    return serving.fit_ttft_terms(inputs(rows), grids)
 
 
 def engines_of(rows: list[dict]) -> list[str]:

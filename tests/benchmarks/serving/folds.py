@@ -8,8 +8,9 @@ leave-one-source-out, or all of them), the way the fit scripts fit them:
   kernels' fitted terms in full, `Env.moe_terms`): for each engine with MoE rows, the scaling
   (full, floor, none; `terms.MOE_VARIANTS`) of its fitted terms that, with h refitted, gives the
   least pooled mean |log error|; an engine without rows in the fold keeps them in full;
-- the benchmark-TTFT terms per engine table (tests/benchmarks/fit_benchmark_ttft.py): t_request
-  (the product; the ablations also fit q and w) on that script's grids minimizing the median
+- the benchmark-TTFT terms per engine table (the product's fit, `search.calibration.serving`,
+  as tests/benchmarks/fit_benchmark_ttft.py runs it): t_request and q (the ablations also fit w)
+  on its grids minimizing the median
   |log error| of TTFT, on the rows of the engine with a measured TTFT where it has
   `FitConfig.min_engine_rows` of them (the generic table on all of them). Only closed-loop rows
   enter it: a TTFT measured under Poisson arrivals or in an offline run (`OPEN_LOOP_REGIMES`) is
@@ -33,10 +34,11 @@ import numpy as np
 
 from cost_model.benchmark_ttft import GENERIC, BenchmarkTerms
 from cost_model.host import DEFAULT_HOST_CPU
+from search.calibration import serving
 from search.calibration.serving import HOST_GRID_US, best_host_index
 from tests.benchmarks.serving.config import OPEN_LOOP_REGIMES
 from tests.benchmarks.serving.fast import Batch, FastModels
-from tests.benchmarks.serving.terms import Terms, patched
+from tests.benchmarks.serving.terms import Terms
 from tests.benchmarks.serving.rows import Prepared, Result, Skip
 from tests.benchmarks.serving.scenarios import _as_measured, fixed_values, predict_prepared
 
@@ -47,12 +49,6 @@ HOST_METRICS = (0, 1)  # TPOT and tokens/s/GPU: the host fit's errors
 NOT_FITTED_REGIMES = ("sla",)
 FIXED_REGIMES = ("fixed",)  # one point at the row's own concurrency
 ZERO_TTFT = BenchmarkTerms(0.0, 0.0, 0.0)
-
-
-def _ttft_script():
-    """fit_benchmark_ttft.py's grids and fit (imported late: it imports validate_serving)."""
-    from tests.benchmarks import fit_benchmark_ttft
-    return fit_benchmark_ttft
 
 
 @dataclass
@@ -212,29 +208,17 @@ def ttft_inputs(table: Table, rows: np.ndarray, hosts: dict, assignment: dict):
 
 def _fit_table(idx, fixed, queue, rounds, measured, statistics: list | None, mode: str
                ) -> BenchmarkTerms:
-    """One engine table's terms. Where the fit script fits its terms statistic by statistic
-    (mean and median rows apart, through its `_grid_fit`), its own `fit` runs on these rows with
-    that grid search done coarse to fine (`ttft_grid_search`); else its objective on its grids
-    (one set of terms for every row)."""
-    script = _ttft_script()
+    """One engine table's terms: the product's fit (`search.calibration.serving.fit_ttft_terms`:
+    mean and median rows apart) on `mode`'s grids, its grid search done coarse to fine
+    (`ttft_grid_search`). A row is a mean row when its statistic says so (fit_benchmark_ttft.py's
+    `statistic`: a row that does not say is a median)."""
     grids = ttft_grids(mode)
-    if not hasattr(script, "_grid_fit"):
-        return BenchmarkTerms(*ttft_grid_search(fixed, queue, rounds, measured, grids))
-    rows = [{"predicted": {"steady_ttft": f, "poll_wait": 0.0, "prompt_queue": q,
-                           "round_wait": w}, "measured": {"ttft_s": m},
-             "ttft_statistic": None if statistics is None else statistics[i]}
-            for i, f, q, w, m in zip(idx, fixed, queue, rounds, measured)]
+    is_mean = np.array([statistics is not None and statistics[i] == "mean" for i in idx],
+                       dtype=bool)
+    x = serving.TtftInputs(np.asarray(fixed, dtype=np.float64), queue, rounds, measured, is_mean)
     search = lambda base, q, w, m, shares, w_grid: ttft_grid_search(  # noqa: E731
         base, q, w, m, (grids[0], shares, w_grid))
-    with patched(script, _grid_fit=search):
-        return BenchmarkTerms(*script.fit(rows, grids[1:]))
-
-
-def _median_abs_log(t_grid, q_grid, w, fixed, queue, rounds, measured) -> np.ndarray:
-    """median |log((t + fixed + q·queue + w·round) / measured)| on the (t, q) grid at w."""
-    pred = (t_grid[:, None, None] + (fixed + w * rounds)[None, None, :]
-            + q_grid[None, :, None] * queue[None, None, :])
-    return np.median(np.abs(np.log(pred / measured)), axis=2)
+    return BenchmarkTerms(*serving.fit_ttft_terms(x, grids[1:], search=search))
 
 
 def ttft_grid_search(fixed, queue, rounds, measured, grids) -> tuple[float, float, float]:
@@ -252,23 +236,16 @@ def ttft_grid_search(fixed, queue, rounds, measured, grids) -> tuple[float, floa
 
 
 def _search(fixed, queue, rounds, measured, t_grid, q_grid, w_grid):
-    best = (np.inf, 0.0, 0.0, 0.0)
-    for w in w_grid:
-        cost = _median_abs_log(t_grid, q_grid, w, fixed, queue, rounds, measured)
-        i, j = np.unravel_index(np.argmin(cost), cost.shape)
-        if cost[i, j] < best[0]:
-            best = (float(cost[i, j]), float(t_grid[i]), float(q_grid[j]), float(w))
-    return best[1:]
+    return serving.grid_fit(fixed, queue, rounds, measured, q_grid, w_grid, overheads=t_grid)
 
 
 def ttft_grids(mode: str):
-    """The fit script's (t, q, w) grids; "no_queue": q = 0, "no_round": w = 0, "request":
-    both."""
-    script = _ttft_script()
+    """The fit's (t, q, w) grids (`search.calibration.serving`); "no_queue": q = 0, "no_round":
+    w = 0, "request": both."""
     zero = np.zeros(1)
-    share = zero if mode in ("no_queue", "request") else script.SHARE_GRID
-    rounds = zero if mode in ("no_round", "request") else script.ROUND_GRID
-    return script.OVERHEAD_GRID_S, share, rounds
+    share = zero if mode in ("no_queue", "request") else serving.SHARE_GRID
+    rounds = zero if mode in ("no_round", "request") else serving.ROUND_GRID
+    return serving.OVERHEAD_GRID_S, share, rounds
 
 
 def fit_ttft(table: Table, train: np.ndarray, hosts: dict, assignment: dict,
