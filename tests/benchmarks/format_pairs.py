@@ -1,0 +1,51 @@
+"""The format pairs alone (tests/data/serving/format_pairs.csv, scored as validate_serving.py
+scores them): the model's a/b ratios of TPOT and tokens/s/GPU against the measured ones, per
+source and formats, per model and over all. Faster than validate_serving.py (no other rows).
+
+Run: PYTHONPATH=$PWD python tests/benchmarks/format_pairs.py [--csv PATH] [--quiet] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from tests.benchmarks.serving.config import DEFAULT_DATA_DIR, FORMAT_PAIRS_CSV
+from tests.benchmarks.serving.pairs import (
+    _pair_summary, _print_pair_figures, _read_pairs, pair_groups, print_pairs, score_format_pairs,
+)
+
+
+def model_groups(lines: list[dict]) -> dict:
+    """The pair figures per model (the pair text's first word)."""
+    models = sorted({line["pair"].split()[0] for line in lines})
+    return {m: _pair_summary([line for line in lines if line["pair"].split()[0] == m])
+            for m in models}
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--csv", type=Path, default=FORMAT_PAIRS_CSV, help="format-pairs CSV")
+    parser.add_argument("--quiet", action="store_true", help="figures only, no line per pair")
+    parser.add_argument("--json", action="store_true", help="one JSON document")
+    args = parser.parse_args(argv)
+    if not args.csv.is_file():
+        print(f"error: `--csv` must name a file, got {args.csv}", file=sys.stderr)
+        return 2
+    summary, lines, skipped = score_format_pairs(_read_pairs(args.csv), DEFAULT_DATA_DIR)
+    groups, models = pair_groups(lines), model_groups(lines)
+    if args.json:
+        print(json.dumps({"all": summary, "groups": groups, "models": models,
+                          "skipped": dict(skipped), "lines": lines}, indent=1))
+        return 0
+    print_pairs(summary, [] if args.quiet else lines, skipped, groups)
+    for model, by_metric in models.items():
+        print(f"  model {model}:")
+        _print_pair_figures(by_metric, "    ")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
