@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tests.benchmarks.format_pairs import main, model_groups
+from tests.benchmarks.format_pairs import main, measured_ratios, model_groups
 from tests.benchmarks.serving.config import FORMAT_PAIRS_CSV
 
 
@@ -46,3 +46,17 @@ def test_missing_csv_is_one_line_and_exit_2(tmp_path, capsys):
     assert main(["--csv", str(tmp_path / "absent.csv")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "`--csv`" in err[0]
+
+
+def test_measured_ratios_keep_unscored_pairs_by_hand():
+    """Two pairs of one group, one without tokens/s: TPOT ratios 30/40 = 0.75 and 22/20 = 1.1;
+    tokens/s 12/10 = 1.2 from the first only. No ISL needed: nothing is priced."""
+    pairs = [{"source_kind": "s", "field": "precision", "format_a": "fp8", "format_b": "bf16",
+              "tpot_ms_a": "30", "tpot_ms_b": "40", "output_tokens_per_s_per_gpu_a": "12",
+              "output_tokens_per_s_per_gpu_b": "10"},
+             {"source_kind": "s", "field": "precision", "format_a": "fp8", "format_b": "bf16",
+              "tpot_ms_a": "22", "tpot_ms_b": "20", "output_tokens_per_s_per_gpu_a": "",
+              "output_tokens_per_s_per_gpu_b": ""}]
+    out = measured_ratios(pairs)["s precision fp8/bf16"]
+    assert out["tpot"] == pytest.approx([0.75, 1.1])
+    assert out["tokens_per_s_per_gpu"] == pytest.approx([1.2])

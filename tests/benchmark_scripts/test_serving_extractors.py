@@ -245,3 +245,47 @@ def test_every_extractor_writes_the_schemas_columns(tmp_path, capsys):
         assert tuple(reader.fieldnames) == schema.COLUMNS
         assert list(reader) == [row, row]
     assert capsys.readouterr().out == f"2 rows -> {path}\n"
+
+
+# ---- ML.ENERGY Leaderboard v3 (FP8 vs BF16 pairs) ------------------------------------------------
+
+ML_ENERGY = serving_script("extract_ml_energy")
+
+
+def _ml_energy_doc(model_id: str, precision: str, configs: list[tuple]) -> dict:
+    return {"model_id": model_id, "task": "gpqa", "weight_precision": precision,
+            "configurations": [
+                {"gpu_model": gpu, "num_gpus": gpus, "max_num_seqs": seqs,
+                 "parallelization": {"tensor_parallel": 1, "expert_parallel": gpus,
+                                     "data_parallel": 1},
+                 "avg_batch_size": seqs - 0.01, "avg_output_len": out, "median_itl_ms": itl,
+                 "p90_itl_ms": itl, "p95_itl_ms": itl, "p99_itl_ms": itl,
+                 "output_throughput_tokens_per_sec": tps}
+                for gpu, gpus, seqs, itl, tps, out in configs]}
+
+
+def test_ml_energy_pairs_by_hand(tmp_path):
+    """FP8 on H100 ×8 at 8 and 16 sequences and B200 ×2 at 8; BF16 on H100 ×8 at 8 and B200 ×4
+    at 8: only H100 ×8 at 8 is in both, 1 pair. FP8 side a: TPOT 25.5 ms, 40 tok/s over 8 GPUs =
+    5 per GPU; BF16 20 ms, 48/8 = 6. The leaderboard's `EP 8` is vLLM's TP 8 with expert
+    parallelism: tp = ep = 8; no ISL, the batch cap 8 in `max_batch` and `concurrency`."""
+    fp8 = ML_ENERGY.records(_ml_energy_doc("Qwen/Qwen3-235B-A22B-Thinking-2507-FP8", "fp8", [
+        ("H100", 8, 8, 25.5, 40.0, 9000.0), ("H100", 8, 16, 27.0, 70.0, 9100.0),
+        ("B200", 2, 8, 30.0, 30.0, 9050.0)]), "fp8.json")
+    bf16 = ML_ENERGY.records(_ml_energy_doc("Qwen/Qwen3-235B-A22B-Thinking-2507", "bfloat16", [
+        ("H100", 8, 8, 20.0, 48.0, 8900.0), ("B200", 4, 8, 18.0, 50.0, 8800.0)]), "bf16.json")
+    assert [(r["gpu"], r["tp"], r["ep"]) for r in bf16] == [("B200", "4", "4"),
+                                                            ("H100-SXM", "8", "8")]
+    path = tmp_path / "ml_energy.csv"
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=ML_ENERGY.COLUMNS)
+        w.writeheader()
+        w.writerows(fp8 + bf16)
+    (pair,) = PAIRS.ml_energy_pairs(path)
+    assert (pair["model"], pair["gpu"], pair["tp"], pair["ep"], pair["concurrency"],
+            pair["max_batch"], pair["isl"], pair["kv_precision"]) == \
+        ("Qwen3-235B-A22B", "H100-SXM", "8", "8", "8", "8", "", "bf16")
+    assert (pair["format_a"], pair["tpot_ms_a"], pair["output_tokens_per_s_per_gpu_a"]) == \
+        ("fp8", "25.5000", "5.0000")
+    assert (pair["format_b"], pair["tpot_ms_b"], pair["output_tokens_per_s_per_gpu_b"]) == \
+        ("bf16", "20.0000", "6.0000")

@@ -11,11 +11,16 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from statistics import median
 
 from tests.benchmarks.serving.config import DEFAULT_DATA_DIR, FORMAT_PAIRS_CSV
+from tests.benchmarks.serving.config import FORMAT_PAIR_BAND
 from tests.benchmarks.serving.pairs import (
-    _pair_summary, _print_pair_figures, _read_pairs, pair_groups, print_pairs, score_format_pairs,
+    _pair_summary, _print_pair_figures, _read_pairs, pair_group, pair_groups, print_pairs,
+    score_format_pairs,
 )
+
+MEASURED = (("tpot", "tpot_ms"), ("tokens_per_s_per_gpu", "output_tokens_per_s_per_gpu"))
 
 
 def model_groups(lines: list[dict]) -> dict:
@@ -23,6 +28,29 @@ def model_groups(lines: list[dict]) -> dict:
     models = sorted({line["pair"].split()[0] for line in lines})
     return {m: _pair_summary([line for line in lines if line["pair"].split()[0] == m])
             for m in models}
+
+
+def measured_ratios(pairs: list[dict[str, str]]) -> dict[str, dict[str, list[float]]]:
+    """Every pair's measured a/b ratios per group, scored or not (a pair the validator skips,
+    e.g. for want of an ISL, still shows which format its source measured faster)."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for pair in pairs:
+        for metric, column in MEASURED:
+            a, b = pair.get(f"{column}_a", "").strip(), pair.get(f"{column}_b", "").strip()
+            if a and b:
+                out.setdefault(pair_group(pair), {}).setdefault(metric, []).append(
+                    float(a) / float(b))
+    return out
+
+
+def _print_measured(ratios: dict[str, dict[str, list[float]]]) -> None:
+    print("  measured a/b ratios of every pair in the CSV (scored or skipped):")
+    for group, by_metric in sorted(ratios.items()):
+        for metric, values in by_metric.items():
+            lower = sum(v < 1.0 - FORMAT_PAIR_BAND for v in values)
+            higher = sum(v > 1.0 + FORMAT_PAIR_BAND for v in values)
+            print(f"    {group} {metric}: {len(values)} pairs, median {median(values):.2f}, "
+                  f"below 1 ± {FORMAT_PAIR_BAND:.0%} in {lower}, above in {higher}")
 
 
 def main(argv: list[str]) -> int:
@@ -36,14 +64,17 @@ def main(argv: list[str]) -> int:
         return 2
     summary, lines, skipped = score_format_pairs(_read_pairs(args.csv), DEFAULT_DATA_DIR)
     groups, models = pair_groups(lines), model_groups(lines)
+    measured = measured_ratios(_read_pairs(args.csv))
     if args.json:
         print(json.dumps({"all": summary, "groups": groups, "models": models,
-                          "skipped": dict(skipped), "lines": lines}, indent=1))
+                          "skipped": dict(skipped), "measured": measured, "lines": lines},
+                         indent=1))
         return 0
     print_pairs(summary, [] if args.quiet else lines, skipped, groups)
     for model, by_metric in models.items():
         print(f"  model {model}:")
         _print_pair_figures(by_metric, "    ")
+    _print_measured(measured)
     return 0
 
 

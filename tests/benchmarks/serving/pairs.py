@@ -18,7 +18,7 @@ def _pair_row(pair: dict[str, str], side: str) -> dict[str, str]:
     row = {c: pair.get(c, "") for c in ("model", "gpu", "framework", "tp", "ep", "attention_dp",
                                         "isl", "osl", "concurrency", "source_kind", "num_gpus",
                                         "precision", "moe_precision", "kv_precision",
-                                        "scenario", "requests")}
+                                        "scenario", "requests", "max_batch")}
     row.update(pp="1", mode="agg", spec_decode="none", prefill_config="", decode_config="",
                derived_fields="", notes="", tpot_ms=pair[f"tpot_ms_{side}"],
                ttft_ms=pair[f"ttft_ms_{side}"],

@@ -15,6 +15,13 @@ engine, parallelism (TP, EP, attention DP), ISL/OSL and concurrency:
   of one model, TP and ISL/OSL as an FP8 engine (FP8 KV) and an FP16 one (FP16 KV): output
   tokens/s only; `kv_precision` stays empty so each side takes its engine's KV format (the
   deployment default: FP8 KV with FP8 weights, FP16 with FP16); `requests` is the run's.
+- `precision` fp8 vs bf16: pair_sources/ml_energy_v3.csv (extract_ml_energy.py), the ML.ENERGY
+  Leaderboard v3 runs of Qwen3-235B-A22B in block-FP8 and BF16 weights on one GPU type, GPU
+  count and vLLM `max_num_seqs` (every request sent at once: an offline run whose batch cap is
+  `max_num_seqs`, in `max_batch` and `concurrency`), KV BF16 on both sides; TPOT is the median
+  ITL. The source states no input length and each side its own mean output length (in `source`):
+  `isl` and `osl` stay empty, so the validator reports these pairs as skipped until a stated ISL
+  is found.
 `precision`, `moe_precision` and `scenario` are the pair's shared values where the other
 field varies (empty where `precision` itself is the pair's field). The candidate format is
 side `a` (fp4, fp8 KV), the baseline side `b` (fp8, bf16 KV); ratios are
@@ -36,10 +43,13 @@ SOURCES = (HERE.parent / "serving_published.csv", HERE / "published_ttft_tpot.cs
 ENGINE_NAMES = {"SGLang": "sglang", "TensorRT-LLM": "trt"}  # inferencex_runs.csv -> the others
 KV_SOURCE = HERE / "vllm_blog_fp8_kv.csv"
 OVERVIEW_SOURCE = HERE / "trtllm_perf_overview_v0_14.csv"
+ML_ENERGY_SOURCE = HERE / "pair_sources" / "ml_energy_v3.csv"
+ML_ENERGY_MODELS = {"Qwen/Qwen3-235B-A22B-Instruct-2507": "Qwen3-235B-A22B",
+                    "Qwen/Qwen3-235B-A22B-Thinking-2507": "Qwen3-235B-A22B"}  # same layers
 KEY = ("model", "gpu", "framework", "tp", "ep", "attention_dp", "isl", "osl", "concurrency")
 SIDE = ("tpot_ms", "ttft_ms", "output_tokens_per_s_per_gpu", "runs", "format")
 COLUMNS = (*KEY, "field", "source_kind", "tpot_stat", "num_gpus", "precision", "moe_precision",
-           "scenario", "requests",
+           "scenario", "requests", "kv_precision", "max_batch",
            *(f"{c}_{s}" for s in "ab" for c in SIDE), "source")
 
 
@@ -134,8 +144,42 @@ def perf_overview_pairs(path: Path = OVERVIEW_SOURCE) -> list[dict[str, str]]:
     return out
 
 
+def _ml_energy_side(r: dict[str, str]) -> dict[str, str]:
+    per_gpu = float(r["output_tokens_per_s"]) / int(r["num_gpus"])
+    return {"tpot_ms": r["median_itl_ms"], "ttft_ms": "",
+            "output_tokens_per_s_per_gpu": f"{per_gpu:.4f}", "runs": "1",
+            "format": r["precision"]}
+
+
+def ml_energy_pairs(path: Path = ML_ENERGY_SOURCE) -> list[dict[str, str]]:
+    """FP8 vs BF16 weights of one model, task, GPU, GPU count and `max_num_seqs` (docstring)."""
+    groups: dict[tuple, dict[str, dict[str, str]]] = {}
+    for r in _read(path):
+        base = r["model_id"].removesuffix("-FP8")
+        key = (base, r["task"], r["gpu"], r["num_gpus"], r["tp"], r["ep"], r["max_num_seqs"])
+        groups.setdefault(key, {})[r["precision"]] = r
+    out = []
+    for (base, task, gpu, gpus, tp, ep, seqs), by_format in sorted(
+            groups.items(), key=lambda kv: (*kv[0][:3], int(kv[0][3]), int(kv[0][6]))):
+        if set(by_format) != {"fp8", "bf16"}:
+            continue
+        a, b = by_format["fp8"], by_format["bf16"]
+        out.append({"model": ML_ENERGY_MODELS[base], "gpu": gpu, "framework": a["engine"],
+                    "tp": tp, "ep": ep, "attention_dp": "False", "isl": "", "osl": "",
+                    "concurrency": seqs, "field": "precision", "source_kind": "ml_energy_v3",
+                    "tpot_stat": "median ITL", "num_gpus": gpus, "scenario": "offline",
+                    "kv_precision": "bf16", "max_batch": seqs,
+                    **{f"{c}_a": v for c, v in _ml_energy_side(a).items()},
+                    **{f"{c}_b": v for c, v in _ml_energy_side(b).items()},
+                    "source": f"{base} ({task}), FP8 {a['model_id']} vs BF16; mean output "
+                              f"tokens {float(a['avg_output_len']):.0f} (FP8) / "
+                              f"{float(b['avg_output_len']):.0f} (BF16); no input length "
+                              f"published; {a['source_url']} and {b['source_url']}"})
+    return out
+
+
 def main(argv: list[str]) -> int:
-    rows = inferencex_pairs() + kv_pairs() + perf_overview_pairs()
+    rows = inferencex_pairs() + kv_pairs() + perf_overview_pairs() + ml_energy_pairs()
     with Path(argv[0]).open("w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS)
         w.writeheader()
