@@ -289,3 +289,13 @@ def test_ml_energy_pairs_by_hand(tmp_path):
         ("fp8", "25.5000", "5.0000")
     assert (pair["format_b"], pair["tpot_ms_b"], pair["output_tokens_per_s_per_gpu_b"]) == \
         ("bf16", "20.0000", "6.0000")
+
+
+def test_ml_energy_bad_git_dir_is_one_line_and_exit_2(tmp_path, capsys):
+    """A folder that is no snapshot of the leaderboard: one line naming `GIT_DIR`, exit 2, no
+    file written."""
+    out = tmp_path / "out.csv"
+    assert ML_ENERGY.main([str(tmp_path), str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "`GIT_DIR`" in err[0]
+    assert not out.exists()

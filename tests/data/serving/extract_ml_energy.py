@@ -13,6 +13,7 @@ no client concurrency cap), so `max_num_seqs` is the running batch. The files st
 length (the prompts are tokenized at run time): the rows keep `isl` empty.
 
 Usage: python tests/data/serving/extract_ml_energy.py GIT_DIR [OUT.csv]
+(GIT_DIR: the snapshot's git directory, e.g. /work/.mirror/ml-energy+leaderboard/repo)
 """
 
 from __future__ import annotations
@@ -65,10 +66,14 @@ def main(argv: list[str]) -> int:
         return 2
     rows = []
     for name in FILES:
-        text = subprocess.run(["git", "--git-dir", argv[0], "show",
+        done = subprocess.run(["git", "--git-dir", argv[0], "show",
                                f"{COMMIT}:public/data/models/{name}"],
-                              capture_output=True, text=True, check=True).stdout
-        rows += records(json.loads(text), name)
+                              capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            print(f"error: `GIT_DIR` must hold ml-energy/leaderboard at {COMMIT[:8]} with "
+                  f"{name}, got {argv[0]}", file=sys.stderr)
+            return 2
+        rows += records(json.loads(done.stdout), name)
     out = Path(argv[1]) if len(argv) > 1 else OUT
     with out.open("w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS)
