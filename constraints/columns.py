@@ -54,8 +54,20 @@ class DeploymentColumns:
 
     def take(self, index) -> DeploymentColumns:
         picked = np.asarray(index)
-        return DeploymentColumns(tuple(self.deployments[i] for i in picked),
+        return DeploymentColumns(Deployments(self.deployments[i] for i in picked),
                                  *(getattr(self, f)[picked] for f in _INT_FIELDS))
+
+
+class Deployments(tuple):
+    """A tuple of deployments that computes its hash once: the caches keyed by a sweep's
+    deployments (`static_values`, `aligned_counts`) look it up several times an architecture,
+    and each `Deployment` hashes every field. Equal to, and hashed as, the plain tuple."""
+
+    def __hash__(self) -> int:
+        found = self.__dict__.get("hash")
+        if found is None:
+            found = self.__dict__["hash"] = tuple.__hash__(self)
+        return found
 
 
 _INT_FIELDS = ("tp", "ep", "pp", "dp", "kvp", "ffn_tp", "moe_tp", "gpus", "block")
@@ -64,7 +76,7 @@ _INT_FIELDS = ("tp", "ep", "pp", "dp", "kvp", "ffn_tp", "moe_tp", "gpus", "block
 @lru_cache(maxsize=256)
 def _columns(deps: tuple[Deployment, ...]) -> DeploymentColumns:
     ints = {f: np.array([_field(d, f) for d in deps], dtype=np.int64) for f in _INT_FIELDS}
-    return DeploymentColumns(deps, **ints)
+    return DeploymentColumns(Deployments(deps), **ints)
 
 
 def _field(dep: Deployment, name: str) -> int:
