@@ -71,3 +71,23 @@ def test_distinct_dims_follow_gemm_dims():
         assert [bool(dims.reduction[i, j]) for i in kept] == [d.reduction for d in expected]
     # tp 8 > 2 KV heads: ⌈2/8⌉·128 = 128 per GPU; H′/8 = 352; heads·d_h/8 = 128
     assert sorted({float(s) for s in dims.size[dims.first[:, 3], 3]}) == [128.0, 352.0, 1024.0]
+
+
+def test_taken_deployments_are_the_tuple_hashed_once():
+    """`take` keeps the deployments picked, in order, as a tuple equal to (and hashed as) the
+    plain tuple of them, so the caches keyed by a sweep's deployments find it either way."""
+    from constraints.columns import Deployments, static_values
+
+    deps = [Deployment(tp=1), Deployment(tp=2), Deployment(tp=4), Deployment(tp=8)]
+    taken = DeploymentColumns.of(deps).take([3, 1])
+    assert isinstance(taken.deployments, Deployments)
+    assert taken.deployments == (deps[3], deps[1]) and list(taken.tp) == [8, 2]
+    assert hash(taken.deployments) == hash((deps[3], deps[1])) == hash(taken.deployments)
+    assert {taken.deployments: 1}[(deps[3], deps[1])] == 1
+    arch = make_architecture(name="t", vocab_size=1000, hidden_size=1024, num_layers=2,
+                             num_attention_heads=8, num_kv_heads=2, head_dim=128,
+                             intermediate_size=2816, max_position_embeddings=4096)
+    rules = constraint_rules(load_spec(REPO / "studies" / "quickstart.toml"))
+    fresh = DeploymentColumns(tuple(taken.deployments), *(getattr(taken, f) for f in (
+        "tp", "ep", "pp", "dp", "kvp", "ffn_tp", "moe_tp", "gpus", "block")))
+    assert static_values(arch, taken, rules) is static_values(arch, fresh, rules)
