@@ -54,8 +54,20 @@ class DeploymentColumns:
 
     def take(self, index) -> DeploymentColumns:
         picked = np.asarray(index)
-        return DeploymentColumns(tuple(self.deployments[i] for i in picked),
+        return DeploymentColumns(Deployments(self.deployments[i] for i in picked),
                                  *(getattr(self, f)[picked] for f in _INT_FIELDS))
+
+
+class Deployments(tuple):
+    """A tuple of deployments that computes its hash once: the caches keyed by a sweep's
+    deployments (`static_values`, `aligned_counts`) look it up several times an architecture,
+    and each `Deployment` hashes every field. Equal to, and hashed as, the plain tuple."""
+
+    def __hash__(self) -> int:
+        found = self.__dict__.get("hash")
+        if found is None:
+            found = self.__dict__["hash"] = tuple.__hash__(self)
+        return found
 
 
 _INT_FIELDS = ("tp", "ep", "pp", "dp", "kvp", "ffn_tp", "moe_tp", "gpus", "block")
@@ -64,7 +76,7 @@ _INT_FIELDS = ("tp", "ep", "pp", "dp", "kvp", "ffn_tp", "moe_tp", "gpus", "block
 @lru_cache(maxsize=256)
 def _columns(deps: tuple[Deployment, ...]) -> DeploymentColumns:
     ints = {f: np.array([_field(d, f) for d in deps], dtype=np.int64) for f in _INT_FIELDS}
-    return DeploymentColumns(deps, **ints)
+    return DeploymentColumns(Deployments(deps), **ints)
 
 
 def _field(dep: Deployment, name: str) -> int:
@@ -97,6 +109,10 @@ class DimTemplate:
     rest: np.ndarray
     reduction: np.ndarray
     earlier: np.ndarray  # (entry, entry, 1) bool: the second entry comes before the first
+    labels: tuple  # the label ids, shard kinds and K flags: what the dedupe depends on
+
+
+_DERIVED = ("earlier", "labels")  # DimTemplate's fields not read from the entries
 
 
 @lru_cache(maxsize=4096)
@@ -105,9 +121,11 @@ def dim_template(arch: Architecture) -> DimTemplate:
     hidden = [i for i, e in enumerate(entries) if e[0] == _label_id(HIDDEN_LABEL)][:1]
     order = hidden + [i for i in range(len(entries)) if i not in hidden]
     columns = [np.array(values)[order] for values in zip(*entries)]
-    named = dict(zip((f.name for f in fields(DimTemplate) if f.name != "earlier"), columns))
+    named = dict(zip((f.name for f in fields(DimTemplate) if f.name not in _DERIVED), columns))
     earlier = np.tri(len(order), k=-1, dtype=bool)[:, :, None]
-    return DimTemplate(**named, earlier=earlier)
+    labels = tuple(tuple(named[f].tolist()) for f in ("label", "sharded_label", "helix_label",
+                                                      "shard", "reduction"))
+    return DimTemplate(**named, earlier=earlier, labels=labels)
 
 
 def _entry(arch: Architecture, row: WeightGemm, which: str) -> tuple:
@@ -151,16 +169,38 @@ def gemm_dim_columns(arch: Architecture, d: DeploymentColumns) -> Dims:
     t = dim_template(arch)
     ones = np.ones(len(d), dtype=np.int64)
     shards = np.stack([ones, d.tp, d.ffn_tp, d.moe_tp])[t.shard]  # (entry, deployment)
-    helix = (t.shard == SHARDS.index("ffn_tp"))[:, None] & (d.kvp > 1)[None, :]
     whole = shards == 1
-    label = np.where(whole, t.label[:, None],
-                     np.where(helix, t.helix_label[:, None], t.sharded_label[:, None]))
     kv, rest, total = t.kv_heads[:, None], t.rest[:, None], t.total[:, None]
     size = np.where(whole, total, np.where(kv > 0, np.ceil(kv / shards) * rest, total / shards))
-    same = label[:, None, :] == label[None, :, :]  # (entry, entry, deployment)
-    first = ~np.any(same & t.earlier, axis=1)
-    reduction = np.any(same & t.reduction[None, :, None], axis=1)
-    return Dims(size, first, reduction)
+    return Dims(size, *_label_flags(t, whole, d.kvp > 1))
+
+
+# (`DimTemplate.labels`, which entries are unsharded and which deployments use Helix) -> the
+# dedupe's flags: architectures of one kind under one study's deployments share a few dozen
+_FLAGS: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+FLAGS_KEPT = 4096
+
+
+def _label_flags(t: DimTemplate, whole: np.ndarray, helix_deps: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """(entry, deployment) bools: the entry is the first of its label under the deployment
+    (kept), some entry of its label is a K. An entry's label is its unsharded one where its
+    shard is 1 (`whole`), else over TP, or in Helix's form for an ffn_tp shard with kvp > 1:
+    so the flags depend on the template's labels and on `whole` and `helix_deps` alone, and are
+    kept for them (shared arrays: read only)."""
+    key = (t.labels, whole.shape, whole.tobytes(), helix_deps.tobytes())
+    found = _FLAGS.get(key)
+    if found is None:
+        helix = (t.shard == SHARDS.index("ffn_tp"))[:, None] & helix_deps[None, :]
+        label = np.where(whole, t.label[:, None],
+                         np.where(helix, t.helix_label[:, None], t.sharded_label[:, None]))
+        same = label[:, None, :] == label[None, :, :]  # (entry, entry, deployment)
+        first = ~np.any(same & t.earlier, axis=1)
+        reduction = np.any(same & t.reduction[None, :, None], axis=1)
+        if len(_FLAGS) >= FLAGS_KEPT:
+            _FLAGS.clear()
+        found = _FLAGS[key] = (first, reduction)
+    return found
 
 
 def _padding_waste(size: np.ndarray, multiple: int) -> np.ndarray:

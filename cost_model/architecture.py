@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+import weakref
 from collections.abc import Mapping
 from operator import attrgetter
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Callable, Literal, Self
 
 from pydantic import (
     BaseModel, ConfigDict, Field, SerializationInfo, SerializerFunctionWrapHandler, StrictBool,
@@ -115,6 +116,11 @@ class Architecture(BaseModel):
             raise TypeError(f"model_copy(update=...) of {misplaced}: fields of a part, "
                             "use `with_fields`")
         return super().model_copy(update=update, deep=deep)
+
+    def __hash__(self) -> int:
+        """pydantic's hash of a frozen model (of every field's value), kept per object: the
+        caches keyed by an architecture look it up several times a trial (`kept`)."""
+        return kept(self, "hash", _fields_hash)
 
     @model_validator(mode="after")
     def _cross_part_rules(self) -> Self:
@@ -232,7 +238,11 @@ class Architecture(BaseModel):
         sliding (= None), every attention field when no layer attends (a pure Mamba-2 stack)
         and every linear-mixer field when no layer is linear (None). Per-layer patterns equal
         on every layer, expert fields of a dense model, the shared-expert width without shared
-        experts and the QK-norm scope without QK norms are fixed by the validators."""
+        experts and the QK-norm scope without QK norms are fixed by the validators. Computed
+        once per object (`kept`)."""
+        return kept(self, "design_key", Architecture._design_key)
+
+    def _design_key(self) -> tuple[tuple[str, Any], ...]:
         fields = self.model_dump(exclude={"name", "family"})
         if self.num_dense_layers == 0:
             fields["intermediate_size"] = 0
@@ -264,14 +274,49 @@ def field_path(name: str) -> str:
 
 
 _GETTERS: dict[str, attrgetter[Any]] = {}
+# values computed once per `Architecture` object (frozen: they cannot go stale), by id, each
+# object's entry dropped when it is freed (`weakref.finalize`: an id is reused only after that)
+_KEPT: dict[int, dict[str, Any]] = {}
+
+
+def kept(arch: Architecture, what: str, compute: Callable[[Architecture], Any]) -> Any:
+    """`compute(arch)`, computed once per object and kept while it lives (a search asks an
+    architecture's hash, design key and table fields many times)."""
+    memo = _KEPT.get(id(arch))
+    if memo is None:
+        memo = _KEPT[id(arch)] = {}
+        weakref.finalize(arch, _KEPT.pop, id(arch), None)
+    if what not in memo:
+        memo[what] = compute(arch)
+    return memo[what]
+
+
+def _fields_hash(arch: Architecture) -> int:
+    return hash(tuple(arch.__dict__[name] for name in type(arch).model_fields))
 
 
 def field_value(arch: Architecture, name: str) -> Any:
-    """The value of the field users call `name` (for tables that name fields as data)."""
-    getter = _GETTERS.get(name)
-    if getter is None:
-        getter = _GETTERS[name] = attrgetter(field_path(name))
-    return getter(arch)
+    """The value of the field users call `name` (for tables that name fields as data); kept per
+    object (`kept`: the table of weight GEMMs reads a few fields of an architecture hundreds of
+    times, derived ones like `num_moe_layers` among them)."""
+    values = kept(arch, "fields", _no_fields)
+    found = values.get(name, _MISSING)
+    if found is _MISSING:
+        getter = _GETTERS.get(name)
+        if getter is None:
+            getter = _GETTERS[name] = attrgetter(field_path(name))
+        found = getter(arch)
+        if isinstance(found, _IMMUTABLE):
+            values[name] = found
+    return found
+
+
+_MISSING = object()
+_IMMUTABLE = (int, float, str, tuple, type(None))
+
+
+def _no_fields(arch: Architecture) -> dict[str, Any]:
+    return {}
 
 
 def design_name(arch: Architecture, show_vocab: bool = False) -> str:

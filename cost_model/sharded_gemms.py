@@ -30,7 +30,7 @@ from typing import Literal, TypedDict
 
 import numpy as np
 
-from cost_model.architecture import Architecture, field_value
+from cost_model.architecture import Architecture, field_value, kept
 from cost_model.batch import LINEAR_KIND_CODES, ArchArrays
 
 Factor = str | tuple[str, ...]  # a field, or a sum of fields (shown in parentheses)
@@ -451,7 +451,7 @@ def is_kind(src, kind: str | None):
         return True
     if isinstance(src, ArchColumns):
         return src.is_kind(kind)
-    return kind in (src.attention.attention_kind, src.mixer.linear_mixer_kind)
+    return kind in (field_value(src, "attention_kind"), field_value(src, "linear_mixer_kind"))
 
 
 def active(row: WeightGemm, src):
@@ -491,11 +491,16 @@ def _ceil(x):
 
 
 def layer_count(arch, layers: LayerSet) -> int:
-    """How many of `arch`'s layers have the rows of `layers`."""
+    """How many of `arch`'s layers have the rows of `layers` (counted once per object: the
+    table asks for each of its rows)."""
+    return kept(arch, "layer_counts", _layer_counts)[layers]
+
+
+def _layer_counts(arch) -> dict[str, int]:
     glob = arch.num_global_attention_layers
     return {"attention": arch.num_attention_layers - glob, "global": glob,
             "linear": arch.mixer.num_linear_attention_layers, "dense": arch.num_dense_layers,
-            "moe": arch.num_moe_layers, "model": 1}[layers]
+            "moe": arch.num_moe_layers, "model": 1}
 
 
 @lru_cache(maxsize=16384)  # parameter counts, constraints and lint all ask; `arch` is frozen

@@ -28,6 +28,7 @@ from search.study.space import (
     build_candidate,
     complete_params,
     runnable,
+    runnable_columns,
     sweeps_deployments,
 )
 from search.study.sweep import Envelope, envelopes
@@ -311,7 +312,7 @@ def swept_deployments(spec: StudySpec, cand: Candidate
     grid, kept = runnable(spec, cand.arch)
     if not len(kept):
         return [cand], DeploymentColumns.of([cand.deployment])
-    cols = grid.columns.take(kept)
+    cols = runnable_columns(spec, cand.arch)
     return [Candidate({**cand.params, **grid.params[i]}, cand.arch, dep)
             for i, dep in zip(kept, cols.deployments)], cols
 

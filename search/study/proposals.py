@@ -47,7 +47,7 @@ from search.study.param_table import (
     NAMED, column, complete_columns, first_broken, rule_masks,
 )  # fmt: skip
 from search.study.space import (
-    DEPLOYMENT_PARAMS, build_candidate, complete_params, gpus_allowed, runnable,
+    DEPLOYMENT_PARAMS, build_candidate, complete_params, gpus_allowed, runnable_columns,
     searched_dimensions, sweeps_deployments,
 )  # fmt: skip
 from search.study.spec import StudySpec
@@ -146,10 +146,9 @@ class Rules:
         own when they are sampled) passes every static hard constraint (all but memory_fit)."""
         cand = self.candidate(params)
         if self.sweeps:
-            grid, kept = runnable(self.spec, cand.arch)
-            if not len(kept):
+            cols = runnable_columns(self.spec, cand.arch)
+            if not len(cols):
                 return False
-            cols = grid.columns.take(kept)
         elif not gpus_allowed(self.spec, cand.deployment):
             return False
         else:

@@ -238,8 +238,8 @@ _GRIDS: dict[tuple[str, bool], GridDeployments] = {}
 # `runnable`'s answers, per study and architecture: a search asks for each design when it checks
 # the proposal, when it scores it and when it builds its candidate (~0.1-0.4 ms each)
 RUNNABLE_KEPT = 4096
-_RUNNABLE: OrderedDict[tuple[str, Architecture], tuple[GridDeployments, np.ndarray]] = \
-    OrderedDict()
+_RUNNABLE: OrderedDict[tuple[str, Architecture],
+                       tuple[GridDeployments, np.ndarray, DeploymentColumns]] = OrderedDict()
 _SPEC_KEYS: dict[int, tuple[StudySpec, str]] = {}  # id -> (the spec, kept alive; its JSON)
 
 
@@ -286,6 +286,17 @@ def runnable(spec: StudySpec, arch: Architecture) -> tuple[GridDeployments, np.n
     deployments of `arch`: sharding rules, at most `max_gpus`, its engine's rules; the rules
     checked on columns, `constraints.columns`; kept: `RUNNABLE_KEPT`). The positions are
     shared: read only."""
+    return _runnable(spec, arch)[:2]
+
+
+def runnable_columns(spec: StudySpec, arch: Architecture) -> DeploymentColumns:
+    """The columns of `runnable`'s deployments (kept with them: a search takes them for the
+    proposal's static check, then to score it). Shared: read only."""
+    return _runnable(spec, arch)[2]
+
+
+def _runnable(spec: StudySpec, arch: Architecture
+              ) -> tuple[GridDeployments, np.ndarray, DeploymentColumns]:
     key = (_spec_key(spec), arch)
     found = _RUNNABLE.get(key)
     if found is None:
@@ -293,7 +304,8 @@ def runnable(spec: StudySpec, arch: Architecture) -> tuple[GridDeployments, np.n
         cols = grid.columns
         ok = grid.runs & (sharding_broken(arch, cols) == 0) & (linear_broken(arch, cols) == 0) \
             & (pattern_broken(arch, cols) == 0)
-        found = _RUNNABLE[key] = (grid, np.flatnonzero(ok))
+        kept = np.flatnonzero(ok)
+        found = _RUNNABLE[key] = (grid, kept, cols.take(kept))
         if len(_RUNNABLE) > RUNNABLE_KEPT:
             _RUNNABLE.popitem(last=False)
     return found

@@ -154,6 +154,7 @@ def clear_caches() -> None:
     for module, name in (("cost_model.sharded_gemms", "rows_of"), ("constraints.shapes",
                          "gemm_dims"), ("constraints.columns", "dim_template"),
                          ("constraints.columns", "_static_values"),
+                         ("constraints.columns", "_FLAGS"),
                          ("constraints.columns", "_dims"),
                          ("search.study.space", "_RUNNABLE")):  # issue 25's per-design
         try:                                                    # caches, where they exist

@@ -13,7 +13,7 @@ from search.study.report import load_records, pareto_document
 from search.study.runner import run_study
 from search.study.space import (
     SWEEP_MAX_DEPLOYMENTS, build_candidate, complete_params, deployment_combinations,
-    deployment_grid, swept_candidates, sweeps_deployments,
+    deployment_grid, runnable, runnable_columns, swept_candidates, sweeps_deployments,
 )
 from search.study.spec import load_spec
 from search.cli.study import load_study, open_storage
@@ -59,6 +59,24 @@ def test_grid_is_the_product_of_the_deployment_dimensions():
     grid = deployment_grid(spec.space)
     assert len(grid) == deployment_combinations(spec.space)
     assert len({tuple(sorted(g.items())) for g in grid}) == len(grid)
+
+
+@pytest.mark.parametrize("path", STUDIES, ids=lambda p: p.stem)
+def test_runnable_columns_are_the_runnable_deployments(path):
+    """The columns kept with `runnable` are its grid's columns at its positions, in order: the
+    deployments `swept_candidates` scores (every shipped study, a design of its space)."""
+    spec = load_spec(path)
+    params = complete_params(spec, {})
+    cand = build_candidate(spec, params)
+    if not cand.valid:
+        pytest.skip(f"the space's first design is no model: {cand.invalid_reason}")
+    grid, kept = runnable(spec, cand.arch)
+    cols = runnable_columns(spec, cand.arch)
+    assert cols.deployments == tuple(grid.columns.deployments[i] for i in kept)
+    assert list(cols.deployments) == [c.deployment for c in swept_candidates(spec, cand)]
+    assert all(list(getattr(cols, f)) == list(getattr(grid.columns, f)[kept])
+               for f in ("tp", "ep", "pp", "dp", "kvp", "ffn_tp", "moe_tp", "gpus", "block"))
+    assert runnable_columns(spec, cand.arch) is cols
 
 
 def _true_envelope(spec, cand) -> float:
