@@ -16,10 +16,15 @@ steps + the M/D/1 wait for the prefill pool, ρ/(2(1−ρ)) · S (S a prompt's s
 KV transfer (the decode GPU's share of the sequence's KV over its NIC, or NVLink when both pools
 fit in one scale-up domain; not overlapped with the prefill, a conservative choice) + half a
 decode step to join the running batch. It does not depend on the decode pool's load except
-through that last half step and ρ. The benchmark TTFT adds the fitted per-request overhead
-(`cost_model.benchmark_ttft`, its mean and its median) and, past what a decode instance holds
-(memory, the engine's batch cap), the wait for a slot: the decode side keeps that many in
-flight and the rest queue.
+through that last half step and ρ. The benchmark TTFT is the closed-loop client's
+(`cost_model.benchmark_ttft`) with the prefill pool as the queue its waves meet: the fitted
+per-request overhead t_request, the share q of the prompts ahead of a request in its prefill
+group's wave, q · (N_g − 1) · S_prompt (N_g = ⌈c · y / (x · dp_p)⌉ the requests one prefill
+attention group receives when the c requests of each of the y decode instances start together,
+S_prompt one prompt at a full token budget on that group: its budget step · ISL / budget, as
+the aggregated engine's `serving_steps.ServingTimes.prompt_s`), each with its mean and its
+median, and, past what a decode instance holds (memory, the engine's batch cap), the wait for a
+slot: the decode side keeps that many in flight and the rest queue.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import numpy as np
 from cost_model.architecture import Architecture
 from cost_model.attention import kv_cache_bytes_per_sequence
 from cost_model.batch import ArchArrays, DeployArrays, Env
-from cost_model.benchmark_ttft import STATISTICS, shipped_terms, slot_wait_s
+from cost_model.benchmark_ttft import STATISTICS, prompt_queue_s, shipped_terms, slot_wait_s
 from cost_model.communication import point_to_point_s
 from cost_model.deployment import Deployment, Workload, expected_tokens_per_step
 from cost_model.errors import ConfigError
@@ -41,6 +46,7 @@ from cost_model.frontier import concurrency_grid, frontier_area
 from cost_model.hardware import HardwareSpec
 from cost_model.memory import max_concurrency
 from cost_model.step import StageTime, draft_pass, micro_batch_seqs, stage_forward
+from cost_model.step_load import busiest_group_seqs
 
 DEFAULT_MAX_INSTANCES = 8  # xPyD ratios searched: 1 … 8 instances of each pool
 # Prefill pools are sized below saturation: at ρ = 0.8 the M/D/1 wait is 2 prompt service
@@ -65,6 +71,7 @@ class DisaggregatedPoints:
     decode_instances: np.ndarray  # y
     prefill_s: np.ndarray  # the prompt through the prefill pipeline
     queue_s: np.ndarray  # waiting for the prefill pool
+    wave_queue_s: np.ndarray  # (N_g − 1) · S_prompt: the prompts ahead in a prefill group's wave
     kv_transfer_s: np.ndarray
     max_concurrency: np.ndarray  # (candidates, 1) per decode instance
     tpot_parts: StageTime  # TPOT split as GEMM / attention / communication / other
@@ -111,11 +118,13 @@ def _decode_step(a, d, env, c, workload: Workload) -> _DecodeStep:
 @dataclass(frozen=True)
 class _PrefillPool:
     """One prefill instance: a prompt's chunks through its pipeline, the prompts per second it
-    starts at a full token budget, and one prompt's service time at that rate."""
+    starts at a full token budget, one prompt's service time at that rate, and one prompt at a
+    full budget on one of its attention groups (budget step · ISL / budget)."""
 
     through_pipeline_s: np.ndarray
     prompts_per_s: np.ndarray
     service_s: np.ndarray
+    group_prompt_s: np.ndarray
 
 
 def _prefill_pool(a, d, env, workload: Workload) -> _PrefillPool:
@@ -125,7 +134,8 @@ def _prefill_pool(a, d, env, workload: Workload) -> _PrefillPool:
     full = d.dp * budget
     budget_step = stage_forward(a, d, env, 0.0, 0.0, full, isl / 2.0,
                                 np.maximum(full / isl, 1.0)).total_s
-    return _PrefillPool((chunks + d.pp - 1.0) * chunk, full / isl / budget_step, chunks * chunk)
+    return _PrefillPool((chunks + d.pp - 1.0) * chunk, full / isl / budget_step, chunks * chunk,
+                        budget_step * isl / budget)
 
 
 def _kv_transfer_s(a, d_decode, env_decode, hw: HardwareSpec, isl, both_pools_gpus):
@@ -203,6 +213,14 @@ def prefill_wait_s(utilization, service_s, prompts_ahead_max):
     return np.minimum(queued, np.maximum(prompts_ahead_max, 0.0)) * service_s
 
 
+def wave_queue_s(group_prompt_s, in_flight, ratio: _PoolRatio, prefill_dp):
+    """(N_g − 1) · S_prompt: the prompts ahead of a request when the in-flight requests of the
+    y decode instances start together and meet the x prefill instances' dp_p attention groups,
+    N_g = ⌈in_flight · y / (x · dp_p)⌉ on the busiest group (`benchmark_ttft.prompt_queue_s`)."""
+    per_instance = in_flight * ratio.decode_instances / ratio.prefill_instances
+    return prompt_queue_s(group_prompt_s, busiest_group_seqs(per_instance, prefill_dp))
+
+
 def evaluate_disaggregated(archs: Sequence[Architecture], prefill: Sequence[Deployment],
                            decode: Sequence[Deployment], hw: HardwareSpec, workload: Workload,
                            concurrency=None, limits: PoolLimits = PoolLimits()
@@ -263,9 +281,10 @@ def _points(a, pools: _Pools, hw: HardwareSpec, workload: Workload, grid, cap,
     queue = prefill_wait_s(ratio.prefill_utilization, pool.service_s,
                            in_flight * ratio.decode_instances / ratio.prefill_instances - 1.0)
     ttft = fixed + queue
+    wave = wave_queue_s(pool.group_prompt_s, in_flight, ratio, pools.prefill.dp)
     terms = shipped_terms(workload.engine)
-    client = {s: ttft + terms.overhead_s(s) + slot_wait_s(c, in_flight, decode_rate)
-              for s in STATISTICS}
+    client = {s: ttft + terms.overhead_s(s) + terms.queue_share(s) * wave
+              + slot_wait_s(c, in_flight, decode_rate) for s in STATISTICS}
     missing = ~np.isfinite(grid)
 
     def nan(values):
@@ -280,5 +299,5 @@ def _points(a, pools: _Pools, hw: HardwareSpec, workload: Workload, grid, cap,
         tokens_per_s_per_gpu=nan(ratio.requests_per_s_per_gpu * osl), fits_memory=fits,
         prefill_instances=nan(ratio.prefill_instances),
         decode_instances=nan(ratio.decode_instances), prefill_s=nan(pool.through_pipeline_s),
-        queue_s=nan(queue), kv_transfer_s=nan(kv), max_concurrency=cap,
+        queue_s=nan(queue), wave_queue_s=nan(wave), kv_transfer_s=nan(kv), max_concurrency=cap,
         tpot_parts=StageTime(*(nan(part) for part in decode.per_token._parts())))

@@ -11,6 +11,16 @@ lockstep (an MoE model's: `step_load.lockstep_groups`) share each step, independ
 model's) are replicas and step alone (`cost_model.evaluate` mixes their group sizes).
 TTFT is chunked-pipeline prefill of one request (the co-design post, guideline 6): m chunks
 through S stages take (m + S − 1) stage times, i.e. a bubble of (S−1)/(S−1+m).
+A step carries at most one budget of prompt tokens (TensorRT-LLM `max_num_tokens`, vLLM
+`max_num_batched_tokens`, SGLang `--chunked-prefill-size`: the engines cap each forward), so an
+attention group keeps at most n* = ⌊budget · decode_steps / new⌋ requests decoding: past that
+the prompts its requests bring per step exceed the budget (`budget_decode_seqs`). The other
+c_g − n* requests of a micro-batch wait for their prefill: the n* decoding ones each hold the
+group for their lifetime W_0 (their TTFT and OSL − 1 TPOTs, at least OSL TPOTs: the lifetime
+`cost_model.evaluate` counts), so the group completes n* / W_0 requests per second and the
+others wait (c_g − n*) / n* · W_0 (Little's law, L = λW: the c_g requests then live
+c_g / n* · W_0; `budget_wait_s`), which the steady TTFT carries; steps hold n* decoding
+sequences beside a full budget of prompt.
 """
 
 from __future__ import annotations
@@ -37,13 +47,15 @@ CASES = ("decode", "prompt", "prompt_high", "first_chunk", "budget")
 
 @dataclass(frozen=True)
 class ServingSteps:
-    """What `stage_forward_load` needs for the `CASES`, stacked on axis 0, and the prompt
-    schedule they follow."""
+    """What `stage_forward_load` needs for the `CASES`, stacked on axis 0, the prompt
+    schedule they follow, and the busiest group's requests of a micro-batch that wait for the
+    step budget per request decoding ((c_g − n*) / n*, `budget_decode_seqs`)."""
 
     load: StepLoad
     decode_context_tokens: np.ndarray | float  # what a decoding sequence attends to
     prompt_context_tokens: np.ndarray | float  # what a prompt token attends to, on average
     schedule: PromptSchedule
+    waiting_per_decoding_frac: np.ndarray | float = 0.0
 
 
 @dataclass(frozen=True)
@@ -93,21 +105,52 @@ def _stack(*arrays) -> np.ndarray:
     return np.stack([np.broadcast_to(np.asarray(x, dtype=np.float64), shape) for x in arrays])
 
 
+def budget_decode_seqs(budget_tokens, new_tokens, decode_steps):
+    """n* = ⌊budget · decode_steps / new⌋ (at least 1): the most requests one attention group
+    keeps decoding when each prefills `new` prompt tokens once per `decode_steps` steps and a
+    step carries at most `budget_tokens` of them."""
+    steps = np.asarray(decode_steps, dtype=np.float64)
+    return np.maximum(np.floor(np.asarray(budget_tokens, dtype=np.float64) * steps / new_tokens),
+                      1.0)
+
+
+def budget_wait_s(waiting_per_decoding, ttft_s, tpot_s, osl_tokens):
+    """(c_g − n*) / n* · W_0, W_0 = max(TTFT + (OSL − 1) · TPOT, OSL · TPOT) the lifetime of a
+    decoding request: the wait behind the c_g − n* requests the step budget holds back."""
+    tpot = np.asarray(tpot_s)
+    lifetime = np.maximum(np.asarray(ttft_s) + (osl_tokens - 1.0) * tpot, osl_tokens * tpot)
+    return np.asarray(waiting_per_decoding) * lifetime
+
+
+def _decoding(seqs, cap):
+    """(the requests of a group's `seqs` that decode under the budget's `cap`, the waiting
+    ones per decoding one)."""
+    seqs = np.asarray(seqs, dtype=np.float64)
+    decoding = np.minimum(seqs, cap)
+    shape = np.broadcast(seqs, decoding).shape
+    return decoding, np.divide(seqs - decoding, decoding, out=np.zeros(shape),
+                               where=decoding > 0)
+
+
 def serving_steps(a: ArchArrays, d: DeployArrays, concurrency, shape: ServingShape,
                   decode_steps) -> ServingSteps:
     """The `CASES` for `concurrency` whole requests, each decoding for `decode_steps` steps
-    (OSL over the tokens a step yields), and the prompt schedule they follow."""
+    (OSL over the tokens a step yields), the prompt schedule they follow, and the requests the
+    step budget holds back (`budget_decode_seqs`)."""
     lockstep = lockstep_groups(a.ffn.moe_layers, d.dp)
     budget = rank_budget_tokens(a, d, shape)
+    cap = budget_decode_seqs(budget, shape.new_tokens, decode_steps)
     micro = micro_batch_seqs(concurrency, d)
-    group = busiest_group_seqs(micro, d.dp)
-    instance = np.where(lockstep, micro, group)  # what the experts see: every group, or its own
+    group, waiting = _decoding(busiest_group_seqs(micro, d.dp), cap)
+    # what the experts see: every group's (each at most n*: once the busiest group is past it,
+    # the others, one request lighter at most, are at it), or its own
+    instance = np.where(lockstep, np.minimum(micro, d.dp * cap), group)
     groups = np.where(lockstep, np.minimum(d.dp, np.maximum(micro, 1.0)), 1.0)
     plan = PromptSchedule.of(group, instance, groups, shape.new_tokens, decode_steps, budget,
                              shape.balanced & lockstep)
     others = micro_batch_seqs(np.maximum(np.asarray(concurrency, float) - 1.0, 0.0), d)
-    others_group = busiest_group_seqs(others, d.dp)
-    others_instance = np.where(lockstep, others, others_group)
+    others_group = _decoding(busiest_group_seqs(others, d.dp), cap)[0]
+    others_instance = np.where(lockstep, np.minimum(others, d.dp * cap), others_group)
     tokens_per_seq = d.spec_tokens + 1.0  # each decoding sequence's: k drafts verified + 1
     load = StepLoad(
         group_decode_seqs=_stack(group, group, group, others_group, others_group),
@@ -122,7 +165,7 @@ def serving_steps(a: ArchArrays, d: DeployArrays, concurrency, shape: ServingSha
             others_instance * tokens_per_seq + np.where(lockstep, d.dp, 1.0) * budget),
         decode_tokens_per_seq=tokens_per_seq)
     return ServingSteps(load, shape.decode_context_tokens,
-                        shape.cached_tokens + shape.new_tokens / 2.0, plan)
+                        shape.cached_tokens + shape.new_tokens / 2.0, plan, waiting)
 
 
 def serving_times(a, d, env: Env, concurrency, shape: ServingShape) -> ServingTimes:
@@ -136,7 +179,9 @@ def serving_times(a, d, env: Env, concurrency, shape: ServingShape) -> ServingTi
     through S stages, (m + S − 1) steps that each carry one chunk beside the other c − 1
     sequences, plus half a stage step of waiting for the step in progress when other sequences
     are running (none at c = 1). It does not depend on OSL: the other requests' prompts are what
-    TPOT pays. With a prefix cache only ISL − cached tokens are prefilled, in every term."""
+    TPOT pays. With a prefix cache only ISL − cached tokens are prefilled, in every term. Past
+    the requests the step budget keeps decoding, the steady TTFT adds the wait for it
+    (`budget_wait_s`)."""
     tokens_per_step = expected_tokens_per_step(d.spec_tokens, d.spec_acceptance)
     steps = serving_steps(a, d, concurrency, shape, shape.osl_tokens / tokens_per_step)
     cases = stage_forward_load(a, d, env, steps.load, steps.decode_context_tokens,
@@ -153,6 +198,8 @@ def serving_times(a, d, env: Env, concurrency, shape: ServingShape) -> ServingTi
     chunks = np.ceil(shape.new_tokens / budget)
     waiting = np.where(np.asarray(concurrency) > 1.0, step.total_s / (2.0 * d.pp), 0.0)
     ttft = (chunks + d.pp - 1.0) * case["first_chunk"].total_s + waiting
+    ttft = ttft + budget_wait_s(steps.waiting_per_decoding_frac, ttft,
+                                step.total_s / tokens_per_step, shape.osl_tokens)
     prompt_s = case["budget"].total_s * shape.new_tokens / budget  # one budget per stage step
     queue = prompt_queue_s(prompt_s, busiest_group_seqs(concurrency, d.dp))
     return ServingTimes(step.scaled(1.0 / tokens_per_step), ttft, queue, prompt_s)

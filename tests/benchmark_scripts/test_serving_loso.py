@@ -10,8 +10,8 @@ from tests.benchmarks.serving import fast, terms
 from tests.benchmarks.serving.config import DEFAULT_DATA_DIR
 from tests.data_paths import serving_script
 from tests.benchmarks.serving.folds import (
-    VARIANTS, FitConfig, Table, _host_errors, fit_host_and_moe, fit_terms, ttft_grid_search,
-    ttft_grids,
+    VARIANTS, FitConfig, Table, _host_errors, fit_host_and_moe, fit_terms, left_out_host_loss,
+    shrunk_host_us, ttft_grid_search, ttft_grids,
 )
 from tests.benchmarks.serving.loso import perturbed
 from tests.benchmarks.serving.ranking import _summary, kendall_tau_b
@@ -164,6 +164,47 @@ def test_a_fold_is_fitted_without_its_rows():
         fold = fit_terms(table, source != left_out, config, base, {"trtllm"},
                          _host_errors(table))
         assert fold.host_s("x86") * 1e6 == pytest.approx(h)
+
+
+def test_a_host_time_that_only_helps_in_sample_is_dropped():
+    """Sources s1 (|log error| 0.3, 0.0, 0.3 at h = 0, 1, 2 µs) and s2 (0.0, 0.1, 0.5): fitted
+    on both, h = 1 (means 0.15, 0.05, 0.4). Left out: s1 scored at s2's fit h = 0 misses by 0.3,
+    s2 at s1's fit h = 1 by 0.1, pooled 0.2; at h = 0 they miss by 0.3 and 0.0, pooled 0.15. The
+    term does worse left out than without it: 0 is shipped."""
+    table = _table([[0.3, 0.0, 0.3], [0.0, 0.1, 0.5]], ["trtllm"] * 2)
+    sources, config = np.array(["s1", "s2"]), FitConfig("fitted")
+    assert fit_host_and_moe(table, np.ones(2, dtype=bool), config)[0]["x86"] == 1.0
+    loss = left_out_host_loss(table, sources, config)
+    assert loss["x86"] == pytest.approx((0.2, 0.15), rel=1e-12)
+    assert shrunk_host_us({"x86": 1.0}, loss) == {"x86": 0.0}
+
+
+def test_a_host_time_that_holds_left_out_is_kept():
+    """s1 (0.3, 0.0, 0.3) and s2 (0.3, 0.1, 0.5): each source alone fits h = 1, so left out s1
+    misses by 0.0 and s2 by 0.1 (pooled 0.05) against 0.3 at h = 0: the fitted 1 µs is kept; a
+    kind with no left-out rows keeps 0."""
+    table = _table([[0.3, 0.0, 0.3], [0.3, 0.1, 0.5]], ["trtllm"] * 2)
+    loss = left_out_host_loss(table, np.array(["s1", "s2"]), FitConfig("fitted"))
+    assert loss["x86"] == pytest.approx((0.05, 0.3), rel=1e-12)
+    assert shrunk_host_us({"x86": 1.0, "grace": 3.0}, loss) == {"x86": 1.0, "grace": 0.0}
+
+
+def test_the_products_host_fit_shrinks_within_its_own_sources():
+    """The product's fit (`host` "shrunk") of the rows above, s1 (0.3, 0.0, 0.3) and s2 (0.0,
+    0.1, 0.5), with a third source s3 (0.3, 0.0, 0.3) beside them: on s1 and s2 alone the fit
+    (h = 1) fails left out (0.2 against 0.15), so it ships 0 where the plain fit ships 1; on all
+    three, each source's fold still fits h = 1 (s3 or s1 pulls it there), left out 0.1/3 against
+    0.2: h = 1 is kept."""
+    table = _table([[0.3, 0.0, 0.3], [0.0, 0.1, 0.5], [0.3, 0.0, 0.3]], ["trtllm"] * 3)
+    table.measured[:, 1] = np.nan  # no TTFT: the TTFT fit has nothing to do
+    sources, base = np.array(["s1", "s2", "s3"]), terms.shipped()
+    two = np.array([True, True, False])
+    fit = lambda train, host: fit_terms(  # noqa: E731
+        table, train, FitConfig("fitted", host=host, ttft="off"), base, {"trtllm"},
+        _host_errors(table), sources).host_s("x86") * 1e6
+    assert fit(two, "fit") == pytest.approx(1.0)
+    assert fit(two, "shrunk") == 0.0
+    assert fit(np.ones(3, dtype=bool), "shrunk") == pytest.approx(1.0)
 
 
 def test_ttft_grid_search_finds_the_exhaustive_optimum():

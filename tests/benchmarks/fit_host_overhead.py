@@ -17,6 +17,11 @@ source left out): the shipped value is the fit on all sources. The grid and its 
 product's (`search.calibration.serving`: `HOST_GRID_US`, `best_host_index`), which `archscout
 calibrate --source RESULTS…` also runs on a user's own benchmark outputs.
 
+The value shipped must earn its place left out (`folds.left_out_host_loss`, `shrunk_host_us`):
+for each source the h is refitted without it and its rows are scored at that h and at h = 0; the
+fitted h is kept only where the pooled left-out mean |log error| at the folds' h is below the one
+at 0, else 0 is shipped (the source string says which, with both losses).
+
 The benchmark-TTFT terms (tests/benchmarks/fit_benchmark_ttft.py) are fitted on top of these step
 times: rerun that fit after this one.
 
@@ -47,7 +52,8 @@ def fit_all() -> tuple[dict[str, float], dict[str, dict]]:
     """({cpu: h µs} fitted on every scored row, {cpu: what the fit used and its figures})."""
     from tests.benchmarks.serving.fast import FastModels
     from tests.benchmarks.serving.folds import (
-        HOST_METRICS, FitConfig, _host_errors, build_table, fit_host_and_moe,
+        HOST_METRICS, FitConfig, build_table, fit_host_and_moe, left_out_host_loss,
+        shrunk_host_us,
     )
     from tests.benchmarks.serving.terms import shipped
 
@@ -55,8 +61,10 @@ def fit_all() -> tuple[dict[str, float], dict[str, dict]]:
     base = shipped()
     table = build_table(rows, results, FastModels(), base)
     everything = np.ones(len(rows), dtype=bool)
-    hosts, _ = fit_host_and_moe(table, everything, FitConfig("all sources", moe=base.moe))
-    total, count = _host_errors(table)
+    config = FitConfig("all sources", moe=base.moe)
+    fitted, _ = fit_host_and_moe(table, everything, config)
+    left_out = left_out_host_loss(table, np.array([r.source for r in rows]), config)
+    hosts = shrunk_host_us(fitted, left_out)
     used = {}
     for cpu, h_us in hosts.items():
         mine = table.fitted & (np.array(table.cpus) == cpu)
@@ -69,15 +77,25 @@ def fit_all() -> tuple[dict[str, float], dict[str, dict]]:
                      "mean_abs_log": float(np.mean(np.abs(errors))),
                      "median_abs": float(np.median(np.abs(np.expm1(errors)))),
                      "bias": float(np.median(np.expm1(errors))),
+                     "fitted_us": fitted[cpu], "left_out": left_out.get(cpu, (np.nan, np.nan)),
                      "sources": dict(Counter(rows[i].source for i in np.flatnonzero(mine))
                                      .most_common())}
     return hosts, used
 
 
+def _loso_text(h_us: float, used: dict) -> str:
+    """How the fit fared left out, and whether the value was kept or dropped for it."""
+    with_h, without = used["left_out"]
+    verdict = "kept" if h_us > 0 else "dropped to 0" if used["fitted_us"] > 0 else "kept at 0"
+    return (f"fitted {used['fitted_us']:.0f} us, {verdict}: left-out mean |log error| "
+            f"{with_h:.4f} at each fold's fit vs {without:.4f} at 0")
+
+
 def _describe(cpu: str, h_us: float, used: dict) -> str:
     sources = ", ".join(f"{s} {n}" for s, n in used["sources"].items())
     return (f"fitted by `{COMMAND}` on all {used['rows']} scored rows on {cpu} hosts of every "
-            f"source ({sources}; TPOT and tokens/s/GPU, {used['errors']} errors): mean |log "
+            f"source ({sources}; TPOT and tokens/s/GPU, {used['errors']} errors) and "
+            f"validated leave-one-source-out ({_loso_text(h_us, used)}): mean |log "
             f"error| {used['mean_abs_log']:.3f}, median |error| {used['median_abs']:.1%}, bias "
             f"{used['bias']:+.1%}; left-out figures: tests/benchmarks/validate_serving.py")
 
@@ -105,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{host.request_step_s(cpu) * 1e6:.1f}): {u['rows']} rows, {u['errors']} errors, "
               f"mean |log error| {u['mean_abs_log']:.3f}, median |error| {u['median_abs']:.1%}, "
               f"bias {u['bias']:+.1%}")
+        print(f"    leave-one-source-out: {_loso_text(hosts[cpu], u)}")
         print(f"    sources: {', '.join(f'{s} {n}' for s, n in u['sources'].items())}")
     if args.write:
         write_terms(hosts, used)

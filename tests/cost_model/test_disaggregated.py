@@ -6,7 +6,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cost_model.deployment import Deployment, Workload
-from cost_model.disaggregated import PoolLimits, evaluate_disaggregated, prefill_wait_s
+from cost_model.benchmark_ttft import shipped_terms, slot_wait_s
+from cost_model.disaggregated import (
+    PoolLimits, _PoolRatio, evaluate_disaggregated, prefill_wait_s, wave_queue_s,
+)
 from cost_model.evaluate import evaluate_points
 from cost_model.hardware import catalog_names, get_hardware
 from cost_model.precision import PRECISIONS
@@ -29,6 +32,33 @@ def test_prefill_wait_by_hand():
     that can be ahead (1 here); ρ ≥ 1 waits for all of them."""
     waits = prefill_wait_s(np.array([0.5, 0.8, 0.8, 1.0]), 0.1, np.array([9, 9, 1, 3]))
     assert waits == pytest.approx([0.05, 0.2, 0.1, 0.3])
+
+
+def test_wave_queue_by_hand():
+    """100 requests in flight on each of 3 decode instances start together and meet 2 prefill
+    instances of 4 attention groups: 150 prompts per instance, ⌈150/4⌉ = 38 on the busiest
+    group, so 37 ahead of the last, at 10 ms each: 0.37 s. One request alone waits for none."""
+    ratio = _PoolRatio(np.nan, np.array(2.0), np.array(3.0), np.nan)
+    assert float(wave_queue_s(0.01, 100.0, ratio, 4.0)) == pytest.approx(0.37, rel=1e-12)
+    one = _PoolRatio(np.nan, np.array(1.0), np.array(1.0), np.nan)
+    assert float(wave_queue_s(0.01, 1.0, one, 1.0)) == 0.0
+
+
+@pytest.mark.parametrize("engine", [None, "trtllm", "sglang", "vllm"], ids=str)
+def test_benchmark_ttft_is_the_closed_loops_with_the_prefill_pools_wave(engine):
+    """The client's TTFT = steady TTFT + t_request + q · (N_g − 1) · S_prompt + slot wait, for
+    the mean and the median with the engine's own terms; the wave grows with the requests in
+    flight (1P2D: 2 prompts per prefill instance at c = 1, so one ahead)."""
+    workload = LONG.model_copy(update={"engine": engine})
+    p = evaluate_disaggregated([model("DeepSeek-V3")], [DEEPSEEK], [DEEPSEEK], H200, workload,
+                               np.array([1.0, 16.0, 64.0]), PoolLimits(ratio=(1, 2)))
+    terms = shipped_terms(engine)
+    slot = slot_wait_s(p.concurrency, p.concurrency, 1.0)  # nothing beyond the cap: 0
+    for statistic, client in (("mean", p.benchmark_ttft_s), ("median", p.benchmark_ttft_median_s)):
+        expected = p.ttft_s + terms.overhead_s(statistic) \
+            + terms.queue_share(statistic) * p.wave_queue_s + slot
+        assert client == pytest.approx(expected, rel=1e-12)
+    assert np.all(np.diff(p.wave_queue_s[0]) > 0)  # 2, 32, 128 prompts per prefill instance
 
 
 def test_kv_transfer_by_hand():

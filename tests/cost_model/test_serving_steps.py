@@ -10,6 +10,8 @@ the model, the deployment, the workload and the concurrency.
   raises TPOT.
 - No step change: from c to c + 1 TPOT and tokens/s/GPU move by at most 2% beyond what one more
   sequence itself brings (its share of the busiest group, and the decode step's own change).
+- A step never carries more than one budget of prompt tokens: past the requests whose prompts
+  it absorbs, TPOT and throughput stay where they are and the wait shows in the TTFT.
 - No NaN anywhere, for every layer pattern, including patterns without an attention layer.
 """
 
@@ -30,7 +32,9 @@ from cost_model.operating_points import OperatingPoints
 from cost_model.hardware import catalog_names, get_hardware
 from cost_model.hf import load_architecture
 from cost_model.precision import PRECISIONS
-from cost_model.serving_steps import ServingShape, rank_budget_tokens, serving_steps
+from cost_model.serving_steps import (
+    ServingShape, budget_decode_seqs, budget_wait_s, rank_budget_tokens, serving_steps,
+)
 from cost_model.step import stage_forward_load
 from cost_model.step_load import busiest_group_seqs
 
@@ -182,6 +186,63 @@ def test_the_deepseek_chunk_boundary_of_issue_24():
     p = points(arch, dep, get_hardware("b200"), Workload(), [1023.0, 1024.0])
     assert p.tpot_s[0, 1] == pytest.approx(p.tpot_s[0, 0], rel=1e-3)
     assert p.tokens_per_s_per_gpu[0, 1] >= p.tokens_per_s_per_gpu[0, 0]
+
+
+# ---- the step budget ----------------------------------------------------------------------
+
+
+def test_budget_cap_by_hand():
+    """MLPerf Llama-3.1-8B (871 prompt tokens, 129 output tokens, one per step) under an
+    8,192-token budget: a group keeps ⌊8192 · 129 / 871⌋ = ⌊1213.3⌋ = 1213 requests decoding.
+    Half as many more wait (0.5 per decoding one) for half a decoding request's lifetime:
+    TTFT 100 ms and TPOT 60 ms give max(0.1 + 128 · 0.06, 129 · 0.06) = 7.78 s, so 3.89 s; at
+    TTFT 20 ms the OSL steps bound it, 129 · 0.06 = 7.74 s, so 3.87 s. A prompt longer than the
+    budget still leaves one request decoding."""
+    assert float(budget_decode_seqs(8192.0, 871.0, 129.0)) == 1213.0
+    assert float(budget_wait_s(0.5, 0.100, 0.060, 129.0)) == pytest.approx(3.89, rel=1e-12)
+    assert float(budget_wait_s(0.5, 0.020, 0.060, 129.0)) == pytest.approx(3.87, rel=1e-12)
+    assert float(budget_decode_seqs(2048.0, 1_000_000.0, 16.0)) == 1.0
+
+
+@PROPERTY
+@given(gpu_and_format(), st.sampled_from(DENSE + MOE), st.data(), WORKLOADS,
+       st.sampled_from([1.0, 64.0, 1024.0, 16_384.0]))
+def test_a_step_never_carries_more_than_its_budget(hw_format, stem, data, workload,
+                                                    concurrency):
+    """The prompt tokens the busiest group absorbs per step, and those of a step that carries
+    prompts, are at most the rank's budget (every engine caps a forward at it)."""
+    gpu, precision = hw_format
+    arch = model(stem)
+    dep = data.draw(deployment_of(arch, precision))
+    a, d = ArchArrays.from_architectures([arch]), DeployArrays.from_deployments([dep])
+    shape = ServingShape.of(workload)
+    steps = serving_steps(a, d, np.asarray([[concurrency]], float), shape,
+                          float(workload.osl_tokens))
+    budget = rank_budget_tokens(a, d, shape)
+    plan = steps.schedule
+    assert np.all(plan.group_tokens_per_step <= budget * (1 + 1e-9))
+    assert np.all(plan.group_step_tokens <= budget * (1 + 1e-9))
+
+
+@PROPERTY
+@given(gpu_and_format(), st.sampled_from(DENSE), st.sampled_from([1024, 8192]),
+       st.sampled_from([16, 256]))
+def test_past_the_budget_more_requests_only_wait(hw_format, stem, isl, osl):
+    """One dense group at 2n* and 4n* requests (n* what its budget keeps decoding): the same
+    TPOT, the same throughput within 1/OSL (c requests live c / n* decoding lifetimes, X =
+    n* / W_0, but for one TPOT less the steady TTFT where OSL TPOTs bound W_0), and a TTFT
+    that grows with the requests waiting."""
+    gpu, precision = hw_format
+    hw, arch = get_hardware(gpu), model(stem)
+    workload = Workload(isl_tokens=isl, osl_tokens=osl)
+    cap = float(budget_decode_seqs(workload.prefill_chunk_tokens, isl, osl))
+    dep = Deployment(precision=precision)
+    p = points(arch, dep, hw, workload, [2.0 * cap, 4.0 * cap])
+    assume(bool(np.all(p.fits_memory)))
+    assert p.tpot_s[0, 1] == pytest.approx(p.tpot_s[0, 0], rel=F32_REL)
+    y = p.tokens_per_s_per_gpu[0]
+    assert y[1] == pytest.approx(y[0], rel=1.0 / osl)
+    assert p.ttft_s[0, 1] > p.ttft_s[0, 0]
 
 
 # ---- no NaN, whatever the layer pattern ---------------------------------------------------

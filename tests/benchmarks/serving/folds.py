@@ -132,7 +132,9 @@ def _settings(terms: Terms, grid: np.ndarray, cpu: str, engine, variants) -> lis
 
 @dataclass(frozen=True)
 class FitConfig:
-    """Which terms a fit fits: `host` "fit" or "off" (h = 0); `moe` "fit" (a variant per
+    """Which terms a fit fits: `host` "fit", "shrunk" (fitted, then 0 unless it beats 0 with
+    each of the fit's sources left out: `shrunk_host_us`, the shipped fit) or "off" (h = 0);
+    `moe` "fit" (a variant per
     engine) or fixed ((engine, variant) pairs); `ttft` "fit", "no_queue" (q = 0), "no_round"
     (w = 0), "request" (t_request only) or "off" (no client terms); an engine gets TTFT terms
     of its own from `min_engine_rows` rows with a measured TTFT (fewer: the generic table's)."""
@@ -167,7 +169,7 @@ def fit_host_and_moe(table: Table, train: np.ndarray, config: FitConfig,
         assignments = [dict(config.moe)]
     best = None
     for assignment in assignments:
-        hosts, loss = _fit_hosts(table, rows, total, count, assignment, config.host == "fit")
+        hosts, loss = _fit_hosts(table, rows, total, count, assignment, config.host != "off")
         if best is None or loss < best[0]:
             best = (loss, hosts, assignment)
     return best[1], best[2]
@@ -189,6 +191,43 @@ def _fit_hosts(table: Table, rows, total, count, assignment: dict, fit_h: bool):
         hosts[cpu] = float(table.grid_us[j])
         loss_sum, loss_n = loss_sum + s[j], loss_n + n[j]
     return hosts, loss_sum / max(loss_n, 1)
+
+
+def left_out_host_loss(table: Table, sources: np.ndarray, config: FitConfig,
+                       train: np.ndarray | None = None) -> dict[str, tuple[float, float]]:
+    """Per host CPU kind, the pooled mean |log error| of TPOT and tokens/s/GPU over every
+    source's rows (of `train`; None: all) scored left out: (at the h fitted on the other
+    sources of `train`, at h = 0), both with that fold's fused-MoE variants. The shipped h
+    keeps its value only where the first is the smaller (`shrunk_host_us`): a term whose
+    in-sample gain does not survive being left out is dropped."""
+    total, count = _host_errors(table)
+    cpus, rows = np.array(table.cpus), np.arange(len(table.engines))
+    train = np.ones(len(rows), dtype=bool) if train is None else train
+    sums = {cpu: np.zeros(2) for cpu in sorted(set(table.cpus))}
+    counts = {cpu: np.zeros(2) for cpu in sums}
+    for source in sorted(set(sources[train])):
+        fold, assignment = fit_host_and_moe(table, train & (sources != source), config,
+                                            (total, count))
+        variant = np.array([VARIANTS.index(assignment.get(e, VARIANTS[0]))
+                            for e in table.engines])
+        for cpu in sums:
+            mine = (sources == source) & (cpus == cpu) & table.fitted & train
+            j = int(np.flatnonzero(table.grid_us == fold.get(cpu, 0.0))[0])
+            sums[cpu] += [total[rows, variant, j][mine].sum(), total[rows, variant, 0][mine].sum()]
+            counts[cpu] += [count[rows, variant, j][mine].sum(),
+                            count[rows, variant, 0][mine].sum()]
+    return {cpu: (float(sums[cpu][0] / max(counts[cpu][0], 1)),
+                  float(sums[cpu][1] / max(counts[cpu][1], 1))) for cpu in sums}
+
+
+def shrunk_host_us(fitted_us: dict[str, float], left_out: dict[str, tuple[float, float]]
+                   ) -> dict[str, float]:
+    """The fitted h where its left-out loss is below h = 0's, else 0 (a tie, or no left-out
+    rows: 0)."""
+    def earns(cpu: str) -> bool:
+        loss = left_out.get(cpu)
+        return loss is not None and loss[0] < loss[1]
+    return {cpu: h if earns(cpu) else 0.0 for cpu, h in fitted_us.items()}
 
 
 # ---- the benchmark-TTFT terms --------------------------------------------------------------
@@ -268,10 +307,13 @@ def fit_ttft(table: Table, train: np.ndarray, hosts: dict, assignment: dict,
 
 
 def fit_terms(table: Table, train: np.ndarray, config: FitConfig, base: Terms, needed: set,
-              errors=None) -> Terms:
+              errors=None, sources: np.ndarray | None = None) -> Terms:
     """Every fitted term on the rows in `train`, as `Terms` (`base` gives the kinds and
-    engines a fit leaves as they are)."""
+    engines a fit leaves as they are); `sources`, each row's, for a "shrunk" host fit (its
+    leave-one-source-out within `train`)."""
     hosts, assignment = fit_host_and_moe(table, train, config, errors)
+    if config.host == "shrunk":
+        hosts = shrunk_host_us(hosts, left_out_host_loss(table, sources, config, train))
     ttft = fit_ttft(table, train, hosts, assignment, config, needed)
     fallback = hosts.get(DEFAULT_HOST_CPU, 0.0)  # a host kind without rows in the fold
     terms = base.with_host({cpu: hosts.get(cpu, fallback) for cpu, _ in base.host_us})

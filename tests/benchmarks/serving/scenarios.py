@@ -287,7 +287,7 @@ def _predict_disaggregated(r: Prepared, models: Models) -> dict[str, float]:
         raise Skip("disaggregated: a pool does not fit memory at the row's concurrency")
     return {"tpot": float(p.tpot_s[0, 0]),
             "ttft": float(benchmark_ttft(p, r.ttft_statistic)[0, 0]),
-            "steady_ttft": float(p.ttft_s[0, 0]), "prompt_queue": float(p.queue_s[0, 0]),
+            "steady_ttft": float(p.ttft_s[0, 0]), "prompt_queue": float(p.wave_queue_s[0, 0]),
             "round_wait": 0.0, "poll_wait": 0.0,
             "tokens_per_s_per_gpu": float(p.tokens_per_s_per_gpu[0, 0]),
             "concurrency": r.concurrency}
