@@ -115,6 +115,8 @@ def _formats(row: dict[str, str], arch: Architecture) -> dict[str, str]:
         # (github.com/NVIDIA/TensorRT-Model-Optimizer); the experts are NVFP4.
         return {"precision": "fp8_block", "moe_precision": "nvfp4"} if deepseek \
             else {"precision": "nvfp4", **explicit}
+    if text == "fp8_block":  # a row that names the checkpoint's block scaling
+        return {"precision": text, **explicit}
     if text.startswith("fp8"):
         return {"precision": "fp8_block" if deepseek else "fp8", **explicit}
     raise Skip(f"precision not mapped: {row['precision']!r}")

@@ -144,11 +144,18 @@ def perf_overview_pairs(path: Path = OVERVIEW_SOURCE) -> list[dict[str, str]]:
     return out
 
 
+# Qwen's `-FP8` checkpoints are block-scaled FP8: their config.json's quantization_config is
+# {"quant_method": "fp8", "weight_block_size": [128, 128], "activation_scheme": "dynamic"}
+# (huggingface.co/Qwen/Qwen3-235B-A22B-Instruct-2507-FP8), which vLLM runs as block FP8, not
+# per-tensor `fp8`.
+ML_ENERGY_FORMAT = {"fp8": "fp8_block", "bf16": "bf16"}
+
+
 def _ml_energy_side(r: dict[str, str]) -> dict[str, str]:
     per_gpu = float(r["output_tokens_per_s"]) / int(r["num_gpus"])
     return {"tpot_ms": r["median_itl_ms"], "ttft_ms": "",
             "output_tokens_per_s_per_gpu": f"{per_gpu:.4f}", "runs": "1",
-            "format": r["precision"]}
+            "format": ML_ENERGY_FORMAT[r["precision"]]}
 
 
 def ml_energy_pairs(path: Path = ML_ENERGY_SOURCE) -> list[dict[str, str]]:
