@@ -57,9 +57,12 @@ SERVED_SHAPES = {"DeepSeek-V3": (7168, 2048, 256, 8),  # hidden, H', experts, to
 
 
 def _without_overhead(eff, fmt):
-    moe = eff.moe[fmt].model_copy(update={"fixed_overhead_s": 0.0, "per_local_copy_s": 0.0,
-                                          "per_scanned_copy_s": 0.0})
-    return eff.model_copy(update={"moe": {**eff.moe, fmt: moe}})
+    """`eff` with the format's fused-MoE overhead (joint and EP = 1 entries) off."""
+    off = {"fixed_overhead_s": 0.0, "per_local_copy_s": 0.0, "per_scanned_copy_s": 0.0}
+    return eff.model_copy(update={
+        "moe": {**eff.moe, fmt: eff.moe[fmt].model_copy(update=off)},
+        "moe_ep1": {k: v.model_copy(update=off) if k == fmt else v
+                    for k, v in eff.moe_ep1.items()}})
 
 
 def _median(values: np.ndarray) -> float | str:

@@ -195,6 +195,28 @@ def test_an_ep1_deployments_expert_gemms_stream_at_the_ep1_entrys_ceiling():
     assert times_us == pytest.approx([391.619, 195.809], rel=1e-5)
 
 
+@pytest.mark.parametrize("ep", [1, 8])
+def test_a_stage_runs_the_ep1_entry_exactly_at_ep1(load_model, ep):
+    """A DeepSeek-V3 step on B200's TensorRT-LLM NVFP4 file (joint J, `ep1` E): at EP 1 it
+    costs what the file with E as its only entry costs (grouped GEMMs and overhead), at EP 8
+    what J alone costs; the two entries price the step differently."""
+    from cost_model.step import stage_forward
+
+    a = ArchArrays.from_architectures([load_model("DeepSeek-V3")])
+    d = DeployArrays.from_deployments([Deployment(tp=8 // ep, dp=ep, ep=ep, precision="nvfp4")])
+    eff = get_efficiency("b200", "trtllm")
+    env = Env.create(get_hardware("b200"), "nvfp4", "fp8", engine="trtllm")
+
+    def step_s(e):
+        return float(np.ravel(stage_forward(a, d, replace(env, eff=e), 64.0, 1024.0, 0.0,
+                                            512.0).total_s)[0])
+
+    alone = {name: step_s(eff.model_copy(update={"moe": {"nvfp4": entry}, "moe_ep1": {}}))
+             for name, entry in (("joint", eff.moe["nvfp4"]), ("ep1", eff.moe_ep1["nvfp4"]))}
+    assert step_s(eff) == alone["ep1" if ep == 1 else "joint"]
+    assert alone["ep1"] != pytest.approx(alone["joint"], rel=1e-3)
+
+
 def test_a_stage_pays_the_fused_moe_once_per_moe_layer(load_model):
     """`step.stage_other_s` adds moe_layers · `moe_overhead_s`: DeepSeek-V3 has 58 MoE layers of 61;
     at PP 2 the busiest stage holds ⌈61/2⌉ = 31 layers, 31 · 58/61 = 29.4754 of them MoE. With

@@ -185,6 +185,24 @@ def test_shipped_moe_coefficients_are_fitted_and_physical(engine, name):
                                  else "median of the calibrated"), fmt
         if name != "default":
             assert f"moe/{engine}/" in eff.moe_fits[fmt].source, fmt
+    for fmt, entry in eff.moe_ep1.items():  # the EP = 1 entries: fitted on their own rows
+        c = moe.coefficients_of(entry)
+        assert c["fixed_overhead_us"] < 500 and c["per_local_copy_us"] <= 1.0, fmt
+        assert f"moe.{fmt}.ep1" in eff.sources[f"moe.{fmt}.ep1.fixed_overhead_us"] \
+            or name == "default", fmt
+        if name != "default":
+            assert f"moe/{engine}/" in eff.moe_ep1_fits[fmt].source, fmt
+
+
+# the served layers' engines, GPUs and formats (validate_serving's MoE rows) have an EP = 1 entry
+SERVED_EP1 = [("trtllm", "b200", "nvfp4"), ("trtllm", "b200", "mxfp4"), ("vllm", "h200", "w4a16"),
+              ("sglang", "h200", "fp8_block")]
+
+
+@pytest.mark.parametrize("engine, name, fmt", SERVED_EP1, ids=["-".join(c) for c in SERVED_EP1])
+def test_served_formats_have_an_ep1_entry(engine, name, fmt):
+    eff = get_efficiency(name, engine)
+    assert fmt in eff.moe_ep1 and eff.moe_ep1[fmt] != eff.moe[fmt]
 
 
 # Measured points: aiconfigurator-core 0.12.0 moe/trtllm/1.3.0rc20 moe_perf (balanced routing):
