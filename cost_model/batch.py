@@ -20,7 +20,7 @@ from cost_model.efficiency import Efficiency, get_efficiency
 from cost_model.errors import ConfigError
 from cost_model.gemm import WEIGHT_ONLY_ACTIVATIONS, GemmRates
 from cost_model.hardware import HardwareSpec
-from cost_model.moe_ep import MoeTerms, moe_terms, select_ep1_rates
+from cost_model.moe_ep import MoeTerms, has_ep1_entry, moe_terms, select_ep1_rates
 from cost_model.precision import Precision, get_precision
 
 # `ArchArrays.linear_kind`: each linear mixer's code (0 where a model has none, as in a view
@@ -326,7 +326,7 @@ class Env:
     def moe_ep1_rates(self) -> GemmRates:
         """The same at EP = 1 (the format's `[moe.<format>.ep1]` entry; `moe_rates` itself when
         no format has one)."""
-        if self.moe_terms.ep1 is None:
+        if not has_ep1_entry(self.eff, self.experts):
             return self.moe_rates
         return _per_format(self.experts, lambda p: GemmRates.for_experts(
             self.hw, p, self.eff, self.eff.expert_gemm(p, ep1=True)))

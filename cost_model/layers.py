@@ -54,7 +54,7 @@ class GemmList:
     dims: list[tuple] = field(default_factory=list)  # (m, n, k, groups, count)
     high: list[bool] = field(default_factory=list)  # True: BF16 (unquantized)
     moe: list[bool] = field(default_factory=list)  # True: routed experts (`Env.experts`)
-    expert_ep: object = None  # the deployments' EP column, set with the routed experts' rows
+    expert_ep: np.ndarray | float | None = None  # deployments' EP, set with the expert rows
 
     def add(self, name, m, n, k, count, groups=1.0, high=False, moe=False):
         self.names.append(name)
