@@ -177,10 +177,11 @@ def _median(entries: list[dict], source: str) -> dict:
         if _is_sourced(entry):
             values = [float(e[key]["value"]) for e in entries if key in e]
             out[key] = sourced(float(np.median(values)), source)
-        elif key == MOE_EP1_KEY:  # the EP = 1 entry: its median over the GPUs that have one
-            out[key] = _median([e[key] for e in entries if key in e], source)
         elif not isinstance(entry, dict) and key not in PER_GPU_KEYS:
             out[key] = entry
+    ep1 = [e[MOE_EP1_KEY] for e in entries if MOE_EP1_KEY in e]
+    if ep1:  # the EP = 1 entry: its median over the GPUs that have one
+        out[MOE_EP1_KEY] = _median(ep1, source)
     return out
 
 
