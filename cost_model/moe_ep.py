@@ -12,7 +12,7 @@ the `DeployArrays.ep` column with `np.where` (`select_ep1`): the grouped expert 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
@@ -20,10 +20,18 @@ from cost_model.efficiency import Efficiency
 from cost_model.gemm import GemmRates
 from cost_model.precision import Precision
 
-if TYPE_CHECKING:
-    from cost_model.batch import FormatColumn
-
 TERMS = ("fixed_overhead_s", "per_local_copy_s", "per_scanned_copy_s")
+
+
+class CandidateFormats(Protocol):
+    """Each candidate's format (`cost_model.batch.FormatColumn`: the distinct formats and each
+    candidate's index into them)."""
+
+    @property
+    def formats(self) -> tuple[Precision, ...]: ...
+
+    @property
+    def index(self) -> np.ndarray: ...
 
 
 def select_ep1(ep, ep1_value, joint_value):
@@ -78,20 +86,20 @@ def _terms(eff: Efficiency, p: Precision, ep1: bool) -> tuple[float, float, floa
     return (0.0, 0.0, 0.0) if moe is None else tuple(getattr(moe, name) for name in TERMS)
 
 
-def _format_terms(eff: Efficiency, fmt: Precision | FormatColumn, ep1: bool) -> MoeTerms:
+def _format_terms(eff: Efficiency, fmt: Precision | CandidateFormats, ep1: bool) -> MoeTerms:
     if isinstance(fmt, Precision):
         return MoeTerms(*_terms(eff, fmt, ep1))
     table = np.array([_terms(eff, p, ep1) for p in fmt.formats])[fmt.index]
     return MoeTerms(*(table[:, i].reshape(-1, 1) for i in range(len(TERMS))))
 
 
-def has_ep1_entry(eff: Efficiency, fmt: Precision | FormatColumn) -> bool:
+def has_ep1_entry(eff: Efficiency, fmt: Precision | CandidateFormats) -> bool:
     """True when some candidate's experts have an EP = 1 entry of their own."""
     formats = (fmt,) if isinstance(fmt, Precision) else fmt.formats
     return any(eff.moe_format(p) in eff.moe_ep1 for p in formats)
 
 
-def moe_terms(eff: Efficiency, fmt: Precision | FormatColumn) -> MoeTerms:
+def moe_terms(eff: Efficiency, fmt: Precision | CandidateFormats) -> MoeTerms:
     """Each candidate's fused-MoE terms (0 where the file has no MoE entry), with its EP = 1
     entry's as `ep1` where some format has one."""
     joint = _format_terms(eff, fmt, False)
