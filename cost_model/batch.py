@@ -20,6 +20,7 @@ from cost_model.efficiency import Efficiency, get_efficiency
 from cost_model.errors import ConfigError
 from cost_model.gemm import WEIGHT_ONLY_ACTIVATIONS, GemmRates
 from cost_model.hardware import HardwareSpec
+from cost_model.moe_ep import MoeTerms, has_ep1_entry, moe_terms, select_ep1_rates
 from cost_model.precision import Precision, get_precision
 
 # `ArchArrays.linear_kind`: each linear mixer's code (0 where a model has none, as in a view
@@ -286,16 +287,6 @@ class FormatColumn:
 
 
 @dataclass(frozen=True)
-class MoeTerms:
-    """The fused MoE's non-GEMM terms of each candidate's experts' format (floats, or (n, 1)
-    columns where a batch mixes formats): `cost_model.efficiency.MoeEfficiency`."""
-
-    fixed_overhead_s: float | np.ndarray
-    per_local_copy_s: float | np.ndarray
-    per_scanned_copy_s: float | np.ndarray
-
-
-@dataclass(frozen=True)
 class Env:
     """What a batch of candidates shares: the GPU, its efficiency data (the serving engine's
     kernels, `cost_model.efficiency`) and the number formats (each one `Precision`, or a
@@ -327,8 +318,24 @@ class Env:
 
     @cached_property
     def moe_rates(self) -> GemmRates:
-        """The grouped expert GEMMs' rates: the fused MoE kernels of the experts' format."""
+        """The grouped expert GEMMs' rates: the fused MoE kernels of the experts' format (the
+        joint `[moe.<format>]` entry: EP > 1)."""
         return _per_format(self.experts, lambda p: GemmRates.for_experts(self.hw, p, self.eff))
+
+    @cached_property
+    def moe_ep1_rates(self) -> GemmRates:
+        """The same at EP = 1 (the format's `[moe.<format>.ep1]` entry; `moe_rates` itself when
+        no format has one)."""
+        if not has_ep1_entry(self.eff, self.experts):
+            return self.moe_rates
+        return _per_format(self.experts, lambda p: GemmRates.for_experts(
+            self.hw, p, self.eff, self.eff.expert_gemm(p, ep1=True)))
+
+    def expert_rates(self, ep) -> GemmRates:
+        """Each deployment's grouped expert GEMM rates by its EP degree (`cost_model.moe_ep`);
+        `ep` None: the joint entry's."""
+        return self.moe_rates if ep is None else select_ep1_rates(ep, self.moe_ep1_rates,
+                                                                  self.moe_rates)
 
     @cached_property
     def high_rates(self) -> GemmRates:
@@ -336,17 +343,9 @@ class Env:
 
     @cached_property
     def moe_terms(self) -> MoeTerms:
-        """Each candidate's fused-MoE terms (0 where the file has no MoE entry)."""
-        def terms(p: Precision) -> tuple[float, float, float]:
-            moe = self.eff.moe_efficiency(p)
-            return (0.0, 0.0, 0.0) if moe is None else (
-                moe.fixed_overhead_s, moe.per_local_copy_s, moe.per_scanned_copy_s)
-
-        fmt = self.experts
-        if isinstance(fmt, Precision):
-            return MoeTerms(*terms(fmt))
-        table = np.array([terms(p) for p in fmt.formats])[fmt.index]
-        return MoeTerms(*(_column(table[:, i]) for i in range(3)))
+        """Each candidate's fused-MoE terms (0 where the file has no MoE entry), its EP = 1
+        entry's as `ep1` (`MoeTerms.at` picks each deployment's)."""
+        return moe_terms(self.eff, self.experts)
 
     @classmethod
     def create(cls, hw: HardwareSpec, precision: str, kv_precision: str,

@@ -47,6 +47,10 @@ hidden elements this GPU's experts receive: permute, activation quantization whe
 it, gated activation and weighted unpermute move each copy) and `per_scanned_copy_us` (per routed
 copy of ALL the layer's tokens, C·k whatever the EP degree: the fused MoE sorts and scans every
 expert index to pick its local ones). `[moe.<format>.fit]` records the fit.
+`[moe.<format>.ep1]` (optional; the same six coefficients and its own `fit`) is the entry fitted
+on the format's EP = 1 rows alone: a deployment whose experts all sit on each GPU (EP = 1) runs it,
+one with EP > 1 the joint `[moe.<format>]` fit over every row (mostly EP > 1 ones); without it an
+EP = 1 deployment runs the joint entry too (`Efficiency.moe_efficiency`).
 
 Other coefficients: attention `decode_bandwidth_frac` (KV streaming), `prefill_compute_frac`
 (flash attention); communication `scale_up_bandwidth_frac`, `scale_out_bandwidth_frac`.
@@ -156,6 +160,8 @@ class Efficiency(BaseModel):
     gemm_fits: dict[str, KernelFit] = {}  # by format, for the entries a calibration fitted
     moe: dict[str, MoeEfficiency] = {}  # by experts' format
     moe_fits: dict[str, KernelFit] = {}
+    moe_ep1: dict[str, MoeEfficiency] = {}  # by experts' format: fitted on EP = 1 rows alone
+    moe_ep1_fits: dict[str, KernelFit] = {}
     part_kernels: dict[str, str] = {}  # "gemm.nvfp4", "moe.fp8", "attention" -> engine (generic)
     decode_attention_bandwidth_frac: float = Field(gt=0, le=1)
     prefill_attention_compute_frac: float = Field(gt=0, le=1)
@@ -204,14 +210,19 @@ class Efficiency(BaseModel):
                 return name
         return None
 
-    def moe_efficiency(self, precision: Precision) -> MoeEfficiency | None:
+    def moe_efficiency(self, precision: Precision, ep1: bool = False) -> MoeEfficiency | None:
+        """The fused MoE of these experts (`moe_format`); with `ep1`, of an EP = 1 deployment:
+        the entry's `[moe.<format>.ep1]` fit where it has one, else the joint entry."""
         name = self.moe_format(precision)
-        return None if name is None else self.moe[name]
+        if name is None:
+            return None
+        return self.moe_ep1.get(name, self.moe[name]) if ep1 else self.moe[name]
 
-    def expert_gemm(self, precision: Precision) -> GemmEfficiency:
+    def expert_gemm(self, precision: Precision, ep1: bool = False) -> GemmEfficiency:
         """The grouped expert GEMMs' coefficients: the format's dense kernel model with the fused
-        MoE's ceilings and per-SM stream rate (the dense entry alone without a MoE entry)."""
-        dense, moe = self.for_precision(precision), self.moe_efficiency(precision)
+        MoE's ceilings and per-SM stream rate (the dense entry alone without a MoE entry); with
+        `ep1`, the EP = 1 entry's (`moe_efficiency`)."""
+        dense, moe = self.for_precision(precision), self.moe_efficiency(precision, ep1)
         if moe is None:
             return dense
         return dense.model_copy(update={
@@ -224,10 +235,12 @@ class Efficiency(BaseModel):
         "communication") was fitted on: its own under a generic file, else the file's."""
         return self.part_kernels.get(part, self.kernels)
 
-    def substitutes(self, linear: Precision, experts: Precision | None = None) -> list[str]:
+    def substitutes(self, linear: Precision, experts: Precision | None = None,
+                    ep1: bool = False) -> list[str]:
         """What these formats run on other kernels than their own (`uncalibrated: …` lines):
         a format without its own measured GEMM or fused-MoE table takes its rate class's (or
-        BF16's); a GPU without calibrated files takes the medians of the calibrated GPUs."""
+        BF16's); a GPU without calibrated files takes the medians of the calibrated GPUs; with
+        `ep1` (an EP = 1 deployment), experts without an EP = 1 fit take the joint one."""
         out = []
         if self.hardware == DEFAULT_FILE:
             out.append(f"no measured {self.kernels} kernels for this GPU: the medians of the "
@@ -240,6 +253,9 @@ class Efficiency(BaseModel):
             if moe != experts.name:
                 out.append(f"{experts.name} fused MoE: no {self.kernels} table, "
                            f"{moe or 'the dense'}'s kernels")
+            if moe is not None and ep1 and moe not in self.moe_ep1:
+                out.append(f"{experts.name} fused MoE at EP = 1: no {self.kernels} EP = 1 "
+                           f"rows, the joint {moe} fit over every EP")
         return out
 
 
@@ -270,6 +286,7 @@ MOE_KEYS = {  # TOML key -> (MoeEfficiency field, TOML units per SI unit, defaul
     "per_local_copy_us": ("per_local_copy_s", US_PER_S, None),
     "per_scanned_copy_us": ("per_scanned_copy_s", US_PER_S, None),
 }
+MOE_EP1_KEY = "ep1"  # `[moe.<format>.ep1]`: the entry fitted on EP = 1 rows (module docstring)
 PART_KERNELS_KEY = "kernels"  # in a generic file: the engine an entry was taken from
 
 
@@ -296,10 +313,18 @@ def _non_negative(doc: dict, path: str, sources: dict[str, str], default=None) -
     return value
 
 
+def _table(doc: dict, prefix: str):
+    """The value at dotted `prefix` (the caller checked every part but the last exists)."""
+    for part in prefix.split("."):
+        doc = doc[part]
+    return doc
+
+
 def _entry(doc: dict, prefix: str, keys: dict, model: type[BaseModel], sources: dict[str, str]):
-    """One `[gemm.<format>]` or `[moe.<format>]` table as its model, in SI units."""
-    section, _, fmt = prefix.partition(".")
-    if not isinstance(doc[section][fmt], dict) or "value" in doc[section][fmt]:
+    """One `[gemm.<format>]`, `[moe.<format>]` or `[moe.<format>.ep1]` table as its model, in SI
+    units."""
+    table = _table(doc, prefix)
+    if not isinstance(table, dict) or "value" in table:
         raise ConfigError(f"`{prefix}` must be a table of coefficients, one per format")
     values = {field: _value(doc, f"{prefix}.{key}", sources, default) / scale
               for key, (field, scale, default) in keys.items()}
@@ -312,14 +337,20 @@ def _entry(doc: dict, prefix: str, keys: dict, model: type[BaseModel], sources: 
                           f"{values[err['loc'][0]] * keys[key][1]!r}") from None
 
 
-def _fit(doc: dict, section: str, fmt: str) -> KernelFit | None:
-    table = doc[section][fmt].get("fit")
+def _fit(doc: dict, prefix: str) -> KernelFit | None:
+    table = _table(doc, prefix).get("fit")
     if table is None:
         return None
     try:
         return KernelFit(**table)
     except (TypeError, ValidationError) as exc:
-        raise ConfigError(f"`{section}.{fmt}.fit` is malformed: {exc}") from None
+        raise ConfigError(f"`{prefix}.fit` is malformed: {exc}") from None
+
+
+def _moe_ep1(doc: dict, moe: dict, sources: dict[str, str]) -> dict[str, MoeEfficiency]:
+    """The `[moe.<format>.ep1]` entries of the formats that have one."""
+    return {fmt: _entry(doc, f"moe.{fmt}.{MOE_EP1_KEY}", MOE_KEYS, MoeEfficiency, sources)
+            for fmt in moe if MOE_EP1_KEY in doc["moe"][fmt]}
 
 
 def _part_kernels(doc: dict) -> dict[str, str]:
@@ -378,11 +409,14 @@ def efficiency_from_toml(doc: dict, kernels: str = GENERIC) -> Efficiency:
         raise ConfigError("`gemm.bf16` efficiency is required (the fallback for other formats)")
     moe = {fmt: _entry(doc, f"moe.{fmt}", MOE_KEYS, MoeEfficiency, sources)
            for fmt in doc.get("moe", {})}
+    moe_ep1 = _moe_ep1(doc, moe, sources)
     return Efficiency(
         hardware=str(doc.get("hardware", "")), version=str(doc.get("version", "")),
-        kernels=_file_kernels(doc, kernels), gemm=gemm, moe=moe,
-        gemm_fits={f: fit for f in gemm if (fit := _fit(doc, "gemm", f)) is not None},
-        moe_fits={f: fit for f in moe if (fit := _fit(doc, "moe", f)) is not None},
+        kernels=_file_kernels(doc, kernels), gemm=gemm, moe=moe, moe_ep1=moe_ep1,
+        gemm_fits={f: fit for f in gemm if (fit := _fit(doc, f"gemm.{f}")) is not None},
+        moe_fits={f: fit for f in moe if (fit := _fit(doc, f"moe.{f}")) is not None},
+        moe_ep1_fits={f: fit for f in moe_ep1
+                      if (fit := _fit(doc, f"moe.{f}.{MOE_EP1_KEY}")) is not None},
         part_kernels=_part_kernels(doc), **_attention_and_communication(doc, sources),
         sources=sources,
     )

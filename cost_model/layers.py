@@ -54,6 +54,7 @@ class GemmList:
     dims: list[tuple] = field(default_factory=list)  # (m, n, k, groups, count)
     high: list[bool] = field(default_factory=list)  # True: BF16 (unquantized)
     moe: list[bool] = field(default_factory=list)  # True: routed experts (`Env.experts`)
+    expert_ep: np.ndarray | float | None = None  # deployments' EP, set with the expert rows
 
     def add(self, name, m, n, k, count, groups=1.0, high=False, moe=False):
         self.names.append(name)
@@ -69,7 +70,8 @@ class GemmList:
         the linear layers'."""
         low = env.linear_rates
         if any(self.moe[row] for row in rows):
-            low = GemmRates.select(self._rows_mask(self.moe, rows), env.moe_rates, low)
+            experts = env.expert_rates(self.expert_ep)  # EP = 1's entry or the joint one
+            low = GemmRates.select(self._rows_mask(self.moe, rows), experts, low)
         return GemmRates.select(self._rows_mask(self.high, rows), env.high_rates, low)
 
     def times_s(self, env: Env, dtype: type = HOT_DTYPE) -> dict[str, float | np.ndarray]:
@@ -123,6 +125,7 @@ def _add_kernel(g: GemmList, src: ArchColumns, d: DeployArrays, load: StepLoad, 
     high, moe = first.precision == "high", first.precision == "experts"
     if first.experts:
         m, groups = _expert_m_groups(src.a, d, load)
+        g.expert_ep = d.ep
         g.add(name, m, n, k, count, groups=groups, moe=moe)
     elif first.decode_kernel:
         _add_absorbed(g, src, d, load, rows, count)
@@ -204,9 +207,11 @@ def moe_overhead_s(a: ArchArrays, d: DeployArrays, env: Env, tokens):
     activation and weighted unpermute move each copy: C·k/EP copies of H elements) and a cost per
     routed copy of ALL the layer's tokens (the fused MoE receives every rank's tokens and sorts
     and scans all C·k expert indices to pick its local ones, whatever the EP degree); 0 s for a
-    dense model. Fitted per engine and format on measured fused-MoE kernels with the grouped
-    GEMMs (`search/calibration/moe.py`; figures: tests/benchmarks/bench_moe_fit.py)."""
-    terms = env.moe_terms
+    dense model. An EP = 1 deployment pays its format's EP = 1 entry's terms where the file has
+    one (`cost_model.moe_ep`), as its grouped GEMMs run that entry's ceilings. Fitted per engine
+    and format on measured fused-MoE kernels with the grouped GEMMs (`search/calibration/moe.py`;
+    figures: tests/benchmarks/bench_moe_fit.py)."""
+    terms = env.moe_terms.at(d.ep)  # EP = 1's entry or the joint one (`cost_model.moe_ep`)
     local_copies = moe_routed_tokens(a, d, tokens)
     per_local_s = terms.per_local_copy_s * a.hidden / MOE_HIDDEN_UNIT
     scanned_s = tokens * a.ffn.top_k * terms.per_scanned_copy_s

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cost_model.efficiency import DEFAULT_FILE, POINTS_FILE
+from cost_model.efficiency import DEFAULT_FILE, MOE_EP1_KEY, POINTS_FILE
 from search.calibration.gemm import (
     COEFFICIENTS,
     STEP_COEFFICIENTS,
@@ -127,13 +127,18 @@ def gemm_entry(r: GemmFitResult) -> dict:
     return entry
 
 
-def moe_entry(r: MoeFitResult) -> dict:
-    """A `[moe.<format>]` table of a fit, with its `fit` record (the table and the errors)."""
-    source = f"fitted by archscout calibrate to the fused-MoE rows of moe.{r.dtype}.fit"
+def moe_entry(r: MoeFitResult, path: str = "") -> dict:
+    """A `[moe.<format>]` table of a fit, with its `fit` record (the table and the errors) and
+    its `[moe.<format>.ep1]` table where the fit has one (`path`: the table's, "" for the
+    format's own)."""
+    path = path or f"moe.{r.dtype}"
+    source = f"fitted by archscout calibrate to the fused-MoE rows of {path}.fit"
     entry = {name: sourced(value, source) for name, value in r.coefficients.items()}
     entry["fit"] = {"source": r.source, "points": r.points,
                     "median_abs_error_frac": rounded(r.error[0]),
                     "p90_abs_error_frac": rounded(r.error[1])}
+    if r.ep1 is not None:
+        entry[MOE_EP1_KEY] = moe_entry(r.ep1, f"{path}.{MOE_EP1_KEY}")
     return entry
 
 
@@ -165,7 +170,7 @@ def efficiency_text(doc: dict, kernels: str) -> str:
 
 def _median(entries: list[dict], source: str) -> dict:
     """Per key, the median of the entries' values (sourced), their plain values taken from the
-    first; a nested `fit` dropped."""
+    first; a nested `fit` dropped, a nested `ep1` entry the median of those that have one."""
     first = entries[0]
     out = {}
     for key, entry in first.items():
@@ -174,6 +179,9 @@ def _median(entries: list[dict], source: str) -> dict:
             out[key] = sourced(float(np.median(values)), source)
         elif not isinstance(entry, dict) and key not in PER_GPU_KEYS:
             out[key] = entry
+    ep1 = [e[MOE_EP1_KEY] for e in entries if MOE_EP1_KEY in e]
+    if ep1:  # the EP = 1 entry: its median over the GPUs that have one
+        out[MOE_EP1_KEY] = _median(ep1, source)
     return out
 
 

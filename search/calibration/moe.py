@@ -37,11 +37,19 @@ The EP = 1 configurations without an EP = 2 twin (vLLM's moe-TP 8) cannot be tol
 and stay in.
 Each configuration (shape, moe-TP, EP: a `cell`) weighs the same in a fit (`cell_sample`), however
 many token counts its table measured.
+Two entries per format: `[moe.<format>]`, the joint fit over every row (EP > 1 configurations are
+most of them: over 80% of TensorRT-LLM's and SGLang's rows, about half of vLLM's), what EP > 1
+deployments run; and `[moe.<format>.ep1]`, the same six coefficients fitted on the EP = 1 rows
+alone (at least MIN_EP1_CELLS configurations; else none, and EP = 1 runs the joint entry), what
+EP = 1 deployments run. One form does not fit both: at EP = 1 the joint fit over-prices the
+measured op 1.3-2x (tests/benchmarks/bench_moe_ep_split.py; held out 1 in 5 shapes, EP = 1
+median |error| joint vs apart: vLLM w4a16 H200 30.7% -> 11.6%, TensorRT-LLM nvfp4 B200 45.4% ->
+18.1%, mxfp4 43.1% -> 4.0%).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -95,6 +103,7 @@ START_FIXED_US, START_PER_LOCAL_US, START_PER_SCANNED_US = 20.0, 0.01, 0.0005
 SM_BANDWIDTH_FLOOR_SHARES = 8.0  # B_SM may fall to 1/8 of an SM's fair share of HBM
 REPEATED_EP_FRAC = 0.03  # EP = 1 times within 3% of EP = 2's: a repeated measurement (docstring)
 REPEATED_EP = "EP = 1 times repeat EP = 2's"
+MIN_EP1_CELLS = 2  # EP = 1 configurations an `ep1` entry needs: more than one shape's curve
 
 
 @dataclass(frozen=True)
@@ -137,6 +146,7 @@ class MoeFitResult:
     error: tuple[float, float]  # (median, p90) after the fit
     prior_error: tuple[float, float]  # the same with the GEMMs alone (no overhead terms)
     source: str
+    ep1: MoeFitResult | None = None  # the `[moe.<format>.ep1]` fit on the EP = 1 rows alone
 
 
 def moe_table(hardware: str, engine: str = DEFAULT_ENGINE,
@@ -244,9 +254,19 @@ def coefficients_of(moe: MoeEfficiency) -> dict[str, float]:
     return {name: getattr(moe, field) * COEFFICIENTS[name][0] for name, field in FIELDS.items()}
 
 
-def with_moe(eff: Efficiency, fmt: str, moe: MoeEfficiency) -> Efficiency:
-    """`eff` with the `[moe.<fmt>]` entry replaced."""
-    return eff.model_copy(update={"moe": {**eff.moe, fmt: moe}})
+def with_moe(eff: Efficiency, fmt: str, moe: MoeEfficiency,
+             ep1: MoeEfficiency | None = None) -> Efficiency:
+    """`eff` with the `[moe.<fmt>]` entry replaced and its EP = 1 entry set to `ep1` (None: no
+    EP = 1 entry, `moe` at every EP)."""
+    ep1_entries = {k: v for k, v in eff.moe_ep1.items() if k != fmt}
+    return eff.model_copy(update={"moe": {**eff.moe, fmt: moe},
+                                  "moe_ep1": ep1_entries | ({} if ep1 is None else {fmt: ep1})})
+
+
+def ep1_subset(data: MeasuredMoe) -> MeasuredMoe | None:
+    """The EP = 1 rows, None when they hold fewer than MIN_EP1_CELLS configurations."""
+    rows = data.subset(np.flatnonzero(data.moe_ep == 1))
+    return rows if len(rows) and int(rows.cells().max()) + 1 >= MIN_EP1_CELLS else None
 
 
 def predicted_s(data: MeasuredMoe, hw: HardwareSpec, eff: Efficiency) -> np.ndarray:
@@ -300,12 +320,30 @@ def fit_moe_format(data: MeasuredMoe, hw: HardwareSpec, eff: Efficiency, hardwar
                         error(gemms_only), source)
 
 
+def fit_moe_entries(data: MeasuredMoe, hw: HardwareSpec, eff: Efficiency, hardware: str,
+                    source: str, sample_points: int = FIT_SAMPLE_POINTS,
+                    seed: int = 0) -> MoeFitResult:
+    """The joint `[moe.<format>]` fit on every row, with the `[moe.<format>.ep1]` fit on the
+    EP = 1 rows alone as its `ep1` (None without MIN_EP1_CELLS EP = 1 configurations)."""
+    joint = fit_moe_format(data, hw, eff, hardware, source, sample_points, seed)
+    ep1 = ep1_subset(data)
+    if ep1 is None:
+        return joint
+    return replace(joint, ep1=fit_moe_format(ep1, hw, eff, hardware, source, sample_points, seed))
+
+
 def fit_moe(tables: dict[str, MeasuredMoe], hw: HardwareSpec, eff: Efficiency, hardware: str,
             source: str, sample_points: int = FIT_SAMPLE_POINTS,
             seed: int = 0) -> list[MoeFitResult]:
-    """Fit every format the GPU supports (mxfp4 needs FP4 tensor cores)."""
-    return [fit_moe_format(data, hw, eff, hardware, source, sample_points, seed)
+    """Fit every format the GPU supports (mxfp4 needs FP4 tensor cores): both entries."""
+    return [fit_moe_entries(data, hw, eff, hardware, source, sample_points, seed)
             for fmt, data in tables.items() if hw.supports(get_precision(fmt))]
+
+
+def fitted_efficiency(eff: Efficiency, r: MoeFitResult) -> Efficiency:
+    """`eff` with a fit's `[moe.<format>]` entry and its EP = 1 entry (or none)."""
+    ep1 = None if r.ep1 is None else moe_efficiency_of(r.ep1.coefficients)
+    return with_moe(eff, r.dtype, moe_efficiency_of(r.coefficients), ep1)
 
 
 def fit_source(r: MoeFitResult) -> str:

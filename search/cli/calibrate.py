@@ -189,9 +189,11 @@ def _fit_moe(args, run: Run, doc: dict, name: str, engine: str) -> None:
     results = fit_moe(tables, get_hardware(name), efficiency_from_toml(doc, engine), name,
                       source, args.sample)
     doc["moe"] = {r.dtype: files.moe_entry(r) for r in results}
-    run.kernel_rows += [{"engine": engine, "hardware": name, "part": f"moe {r.dtype}",
-                         "rows": r.points, "median": r.error[0], "p90": r.error[1]}
-                        for r in results]
+    run.kernel_rows += [{"engine": engine, "hardware": name, "part": part,
+                         "rows": fit.points, "median": fit.error[0], "p90": fit.error[1]}
+                        for r in results for part, fit in ((f"moe {r.dtype}", r),
+                                                           (f"moe {r.dtype} ep1", r.ep1))
+                        if fit is not None]
 
 
 FITS = {"gemm": _fit_gemm, "attention": _fit_attention, "comm": _fit_comm, "moe": _fit_moe}

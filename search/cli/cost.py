@@ -89,14 +89,14 @@ def _measured_us(hw: HardwareSpec, kernels: str, dtype: str, out_dtype: str, m: 
 
 
 def kernels_document(hw: HardwareSpec, engine: str | None, dtypes: list[str],
-                     experts: str | None = None) -> dict:
-    """Which kernels price these formats (dense GEMMs in `dtypes`, a fused MoE's `experts`) on
-    this GPU: the engine (or "generic"), where the coefficients come from, and what runs on
-    another format's or GPU's kernels (`uncalibrated`)."""
+                     experts: str | None = None, ep1: bool = False) -> dict:
+    """Which kernels price these formats (dense GEMMs in `dtypes`, a fused MoE's `experts`, at
+    EP = 1 with `ep1`) on this GPU: the engine (or "generic"), where the coefficients come from,
+    and what runs on another format's or GPU's kernels (`uncalibrated`)."""
     eff = get_efficiency(hw.name, engine)
     substitutes = [line for d in dtypes for line in eff.substitutes(get_precision(d))]
     if experts is not None:
-        substitutes += eff.substitutes(get_precision(dtypes[0]), get_precision(experts))
+        substitutes += eff.substitutes(get_precision(dtypes[0]), get_precision(experts), ep1)
     return {"kernels": eff.kernels, "origin": eff.origin, "version": eff.version,
             "uncalibrated": list(dict.fromkeys(substitutes))}
 

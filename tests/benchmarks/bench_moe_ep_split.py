@@ -5,7 +5,9 @@ The shipped `[moe.<format>]` entry of each engine is one joint fit (`search/cali
 of the grouped GEMMs' ceilings and the fused-MoE overhead over every balanced row of the engine's
 aiconfigurator-core moe_perf table, most of them with moe_ep_size > 1 (over 80% of TensorRT-LLM's
 and SGLang's rows, about half of vLLM's) and of other models' shapes. Most serving rows run EP = 1
-(DeepSeek-R1 on SGLang TP8, gpt-oss-120b on vLLM and TensorRT-LLM TP1-8). This prints, per
+(DeepSeek-R1 on SGLang TP8, gpt-oss-120b on vLLM and TensorRT-LLM TP1-8), so each format also
+ships `[moe.<format>.ep1]`, fitted on the EP = 1 rows alone, which EP = 1 deployments run (and
+the medians below). This prints, per
 engine, GPU and experts' format, the median predicted / measured time of the fused MoE op (the
 two grouped expert GEMMs plus `cost_model.layers.moe_overhead_s`: what a serving step pays per MoE
 layer at EP = 1, where it adds no imbalance and no busiest-rank term) over the EP = 1 rows and over
@@ -57,9 +59,12 @@ SERVED_SHAPES = {"DeepSeek-V3": (7168, 2048, 256, 8),  # hidden, H', experts, to
 
 
 def _without_overhead(eff, fmt):
-    moe = eff.moe[fmt].model_copy(update={"fixed_overhead_s": 0.0, "per_local_copy_s": 0.0,
-                                          "per_scanned_copy_s": 0.0})
-    return eff.model_copy(update={"moe": {**eff.moe, fmt: moe}})
+    """`eff` with the format's fused-MoE overhead (joint and EP = 1 entries) off."""
+    off = {"fixed_overhead_s": 0.0, "per_local_copy_s": 0.0, "per_scanned_copy_s": 0.0}
+    return eff.model_copy(update={
+        "moe": {**eff.moe, fmt: eff.moe[fmt].model_copy(update=off)},
+        "moe_ep1": {k: v.model_copy(update=off) if k == fmt else v
+                    for k, v in eff.moe_ep1.items()}})
 
 
 def _median(values: np.ndarray) -> float | str:

@@ -5,12 +5,16 @@ Prints, per engine, GPU and format, the median and 90th-percentile |predicted / 
 the balanced, gated rows of that engine's aiconfigurator-core moe_perf table (the fastest kernel
 per shape, as the fit reads it), before (the two grouped expert GEMMs alone on the format's dense
 kernel model, no fused-MoE entry) and after (the shipped `[moe.<format>]` entry: the fused
-kernel's ceilings, floor, per local copy and per scanned index). With --held-out shape|config it
-refits each format on four fifths of the rows and scores the rest: `shape` holds out a fifth of
-the measured shapes (a hash of tokens, hidden, H', experts, top-k, moe-TP, EP), `config` a fifth
-of the layer configurations (every token count of a configuration goes together: layers the fit
-never saw). It ends with the headline table, engine × format: the held-out median pooled over
-GPUs and, beside it, the in-sample median (the same fits on the rows they saw).
+kernel's ceilings, floor, per local copy and per scanned index; at EP = 1 its `[moe.<format>.ep1]`
+entry where it has one), with the EP = 1 and EP > 1 rows' medians apart. With --held-out
+shape|config it refits each format's two entries (`fit_moe_entries`: the joint one on every row,
+the EP = 1 one on the EP = 1 rows) on four fifths of the rows and scores the rest: `shape` holds
+out a fifth of the measured shapes (a hash of tokens, hidden, H', experts, top-k, moe-TP, EP),
+`config` a fifth of the layer configurations (every token count of a configuration goes
+together: layers the fit never saw), under both entries (`after`) and under the joint entry
+alone (`joint`: every deployment on one fit, as before the EP = 1 entry), EP = 1 and EP > 1 rows
+apart. It ends with the headline table, engine × format: the held-out median pooled over GPUs
+and, beside it, the in-sample median (the same fits on the rows they saw).
 Then the measured NVFP4 / FP8 ratio of DeepSeek-V3's layer next to the model's (issue 23: the
 NVFP4 MoE advantage).
 Run: pip install aiconfigurator-core; python tests/benchmarks/bench_moe_fit.py
@@ -29,7 +33,8 @@ import numpy as np
 from cost_model import get_efficiency, get_hardware, get_precision
 from search.calibration.fitting import abs_error_quantiles
 from search.calibration.moe import (
-    fit_moe_format,
+    fit_moe_entries,
+    fitted_efficiency,
     measured_moe,
     moe_efficiency_of,
     moe_table,
@@ -53,7 +58,17 @@ def _tables(engine: str, hardware: str):
 
 
 def _without_moe(eff, fmt):
-    return eff.model_copy(update={"moe": {k: v for k, v in eff.moe.items() if k != fmt}})
+    return eff.model_copy(update={"moe": {k: v for k, v in eff.moe.items() if k != fmt},
+                                  "moe_ep1": {k: v for k, v in eff.moe_ep1.items() if k != fmt}})
+
+
+def _median(errors: np.ndarray) -> float | str:
+    return float(np.median(errors)) if errors.size else "-"
+
+
+def _by_ep(prefix: str, errors: np.ndarray, ep: np.ndarray) -> dict:
+    """{prefix_ep1: median over EP = 1 rows, prefix_ep>1: over the others}."""
+    return {f"{prefix}ep1": _median(errors[ep == 1]), f"{prefix}ep>1": _median(errors[ep > 1])}
 
 
 def shipped_rows(engine: str) -> list[dict]:
@@ -65,10 +80,12 @@ def shipped_rows(engine: str) -> list[dict]:
                 continue
             before = abs_error_quantiles(predicted_s(data, hw, _without_moe(eff, fmt)),
                                          data.time_s)
-            after = abs_error_quantiles(predicted_s(data, hw, eff), data.time_s)
+            predicted = predicted_s(data, hw, eff)
+            after = abs_error_quantiles(predicted, data.time_s)
             rows.append({"engine": engine, "hardware": hardware, "format": fmt,
-                         "rows": len(data), "gemms_alone_median": before[0],
-                         "median": after[0], "p90": after[1]})
+                         "rows": len(data), "ep1_entry": "yes" if fmt in eff.moe_ep1 else "no",
+                         "gemms_alone_median": before[0], "median": after[0], "p90": after[1],
+                         **_by_ep("", np.abs(predicted / data.time_s - 1.0), data.moe_ep)})
     return rows
 
 
@@ -80,11 +97,18 @@ def held_out_mask(data, split: str) -> np.ndarray:
     return np.array(hashes) % HELD_OUT_SHARE == 0
 
 
+def _errors(data, hw, eff) -> np.ndarray:
+    return np.abs(predicted_s(data, hw, eff) / data.time_s - 1.0)
+
+
 def held_out_rows(engine: str, split: str, sample: int
                   ) -> tuple[list[dict], dict[str, dict[str, list[np.ndarray]]]]:
-    """Per GPU and format, a fit on the kept rows scored on the held-out ones; the errors of
-    both, pooled per format ({"held_out": {fmt: [...]}, "in_sample": {...}})."""
-    rows, pooled = [], {"held_out": {}, "in_sample": {}}
+    """Per GPU and format, the two entries fitted on the kept rows, scored on the held-out ones;
+    the errors pooled per format ({"held_out": {fmt: [...]}, "in_sample": {...}, "joint": ...,
+    "ep": ...}: `joint` the held-out errors under the joint entry alone, `ep` the held-out rows'
+    EP)."""
+    rows: list[dict] = []
+    pooled: dict = {"held_out": {}, "in_sample": {}, "joint": {}, "ep": {}, "seen_ep": {}}
     for hardware in AIC_SYSTEMS:
         hw, eff = get_hardware(hardware), get_efficiency(hardware, engine)
         for fmt, data in _tables(engine, hardware)[0].items():
@@ -92,16 +116,19 @@ def held_out_rows(engine: str, split: str, sample: int
             if not hw.supports(get_precision(fmt)) or not mask.any() or mask.all():
                 continue
             kept, test = data.subset(np.flatnonzero(~mask)), data.subset(np.flatnonzero(mask))
-            fit = fit_moe_format(kept, hw, eff, hardware, "held out", sample)
-            fitted = with_moe(eff, fmt, moe_efficiency_of(fit.coefficients))
-            error = np.abs(predicted_s(test, hw, fitted) / test.time_s - 1.0)
-            seen = np.abs(predicted_s(kept, hw, fitted) / kept.time_s - 1.0)
+            fit = fit_moe_entries(kept, hw, eff, hardware, "held out", sample)
+            fitted = fitted_efficiency(eff, fit)
+            error, seen = _errors(test, hw, fitted), _errors(kept, hw, fitted)
+            joint = _errors(test, hw, with_moe(eff, fmt, moe_efficiency_of(fit.coefficients)))
             rows.append({"engine": engine, "hardware": hardware, "format": fmt,
                          "fit_rows": len(kept), "held_out_rows": len(test),
+                         "ep1_entry": "no" if fit.ep1 is None else "yes",
                          "median": float(np.median(error)), "p90": float(np.quantile(error, 0.9)),
+                         **_by_ep("", error, test.moe_ep), **_by_ep("joint_", joint, test.moe_ep),
                          "in_sample_median": float(np.median(seen))})
-            pooled["held_out"].setdefault(fmt, []).append(error)
-            pooled["in_sample"].setdefault(fmt, []).append(seen)
+            for key, values in (("held_out", error), ("in_sample", seen), ("joint", joint),
+                                ("ep", test.moe_ep), ("seen_ep", kept.moe_ep)):
+                pooled[key].setdefault(fmt, []).append(values)
     return rows, pooled
 
 
@@ -147,10 +174,14 @@ def summary_rows(engine: str, pooled: dict[str, dict[str, list[np.ndarray]]]) ->
     rows = []
     for fmt, errors in pooled["held_out"].items():
         held, seen = np.concatenate(errors), np.concatenate(pooled["in_sample"][fmt])
+        joint, ep = np.concatenate(pooled["joint"][fmt]), np.concatenate(pooled["ep"][fmt])
+        seen_ep = np.concatenate(pooled["seen_ep"][fmt])
         rows.append({"engine": engine, "format": fmt, "held_out_rows": len(held),
                      "held_out_median": float(np.median(held)),
                      "held_out_p90": float(np.quantile(held, 0.9)),
-                     "in_sample_median": float(np.median(seen))})
+                     **_by_ep("held_out_", held, ep), **_by_ep("joint_", joint, ep),
+                     "in_sample_median": float(np.median(seen)),
+                     **_by_ep("in_sample_", seen, seen_ep)})
     return rows
 
 

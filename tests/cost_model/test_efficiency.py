@@ -80,10 +80,12 @@ def test_every_file_loads_with_a_source_on_every_coefficient(kernels, name):
     eff = get_efficiency(name, None if kernels == GENERIC else kernels)
     assert eff.kernels == kernels and eff.origin == "package"
     assert "bf16" in eff.gemm and "bf16" in eff.moe
-    for section, keys, formats in (("gemm", GEMM_KEYS, eff.gemm), ("moe", MOE_KEYS, eff.moe)):
+    for section, keys, formats in (("gemm", GEMM_KEYS, eff.gemm), ("moe", MOE_KEYS, eff.moe),
+                                   ("moe", MOE_KEYS, {f"{f}.ep1": 0 for f in eff.moe_ep1})):
         for fmt in formats:
             for key in keys:
                 assert eff.sources[f"{section}.{fmt}.{key}"], f"{section}.{fmt}.{key}"
+    assert set(eff.moe_ep1) <= set(eff.moe)
 
 
 CALIBRATED = [(e, n) for e in ENGINES for n in catalog_names()]
@@ -119,6 +121,7 @@ def test_generic_kernels_are_each_parts_fastest_engines_entry(name):
     for fmt, entry in generic.moe.items():
         engine = generic.kernels_of(f"moe.{fmt}")
         assert entry == get_efficiency(name, engine).moe[fmt], fmt
+        assert generic.moe_ep1.get(fmt) == get_efficiency(name, engine).moe_ep1.get(fmt), fmt
     engine = generic.kernels_of("attention")
     assert generic.prefill_attention_compute_frac == \
         get_efficiency(name, engine).prefill_attention_compute_frac
@@ -171,6 +174,27 @@ def test_experts_run_their_formats_fused_moe_kernels():
     assert without.moe_format(get_precision("fp8")) == "bf16"
     assert without.substitutes(get_precision("fp8"), get_precision("fp8")) == [
         "fp8 fused MoE: no trtllm table, bf16's kernels"]
+
+
+def test_an_ep1_deployment_runs_the_ep1_entry_where_the_file_has_one():
+    """B200's TensorRT-LLM NVFP4 experts have `[moe.nvfp4.ep1]`: EP = 1 runs it (its ceilings
+    on the grouped GEMMs), EP > 1 the joint entry; without it EP = 1 runs the joint entry and
+    `uncalibrated` says so."""
+    eff, nvfp4 = get_efficiency("b200", "trtllm"), get_precision("nvfp4")
+    ep1, joint = eff.moe_ep1["nvfp4"], eff.moe["nvfp4"]
+    assert ep1 != joint
+    assert eff.moe_efficiency(nvfp4, ep1=True) is ep1 and eff.moe_efficiency(nvfp4) is joint
+    experts = eff.expert_gemm(nvfp4, ep1=True)
+    assert (experts.compute_ceiling_frac, experts.bandwidth_ceiling_frac,
+            experts.sm_bandwidth_bytes_per_s) == (ep1.compute_ceiling_frac,
+                                                  ep1.bandwidth_ceiling_frac,
+                                                  ep1.sm_bandwidth_bytes_per_s)
+    assert eff.substitutes(nvfp4, nvfp4, ep1=True) == []
+    without = eff.model_copy(update={"moe_ep1": {}})
+    assert without.moe_efficiency(nvfp4, ep1=True) is without.moe["nvfp4"]
+    assert without.substitutes(nvfp4, nvfp4, ep1=True) == [
+        "nvfp4 fused MoE at EP = 1: no trtllm EP = 1 rows, the joint nvfp4 fit over every EP"]
+    assert without.substitutes(nvfp4, nvfp4) == []  # EP > 1 runs the joint entry anyway
 
 
 @pytest.mark.parametrize("name, fmt, m, n, k, measured_us", MEASURED,

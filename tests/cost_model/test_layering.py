@@ -14,7 +14,7 @@ TIERS = (
     ("inputs", {"precision", "host", "hardware", "architecture_parts", "architecture", "deployment",
                 "efficiency", "serving_files"}),
     ("kernels", {"gemm", "gemm_unique", "communication"}),
-    ("columns", {"batch"}),
+    ("columns", {"batch", "moe_ep"}),
     ("shapes", {"sharded_gemms", "params", "step_load", "hf"}),
     ("layers", {"attention", "linear_attention", "layers", "memory"}),
     ("step", {"step"}),

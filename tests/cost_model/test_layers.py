@@ -128,7 +128,7 @@ def _moe_efficiency(**formats) -> Efficiency:
     moe = {fmt: eff.moe["bf16"].model_copy(update={
         "fixed_overhead_s": fixed * 1e-6, "per_local_copy_s": local * 1e-6,
         "per_scanned_copy_s": scanned * 1e-6}) for fmt, (fixed, local, scanned) in formats.items()}
-    return eff.model_copy(update={"moe": moe})
+    return eff.model_copy(update={"moe": moe, "moe_ep1": {}})
 
 
 def test_fused_moe_overhead_by_hand_per_format(load_model):
@@ -151,6 +151,70 @@ def test_fused_moe_overhead_by_hand_per_format(load_model):
     d8 = DeployArrays.from_deployments([Deployment(tp=1, dp=8, ep=8, precision="fp8")])
     env8 = replace(Env.create(get_hardware("h200"), "fp8", "fp8"), eff=eff)
     assert moe_overhead_s(a.take([0]), d8, env8, 64.0)[0, 0] * 1e6 == pytest.approx(22.752)
+
+
+def test_an_ep1_deployment_runs_the_ep1_entry_and_ep_above_1_the_joint_one(load_model):
+    """DeepSeek-V3 (H = 7,168, k = 8) at 64 tokens, FP8 experts: joint `[moe.fp8]` at (20 µs,
+    0.02 µs per copy of 4,096 elements, 0.001 µs per index), `[moe.fp8.ep1]` at (6, 0.01, 0).
+    One batch of two deployments: EP 1 (TP 1) runs the EP = 1 entry: 512 local copies,
+    6 + 512 · 0.01 · 7168/4096 + 0 = 6 + 8.96 = 14.96 µs; EP 8 (attention DP 8) the joint one:
+    64 local copies, 20 + 64 · 0.02 · 7168/4096 + 512 · 0.001 = 20 + 2.24 + 0.512 = 22.752 µs.
+    Without the EP = 1 entry the EP 1 deployment runs the joint one: 20 + 17.92 + 0.512 =
+    38.432 µs."""
+    ds = load_model("DeepSeek-V3")
+    joint = _moe_efficiency(fp8=(20.0, 0.02, 0.001))
+    ep1 = _moe_efficiency(fp8=(6.0, 0.01, 0.0)).moe["fp8"]
+    both = joint.model_copy(update={"moe_ep1": {"fp8": ep1}})
+    deps = [Deployment(precision="fp8"), Deployment(tp=1, dp=8, ep=8, precision="fp8")]
+    a, d = ArchArrays.from_architectures([ds, ds]), DeployArrays.from_deployments(deps)
+    env = Env.for_deployments(get_hardware("h200"), deps)
+    for eff, expected_us in ((both, [14.96, 22.752]), (joint, [38.432, 22.752])):
+        overhead = moe_overhead_s(a, d, replace(env, eff=eff), np.array([[64.0]]))
+        assert overhead[:, 0] * 1e6 == pytest.approx(expected_us, rel=1e-9)
+
+
+def test_an_ep1_deployments_expert_gemms_stream_at_the_ep1_entrys_ceiling():
+    """The grouped expert GEMM of test_grouped_expert_gemms_stream_at_the_fused_kernels_ceiling
+    (8 BF16 experts, M = 1, N = 4,096, K = 7,168: 469,942,272 bytes, every other term neutral)
+    for two deployments in one list: EP 1 at the `[moe.bf16.ep1]` HBM ceiling 0.25:
+    469,942,272 / (4.8e12 · 0.25) = 391.619 µs; EP 8 at the joint entry's 0.5: 195.809 µs."""
+    eff = get_efficiency("h200", "trtllm")
+    neutral = eff.gemm["bf16"].model_copy(update=dict(
+        compute_ceiling_frac=1.0, bandwidth_ceiling_frac=1.0, fixed_overhead_s=0.0,
+        n_half_dim=0.0, k_half_dim=0.0, overlap_frac=1.0, split_k_overhead_s=1.0,
+        sm_bandwidth_bytes_per_s=1e18))
+    joint = eff.moe["bf16"].model_copy(update=dict(
+        compute_ceiling_frac=1.0, bandwidth_ceiling_frac=0.5, sm_bandwidth_bytes_per_s=1e18))
+    ep1 = joint.model_copy(update={"bandwidth_ceiling_frac": 0.25})
+    eff = eff.model_copy(update={"gemm": {"bf16": neutral}, "moe": {"bf16": joint},
+                                 "moe_ep1": {"bf16": ep1}})
+    env = replace(Env.create(get_hardware("h200"), "bf16", "bf16"), eff=eff)
+    g = GemmList(shape=(2, 1), expert_ep=np.array([[1.0], [8.0]]))
+    g.add("moe/experts_up", 1.0, 4096.0, 7168.0, 1.0, groups=8.0, moe=True)
+    times_us = np.ravel(g.times_s(env, np.float64)["moe/experts_up"]) * 1e6
+    assert times_us == pytest.approx([391.619, 195.809], rel=1e-5)
+
+
+@pytest.mark.parametrize("ep", [1, 8])
+def test_a_stage_runs_the_ep1_entry_exactly_at_ep1(load_model, ep):
+    """A DeepSeek-V3 step on B200's TensorRT-LLM NVFP4 file (joint J, `ep1` E): at EP 1 it
+    costs what the file with E as its only entry costs (grouped GEMMs and overhead), at EP 8
+    what J alone costs; the two entries price the step differently."""
+    from cost_model.step import stage_forward
+
+    a = ArchArrays.from_architectures([load_model("DeepSeek-V3")])
+    d = DeployArrays.from_deployments([Deployment(tp=8 // ep, dp=ep, ep=ep, precision="nvfp4")])
+    eff = get_efficiency("b200", "trtllm")
+    env = Env.create(get_hardware("b200"), "nvfp4", "fp8", engine="trtllm")
+
+    def step_s(e):
+        return float(np.ravel(stage_forward(a, d, replace(env, eff=e), 64.0, 1024.0, 0.0,
+                                            512.0).total_s)[0])
+
+    alone = {name: step_s(eff.model_copy(update={"moe": {"nvfp4": entry}, "moe_ep1": {}}))
+             for name, entry in (("joint", eff.moe["nvfp4"]), ("ep1", eff.moe_ep1["nvfp4"]))}
+    assert step_s(eff) == alone["ep1" if ep == 1 else "joint"]
+    assert alone["ep1"] != pytest.approx(alone["joint"], rel=1e-3)
 
 
 def test_a_stage_pays_the_fused_moe_once_per_moe_layer(load_model):

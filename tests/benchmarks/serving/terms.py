@@ -85,13 +85,15 @@ def patched(module, **values):
 
 
 def scaled_moe(eff: Efficiency, f: float, m: float) -> Efficiency:
-    """`eff` with every experts' format's fused-MoE terms scaled: the floor by f, the size terms
-    by m (the grouped GEMMs' ceilings as they are)."""
-    moe = {name: entry.model_copy(update={"fixed_overhead_s": f * entry.fixed_overhead_s,
-                                          "per_local_copy_s": m * entry.per_local_copy_s,
-                                          "per_scanned_copy_s": m * entry.per_scanned_copy_s})
-           for name, entry in eff.moe.items()}
-    return eff.model_copy(update={"moe": moe})
+    """`eff` with every experts' format's fused-MoE terms (EP = 1 entries too) scaled: the floor
+    by f, the size terms by m (the grouped GEMMs' ceilings as they are)."""
+    def scaled(entries: dict) -> dict:
+        return {name: entry.model_copy(update={"fixed_overhead_s": f * entry.fixed_overhead_s,
+                                               "per_local_copy_s": m * entry.per_local_copy_s,
+                                               "per_scanned_copy_s": m * entry.per_scanned_copy_s})
+                for name, entry in entries.items()}
+
+    return eff.model_copy(update={"moe": scaled(eff.moe), "moe_ep1": scaled(eff.moe_ep1)})
 
 
 def moe_efficiencies(eff: Efficiency) -> dict[str, Efficiency]:
@@ -112,8 +114,7 @@ def full_model_at(terms: Terms):
 
     def moe_terms(self: Env) -> MoeTerms:
         f, m = MOE_VARIANTS[terms.moe_variant(engine_of_kernels(self.eff))]
-        t = real(self)
-        return MoeTerms(f * t.fixed_overhead_s, m * t.per_local_copy_s, m * t.per_scanned_copy_s)
+        return real(self).scaled(f, m)  # the EP = 1 entry's terms too
 
     with contextlib.ExitStack() as stack:
         stack.enter_context(patched(host, request_step_s=terms.host_s))

@@ -6,14 +6,17 @@ predicted within the fit's error."""
 
 from __future__ import annotations
 
+import tomllib
+
 import numpy as np
 import pyarrow as pa
 import pytest
 
 from cost_model.deployment import ENGINES
-from cost_model.efficiency import get_efficiency
+from cost_model.efficiency import efficiency_from_toml, get_efficiency
 from cost_model.hardware import catalog_names, get_hardware
-from search.calibration import moe
+from cost_model.precision import get_precision
+from search.calibration import files, moe
 from search.calibration.errors import CalibrationError
 
 TRUE_MOE = {"compute_ceiling_frac": 0.6, "bandwidth_ceiling_frac": 0.7,
@@ -49,6 +52,86 @@ def test_moe_fit_recovers_set_coefficients():
             assert r.coefficients[key] == pytest.approx(value, rel=RECOVERY_REL), key
     assert r.error[0] < 1e-3 < r.prior_error[0]
     assert "synthetic" in moe.fit_source(r)
+
+
+TRUE_EP1 = {"compute_ceiling_frac": 0.8, "bandwidth_ceiling_frac": 0.85,
+            "sm_bandwidth_gb_per_s": 60.0, "fixed_overhead_us": 8.0,
+            "per_local_copy_us": 0.01, "per_scanned_copy_us": 0.0003}
+
+
+def _two_truths(seed: int = 1) -> tuple[moe.MeasuredMoe, np.ndarray]:
+    """Synthetic rows: EP 1 ones timed at TRUE_EP1, EP 8 and 32 ones at TRUE_MOE; EP = 1 mask."""
+    hw, eff = get_hardware("h200"), get_efficiency("h200", "trtllm")
+    data = moe.measured_moe(_table(np.random.default_rng(seed)))[0]["bf16"]
+    ep1 = data.moe_ep == 1
+    at = lambda c: moe.predicted_s(data, hw, moe.with_moe(  # noqa: E731
+        eff, "bf16", moe.moe_efficiency_of(c)))
+    truth = np.where(ep1, at(TRUE_EP1), at(TRUE_MOE))
+    return moe.MeasuredMoe("bf16", *data.keys(), time_s=truth), ep1
+
+
+def test_the_ep1_entry_is_fitted_on_the_ep1_rows_alone():
+    """Rows at two truths (EP 1: TRUE_EP1; EP > 1: TRUE_MOE): the `ep1` fit recovers TRUE_EP1 on
+    its rows alone (the joint fit over both cannot), and the fitted file prices EP = 1 rows with
+    the `ep1` entry alone (grouped GEMMs and overhead) and the others with the joint one."""
+    hw, eff = get_hardware("h200"), get_efficiency("h200", "trtllm")
+    data, ep1 = _two_truths()
+    (r,) = moe.fit_moe({"bf16": data}, hw, eff, "h200", "synthetic", 1000)
+    assert r.ep1 is not None and r.ep1.points == int(ep1.sum()) and r.points == len(data)
+    for key, value in TRUE_EP1.items():
+        if key not in UNSEEN:
+            assert r.ep1.coefficients[key] == pytest.approx(value, rel=RECOVERY_REL), key
+    assert r.ep1.error[0] < 1e-3 < r.error[0]
+    predicted = moe.predicted_s(data, hw, moe.fitted_efficiency(eff, r))
+    alone = {name: moe.predicted_s(data, hw, moe.with_moe(eff, "bf16", moe.moe_efficiency_of(
+        fit.coefficients))) for name, fit in (("joint", r), ("ep1", r.ep1))}
+    assert np.array_equal(predicted[ep1], alone["ep1"][ep1])  # GEMMs and overhead: ep1's
+    assert np.array_equal(predicted[~ep1], alone["joint"][~ep1])  # EP > 1: the joint entry
+    assert not np.allclose(alone["ep1"][ep1], alone["joint"][ep1], rtol=1e-2)
+
+
+def test_a_single_ep1_configuration_gets_no_ep1_entry():
+    """Under MIN_EP1_CELLS (2) EP = 1 configurations the EP = 1 rows are one curve: no entry,
+    EP = 1 deployments run the joint fit."""
+    data = _measured([1, 1, 1, 4, 4], [16, 64, 256, 16, 64], [1.0, 2.0, 3.0, 1.0, 2.0])
+    assert moe.ep1_subset(data) is None
+    two = _measured([1, 1, 1, 1], [16, 64, 16, 64], [1.0, 2.0, 1.0, 2.0], [7168, 7168, 4096, 4096])
+    assert len(moe.ep1_subset(two)) == 4
+
+
+def test_both_entries_are_written_and_read_back():
+    """`files.moe_entry` writes `[moe.bf16]` and `[moe.bf16.ep1]` (each with its `fit`); the file
+    reads back with both, to the written 4 significant digits; without `ep1` it reads as
+    before (no EP = 1 entry: EP = 1 runs the joint one)."""
+    hw, eff = get_hardware("h200"), get_efficiency("h200", "trtllm")
+    data, _ = _two_truths()
+    (r,) = moe.fit_moe({"bf16": data}, hw, eff, "h200", "synthetic", 400)
+    doc = files.previous_doc(files.package_dir(), "trtllm", "h200")
+    doc["moe"] = {"bf16": files.moe_entry(r)}
+    read = efficiency_from_toml(tomllib.loads(files.efficiency_text(doc, "trtllm")), "trtllm")
+    for entry, fit in ((read.moe["bf16"], r), (read.moe_ep1["bf16"], r.ep1)):
+        for key, value in moe.coefficients_of(entry).items():
+            assert value == pytest.approx(fit.coefficients[key], rel=1e-3), key
+    assert read.moe_ep1_fits["bf16"].points == r.ep1.points
+    assert "moe.bf16.ep1.fit" in read.sources["moe.bf16.ep1.fixed_overhead_us"]
+    assert read.moe_efficiency(get_precision("bf16"), ep1=True) == read.moe_ep1["bf16"]
+    del doc["moe"]["bf16"]["ep1"]
+    old = efficiency_from_toml(doc, "trtllm")
+    assert old.moe_ep1 == {} and old.moe_efficiency(get_precision("bf16"), ep1=True) == \
+        old.moe["bf16"]
+
+
+def test_the_default_file_takes_the_median_ep1_entry():
+    """`default.toml`'s `[moe.bf16.ep1]` is the median of the GPUs' EP = 1 entries (fits
+    dropped), as its joint entry is of theirs: fixed floors 10, 30, 20 µs -> 20 µs."""
+    entries = [{"fixed_overhead_us": files.sourced(v, "fit"), "fit": {"points": 1},
+                "ep1": {"fixed_overhead_us": files.sourced(v / 10, "fit"), "fit": {}}}
+               for v in (10.0, 30.0, 20.0)]
+    docs = {f"gpu{i}": {"moe": {"bf16": e}, "attention": {}, "communication": {}}
+            for i, e in enumerate(entries)}
+    median = files.default_doc(docs, "trtllm")["moe"]["bf16"]
+    assert median["fixed_overhead_us"]["value"] == 20.0 and "fit" not in median
+    assert median["ep1"]["fixed_overhead_us"]["value"] == 2.0 and "fit" not in median["ep1"]
 
 
 def test_rows_the_model_does_not_cover_are_left_out_and_counted():
@@ -102,6 +185,24 @@ def test_shipped_moe_coefficients_are_fitted_and_physical(engine, name):
                                  else "median of the calibrated"), fmt
         if name != "default":
             assert f"moe/{engine}/" in eff.moe_fits[fmt].source, fmt
+    for fmt, entry in eff.moe_ep1.items():  # the EP = 1 entries: fitted on their own rows
+        c = moe.coefficients_of(entry)
+        assert c["fixed_overhead_us"] < 500 and c["per_local_copy_us"] <= 1.0, fmt
+        assert f"moe.{fmt}.ep1" in eff.sources[f"moe.{fmt}.ep1.fixed_overhead_us"] \
+            or name == "default", fmt
+        if name != "default":
+            assert f"moe/{engine}/" in eff.moe_ep1_fits[fmt].source, fmt
+
+
+# the served layers' engines, GPUs and formats (validate_serving's MoE rows) have an EP = 1 entry
+SERVED_EP1 = [("trtllm", "b200", "nvfp4"), ("trtllm", "b200", "mxfp4"), ("vllm", "h200", "w4a16"),
+              ("sglang", "h200", "fp8_block")]
+
+
+@pytest.mark.parametrize("engine, name, fmt", SERVED_EP1, ids=["-".join(c) for c in SERVED_EP1])
+def test_served_formats_have_an_ep1_entry(engine, name, fmt):
+    eff = get_efficiency(name, engine)
+    assert fmt in eff.moe_ep1 and eff.moe_ep1[fmt] != eff.moe[fmt]
 
 
 # Measured points: aiconfigurator-core 0.12.0 moe/trtllm/1.3.0rc20 moe_perf (balanced routing):

@@ -290,3 +290,18 @@ def test_a_studys_engine_selects_kernels():
               for engine in (None, *ENGINES)}
     areas = {e: float(s.frontier_area[0]) for e, s in scores.items()}
     assert len(set(areas.values())) == 4, areas
+
+
+def test_kernels_say_when_ep1_experts_run_the_joint_fused_moe_fit():
+    """TensorRT-LLM's H100 table times W4A16 experts at EP = 1 in one configuration only (no
+    `[moe.w4a16.ep1]`): an EP = 1 deployment's experts run the joint fit, and `uncalibrated`
+    says so; H200's table has an EP = 1 entry, so nothing is said there; at EP > 1 never."""
+    from cost_model import get_hardware
+    from search.cli.cost import kernels_document
+
+    line = ("w4a16 fused MoE at EP = 1: no trtllm EP = 1 rows, the joint w4a16 fit over "
+            "every EP")
+    h100, h200 = get_hardware("h100-sxm"), get_hardware("h200")
+    assert line in kernels_document(h100, "trtllm", ["bf16"], "w4a16", ep1=True)["uncalibrated"]
+    assert line not in kernels_document(h100, "trtllm", ["bf16"], "w4a16")["uncalibrated"]
+    assert kernels_document(h200, "trtllm", ["bf16"], "w4a16", ep1=True)["uncalibrated"] == []
