@@ -280,7 +280,7 @@ def test_a_row_naming_block_fp8_keeps_it(name, expected):
     """A Qwen3 MoE row (not DeepSeek, whose `fp8` means its block-scaled checkpoint) that names
     `fp8_block` is priced as block FP8 (Qwen's `-FP8` checkpoints, ML.ENERGY's pairs); a bare
     `fp8` stays per-tensor; BF16 passes through."""
-    from cost_model.hf.files import load_model
+    from cost_model import load_model
     from tests.benchmarks.serving.rows import _formats
     arch = load_model("tests/data/hf_configs/serving_Qwen3-235B-A22B.json").arch
     assert _formats({"precision": name}, arch)["precision"] == expected
