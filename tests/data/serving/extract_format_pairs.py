@@ -37,6 +37,9 @@ import statistics
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from schema import write_rows  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 SOURCES = (HERE.parent / "serving_published.csv", HERE / "published_ttft_tpot.csv",
            HERE / "inferencex_runs.csv")
@@ -187,11 +190,7 @@ def ml_energy_pairs(path: Path = ML_ENERGY_SOURCE) -> list[dict[str, str]]:
 
 def main(argv: list[str]) -> int:
     rows = inferencex_pairs() + kv_pairs() + perf_overview_pairs() + ml_energy_pairs()
-    with Path(argv[0]).open("w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
-    print(f"{len(rows)} pairs -> {argv[0]}")
+    write_rows(Path(argv[0]), rows, COLUMNS, "pairs")
     return 0
 
 

@@ -18,11 +18,13 @@ Usage: python tests/data/serving/extract_ml_energy.py GIT_DIR [OUT.csv]
 
 from __future__ import annotations
 
-import csv
 import json
 import subprocess
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from schema import write_rows  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "pair_sources" / "ml_energy_v3.csv"
@@ -74,12 +76,7 @@ def main(argv: list[str]) -> int:
                   f"{name}, got {argv[0]}", file=sys.stderr)
             return 2
         rows += records(json.loads(done.stdout), name)
-    out = Path(argv[1]) if len(argv) > 1 else OUT
-    with out.open("w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
-    print(f"{len(rows)} rows -> {out}")
+    write_rows(Path(argv[1]) if len(argv) > 1 else OUT, rows, COLUMNS)
     return 0
 
 

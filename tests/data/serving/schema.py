@@ -34,13 +34,15 @@ EXTRA_COLUMNS = (
 COLUMNS = BASE_COLUMNS + EXTRA_COLUMNS
 
 
-def write_rows(path: Path, rows: list[dict[str, str]]) -> None:
-    """`rows` as a CSV of `COLUMNS` at `path`, and one line saying so."""
+def write_rows(path: Path, rows: list[dict[str, str]], columns: tuple[str, ...] = COLUMNS,
+               noun: str = "rows") -> None:
+    """`rows` as a CSV of `columns` (the grown set's by default) at `path`, and one line saying
+    so."""
     with path.open("w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w = csv.DictWriter(f, fieldnames=columns)
         w.writeheader()
         w.writerows(rows)
-    print(f"{len(rows)} rows -> {path}")
+    print(f"{len(rows)} {noun} -> {path}")
 
 
 def blank_row() -> dict[str, str]:
