@@ -178,16 +178,9 @@ def test_an_ep1_deployments_expert_gemms_stream_at_the_ep1_entrys_ceiling():
     (8 BF16 experts, M = 1, N = 4,096, K = 7,168: 469,942,272 bytes, every other term neutral)
     for two deployments in one list: EP 1 at the `[moe.bf16.ep1]` HBM ceiling 0.25:
     469,942,272 / (4.8e12 · 0.25) = 391.619 µs; EP 8 at the joint entry's 0.5: 195.809 µs."""
-    eff = get_efficiency("h200", "trtllm")
-    neutral = eff.gemm["bf16"].model_copy(update=dict(
-        compute_ceiling_frac=1.0, bandwidth_ceiling_frac=1.0, fixed_overhead_s=0.0,
-        n_half_dim=0.0, k_half_dim=0.0, overlap_frac=1.0, split_k_overhead_s=1.0,
-        sm_bandwidth_bytes_per_s=1e18))
-    joint = eff.moe["bf16"].model_copy(update=dict(
-        compute_ceiling_frac=1.0, bandwidth_ceiling_frac=0.5, sm_bandwidth_bytes_per_s=1e18))
-    ep1 = joint.model_copy(update={"bandwidth_ceiling_frac": 0.25})
-    eff = eff.model_copy(update={"gemm": {"bf16": neutral}, "moe": {"bf16": joint},
-                                 "moe_ep1": {"bf16": ep1}})
+    eff = _neutral_bf16_experts(moe_bandwidth_frac=0.5)
+    ep1 = eff.moe["bf16"].model_copy(update={"bandwidth_ceiling_frac": 0.25})
+    eff = eff.model_copy(update={"moe_ep1": {"bf16": ep1}})
     env = replace(Env.create(get_hardware("h200"), "bf16", "bf16"), eff=eff)
     g = GemmList(shape=(2, 1), expert_ep=np.array([[1.0], [8.0]]))
     g.add("moe/experts_up", 1.0, 4096.0, 7168.0, 1.0, groups=8.0, moe=True)
@@ -253,20 +246,28 @@ def test_under_attention_dp_the_fused_moe_sees_every_groups_tokens(load_model):
     assert float(np.ravel(added)[0]) * 1e6 == pytest.approx(1319.616, rel=1e-5)
 
 
-def test_grouped_expert_gemms_stream_at_the_fused_kernels_ceiling():
-    """8 BF16 experts of M = 1, N = 4,096, K = 7,168 on H200 with every kernel term neutral
-    (compute and per-SM stream rates unbounded, no overheads, full overlap): the launch streams
-    8 · (7168 · (1 + 4096) · 2 + 4096 · 2) = 8 · 58,742,784 = 469,942,272 bytes. At the fused
-    MoE's HBM ceiling 0.5: 469,942,272 / (4.8e12 · 0.5) = 195.809 µs; the dense entry's (1.0)
-    as a grouped dense launch: 97.905 µs."""
+def _neutral_bf16_experts(moe_bandwidth_frac: float):
+    """H200's TensorRT-LLM file with the BF16 GEMM entry neutral (compute and per-SM stream
+    rates unbounded, no overheads, full overlap) and the BF16 fused-MoE entry at HBM ceiling
+    `moe_bandwidth_frac` with unbounded compute and per-SM rates."""
     eff = get_efficiency("h200", "trtllm")
     neutral = eff.gemm["bf16"].model_copy(update=dict(
         compute_ceiling_frac=1.0, bandwidth_ceiling_frac=1.0, fixed_overhead_s=0.0,
         n_half_dim=0.0, k_half_dim=0.0, overlap_frac=1.0, split_k_overhead_s=1.0,
         sm_bandwidth_bytes_per_s=1e18))
     moe = eff.moe["bf16"].model_copy(update=dict(
-        compute_ceiling_frac=1.0, bandwidth_ceiling_frac=0.5, sm_bandwidth_bytes_per_s=1e18))
-    eff = eff.model_copy(update={"gemm": {"bf16": neutral}, "moe": {"bf16": moe}})
+        compute_ceiling_frac=1.0, bandwidth_ceiling_frac=moe_bandwidth_frac,
+        sm_bandwidth_bytes_per_s=1e18))
+    return eff.model_copy(update={"gemm": {"bf16": neutral}, "moe": {"bf16": moe}})
+
+
+def test_grouped_expert_gemms_stream_at_the_fused_kernels_ceiling():
+    """8 BF16 experts of M = 1, N = 4,096, K = 7,168 on H200 with every kernel term neutral
+    (compute and per-SM stream rates unbounded, no overheads, full overlap): the launch streams
+    8 · (7168 · (1 + 4096) · 2 + 4096 · 2) = 8 · 58,742,784 = 469,942,272 bytes. At the fused
+    MoE's HBM ceiling 0.5: 469,942,272 / (4.8e12 · 0.5) = 195.809 µs; the dense entry's (1.0)
+    as a grouped dense launch: 97.905 µs."""
+    eff = _neutral_bf16_experts(moe_bandwidth_frac=0.5)
     hw, bf16 = get_hardware("h200"), get_precision("bf16")
     experts = GemmRates.for_experts(hw, bf16, eff)
     dense = GemmRates.of(hw, bf16, efficiency=eff)
