@@ -50,8 +50,10 @@ def select_ep1_rates(ep, ep1: GemmRates, joint: GemmRates) -> GemmRates:
     if ep1 is joint:
         return joint
     single = np.asarray(ep) == 1
-    if single.all() or not single.any():
-        return ep1 if single.all() else joint
+    if single.all():
+        return ep1
+    if not single.any():
+        return joint
     return GemmRates.select(single, ep1, joint)
 
 

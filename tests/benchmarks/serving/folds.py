@@ -134,10 +134,10 @@ def _settings(terms: Terms, grid: np.ndarray, cpu: str, engine, variants) -> lis
 class FitConfig:
     """Which terms a fit fits: `host` "fit", "shrunk" (fitted, then 0 unless it beats 0 with
     each of the fit's sources left out: `shrunk_host_us`, the shipped fit) or "off" (h = 0);
-    `moe` "fit" (a variant per
-    engine) or fixed ((engine, variant) pairs); `ttft` "fit", "no_queue" (q = 0), "no_round"
-    (w = 0), "request" (t_request only) or "off" (no client terms); an engine gets TTFT terms
-    of its own from `min_engine_rows` rows with a measured TTFT (fewer: the generic table's)."""
+    `moe` "fit" (a variant per engine) or fixed ((engine, variant) pairs); `ttft` "fit",
+    "no_queue" (q = 0), "no_round" (w = 0), "request" (t_request only) or "off" (no client
+    terms); an engine gets TTFT terms of its own from `min_engine_rows` rows with a measured
+    TTFT (fewer: the generic table's)."""
 
     name: str
     host: str = "fit"
