@@ -2,7 +2,7 @@
 scores them): the model's a/b ratios of TPOT and tokens/s/GPU against the measured ones, per
 source and formats, per model and over all. Faster than validate_serving.py (no other rows).
 
-Run: PYTHONPATH=$PWD python tests/benchmarks/format_pairs.py [--csv PATH] [--quiet] [--json]
+Run: python tests/benchmarks/format_pairs.py [--csv PATH] [--quiet] [--json]
 """
 
 from __future__ import annotations
@@ -13,9 +13,11 @@ import sys
 from pathlib import Path
 from statistics import median
 
-from tests.benchmarks.serving.config import DEFAULT_DATA_DIR, FORMAT_PAIRS_CSV
-from tests.benchmarks.serving.config import FORMAT_PAIR_BAND
-from tests.benchmarks.serving.pairs import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repository root: tests.*
+
+from tests.benchmarks.serving.config import DEFAULT_DATA_DIR, FORMAT_PAIRS_CSV  # noqa: E402
+from tests.benchmarks.serving.config import FORMAT_PAIR_BAND  # noqa: E402
+from tests.benchmarks.serving.pairs import (  # noqa: E402
     _pair_summary, _print_pair_figures, _read_pairs, pair_group, pair_groups, print_pairs,
     score_format_pairs,
 )
